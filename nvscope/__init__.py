@@ -1,0 +1,44 @@
+"""nvscope: scoped nvFuser developer options for Lightning Thunder and nvFuser.
+
+    from nvscope import nv_options, with_nv_options
+    with nv_options(enable=["fuse_matmul"], disable=["matmul_expr_eval"]):
+        loss = jitted_model(x)          # every nvFuser fusion executed here gets these options
+
+``import nvscope`` imports no torch, Thunder or nvFuser; adapters load when a scope first needs them.
+"""
+
+from __future__ import annotations
+
+from nvscope import _autoinstall
+from nvscope.catalog import Catalog, OptionInfo, UnknownOptionError, catalog
+from nvscope.devmode import (
+    DevelopmentModeError,
+    DevelopmentModeWarning,
+    development_mode,
+    set_development_mode,
+)
+from nvscope.nvfuser import UnsupportedError
+from nvscope.optionset import OptionSet
+from nvscope.scope import ENTER_HOOKS, bind, current_options, nv_options, with_nv_options
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Catalog",
+    "DevelopmentModeError",
+    "DevelopmentModeWarning",
+    "OptionInfo",
+    "OptionSet",
+    "UnknownOptionError",
+    "UnsupportedError",
+    "__version__",
+    "bind",
+    "catalog",
+    "current_options",
+    "development_mode",
+    "nv_options",
+    "set_development_mode",
+    "with_nv_options",
+]
+
+ENTER_HOOKS.append(_autoinstall.ensure_adapters)

@@ -1,0 +1,196 @@
+"""The option catalog: every nvFuser enable/disable option name, what it does, and in which versions it exists.
+
+Thunder's reviewers asked how anyone would discover the magic strings. This module answers, and it is also what
+``nv_options`` validates against, early and with a fix in the message (did-you-mean, wrong list, needs arguments,
+not in your nvFuser version) instead of nvFuser's late ``RuntimeError`` inside the first fusion execution.
+
+The table itself lives in ``_catalog_data.py`` (read from nvFuser's ``csrc/options.cpp`` and ``csrc/options.h``).
+When an nvFuser distribution is installed, its version is read from the distribution metadata (nvFuser itself is
+never imported here: that would import torch) and the table is narrowed to the names that version has.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import os
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+from packaging.version import InvalidVersion, Version
+
+from nvscope import _catalog_data
+
+__all__ = [
+    "Catalog",
+    "Kind",
+    "OptionInfo",
+    "UnknownOptionError",
+    "catalog",
+    "installed_nvfuser",
+]
+
+Kind = Literal["enable", "disable"]
+Effect = Literal["codegen", "runtime", "debug"]
+_OTHER: dict[str, Kind] = {"enable": "disable", "disable": "enable"}
+
+
+class UnknownOptionError(ValueError):
+    """An option name nvFuser does not accept in that list (or not per call, or not in the installed version)."""
+
+
+@dataclass(frozen=True, slots=True)
+class OptionInfo:
+    """One nvFuser option.
+
+    ``effect`` is ``"codegen"`` (can change the compiled kernels or which executor runs), ``"runtime"`` (changes
+    runtime behaviour only) or ``"debug"`` (output, profiling, validation). ``since``/``until`` are the first and
+    last nvFuser versions the bundled table has the name in (``until`` is None when the newest covered one has it).
+    """
+
+    kind: Kind
+    name: str
+    effect: Effect
+    description: str
+    since: str
+    until: str | None
+    requires_args: bool
+
+    def available_in(self, version: Version) -> bool:
+        """Whether nvFuser ``version`` (compared by its release, ignoring dev/local parts) has this option."""
+        release = Version(version.base_version)
+        if release < Version(self.since):
+            return False
+        return self.until is None or release <= Version(self.until)
+
+    @property
+    def versions(self) -> str:
+        """The version range as text, e.g. ``0.2.23+`` or ``0.2.26-0.2.35``."""
+        return f"{self.since}+" if self.until is None else f"{self.since}-{self.until}"
+
+
+@dataclass(frozen=True, slots=True)
+class InstalledNvFuser:
+    """An installed nvFuser distribution, found without importing it."""
+
+    distribution: str
+    version: Version
+
+
+_COVERED = tuple(Version(v) for v, _ in _catalog_data.VERSIONS)
+
+
+def _bundled() -> tuple[OptionInfo, ...]:
+    return tuple(
+        OptionInfo(kind, name, effect, description, since, until, requires_args)  # type: ignore[arg-type]
+        for kind, name, effect, since, until, requires_args, description in _catalog_data.OPTIONS
+    )
+
+
+@functools.cache
+def installed_nvfuser() -> InstalledNvFuser | None:
+    """The installed nvFuser, from an imported module if there is one, else from ``*.dist-info`` on ``sys.path``.
+
+    Cached for the process: a program does not change its nvFuser under its own feet.
+    """
+    for module_name in ("nvfuser_direct", "nvfuser"):
+        module = sys.modules.get(module_name)
+        version_fn = getattr(module, "version", None)
+        if callable(version_fn):
+            try:
+                return InstalledNvFuser(module_name, Version(str(version_fn())))
+            except InvalidVersion:
+                pass
+    for entry in sys.path:
+        try:
+            names = os.listdir(entry or ".")
+        except OSError:
+            continue
+        for name in sorted(names):
+            # Wheels are called nvfuser, nvfuser-cu128, nvfuser_cu130_torch210, ...: <dist>-<version>.dist-info
+            if name.startswith("nvfuser") and name.endswith(".dist-info"):
+                dist, _, version = name[: -len(".dist-info")].rpartition("-")
+                try:
+                    return InstalledNvFuser(dist, Version(version))
+                except InvalidVersion:
+                    continue
+    return None
+
+
+class Catalog:
+    """The options one nvFuser version accepts (or the whole bundled table when no nvFuser is installed)."""
+
+    __slots__ = ("_all", "_by_kind", "nvfuser", "options", "source")
+
+    def __init__(self, options: Iterable[OptionInfo], nvfuser: InstalledNvFuser | None) -> None:
+        everything = tuple(options)
+        self.nvfuser = nvfuser
+        first, last = _catalog_data.VERSIONS[0][0], _catalog_data.VERSIONS[-1][0]
+        if nvfuser is None:
+            self.options = everything
+            self.source = f"bundled catalog (nvFuser {first} to {last}; no nvFuser installed)"
+        else:
+            self.options = tuple(o for o in everything if o.available_in(nvfuser.version))
+            beyond = Version(nvfuser.version.base_version) > _COVERED[-1]
+            note = f", newer than the catalog's {last}: names added since are unknown to it" if beyond else ""
+            self.source = f"bundled catalog for installed nvFuser {nvfuser.version} ({nvfuser.distribution}{note})"
+        self._by_kind: dict[str, dict[str, OptionInfo]] = {"enable": {}, "disable": {}}
+        self._all = everything
+        for option in self.options:
+            self._by_kind[option.kind][option.name] = option
+
+    def __repr__(self) -> str:
+        return f"<nvscope Catalog: {len(self.options)} options, {self.source}>"
+
+    def names(self, kind: Kind) -> frozenset[str]:
+        """Every name accepted in the ``kind`` list."""
+        return frozenset(self._by_kind[kind])
+
+    def get(self, kind: Kind, name: str) -> OptionInfo | None:
+        """The option ``name`` in the ``kind`` list, or None."""
+        return self._by_kind[kind].get(name)
+
+    def check(self, kind: Kind, name: str) -> None:
+        """Raise `UnknownOptionError`, with the fix in the message, unless ``name`` is valid per call in ``kind``."""
+        info = self._by_kind[kind].get(name)
+        if info is not None:
+            if info.requires_args:
+                raise UnknownOptionError(
+                    f"nvFuser {kind} option {name!r} needs arguments, e.g. NVFUSER_{kind.upper()}={name}(...), "
+                    "and per-call options carry no arguments: set it in the environment before the process starts"
+                )
+            return
+        other = _OTHER[kind]
+        if name in self._by_kind[other]:
+            raise UnknownOptionError(
+                f"{name!r} is an nvFuser {other} option, not an {kind} option: pass it as {other}=[{name!r}]"
+            )
+        anywhere = [o for o in self._all if o.name == name and o.kind == kind]
+        if anywhere and self.nvfuser is not None:
+            raise UnknownOptionError(
+                f"nvFuser {kind} option {name!r} exists only in nvFuser {anywhere[0].versions}; "
+                f"the installed nvFuser is {self.nvfuser.version}"
+            )
+        message = f"unknown nvFuser {kind} option {name!r}"
+        close = difflib.get_close_matches(name, self._by_kind[kind], n=3, cutoff=0.6)
+        close_other = difflib.get_close_matches(name, self._by_kind[other], n=1, cutoff=0.75)
+        if close:
+            message += f"; did you mean {' or '.join(repr(c) for c in close)}?"
+        elif close_other:
+            message += f"; did you mean the {other} option {close_other[0]!r}?"
+        message += " (`nvscope options` lists them all)"
+        raise UnknownOptionError(message)
+
+
+@functools.cache
+def catalog() -> Catalog:
+    """The catalog for the installed nvFuser (or the whole bundled table when none is installed). Cached."""
+    return Catalog(_bundled(), installed_nvfuser())
+
+
+def _reset_cache() -> None:
+    """Forget the cached catalog and installed version (for tests that fake an installation)."""
+    catalog.cache_clear()
+    installed_nvfuser.cache_clear()

@@ -1,0 +1,93 @@
+"""Policy: development mode. Developer flags are for developers; they must not percolate into reference models.
+
+Thunder's reviewers worried that nvFuser developer flags "percolate into reference models and benchmarks". So a
+non-empty scope entered outside development mode warns (`DevelopmentModeWarning`, attributed to the user's line,
+once per call site under Python's default warning filter), and ``NVSCOPE_STRICT=1`` turns that warning into a
+`DevelopmentModeError` for code that must never run with developer flags.
+
+Development mode is on with ``NVSCOPE_DEV=1`` or ``set_development_mode(True)``; the programmatic switch wins.
+The environment is read at each scope entry (not at import), so a launcher or test can change it at any time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import warnings
+
+from nvscope.optionset import OptionSet
+
+__all__ = [
+    "DevelopmentModeError",
+    "DevelopmentModeWarning",
+    "development_mode",
+    "set_development_mode",
+    "strict_mode",
+]
+
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_override: bool | None = None
+
+# Frames in these files are ours (or contextlib's, for `with` via @contextmanager users): a warning is attributed
+# to the first frame outside them, which is the line that entered the scope or called the decorated function.
+_INTERNAL_FILES = (os.path.dirname(os.path.abspath(__file__)) + os.sep, os.path.abspath(contextlib.__file__))
+
+
+class DevelopmentModeWarning(UserWarning):
+    """nvFuser developer options were activated outside development mode."""
+
+
+class DevelopmentModeError(RuntimeError):
+    """nvFuser developer options were activated outside development mode under ``NVSCOPE_STRICT=1``."""
+
+
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in _TRUE
+
+
+def development_mode() -> bool:
+    """Whether development mode is on: ``set_development_mode``'s value if set, else ``NVSCOPE_DEV``."""
+    return _override if _override is not None else _env_flag("NVSCOPE_DEV")
+
+
+def strict_mode() -> bool:
+    """Whether ``NVSCOPE_STRICT`` asks for an error instead of a warning outside development mode."""
+    return _env_flag("NVSCOPE_STRICT")
+
+
+def set_development_mode(enabled: bool | None) -> bool | None:
+    """Turn development mode on (True) or off (False), or back to following ``NVSCOPE_DEV`` (None).
+
+    Returns the previous setting, so ``previous = set_development_mode(True); ...; set_development_mode(previous)``
+    restores it. The switch is process-wide, like the environment variable it overrides.
+    """
+    global _override
+    if enabled is not None and not isinstance(enabled, bool):
+        raise TypeError(f"set_development_mode takes True, False or None, not {enabled!r}")
+    previous, _override = _override, enabled
+    return previous
+
+
+def _user_stacklevel() -> int:
+    """The ``stacklevel`` that points ``warnings.warn`` (called by our caller) at the first non-nvscope frame."""
+    frame = sys._getframe(1)  # the frame that calls warnings.warn (stacklevel 1)
+    level = 1
+    while frame is not None and frame.f_code.co_filename.startswith(_INTERNAL_FILES):
+        frame = frame.f_back  # type: ignore[assignment]
+        level += 1
+    return level
+
+
+def check_scope(options: OptionSet) -> None:
+    """Called before a non-empty scope is entered: warn, or raise under strict mode, outside development mode."""
+    if development_mode():
+        return
+    message = (
+        f"nvFuser developer options {options.as_shell()} activated outside development mode. "
+        "Set NVSCOPE_DEV=1 or call nvscope.set_development_mode(True) if this is a development run; "
+        "reference models and benchmarks should run without developer options."
+    )
+    if strict_mode():
+        raise DevelopmentModeError(message + " (NVSCOPE_STRICT=1 makes this an error.)")
+    warnings.warn(message, DevelopmentModeWarning, stacklevel=_user_stacklevel())

@@ -1,0 +1,44 @@
+"""What the executor adapters report about each fusion execution, for whoever listens (``nvscope.audit``).
+
+Kept in the core so that adapters (which import the core) can report without importing the tools. When nobody
+listens, ``SINKS`` is empty and an adapter pays one truth test per fusion call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Literal
+
+from nvscope.optionset import OptionSet
+
+__all__ = ["PHASE", "SINKS", "FusionRecord", "Phase", "emit"]
+
+Phase = Literal["forward", "backward"]
+# "partition": "default" (the fusion's own cache, i.e. no scope or nothing the scope adds), "new" (a cache for this
+# option set was built by this call: it compiles), "reused" (an existing cache for this option set).
+Partition = Literal["default", "new", "reused"]
+
+# Set by the Thunder adapter around a backward pass; everything else is forward.
+PHASE: ContextVar[Phase] = ContextVar("nvscope.phase", default="forward")
+
+
+@dataclass(frozen=True, slots=True)
+class FusionRecord:
+    """One nvFuser fusion execution."""
+
+    fusion: str
+    options: OptionSet
+    partition: Partition
+    thread: str
+    phase: Phase
+    frontend: str
+
+
+SINKS: list[Callable[[FusionRecord], None]] = []
+
+
+def emit(record: FusionRecord) -> None:
+    for sink in tuple(SINKS):
+        sink(record)

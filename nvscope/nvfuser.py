@@ -1,0 +1,271 @@
+"""Executor adapter for nvFuser's two Python frontends: ``nvfuser_direct`` and the legacy ``nvfuser``.
+
+What every adapter needs from here:
+
+* `EXEC_LOCK`. nvFuser applies per-call options by changing its process-global option state for the duration of
+  the call (snapshot/restore). Two threads executing at once, one with options and one without, would see each
+  other's options, so every execution that passes through nvscope holds this lock.
+* Partitions that really are separate compiled caches. ``nvfuser_direct``: every FusionDefinition owns its
+  FusionExecutorCache, so a separate FD (or FEC) per option set is enough (measured). Legacy ``nvfuser``: one
+  process-wide FusionCache deduplicates identical definitions, so a partition's definition is *salted* with one
+  unused ``define_scalar(<salt>)`` that differs per option set (measured: it gets an entry of its own). nvscope never
+  calls ``FusionCache.reset()``: that would drop every user's kernels, and it made the default reuse a scoped kernel.
+* The legacy frontend warns "Reset the FusionCache manually..." on every execute with options. For executions
+  nvscope partitioned that advice is already followed, so the warning is dropped for them only: the module's
+  ``warnings`` name is replaced by a proxy that consults a thread-local flag (``warnings.catch_warnings`` mutates
+  process-global state and is not thread-safe).
+
+Direct users (no Thunder) opt in with `install()`: ``FusionDefinition.execute`` then honours the active scope with
+the same per-set partitioning. It is opt-in so that Thunder, whose adapter already partitions, keeps a single hook
+on its hot path.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import ModuleType
+from typing import Any
+
+from packaging.version import Version
+
+from nvscope import events
+from nvscope.optionset import OptionSet
+from nvscope.partitions import Partitions
+from nvscope.scope import ACTIVE
+
+__all__ = [
+    "EXEC_LOCK",
+    "MIN_VERSION",
+    "UnsupportedError",
+    "check_version",
+    "frontend_of",
+    "install",
+    "installed",
+    "salt_for",
+    "uninstall",
+]
+
+# The first nvFuser whose execute() takes _enable_options/_disable_options.
+MIN_VERSION = Version("0.2.23")
+
+# Reentrant: Thunder's executor may reach a patched FusionDefinition.execute while holding it.
+EXEC_LOCK = threading.RLock()
+
+_local = threading.local()
+
+
+class UnsupportedError(RuntimeError):
+    """Scoped options cannot be honoured here (nvFuser too old, or a code path nvscope does not partition)."""
+
+
+def check_version(version: Version | None) -> None:
+    """Raise `UnsupportedError` unless ``version`` takes per-call options."""
+    if version is not None and Version(version.base_version) < MIN_VERSION:
+        raise UnsupportedError(
+            f"the installed nvFuser {version} takes no per-call options, so nv_options cannot apply; "
+            f"nvscope needs nvFuser >= {MIN_VERSION} (or set NVFUSER_ENABLE/NVFUSER_DISABLE for the whole process)"
+        )
+
+
+def frontend_of(fd_type: type) -> str:
+    """``"direct"`` for ``nvfuser_direct`` FusionDefinitions, ``"legacy"`` for the ``nvfuser`` module's."""
+    return "direct" if fd_type.__module__.partition(".")[0] == "nvfuser_direct" else "legacy"
+
+
+# --- legacy frontend: salted definitions and the reset warning ---------------------------------------------------
+
+_salts: dict[OptionSet, int] = {}
+_SALT_BASE = 0x6E7673_0000  # "nvs": far from any scalar a real definition would use
+
+
+def salt_for(options: OptionSet) -> int:
+    """A process-stable integer per option set: the unused scalar that gives a legacy partition its own entry."""
+    salt = _salts.get(options)
+    if salt is None:
+        salt = _salts.setdefault(options, _SALT_BASE + len(_salts))
+    return salt
+
+
+@contextmanager
+def salted(salt: int) -> Iterator[None]:
+    """Definitions finished on this thread inside get one unused ``define_scalar(salt)`` (legacy frontend)."""
+    previous = getattr(_local, "salt", None)
+    _local.salt = salt
+    try:
+        yield
+    finally:
+        _local.salt = previous
+
+
+@contextmanager
+def quiet_reset_warning() -> Iterator[None]:
+    """Drop the legacy "Reset the FusionCache manually" warning for executions on this thread inside."""
+    previous = getattr(_local, "quiet", False)
+    _local.quiet = True
+    try:
+        yield
+    finally:
+        _local.quiet = previous
+
+
+class _QuietWarnings:
+    """Stands in for ``warnings`` inside the legacy ``nvfuser`` module; see `quiet_reset_warning`."""
+
+    def __init__(self, real: Any) -> None:
+        self._real = real
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+    def warn(self, message: Any, category: Any = None, stacklevel: int = 1, source: Any = None) -> None:
+        if getattr(_local, "quiet", False) and str(message).startswith("Reset the FusionCache manually"):
+            return
+        self._real.warn(message, category, stacklevel + 1, source)
+
+
+_legacy_state: dict[str, Any] = {}
+
+
+def install_legacy_hooks(module: ModuleType) -> None:
+    """Teach the legacy frontend to salt definitions and to stay quiet for partitioned executions. Idempotent."""
+    if _legacy_state.get("module") is module:
+        return
+    fd_class = module.FusionDefinition
+    original_exit = fd_class.__exit__
+    int_type = module.DataType.Int
+
+    def __exit__(self: Any, exc_type: Any, exc: Any, tb: Any) -> Any:
+        salt = getattr(_local, "salt", None)
+        if salt is not None and exc_type is None:
+            self.define_scalar(salt, dtype=int_type)
+        return original_exit(self, exc_type, exc, tb)
+
+    fd_class.__exit__ = __exit__
+    real_warnings = module.warnings
+    module.warnings = _QuietWarnings(real_warnings)  # type: ignore[attr-defined]
+    _legacy_state.update(module=module, exit=original_exit, warnings=real_warnings)
+
+
+def uninstall_legacy_hooks() -> None:
+    module = _legacy_state.pop("module", None)
+    if module is not None:
+        module.FusionDefinition.__exit__ = _legacy_state.pop("exit")
+        module.warnings = _legacy_state.pop("warnings")
+
+
+def rebuild_legacy(fd: Any, module: ModuleType, salt: int) -> Any:
+    """A salted copy of a legacy FusionDefinition, from the Python definition nvFuser prints for it (its repro)."""
+    namespace: dict[str, Any] = {}
+    exec("from nvfuser import FusionDefinition, DataType\nimport torch\n" + repr(fd), namespace)
+    define = next(v for k, v in namespace.items() if k.startswith("nvfuser_fusion") and callable(v))
+    with salted(salt), module.FusionDefinition() as copy:
+        define(copy)
+    return copy
+
+
+# --- direct users: an opt-in patch of FusionDefinition.execute ----------------------------------------------------
+
+class _Partition:
+    __slots__ = ("disable", "enable", "runner")
+
+    def __init__(self, runner: Any, options: OptionSet) -> None:
+        self.runner = runner  # nvfuser_direct: a FusionExecutorCache; legacy: a salted FusionDefinition
+        self.enable = options.enable_list()
+        self.disable = options.disable_list()
+
+
+_option_sets: dict[tuple[tuple[str, ...], tuple[str, ...]], OptionSet] = {}
+
+
+def _passed_options(kwargs: dict[str, Any]) -> OptionSet:
+    key = (tuple(kwargs.get("_enable_options") or ()), tuple(kwargs.get("_disable_options") or ()))
+    options = _option_sets.get(key)
+    if options is None:
+        if len(_option_sets) > 1024:
+            _option_sets.clear()
+        options = _option_sets[key] = OptionSet(*key)
+    return options
+
+
+_patched: dict[ModuleType, Any] = {}
+
+
+def _patch(module: ModuleType) -> None:
+    fd_class = module.FusionDefinition
+    original = fd_class.execute
+    frontend = frontend_of(fd_class)
+    if frontend == "legacy":
+        install_legacy_hooks(module)
+
+    def build(fd: Any) -> Any:
+        def make(options: OptionSet) -> _Partition:
+            if frontend == "direct":
+                return _Partition(module.FusionExecutorCache(fd.fusion), options)
+            return _Partition(rebuild_legacy(fd, module, salt_for(options)), options)
+        return make
+
+    def execute(self: Any, inputs: Any, *args: Any, **kwargs: Any) -> Any:
+        frame = ACTIVE.get()
+        if frame is None or frame.options is None:
+            with EXEC_LOCK:
+                return original(self, inputs, *args, **kwargs)
+        frame.ran = True
+        passed = _passed_options(kwargs)
+        effective = passed.union(frame.options)
+        if effective is passed:
+            with EXEC_LOCK:
+                return original(self, inputs, *args, **kwargs)
+        with EXEC_LOCK:
+            table = self.__dict__.get("_nvscope_partitions")
+            if table is None:
+                table = self.__dict__["_nvscope_partitions"] = Partitions(passed, build(self))
+            partition, new = table.get(effective)
+            if events.SINKS:
+                events.emit(events.FusionRecord(type(self).__name__, effective, "new" if new else "reused",
+                                                threading.current_thread().name, events.PHASE.get(), frontend))
+            if frontend == "direct":
+                return partition.runner.execute(
+                    inputs, device=self._get_device_index(kwargs.get("device")),
+                    _enable_options=partition.enable, _disable_options=partition.disable,
+                )
+            rest = {k: v for k, v in kwargs.items() if k not in ("_enable_options", "_disable_options")}
+            with quiet_reset_warning():
+                return original(partition.runner, inputs, *args, _enable_options=partition.enable,
+                                _disable_options=partition.disable, **rest)
+
+    execute.__wrapped__ = original  # type: ignore[attr-defined]
+    fd_class.execute = execute
+    _patched[module] = original
+
+
+def install() -> list[str]:
+    """Make ``FusionDefinition.execute`` of every imported nvFuser frontend honour the active scope. Idempotent.
+
+    Returns the names of the frontends patched now or before. Import nvFuser first: this imports nothing.
+    """
+    for name in ("nvfuser_direct", "nvfuser"):
+        module = sys.modules.get(name)
+        if module is not None and module not in _patched and hasattr(module, "FusionDefinition"):
+            _patch(module)
+    return sorted(m.__name__ for m in _patched)
+
+
+def uninstall() -> None:
+    """Restore every patched ``FusionDefinition.execute`` exactly. Idempotent."""
+    for module, original in list(_patched.items()):
+        module.FusionDefinition.execute = original
+        del _patched[module]
+        if module is _legacy_state.get("module") and not _thunder_uses_legacy():
+            uninstall_legacy_hooks()
+
+
+def installed() -> list[str]:
+    return sorted(m.__name__ for m in _patched)
+
+
+def _thunder_uses_legacy() -> bool:
+    thunder_adapter = sys.modules.get("nvscope.thunder")
+    return bool(thunder_adapter and thunder_adapter.installed())

@@ -1,0 +1,108 @@
+"""The value type: an immutable, hashable set of nvFuser enable and disable option names.
+
+`OptionSet` knows nothing about which names are valid (that is `nvscope.catalog`) nor about scopes (that is
+`nvscope.scope`). It is the key of every per-fusion compiled cache, so equality and hashing must be cheap: the hash
+is computed once, and the union of two sets, which the executor adapters take at every fusion call, is memoised on
+the left operand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import ClassVar
+
+__all__ = ["EMPTY", "OptionSet"]
+
+
+class OptionSet:
+    """An immutable set of nvFuser options: ``enable`` and ``disable`` are frozensets of option names.
+
+    Build one with ``OptionSet(enable=[...], disable=[...])``; names are not validated here (``nv_options`` does that
+    against the catalog). Two sets with the same names are equal and hash alike, whatever order they were given in.
+    """
+
+    __slots__ = ("__weakref__", "_hash", "_unions", "disable", "enable")
+
+    enable: frozenset[str]
+    disable: frozenset[str]
+    _hash: int
+
+    # Union results, memoised per left operand. The adapters merge Thunder's compile-time options with the active
+    # scope at every fusion call; with this the steady state is one dict lookup and allocates nothing.
+    _unions: dict[OptionSet, OptionSet]
+    _MAX_MEMO: ClassVar[int] = 256
+
+    def __init__(self, enable: Iterable[str] = (), disable: Iterable[str] = ()) -> None:
+        object.__setattr__(self, "enable", frozenset(enable))
+        object.__setattr__(self, "disable", frozenset(disable))
+        object.__setattr__(self, "_hash", hash((self.enable, self.disable)))
+        object.__setattr__(self, "_unions", {})
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"OptionSet is immutable: cannot set {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"OptionSet is immutable: cannot delete {name!r}")
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        if not isinstance(other, OptionSet):
+            return NotImplemented
+        return self._hash == other._hash and self.enable == other.enable and self.disable == other.disable
+
+    def __bool__(self) -> bool:
+        return bool(self.enable or self.disable)
+
+    def __repr__(self) -> str:
+        return f"OptionSet(enable={sorted(self.enable)!r}, disable={sorted(self.disable)!r})"
+
+    def __reduce__(self) -> tuple[type[OptionSet], tuple[tuple[str, ...], tuple[str, ...]]]:
+        return (OptionSet, (tuple(sorted(self.enable)), tuple(sorted(self.disable))))
+
+    def union(self, other: OptionSet) -> OptionSet:
+        """``self | other``, per list. Returns ``self`` (the same object) when ``other`` adds nothing."""
+        result = self._unions.get(other)
+        if result is None:
+            if other.enable <= self.enable and other.disable <= self.disable:
+                result = self
+            elif self.enable <= other.enable and self.disable <= other.disable:
+                result = other
+            else:
+                result = OptionSet(self.enable | other.enable, self.disable | other.disable)
+            if len(self._unions) >= self._MAX_MEMO:  # bounded: a program may build option sets in a loop
+                self._unions.clear()
+            self._unions[other] = result
+        return result
+
+    __or__ = union
+
+    def as_env(self) -> dict[str, str]:
+        """The environment variables that reproduce this set without nvscope, e.g. for ``subprocess.run(env=...)``.
+
+        Only non-empty lists appear. Remember that nvFuser reads these variables once, at startup.
+        """
+        env: dict[str, str] = {}
+        if self.enable:
+            env["NVFUSER_ENABLE"] = ",".join(sorted(self.enable))
+        if self.disable:
+            env["NVFUSER_DISABLE"] = ",".join(sorted(self.disable))
+        return env
+
+    def as_shell(self) -> str:
+        """``as_env()`` as a shell prefix: ``NVFUSER_ENABLE=a,b NVFUSER_DISABLE=c`` (empty string for no options)."""
+        return " ".join(f"{key}={value}" for key, value in self.as_env().items())
+
+    def enable_list(self) -> list[str]:
+        """The enable names, sorted: what nvFuser's ``_enable_options`` takes."""
+        return sorted(self.enable)
+
+    def disable_list(self) -> list[str]:
+        """The disable names, sorted: what nvFuser's ``_disable_options`` takes."""
+        return sorted(self.disable)
+
+
+EMPTY = OptionSet()

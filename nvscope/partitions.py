@@ -1,0 +1,79 @@
+"""Per-fusion compiled caches, one per effective option set, LRU-bounded.
+
+nvFuser does not key its compiled kernels on options (measured on the H200, both frontends): a fusion compiled
+without options and run later with them reuses the old kernels. So a scope is only real if every option set gets a
+compiled cache of its own. A `Partitions` table maps option set -> that cache (whatever the frontend builds: a
+FusionDefinition builder, a FusionExecutorCache) and evicts the least recently used set beyond ``maxsize``.
+
+Not thread-safe by itself: the adapters call it under their execution lock.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
+from nvscope.optionset import OptionSet
+
+__all__ = ["DEFAULT_MAX_PARTITIONS", "Partitions"]
+
+T = TypeVar("T")
+
+
+def _default_max() -> int:
+    raw = os.environ.get("NVSCOPE_MAX_PARTITIONS", "8")
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"NVSCOPE_MAX_PARTITIONS must be a positive integer, not {raw!r}") from None
+    if value < 1:
+        raise ValueError(f"NVSCOPE_MAX_PARTITIONS must be a positive integer, not {raw!r}")
+    return value
+
+
+# Distinct option sets kept per fusion. A developer A/B-testing a handful of flag combinations stays well below it;
+# each partition holds compiled kernels, so the bound is what keeps memory linear and finite.
+DEFAULT_MAX_PARTITIONS = _default_max()
+
+
+class Partitions(Generic[T]):
+    """``options -> cache`` for one fusion; ``build(options)`` makes a missing entry."""
+
+    __slots__ = ("_entries", "build", "builds", "evictions", "maxsize", "static")
+
+    def __init__(self, static: OptionSet, build: Callable[[OptionSet], T], maxsize: int = DEFAULT_MAX_PARTITIONS):
+        if maxsize < 1:
+            raise ValueError(f"maxsize must be >= 1, got {maxsize}")
+        self.static = static  # the fusion's own options (Thunder's compile-time ones); its default cache serves them
+        self.build = build
+        self.maxsize = maxsize
+        self.builds = 0
+        self.evictions = 0
+        self._entries: OrderedDict[OptionSet, T] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, options: object) -> bool:
+        return options in self._entries
+
+    def keys(self) -> list[OptionSet]:
+        """The option sets that have a cache now, least recently used first."""
+        return list(self._entries)
+
+    def get(self, options: OptionSet) -> tuple[T, bool]:
+        """The cache for ``options`` and whether it was just built (False: reused)."""
+        entries = self._entries
+        entry = entries.get(options)
+        if entry is not None:
+            entries.move_to_end(options)
+            return entry, False
+        entry = self.build(options)
+        self.builds += 1
+        entries[options] = entry
+        if len(entries) > self.maxsize:
+            entries.popitem(last=False)
+            self.evictions += 1
+        return entry, True

@@ -1,0 +1,258 @@
+"""Executor adapter for Lightning Thunder's nvFuser executor.
+
+Two patches, both undone exactly by `uninstall`:
+
+1. ``FusionDefinitionWrapper.__call__`` (``thunder/executors/nvfuserex_impl.py``), Thunder's per-fusion entry point.
+   With no scope active it calls Thunder's own ``__call__`` under the execution lock: one ContextVar read and one
+   test on top of Thunder. Inside a scope the fusion's effective options are Thunder's compile-time
+   ``nv_enable_options``/``nv_disable_options`` | the scope; if the scope adds nothing, Thunder's own cache serves;
+   otherwise the call goes to a partition for that option set: an ``lru_cache`` of FusionDefinitions built by
+   Thunder's own uncached ``get_fd.__wrapped__`` (salted on the legacy frontend), executed with the options.
+   Partitions live on the fusion's ``get_fd`` (Thunder's wrapper class has ``__slots__``) and are LRU-bounded.
+2. ``ThunderFunction.forward``/``backward`` (``thunder/executors/torch_autograd.py``). Thunder's backward fusions
+   run wherever PyTorch's autograd engine runs them: on the thread that called ``.backward()`` with ``thunder.jit``,
+   on the autograd device thread with ``thunderfx``, where the caller's context is invisible. So the forward
+   records the options active when it ran, and the backward runs under those | whatever scope is active on the
+   thread executing it, as ``torch.amp.custom_bwd`` does for autocast state.
+
+Installed lazily by the first non-empty scope once ``thunder`` is imported (`nvscope._autoinstall`); `install()`
+does it explicitly and is idempotent.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import sys
+import threading
+from typing import Any
+
+from packaging.version import InvalidVersion, Version
+
+from nvscope import events
+from nvscope.nvfuser import (
+    EXEC_LOCK,
+    UnsupportedError,
+    check_version,
+    frontend_of,
+    install_legacy_hooks,
+    quiet_reset_warning,
+    salt_for,
+    salted,
+    uninstall_legacy_hooks,
+)
+from nvscope.nvfuser import installed as nvfuser_patched
+from nvscope.optionset import OptionSet
+from nvscope.partitions import Partitions
+from nvscope.scope import ACTIVE, Frame, pop, push
+
+__all__ = ["install", "installed", "partitions", "uninstall"]
+
+IMPL_MODULE = "thunder.executors.nvfuserex_impl"
+AUTOGRAD_MODULE = "thunder.executors.torch_autograd"
+VERSION_MODULE = "thunder.executors.nvfuserex"
+_TABLE = "_nvscope_partitions"  # attribute on each fusion's get_fd (an lru_cache wrapper, which has a __dict__)
+
+_state: dict[str, Any] = {}
+
+
+class _Partition:
+    """One option set's compiled cache for one fusion, with the option lists nvFuser takes (built once)."""
+
+    __slots__ = ("disable", "enable", "get_fd")
+
+    def __init__(self, get_fd: Any, options: OptionSet) -> None:
+        self.get_fd = get_fd
+        self.enable = options.enable_list()
+        self.disable = options.disable_list()
+
+
+def _nvfuser_version() -> Version | None:
+    try:
+        raw = importlib.import_module(VERSION_MODULE).nvfuser_version()
+        return None if raw is None else Version(str(raw))
+    except (ImportError, AttributeError, InvalidVersion):
+        return None
+
+
+def installed() -> bool:
+    """Whether the Thunder patches are in place."""
+    return "call" in _state
+
+
+def install() -> bool:
+    """Patch Thunder's nvFuser executor so it honours the active scope. Idempotent.
+
+    Returns False, changing nothing, when Thunder's nvFuser executor cannot be imported (no Thunder, no nvFuser).
+    """
+    if installed():
+        return True
+    try:
+        impl = importlib.import_module(IMPL_MODULE)
+        autograd = importlib.import_module(AUTOGRAD_MODULE)
+    except ImportError:
+        return False
+    wrapper_class = impl.FusionDefinitionWrapper
+    function_class = autograd.ThunderFunction
+    frontend = frontend_of(impl.FusionDefinition)
+    if frontend == "legacy":
+        install_legacy_hooks(sys.modules[impl.FusionDefinition.__module__.partition(".")[0]])
+    version = _nvfuser_version()
+    try:
+        check_version(version)
+        version_error: UnsupportedError | None = None
+    except UnsupportedError as error:
+        version_error = error  # raised when a scope reaches a fusion, not at install: unscoped Thunder still works
+
+    original_call = wrapper_class.__call__
+    original_forward = function_class.__dict__["forward"]
+    original_backward = function_class.__dict__["backward"]
+    _state.update(
+        impl=impl, wrapper_class=wrapper_class, function_class=function_class, frontend=frontend,
+        call=original_call, forward=original_forward, backward=original_backward, version_error=version_error,
+    )
+    wrapper_class.__call__ = _make_call(original_call, frontend, version_error)
+    function_class.forward = staticmethod(_make_forward(original_forward.__func__))
+    function_class.backward = staticmethod(_make_backward(original_backward.__func__))
+    return True
+
+
+def uninstall() -> bool:
+    """Restore Thunder's original executor exactly. Idempotent; returns whether anything was restored."""
+    if not installed():
+        return False
+    _state["wrapper_class"].__call__ = _state["call"]
+    _state["function_class"].forward = _state["forward"]
+    _state["function_class"].backward = _state["backward"]
+    if _state["frontend"] == "legacy" and not nvfuser_patched():
+        uninstall_legacy_hooks()
+    _state.clear()
+    return True
+
+
+def partitions(fusion: Any) -> Partitions[_Partition] | None:
+    """The partition table of one Thunder fusion (a ``FusionDefinitionWrapper``), or None if it never ran scoped."""
+    return getattr(fusion.get_fd, _TABLE, None)
+
+
+def _table(fusion: Any, frontend: str) -> Partitions[_Partition]:
+    get_fd = fusion.get_fd
+    table: Partitions[_Partition] | None = getattr(get_fd, _TABLE, None)
+    if table is not None:
+        return table
+    uncached = getattr(get_fd, "__wrapped__", None)
+    if uncached is None:
+        raise UnsupportedError(
+            f"Thunder fusion {fusion.name}: get_fd is not an lru_cache wrapper, so nvscope cannot build a separate "
+            "FusionDefinition per option set for this Thunder version"
+        )
+    cache_info = getattr(get_fd, "cache_info", None)
+    maxsize = cache_info().maxsize if cache_info is not None else 2048
+
+    def build(options: OptionSet) -> _Partition:
+        salt = salt_for(options) if frontend == "legacy" else None
+
+        @functools.lru_cache(maxsize=maxsize)
+        def partition_get_fd(descriptors: Any) -> Any:
+            if salt is None:
+                return uncached(descriptors)
+            with salted(salt):
+                return uncached(descriptors)
+        return _Partition(partition_get_fd, options)
+
+    static = OptionSet(fusion.enable_options or (), fusion.disable_options or ())
+    table = Partitions(static, build)
+    setattr(get_fd, _TABLE, table)
+    return table
+
+
+def _unwrap_distributed(args: tuple[Any, ...]) -> tuple[Any, ...]:
+    """What Thunder does before executing: wait on AsyncCollectiveTensors; DTensors are not partitioned (yet)."""
+    distributed = sys.modules.get("torch.distributed")
+    if distributed is None or not distributed.is_available():
+        return args
+    collectives = sys.modules.get("torch.distributed._functional_collectives")
+    tensor_module = sys.modules.get("torch.distributed.tensor")
+    if collectives is not None:
+        args = tuple(a.wait() if isinstance(a, collectives.AsyncCollectiveTensor) else a for a in args)
+    if tensor_module is not None and any(isinstance(a, tensor_module.DTensor) for a in args):
+        raise UnsupportedError(
+            "nv_options cannot apply to a fusion with DTensor inputs: Thunder runs those through nvFuser's "
+            "execute_with_dtensors, which takes no options. Run it outside the scope, or set "
+            "NVFUSER_ENABLE/NVFUSER_DISABLE for the whole process."
+        )
+    return args
+
+
+def _make_call(original: Any, frontend: str, version_error: UnsupportedError | None) -> Any:
+    def __call__(self: Any, *args: Any) -> Any:
+        frame = ACTIVE.get()
+        if frame is None or frame.options is None:
+            if events.SINKS:
+                _emit(self, OptionSet(self.enable_options or (), self.disable_options or ()), "default", frontend)
+            with EXEC_LOCK:
+                return original(self, *args)
+        return _scoped_call(self, args, frame)
+
+    def _scoped_call(self: Any, args: tuple[Any, ...], frame: Frame) -> Any:
+        frame.ran = True
+        table = _table(self, frontend)
+        effective = table.static.union(frame.options)  # type: ignore[arg-type]
+        if effective is table.static:  # the scope adds nothing to Thunder's compile-time options
+            if events.SINKS:
+                _emit(self, effective, "default", frontend)
+            with EXEC_LOCK:
+                return original(self, *args)
+        if version_error is not None:
+            raise version_error
+        args = _unwrap_distributed(args)
+        with EXEC_LOCK:
+            partition, new = table.get(effective)
+            fd = partition.get_fd(self.to_descriptors(args))
+            if self.store_inputs:
+                self.last_inputs = args
+            if events.SINKS:
+                _emit(self, effective, "new" if new else "reused", frontend)
+            if frontend == "legacy":
+                with quiet_reset_warning():
+                    return fd.execute(args, device=fd._selected_device, save_repro_inputs=self.save_fake_inputs,
+                                      _enable_options=partition.enable, _disable_options=partition.disable)
+            return fd.execute(args, device=fd._selected_device, save_repro_inputs=self.save_fake_inputs,
+                              _enable_options=partition.enable, _disable_options=partition.disable)
+
+    __call__.__wrapped__ = original  # type: ignore[attr-defined]
+    return __call__
+
+
+def _emit(fusion: Any, options: OptionSet, partition: events.Partition, frontend: str) -> None:
+    events.emit(events.FusionRecord(fusion.name, options, partition, threading.current_thread().name,
+                                    events.PHASE.get(), frontend))
+
+
+def _make_forward(original: Any) -> Any:
+    def forward(ctx: Any, *args: Any) -> Any:
+        frame = ACTIVE.get()
+        ctx._nvscope_options = None if frame is None else frame.options
+        return original(ctx, *args)
+
+    forward.__wrapped__ = original  # type: ignore[attr-defined]
+    return forward
+
+
+def _make_backward(original: Any) -> Any:
+    def backward(ctx: Any, *grads: Any) -> Any:
+        captured: OptionSet | None = getattr(ctx, "_nvscope_options", None)
+        phase = events.PHASE.set("backward")
+        try:
+            if captured is None:
+                return original(ctx, *grads)
+            token = push(captured)
+            try:
+                return original(ctx, *grads)
+            finally:
+                pop(token)
+        finally:
+            events.PHASE.reset(phase)
+
+    backward.__wrapped__ = original  # type: ignore[attr-defined]
+    return backward
