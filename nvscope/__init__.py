@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 from nvscope import _autoinstall
+from nvscope.audit import AuditLog, audit
 from nvscope.catalog import Catalog, OptionInfo, UnknownOptionError, catalog
 from nvscope.devmode import (
     DevelopmentModeError,
@@ -24,6 +25,7 @@ from nvscope.scope import ENTER_HOOKS, bind, current_options, nv_options, with_n
 __version__ = "0.1.0"
 
 __all__ = [
+    "AuditLog",
     "Catalog",
     "DevelopmentModeError",
     "DevelopmentModeWarning",
@@ -32,6 +34,7 @@ __all__ = [
     "UnknownOptionError",
     "UnsupportedError",
     "__version__",
+    "audit",
     "bind",
     "catalog",
     "current_options",

@@ -3,7 +3,8 @@
 Registered as a scope enter hook by ``nvscope/__init__.py``. It imports an adapter only when its framework is
 already in ``sys.modules`` (so ``import nvscope`` and scopes on a machine without Thunder stay light), and it looks
 again only when ``sys.modules`` has grown since the last look: a scope entered in a loop costs one ``len()``.
-``NVSCOPE_AUTOINSTALL=0`` turns it off (then call ``nvscope.thunder.install()`` yourself).
+``NVSCOPE_AUTOINSTALL=0`` turns it off (then call ``nvscope.thunder.install()`` yourself), and so does an
+explicit ``nvscope.thunder.uninstall()``.
 """
 
 from __future__ import annotations
@@ -25,6 +26,6 @@ def ensure_adapters() -> None:
     if "thunder" in sys.modules:
         from nvscope import thunder
 
-        if not thunder.installed():
+        if not thunder.installed() and thunder.autoinstall_allowed():
             thunder.install()
     _seen_modules = len(sys.modules)  # installing may import more; those need no second look

@@ -163,15 +163,18 @@ class Catalog:
                 )
             return
         other = _OTHER[kind]
+        # The version check comes first: a name can move between lists across versions (disable parallel_serde
+        # until 0.2.35, enable parallel_serde from 0.2.35), and "pass it as disable=" would invert the request.
+        anywhere = [o for o in self._all if o.name == name and o.kind == kind]
+        if anywhere and self.nvfuser is not None:
+            also = f" (it has {name!r} only as an {other} option)" if name in self._by_kind[other] else ""
+            raise UnknownOptionError(
+                f"nvFuser {kind} option {name!r} exists only in nvFuser {anywhere[0].versions}; "
+                f"the installed nvFuser is {self.nvfuser.version}{also}"
+            )
         if name in self._by_kind[other]:
             raise UnknownOptionError(
                 f"{name!r} is an nvFuser {other} option, not an {kind} option: pass it as {other}=[{name!r}]"
-            )
-        anywhere = [o for o in self._all if o.name == name and o.kind == kind]
-        if anywhere and self.nvfuser is not None:
-            raise UnknownOptionError(
-                f"nvFuser {kind} option {name!r} exists only in nvFuser {anywhere[0].versions}; "
-                f"the installed nvFuser is {self.nvfuser.version}"
             )
         message = f"unknown nvFuser {kind} option {name!r}"
         close = difflib.get_close_matches(name, self._by_kind[kind], n=3, cutoff=0.6)
@@ -194,3 +197,11 @@ def _reset_cache() -> None:
     """Forget the cached catalog and installed version (for tests that fake an installation)."""
     catalog.cache_clear()
     installed_nvfuser.cache_clear()
+
+
+# ``nvscope/__init__.py`` binds ``nvscope.catalog`` to the function above, which shadows this module as an attribute
+# of the package (``import nvscope.catalog as c`` yields the function too). Expose the module's API on the function
+# so that ``nvscope.catalog.installed_nvfuser()`` and ``nvscope.catalog._reset_cache()`` work as documented.
+for _name in ("Catalog", "InstalledNvFuser", "OptionInfo", "UnknownOptionError", "installed_nvfuser", "_reset_cache"):
+    setattr(catalog, _name, globals()[_name])
+del _name

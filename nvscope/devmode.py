@@ -29,9 +29,14 @@ __all__ = [
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _override: bool | None = None
 
-# Frames in these files are ours (or contextlib's, for `with` via @contextmanager users): a warning is attributed
-# to the first frame outside them, which is the line that entered the scope or called the decorated function.
-_INTERNAL_FILES = (os.path.dirname(os.path.abspath(__file__)) + os.sep, os.path.abspath(contextlib.__file__))
+# Frames in these files are ours (or contextlib's, for `with` via @contextmanager users, or asyncio's, for a decorated
+# coroutine run as a task): a warning is attributed to the first frame outside them, which is the line that entered
+# the scope or called the decorated function (for a task: the line that ran the event loop, e.g. asyncio.run(...)).
+_INTERNAL_FILES = (
+    os.path.dirname(os.path.abspath(__file__)) + os.sep,
+    os.path.abspath(contextlib.__file__),
+    os.path.join(os.path.dirname(os.path.abspath(contextlib.__file__)), "asyncio") + os.sep,
+)
 
 
 class DevelopmentModeWarning(UserWarning):

@@ -156,11 +156,21 @@ def uninstall_legacy_hooks() -> None:
         module.warnings = _legacy_state.pop("warnings")
 
 
-def rebuild_legacy(fd: Any, module: ModuleType, salt: int) -> Any:
-    """A salted copy of a legacy FusionDefinition, from the Python definition nvFuser prints for it (its repro)."""
+def rebuild(fd: Any, module: ModuleType, salt: int | None = None) -> Any:
+    """A fresh FusionDefinition with ``fd``'s definition, built from the Python that nvFuser prints for it.
+
+    Both frontends print an exact definition (``repr(fd)``, the body of their own repro scripts). A fresh FD has a
+    compiled cache of its own on ``nvfuser_direct``; on the legacy frontend, ``salt`` makes it a separate entry of
+    the global FusionCache.
+    """
     namespace: dict[str, Any] = {}
-    exec("from nvfuser import FusionDefinition, DataType\nimport torch\n" + repr(fd), namespace)
+    source = f"import torch\nfrom {module.__name__} import FusionDefinition, DataType\n{fd!r}"
+    exec(source, namespace)
     define = next(v for k, v in namespace.items() if k.startswith("nvfuser_fusion") and callable(v))
+    if salt is None:
+        with module.FusionDefinition() as copy:
+            define(copy)
+        return copy
     with salted(salt), module.FusionDefinition() as copy:
         define(copy)
     return copy
@@ -172,7 +182,7 @@ class _Partition:
     __slots__ = ("disable", "enable", "runner")
 
     def __init__(self, runner: Any, options: OptionSet) -> None:
-        self.runner = runner  # nvfuser_direct: a FusionExecutorCache; legacy: a salted FusionDefinition
+        self.runner = runner  # a fresh FusionDefinition (salted on the legacy frontend)
         self.enable = options.enable_list()
         self.disable = options.disable_list()
 
@@ -202,9 +212,8 @@ def _patch(module: ModuleType) -> None:
 
     def build(fd: Any) -> Any:
         def make(options: OptionSet) -> _Partition:
-            if frontend == "direct":
-                return _Partition(module.FusionExecutorCache(fd.fusion), options)
-            return _Partition(rebuild_legacy(fd, module, salt_for(options)), options)
+            salt = salt_for(options) if frontend == "legacy" else None
+            return _Partition(rebuild(fd, module, salt), options)
         return make
 
     def execute(self: Any, inputs: Any, *args: Any, **kwargs: Any) -> Any:
@@ -226,11 +235,6 @@ def _patch(module: ModuleType) -> None:
             if events.SINKS:
                 events.emit(events.FusionRecord(type(self).__name__, effective, "new" if new else "reused",
                                                 threading.current_thread().name, events.PHASE.get(), frontend))
-            if frontend == "direct":
-                return partition.runner.execute(
-                    inputs, device=self._get_device_index(kwargs.get("device")),
-                    _enable_options=partition.enable, _disable_options=partition.disable,
-                )
             rest = {k: v for k, v in kwargs.items() if k not in ("_enable_options", "_disable_options")}
             with quiet_reset_warning():
                 return original(partition.runner, inputs, *args, _enable_options=partition.enable,

@@ -33,6 +33,11 @@ class OptionSet:
     _MAX_MEMO: ClassVar[int] = 256
 
     def __init__(self, enable: Iterable[str] = (), disable: Iterable[str] = ()) -> None:
+        # A str is one name, never its characters.
+        if isinstance(enable, str):
+            enable = (enable,)
+        if isinstance(disable, str):
+            disable = (disable,)
         object.__setattr__(self, "enable", frozenset(enable))
         object.__setattr__(self, "disable", frozenset(disable))
         object.__setattr__(self, "_hash", hash((self.enable, self.disable)))

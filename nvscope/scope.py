@@ -126,10 +126,14 @@ class nv_options:
                 f"disable={sorted(self._options.disable)!r}{inherit})")
 
     def __enter__(self) -> OptionSet:
+        return self._enter(check=True)
+
+    def _enter(self, check: bool) -> OptionSet:
         parent = ACTIVE.get()
         own = self._options
         if own:
-            devmode.check_scope(own)  # may raise (strict mode): nothing has been entered yet
+            if check:
+                devmode.check_scope(own)  # may raise (strict mode): nothing has been entered yet
             for hook in ENTER_HOOKS:
                 hook()
         if self._inherit and parent is not None and parent.options is not None:
@@ -193,25 +197,65 @@ def _decorate(scope: nv_options, func: F) -> F:
     return cast(F, wrapper)
 
 
+class _Steps:
+    """Enters a decorator's scope around each step of one generator body, and keeps the body's own scopes.
+
+    A body that yields inside its own ``with nv_options(...)`` leaves that frame on top when it suspends; exiting the
+    decorator's scope then would find a frame it did not enter. So each step ends by restoring the consumer's frame
+    (whatever the body left on top), and the next step resumes the body's frame as it left it. One generator cannot
+    run two steps at once, so the per-generator state here is never shared.
+    """
+
+    __slots__ = ("base", "checked", "consumer", "scope", "suspended")
+
+    def __init__(self, scope: nv_options) -> None:
+        self.scope = scope
+        self.base: Frame | None = None  # the decorator's frame of the current step
+        self.consumer: Frame | None = None
+        self.suspended: Frame | None = None  # the body's innermost frame when it yielded inside its own scope
+        # The development-mode policy applies once per generator, at its first step: later steps (and the close
+        # at garbage collection, which has no user frame to blame and must not raise) resume a scope already let in.
+        self.checked = False
+
+    def __enter__(self) -> None:
+        consumer = ACTIVE.get()
+        if self.suspended is None:
+            self.scope._enter(check=not self.checked)  # may raise (strict mode): nothing has been entered then
+            self.checked = True
+            self.base = ACTIVE.get()
+        else:
+            ACTIVE.set(self.suspended)
+        self.consumer = consumer
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        top = ACTIVE.get()
+        # An exception out of a step (StopIteration included) means the body is finished: forget its frames.
+        self.suspended = None if exc_type is not None or top is self.base else top
+        ACTIVE.set(self.consumer)
+        self.consumer = None
+
+
 def _wrap_generator(scope: nv_options, func: Callable[..., Generator[Any, Any, Any]]) -> Callable[..., Any]:
     @functools.wraps(func)
     def generator_wrapper(*args: Any, **kwargs: Any) -> Generator[Any, Any, Any]:
         gen = func(*args, **kwargs)
+        steps = _Steps(scope)
         try:
-            with scope:
+            with steps:
                 response = gen.send(None)
             while True:
                 try:
                     request = yield response
                 except GeneratorExit:
-                    with scope:
+                    with steps:
                         gen.close()
                     raise
                 except BaseException as error:
-                    with scope:
+                    with steps:
                         response = gen.throw(error)
                 else:
-                    with scope:
+                    with steps:
                         response = gen.send(request)
         except StopIteration as stop:
             return stop.value
@@ -222,21 +266,22 @@ def _wrap_async_generator(scope: nv_options, func: Callable[..., AsyncGenerator[
     @functools.wraps(func)
     async def async_generator_wrapper(*args: Any, **kwargs: Any) -> AsyncGenerator[Any, Any]:
         agen = func(*args, **kwargs)
+        steps = _Steps(scope)
         try:
-            with scope:
+            with steps:
                 response = await agen.asend(None)
             while True:
                 try:
                     request = yield response
                 except GeneratorExit:
-                    with scope:
+                    with steps:
                         await agen.aclose()
                     raise
                 except BaseException as error:
-                    with scope:
+                    with steps:
                         response = await agen.athrow(error)
                 else:
-                    with scope:
+                    with steps:
                         response = await agen.asend(request)
         except StopAsyncIteration:
             return

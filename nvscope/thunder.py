@@ -54,6 +54,8 @@ VERSION_MODULE = "thunder.executors.nvfuserex"
 _TABLE = "_nvscope_partitions"  # attribute on each fusion's get_fd (an lru_cache wrapper, which has a __dict__)
 
 _state: dict[str, Any] = {}
+# An explicit uninstall() is respected: scopes stop installing the patch automatically until install() is called.
+_auto = {"allowed": True}
 
 
 class _Partition:
@@ -80,11 +82,17 @@ def installed() -> bool:
     return "call" in _state
 
 
+def autoinstall_allowed() -> bool:
+    """False after an explicit `uninstall()` (until the next `install()`): scopes then leave Thunder alone."""
+    return _auto["allowed"]
+
+
 def install() -> bool:
     """Patch Thunder's nvFuser executor so it honours the active scope. Idempotent.
 
     Returns False, changing nothing, when Thunder's nvFuser executor cannot be imported (no Thunder, no nvFuser).
     """
+    _auto["allowed"] = True
     if installed():
         return True
     try:
@@ -118,7 +126,11 @@ def install() -> bool:
 
 
 def uninstall() -> bool:
-    """Restore Thunder's original executor exactly. Idempotent; returns whether anything was restored."""
+    """Restore Thunder's original executor exactly. Idempotent; returns whether anything was restored.
+
+    Scopes entered afterwards do not install it again (that would undo an explicit choice); `install()` does.
+    """
+    _auto["allowed"] = False
     if not installed():
         return False
     _state["wrapper_class"].__call__ = _state["call"]

@@ -1,0 +1,54 @@
+"""The workflow nvscope exists for: one jitted model, ATen (cuBLAS) matmuls vs nvFuser matmul codegen, one process.
+
+    python examples/matmul_codegen.py
+
+Before nvscope this needed two processes (NVFUSER_ENABLE is read once) or two thunder.jit calls with different
+compile options. Here the same jitted function runs under both, because nvscope gives each option set its own
+compiled cache. Prints the kernels each variant ran and its median time (CUDA events, 30 runs after warm-up).
+"""
+
+from __future__ import annotations
+
+from _env import cuda_median_ms, gpu_stack, kernel_names
+
+import nvscope
+from nvscope import nv_options
+
+CODEGEN = {"enable": ["fuse_matmul"], "disable": ["matmul_expr_eval"]}
+
+missing = gpu_stack()
+if missing is not None:
+    print(f"Skipped: {missing}.")
+    print("With CUDA, nvFuser and Thunder this jits gelu(x @ w1) @ w2 in bf16 (4096x4096) with thunder.jit(...,")
+    print(f"nv_enable_matmul=True), runs it by default (cuBLAS) and inside nv_options(**{CODEGEN})")
+    print("(nvFuser matmul codegen), and prints the kernels and the median time of each.")
+    raise SystemExit(0)
+
+import thunder  # noqa: E402
+import torch  # noqa: E402
+
+nvscope.set_development_mode(True)
+torch.manual_seed(0)
+x, w1, w2 = (torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16) / 64 for _ in range(3))
+
+
+def model(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor) -> torch.Tensor:
+    return torch.nn.functional.gelu(x @ w1) @ w2
+
+
+jmodel = thunder.jit(model, nv_enable_matmul=True)
+reference = model(x.float(), w1.float(), w2.float())
+results = {}
+with torch.no_grad():
+    for label, options in (("aten (cuBLAS)", {}), ("nvFuser codegen", CODEGEN)):
+        with nv_options(**options):
+            out = jmodel(x, w1, w2)
+            names = kernel_names(lambda: jmodel(x, w1, w2))
+            ms = cuda_median_ms(lambda: jmodel(x, w1, w2))
+        error = (out.float() - reference).abs().max().item()
+        results[label] = ms
+        print(f"{label:<16} {ms:8.3f} ms median   max abs err vs fp32 {error:.3g}")
+        for name in names:
+            print(f"    {name}")
+base = results["aten (cuBLAS)"]
+print(f"codegen / aten time ratio: {results['nvFuser codegen'] / base:.3f}")

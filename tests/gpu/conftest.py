@@ -1,0 +1,47 @@
+"""tests/gpu: the real path, on CUDA with nvFuser and Lightning Thunder. Skipped cleanly where any is missing.
+
+Run on the H200 through ../shared/gpu (see README): `source .gpu/activate.sh && python -m pytest tests/gpu -q`.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+
+def _missing() -> str | None:
+    if importlib.util.find_spec("torch") is None:
+        return "torch is not installed"
+    import torch
+
+    if not torch.cuda.is_available():
+        return "CUDA is not available"
+    if importlib.util.find_spec("nvfuser_direct") is None and importlib.util.find_spec("nvfuser") is None:
+        return "nvFuser is not installed"
+    try:
+        import thunder  # noqa: F401
+    except Exception as error:  # Thunder 0.2.x does not import with torch >= 2.13
+        return f"Lightning Thunder is not importable: {error!r}"
+    return None
+
+
+_reason = _missing()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if _reason is None:
+        return
+    skip = pytest.mark.skip(reason=f"tests/gpu need CUDA, nvFuser and Thunder: {_reason}")
+    for item in items:
+        if "tests/gpu" in str(item.fspath).replace("\\", "/"):
+            item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _development_mode():
+    import nvscope
+
+    previous = nvscope.set_development_mode(True)
+    yield
+    nvscope.set_development_mode(previous)

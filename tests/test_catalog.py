@@ -1,0 +1,323 @@
+"""The option catalog: content, the messages of rejected names, and narrowing to an installed nvFuser version."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from packaging.version import Version
+
+import nvscope
+from nvscope import UnknownOptionError, nv_options
+from nvscope import _catalog_data as data
+
+EFFECTS = {"codegen", "runtime", "debug"}
+
+
+@pytest.fixture
+def fresh_catalog() -> Iterator[None]:
+    """Forget the cached catalog before and after the test (for tests that fake an nvFuser installation)."""
+    nvscope.catalog._reset_cache()
+    try:
+        yield
+    finally:
+        nvscope.catalog._reset_cache()
+
+
+def fake_nvfuser(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dist_info: str) -> None:
+    """Put an empty ``<dist>-<version>.dist-info`` directory first on sys.path and reset the caches."""
+    site = tmp_path / "site"
+    (site / dist_info).mkdir(parents=True)
+    for name in ("nvfuser", "nvfuser_direct"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    monkeypatch.syspath_prepend(str(site))
+    nvscope.catalog._reset_cache()
+
+
+# --- content -------------------------------------------------------------------------------------------------------
+
+
+def test_no_nvfuser_installed_in_the_test_environment(fresh_catalog: None) -> None:
+    # The content tests below assume the whole bundled table; make the assumption visible.
+    assert nvscope.catalog.installed_nvfuser() is None
+    assert nvscope.catalog().nvfuser is None
+    assert "no nvFuser installed" in nvscope.catalog().source
+
+
+def test_catalog_is_cached() -> None:
+    assert nvscope.catalog() is nvscope.catalog()
+
+
+def test_module_api_is_reachable_through_the_package_attribute() -> None:
+    # `nvscope.catalog` is the function (it shadows the submodule); the module's helpers hang off it.
+    assert callable(nvscope.catalog.installed_nvfuser)
+    assert callable(nvscope.catalog._reset_cache)
+    assert isinstance(nvscope.catalog(), nvscope.Catalog)
+
+
+def test_well_known_options() -> None:
+    cat = nvscope.catalog()
+    fuse = cat.get("enable", "fuse_matmul")
+    assert fuse is not None
+    assert fuse.kind == "enable" and fuse.name == "fuse_matmul" and fuse.effect == "codegen"
+    assert not fuse.requires_args
+    expr_eval = cat.get("disable", "matmul_expr_eval")
+    assert expr_eval is not None and expr_eval.kind == "disable"
+    assert cat.get("enable", "static_fusion_count") is not None
+    assert "static_fusion_count" in cat.names("enable")
+    assert "matmul_expr_eval" in cat.names("disable")
+    assert "matmul_expr_eval" not in cat.names("enable")
+    assert cat.get("enable", "matmul_expr_eval") is None
+    assert cat.get("enable", "no_such_option") is None
+
+
+def test_every_option_is_well_formed() -> None:
+    cat = nvscope.catalog()
+    assert len(cat.options) == len(data.OPTIONS)
+    covered = [Version(v) for v, _ in data.VERSIONS]
+    assert covered == sorted(covered)
+    for o in cat.options:
+        assert isinstance(o, nvscope.OptionInfo)
+        assert o.kind in ("enable", "disable")
+        assert o.effect in EFFECTS, o
+        assert o.name and o.name == o.name.strip() and "," not in o.name and " " not in o.name
+        assert o.description.strip(), o
+        assert Version(o.since) in covered, o
+        if o.until is not None:
+            assert Version(o.until) in covered, o
+            assert Version(o.since) <= Version(o.until), o
+        assert isinstance(o.requires_args, bool)
+
+
+def test_kind_name_pairs_are_unique() -> None:
+    pairs = [(o.kind, o.name) for o in nvscope.catalog().options]
+    assert len(pairs) == len(set(pairs))
+
+
+def test_names_and_get_agree_with_options() -> None:
+    cat = nvscope.catalog()
+    for kind in ("enable", "disable"):
+        names = cat.names(kind)
+        assert isinstance(names, frozenset)
+        assert names == {o.name for o in cat.options if o.kind == kind}
+        for name in names:
+            info = cat.get(kind, name)
+            assert info is not None and info.name == name and info.kind == kind
+
+
+def test_option_info_is_frozen() -> None:
+    info = nvscope.catalog().get("enable", "fuse_matmul")
+    assert info is not None
+    with pytest.raises(AttributeError):
+        info.name = "other"  # type: ignore[misc]
+
+
+def test_versions_text_and_available_in() -> None:
+    cat = nvscope.catalog()
+    id_model = cat.get("enable", "id_model")
+    fast_math = cat.get("enable", "fast_math")
+    assert id_model is not None and fast_math is not None
+    assert id_model.versions == "0.2.23-0.2.35"
+    assert fast_math.versions == "0.2.30+"
+    assert id_model.available_in(Version("0.2.35"))
+    assert id_model.available_in(Version("0.2.35.dev20260215"))  # a nightly counts as its release
+    assert not id_model.available_in(Version("0.2.36"))
+    assert not fast_math.available_in(Version("0.2.29"))
+    assert fast_math.available_in(Version("0.2.30"))
+    assert fast_math.available_in(Version("9.0"))
+
+
+def test_repr_mentions_count_and_source() -> None:
+    cat = nvscope.catalog()
+    assert str(len(cat.options)) in repr(cat)
+    assert cat.source in repr(cat)
+
+
+# --- rejected names ------------------------------------------------------------------------------------------------
+
+
+def test_did_you_mean() -> None:
+    with pytest.raises(UnknownOptionError, match=r"did you mean 'fuse_matmul'") as info:
+        nv_options(enable=["fuse_matmull"])
+    assert isinstance(info.value, ValueError)
+    assert "fuse_matmull" in str(info.value)
+
+
+def test_did_you_mean_for_disable() -> None:
+    with pytest.raises(UnknownOptionError, match=r"did you mean 'matmul_expr_eval'"):
+        nv_options(disable=["matmul_exp_eval"])
+
+
+def test_did_you_mean_the_other_list() -> None:
+    # close to nothing in enable, close to a disable name: the hint names the other list
+    with pytest.raises(UnknownOptionError, match=r"did you mean the disable option 'matmul_expr_eval'"):
+        nv_options(enable=["matmul_expr_evl"])
+
+
+def test_no_suggestion_for_gibberish() -> None:
+    with pytest.raises(UnknownOptionError) as info:
+        nv_options(enable=["qqqqqqqqqqqq"])
+    assert "did you mean" not in str(info.value)
+    assert "qqqqqqqqqqqq" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "other"),
+    [
+        ({"enable": ["matmul_expr_eval"]}, "disable"),
+        ({"disable": ["fuse_matmul"]}, "enable"),
+        ({"disable": ["static_fusion_count"]}, "enable"),
+    ],
+)
+def test_wrong_list_hint(kwargs: dict[str, list[str]], other: str) -> None:
+    (name,) = next(iter(kwargs.values()))
+    with pytest.raises(UnknownOptionError) as info:
+        nv_options(**kwargs)
+    message = str(info.value)
+    assert f"{other} option" in message
+    assert f"{other}=[{name!r}]" in message
+
+
+@pytest.mark.parametrize(
+    ("kind", "name"),
+    [(o.kind, o.name) for o in nvscope.catalog().options if o.requires_args],
+)
+def test_options_that_need_arguments_are_rejected(kind: str, name: str) -> None:
+    with pytest.raises(UnknownOptionError, match="carry no arguments") as info:
+        nv_options(**{kind: [name]})
+    assert name in str(info.value)
+
+
+def test_the_known_argument_options_are_marked() -> None:
+    cat = nvscope.catalog()
+    for name in ("p2p_protocol", "wait_debugger"):
+        info = cat.get("enable", name)
+        assert info is not None and info.requires_args, name
+
+
+def test_a_name_with_arguments_is_rejected() -> None:
+    with pytest.raises(UnknownOptionError, match="carry no arguments"):
+        nv_options(enable=["p2p_protocol(put)"])
+
+
+def test_the_check_method_accepts_valid_names() -> None:
+    cat = nvscope.catalog()
+    cat.check("enable", "fuse_matmul")
+    cat.check("disable", "matmul_expr_eval")
+    with pytest.raises(UnknownOptionError):
+        cat.check("enable", "matmul_expr_eval")
+
+
+# --- installed nvFuser -----------------------------------------------------------------------------------------------
+
+
+def test_installed_nvfuser_from_dist_info(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                          fresh_catalog: None) -> None:
+    fake_nvfuser(tmp_path, monkeypatch, "nvfuser_cu130_torch210-0.2.35.dev20260215.dist-info")
+    found = nvscope.catalog.installed_nvfuser()
+    assert found is not None
+    assert found.distribution == "nvfuser_cu130_torch210"
+    assert found.version == Version("0.2.35.dev20260215")
+    assert "nvfuser" not in sys.modules and "nvfuser_direct" not in sys.modules  # found without importing it
+    cat = nvscope.catalog()
+    assert cat.nvfuser == found
+    assert "0.2.35.dev20260215" in cat.source
+
+
+def test_invalid_dist_info_versions_are_skipped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                fresh_catalog: None) -> None:
+    fake_nvfuser(tmp_path, monkeypatch, "nvfuser-not_a_version.dist-info")
+    assert nvscope.catalog.installed_nvfuser() is None
+
+
+def test_installed_nvfuser_from_an_imported_module(monkeypatch: pytest.MonkeyPatch, fresh_catalog: None) -> None:
+    import types
+
+    module = types.ModuleType("nvfuser_direct")
+    module.version = lambda: "0.2.24"  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "nvfuser_direct", module)
+    nvscope.catalog._reset_cache()
+    found = nvscope.catalog.installed_nvfuser()
+    assert found is not None and found.version == Version("0.2.24")
+    assert "fast_math" not in nvscope.catalog().names("enable")
+
+
+def test_narrowed_to_0_2_35(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh_catalog: None) -> None:
+    fake_nvfuser(tmp_path, monkeypatch, "nvfuser_cu130_torch210-0.2.35.dev20260215.dist-info")
+    cat = nvscope.catalog()
+    version = Version("0.2.35")
+    bundled = sys.modules["nvscope.catalog"]._bundled()
+    assert len(bundled) == len(data.OPTIONS)
+    assert cat.options == tuple(o for o in bundled if o.available_in(version))
+    assert 0 < len(cat.options) < len(bundled)
+    assert "id_model" in cat.names("enable")  # 0.2.23-0.2.35 includes the 0.2.35 nightly
+    assert "p2p_transport" not in cat.names("enable")  # 0.2.36+
+    assert "fast_math" in cat.names("enable")
+    assert "parallel_serde" in cat.names("disable") and "parallel_serde" in cat.names("enable")
+    nv_options(enable=["id_model", "fuse_matmul"], disable=["parallel_serde"])  # accepted
+
+
+def test_a_newer_option_names_the_installed_version(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                    fresh_catalog: None) -> None:
+    fake_nvfuser(tmp_path, monkeypatch, "nvfuser-0.2.24.dist-info")
+    with pytest.raises(UnknownOptionError) as info:
+        nv_options(enable=["fast_math"])
+    message = str(info.value)
+    assert "0.2.24" in message  # the installed version
+    assert "0.2.30+" in message  # where the option exists
+    nv_options(enable=["fuse_matmul"])  # an option 0.2.24 has is still fine
+
+
+def test_a_removed_option_names_the_installed_version(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      fresh_catalog: None) -> None:
+    fake_nvfuser(tmp_path, monkeypatch, "nvfuser_cu130_torch210-0.2.36.dist-info")
+    with pytest.raises(UnknownOptionError) as info:
+        nv_options(enable=["id_model"])
+    assert "0.2.36" in str(info.value) and "0.2.23-0.2.35" in str(info.value)
+
+
+def test_argument_options_are_still_rejected_for_their_arguments(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                 fresh_catalog: None) -> None:
+    fake_nvfuser(tmp_path, monkeypatch, "nvfuser-0.2.36.dist-info")
+    with pytest.raises(UnknownOptionError, match="carry no arguments"):
+        nv_options(enable=["p2p_transport"])
+    fake_nvfuser(tmp_path / "older", monkeypatch, "nvfuser-0.2.35.dist-info")
+    with pytest.raises(UnknownOptionError, match=r"0\.2\.36\+") as info:
+        nv_options(enable=["p2p_transport"])
+    assert "0.2.35" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("version", "kind", "versions"),
+    [
+        # disable parallel_serde exists until 0.2.35, enable parallel_serde 0.2.35-0.2.36: on 0.2.36 the disable
+        # list lacks it, and the message must name the version rather than tell the user to *enable* it.
+        ("0.2.36", "disable", "0.2.23-0.2.35"),
+        ("0.2.34", "enable", "0.2.35-0.2.36"),
+        # enable greedy_scheduler 0.2.30-0.2.34, disable greedy_scheduler 0.2.34+
+        ("0.2.35", "enable", "0.2.30-0.2.34"),
+    ],
+)
+def test_a_name_that_moved_between_lists_names_the_version(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh_catalog: None, version: str, kind: str, versions: str
+) -> None:
+    name = "greedy_scheduler" if versions == "0.2.30-0.2.34" else "parallel_serde"
+    fake_nvfuser(tmp_path, monkeypatch, f"nvfuser-{version}.dist-info")
+    with pytest.raises(UnknownOptionError) as info:
+        nv_options(**{kind: [name]})
+    message = str(info.value)
+    assert version in message and versions in message, message
+    other = "enable" if kind == "disable" else "disable"
+    assert f"pass it as {other}=" not in message
+
+
+def test_reset_cache_forgets_the_fake_installation(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                   fresh_catalog: None) -> None:
+    fake_nvfuser(tmp_path, monkeypatch, "nvfuser-0.2.24.dist-info")
+    assert nvscope.catalog().nvfuser is not None
+    monkeypatch.undo()
+    nvscope.catalog._reset_cache()
+    assert nvscope.catalog().nvfuser is None
+    nv_options(enable=["fast_math"])

@@ -1,0 +1,316 @@
+"""Threads and asyncio tasks: each has its own scope; shared nv_options objects carry no per-entry state."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+
+import nvscope
+from nvscope import OptionSet, bind, current_options, nv_options
+
+NONE = OptionSet()
+ENABLE = ["fuse_matmul", "static_fusion_count", "kernel_profile", "kernel_lineinfo"]
+DISABLE = ["matmul_expr_eval", "fallback", "parallel_compile", "kernel_reuse"]
+
+# shared by every thread
+SHARED_A = nv_options(enable=["fuse_matmul"])
+SHARED_B = nv_options(disable=["matmul_expr_eval"])
+SHARED_RESET = nv_options(enable=["kernel_profile"], inherit=False)
+
+
+@pytest.fixture(autouse=True)
+def _switch_often() -> Iterator[None]:
+    """Make the interpreter switch threads far more often than every 5 ms, so that scope operations interleave."""
+    previous = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(previous)
+
+
+def run_threads(n: int, target: Callable[[int], Any], timeout: float = 30) -> list[Any]:
+    """Run ``target(i)`` in n threads; re-raise the first failure; return the results in thread order."""
+    results: list[Any] = [None] * n
+    errors: list[BaseException] = []
+
+    def runner(i: int) -> None:
+        try:
+            results[i] = target(i)
+        except BaseException as error:  # surface assertion errors from the threads
+            errors.append(error)
+
+    threads = [threading.Thread(target=runner, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout)
+        assert not t.is_alive(), "a thread hung"
+    if errors:
+        raise errors[0]
+    return results
+
+
+def test_a_new_thread_starts_with_no_scope() -> None:
+    with nv_options(enable=["fuse_matmul"]):
+        assert current_options() == OptionSet(enable=["fuse_matmul"])
+        seen = run_threads(1, lambda _: current_options())
+    assert seen == [NONE]
+
+
+def test_scopes_entered_in_a_thread_stay_in_it() -> None:
+    inside = threading.Event()
+    release = threading.Event()
+
+    def worker(_: int) -> OptionSet:
+        with nv_options(enable=["fuse_matmul"]) as active:
+            inside.set()
+            assert release.wait(10)
+            return active
+
+    t = threading.Thread(target=lambda: results.append(worker(0)))
+    results: list[OptionSet] = []
+    t.start()
+    assert inside.wait(10)
+    assert current_options() == NONE  # the worker's scope is active now, in the worker only
+    release.set()
+    t.join(10)
+    assert results == [OptionSet(enable=["fuse_matmul"])]
+
+
+def test_eight_threads_share_scope_objects_without_cross_talk() -> None:
+    n, iterations = 8, 200
+    barrier = threading.Barrier(n)
+
+    def worker(i: int) -> int:
+        own = nv_options(enable=[ENABLE[i % 4]], disable=[DISABLE[i % 4]])
+        own_set = own.options
+        a, b = SHARED_A.options, SHARED_B.options
+        checks = 0
+
+        def expect(value: OptionSet) -> None:
+            nonlocal checks
+            got = current_options()
+            assert got == value, (i, got, value)
+            checks += 1
+
+        barrier.wait()
+        for k in range(iterations):
+            if k % 50 == 0:
+                barrier.wait()  # force overlap again and again
+            expect(NONE)
+            order = (i + k) % 3
+            if order == 0:
+                with SHARED_A:
+                    expect(a)
+                    with own:
+                        expect(a | own_set)
+                        with SHARED_A:  # the shared object nested in itself, in many threads at once
+                            expect(a | own_set)
+                            with SHARED_B:
+                                expect(a | own_set | b)
+                        expect(a | own_set)
+                    expect(a)
+            elif order == 1:
+                with own, SHARED_B:
+                    expect(own_set | b)
+                    with SHARED_RESET as reset:
+                        expect(reset)
+                        assert reset == SHARED_RESET.options
+                        with SHARED_A:
+                            expect(reset | a)
+                    expect(own_set | b)
+            else:
+                try:
+                    with SHARED_B, own:
+                        expect(b | own_set)
+                        raise KeyError(i)
+                except KeyError:
+                    pass
+                expect(NONE)
+        return checks
+
+    results = run_threads(n, worker)
+    assert all(r >= iterations * 3 for r in results), results
+
+
+def test_bind_carries_the_scope_into_a_thread() -> None:
+    with nv_options(enable=["fuse_matmul"], disable=["fallback"]) as active:
+        work = bind(current_options)
+    assert current_options() == NONE
+    assert work() == active  # here too, after the scope has exited
+    assert current_options() == NONE
+    seen: list[OptionSet] = []
+    t = threading.Thread(target=bind(lambda: seen.append(current_options())))
+    t.start()
+    t.join(10)
+    assert seen == [NONE]  # bound outside any scope: carries "no scope"
+    t = threading.Thread(target=lambda: seen.append(work()))
+    t.start()
+    t.join(10)
+    assert seen == [NONE, active]
+
+
+def test_bind_overrides_the_scope_of_the_calling_thread_and_restores_it() -> None:
+    with nv_options(enable=["fuse_matmul"]):
+        work = bind(current_options)
+    with nv_options(disable=["fallback"]):
+        assert work() == OptionSet(enable=["fuse_matmul"])
+        assert current_options() == OptionSet(disable=["fallback"])
+
+
+def test_bind_restores_on_exception() -> None:
+    def fail() -> None:
+        assert current_options() == OptionSet(enable=["fuse_matmul"])
+        raise ValueError("inside")
+
+    with nv_options(enable=["fuse_matmul"]):
+        bound = bind(fail)
+    try:
+        bound()
+    except ValueError as error:
+        assert str(error) == "inside"
+    else:
+        raise AssertionError("the exception was swallowed")
+    assert current_options() == NONE
+
+
+def test_bind_preserves_metadata() -> None:
+    def work(x: int, *, y: int = 0) -> int:
+        """Doc."""
+        return x + y
+
+    bound = bind(work)
+    assert bound.__name__ == "work" and bound.__doc__ == "Doc."
+    assert bound(1, y=2) == 3
+
+
+def test_nested_scopes_inside_a_bound_function() -> None:
+    def work() -> tuple[OptionSet, OptionSet]:
+        with nv_options(enable=["kernel_profile"]) as inner:
+            pass
+        return inner, current_options()
+
+    with nv_options(enable=["fuse_matmul"]):
+        bound = bind(work)
+    inner, after = run_threads(1, lambda _: bound())[0]
+    assert inner == OptionSet(enable=["fuse_matmul", "kernel_profile"])
+    assert after == OptionSet(enable=["fuse_matmul"])
+
+
+def test_one_bound_callable_runs_concurrently_in_many_threads() -> None:
+    n = 8
+    barrier = threading.Barrier(n)
+
+    def work(i: int) -> list[OptionSet]:
+        barrier.wait()
+        seen = [current_options()]
+        with nv_options(enable=[ENABLE[i % 4]]):
+            barrier.wait()  # everyone is inside its own nested scope at once
+            seen.append(current_options())
+        seen.append(current_options())
+        return seen
+
+    with nv_options(disable=["matmul_expr_eval"]):
+        bound = bind(work)
+    base = OptionSet(disable=["matmul_expr_eval"])
+    results = run_threads(n, bound)
+    for i, seen in enumerate(results):
+        assert seen == [base, base | OptionSet(enable=[ENABLE[i % 4]]), base]
+
+
+def test_thread_pool_executor_workers_start_empty_and_bind_carries_scopes() -> None:
+    n = 8
+    barrier = threading.Barrier(n)
+
+    def probe(i: int) -> tuple[int, OptionSet]:
+        barrier.wait(10)
+        return i, current_options()
+
+    with ThreadPoolExecutor(max_workers=n) as pool:
+        with nv_options(enable=["fuse_matmul"]):
+            plain = [pool.submit(probe, i) for i in range(n)]
+            assert [f.result(10) for f in plain] == [(i, NONE) for i in range(n)]
+        futures = []
+        expected = []
+        for i in range(n):
+            with nv_options(enable=[ENABLE[i % 4]], disable=[DISABLE[(i // 4) % 4]]) as active:
+                futures.append(pool.submit(bind(probe), i))
+                expected.append((i, active))
+        assert [f.result(10) for f in futures] == expected
+        # the workers did not keep the bound scopes
+        assert list(pool.map(lambda _: current_options(), range(n))) == [NONE] * n
+
+
+def test_asyncio_tasks_with_different_scopes_interleave() -> None:
+    async def task(i: int, log: list[tuple[int, OptionSet]]) -> list[OptionSet]:
+        seen: list[OptionSet] = []
+        own = nv_options(enable=[ENABLE[i % 4]])
+        for k in range(20):
+            with own:
+                await asyncio.sleep(0)
+                seen.append(current_options())
+                log.append((i, current_options()))
+                if k % 2:
+                    with SHARED_B:
+                        await asyncio.sleep(0)
+                        seen.append(current_options())
+                await asyncio.sleep(0)
+                seen.append(current_options())
+            await asyncio.sleep(0)
+            seen.append(current_options())
+        return seen
+
+    async def main() -> tuple[list[list[OptionSet]], list[tuple[int, OptionSet]], OptionSet]:
+        log: list[tuple[int, OptionSet]] = []
+        with nv_options(disable=["fallback"]):
+            results = await asyncio.gather(*(task(i, log) for i in range(6)))
+            return results, log, current_options()
+
+    results, log, after = asyncio.run(main())
+    assert after == OptionSet(disable=["fallback"])
+    base = OptionSet(disable=["fallback"])
+    b = SHARED_B.options
+    for i, seen in enumerate(results):
+        own = base | OptionSet(enable=[ENABLE[i % 4]])
+        expected: list[OptionSet] = []
+        for k in range(20):
+            expected.append(own)
+            if k % 2:
+                expected.append(own | b)
+            expected += [own, base]
+        assert seen == expected
+    # the tasks really interleaved: the log does not consist of one task's steps in a row
+    assert len({i for i, _ in log[:6]}) == 6
+
+
+def test_asyncio_task_created_in_a_scope_inherits_it_but_not_later_changes() -> None:
+    async def child(started: asyncio.Event, proceed: asyncio.Event) -> list[OptionSet]:
+        seen = [current_options()]
+        started.set()
+        await proceed.wait()
+        seen.append(current_options())
+        return seen
+
+    async def main() -> list[OptionSet]:
+        started, proceed = asyncio.Event(), asyncio.Event()
+        with nv_options(enable=["fuse_matmul"]):
+            t = asyncio.create_task(child(started, proceed))
+        await started.wait()
+        with nv_options(disable=["fallback"]):  # the parent's later scope does not reach the running child
+            proceed.set()
+            return await t
+
+    fm = OptionSet(enable=["fuse_matmul"])
+    assert asyncio.run(main()) == [fm, fm]
+
+
+def test_dev_mode_switch_is_process_wide() -> None:
+    # threads see the same development-mode setting (no warnings from worker threads in this suite)
+    assert run_threads(2, lambda _: nvscope.development_mode()) == [True, True]

@@ -1,0 +1,218 @@
+"""OptionSet: the immutable, hashable value every scope and per-fusion cache is keyed by."""
+
+from __future__ import annotations
+
+import copy
+import pickle
+
+import pytest
+
+from nvscope import OptionSet
+from nvscope.optionset import EMPTY
+
+
+def test_fields_are_frozensets_of_the_names() -> None:
+    s = OptionSet(enable=["fuse_matmul", "kernel_profile"], disable=("matmul_expr_eval",))
+    assert s.enable == frozenset({"fuse_matmul", "kernel_profile"})
+    assert s.disable == frozenset({"matmul_expr_eval"})
+    assert isinstance(s.enable, frozenset)
+    assert isinstance(s.disable, frozenset)
+
+
+def test_defaults_are_empty_and_falsy() -> None:
+    s = OptionSet()
+    assert s.enable == frozenset()
+    assert s.disable == frozenset()
+    assert not s
+    assert s == EMPTY
+    assert OptionSet(enable=["a"])
+    assert OptionSet(disable=["a"])
+
+
+def test_a_str_is_one_name_not_its_characters() -> None:
+    s = OptionSet(enable="fuse_matmul", disable="fallback")
+    assert s.enable == frozenset({"fuse_matmul"})
+    assert s.disable == frozenset({"fallback"})
+
+
+def test_equality_ignores_order_and_duplicates() -> None:
+    a = OptionSet(enable=["x", "y", "x"], disable=["z"])
+    b = OptionSet(enable=("y", "x"), disable={"z"})
+    assert a == b
+    assert not (a != b)
+    assert hash(a) == hash(b)
+    assert len({a, b}) == 1
+    assert {a: 1}[b] == 1
+
+
+@pytest.mark.parametrize(
+    "other",
+    [
+        OptionSet(enable=["x"]),  # missing y
+        OptionSet(enable=["x", "y"], disable=["z", "w"]),
+        OptionSet(enable=["z"], disable=["x", "y"]),  # lists swapped
+        OptionSet(),
+    ],
+)
+def test_inequality(other: OptionSet) -> None:
+    s = OptionSet(enable=["x", "y"], disable=["z"])
+    assert s != other
+    assert other != s
+
+
+def test_enable_and_disable_are_not_interchangeable() -> None:
+    assert OptionSet(enable=["a"]) != OptionSet(disable=["a"])
+
+
+def test_comparison_with_other_types() -> None:
+    s = OptionSet(enable=["a"])
+    assert s != {"a"}
+    assert s != ({"a"}, set())
+    assert s is not None and s != None  # noqa: E711
+    assert s.__eq__(object()) is NotImplemented
+
+
+@pytest.mark.parametrize("attr", ["enable", "disable", "_hash", "new_attribute"])
+def test_setattr_raises(attr: str) -> None:
+    s = OptionSet(enable=["a"], disable=["b"])
+    with pytest.raises(AttributeError):
+        setattr(s, attr, frozenset({"c"}))
+    assert s == OptionSet(enable=["a"], disable=["b"])
+
+
+@pytest.mark.parametrize("attr", ["enable", "disable"])
+def test_delattr_raises(attr: str) -> None:
+    s = OptionSet(enable=["a"], disable=["b"])
+    with pytest.raises(AttributeError):
+        delattr(s, attr)
+    assert s.enable == frozenset({"a"})
+    assert s.disable == frozenset({"b"})
+
+
+def test_no_instance_dict() -> None:
+    s = OptionSet(enable=["a"])
+    assert not hasattr(s, "__dict__")
+
+
+def test_input_iterable_is_copied() -> None:
+    names = ["a"]
+    s = OptionSet(enable=names)
+    names.append("b")
+    assert s.enable == frozenset({"a"})
+
+
+def test_union_merges_per_list() -> None:
+    a = OptionSet(enable=["e1"], disable=["d1"])
+    b = OptionSet(enable=["e2"], disable=["d1", "d2"])
+    expected = OptionSet(enable=["e1", "e2"], disable=["d1", "d2"])
+    assert a.union(b) == expected
+    assert a | b == expected
+    assert b | a == expected
+    # the operands are unchanged
+    assert a == OptionSet(enable=["e1"], disable=["d1"])
+    assert b == OptionSet(enable=["e2"], disable=["d1", "d2"])
+
+
+def test_union_returns_self_when_other_adds_nothing() -> None:
+    a = OptionSet(enable=["e1", "e2"], disable=["d1"])
+    assert a.union(OptionSet(enable=["e1"])) is a
+    assert a.union(OptionSet(disable=["d1"])) is a
+    assert a.union(EMPTY) is a
+    assert a.union(OptionSet()) is a
+    assert a | OptionSet(enable=["e2"], disable=["d1"]) is a
+    same_value = OptionSet(enable=["e2", "e1"], disable=["d1"])
+    assert a.union(same_value) is a
+
+
+def test_union_returns_other_when_self_adds_nothing() -> None:
+    small = OptionSet(enable=["e1"])
+    big = OptionSet(enable=["e1", "e2"], disable=["d1"])
+    assert small.union(big) is big
+    assert EMPTY.union(big) is big
+
+
+def test_union_is_a_new_value_when_both_add_something() -> None:
+    a = OptionSet(enable=["e1"])
+    b = OptionSet(disable=["d1"])
+    u = a | b
+    assert u is not a and u is not b
+    assert u == OptionSet(enable=["e1"], disable=["d1"])
+
+
+def test_union_memo_is_by_value_and_bounded() -> None:
+    a = OptionSet(enable=["base"])
+    first = a | OptionSet(enable=["x"])
+    assert a | OptionSet(enable=["x"]) is first  # memoised: an equal operand gives the same object back
+    # many distinct operands: the results stay correct past the memo bound
+    for i in range(OptionSet._MAX_MEMO * 2 + 3):
+        assert a | OptionSet(disable=[f"d{i}"]) == OptionSet(enable=["base"], disable=[f"d{i}"])
+    assert len(a._unions) <= OptionSet._MAX_MEMO
+    assert a | OptionSet(enable=["x"]) == first
+
+
+def test_union_rejects_non_optionsets() -> None:
+    with pytest.raises((TypeError, AttributeError)):
+        OptionSet(enable=["a"]).union({"b"})  # type: ignore[arg-type]
+
+
+def test_as_env_only_nonempty_keys_sorted_and_comma_joined() -> None:
+    assert OptionSet().as_env() == {}
+    assert OptionSet(enable=["b", "a"]).as_env() == {"NVFUSER_ENABLE": "a,b"}
+    assert OptionSet(disable=["z", "c"]).as_env() == {"NVFUSER_DISABLE": "c,z"}
+    assert OptionSet(enable=["fuse_matmul", "kernel_profile"], disable=["matmul_expr_eval"]).as_env() == {
+        "NVFUSER_ENABLE": "fuse_matmul,kernel_profile",
+        "NVFUSER_DISABLE": "matmul_expr_eval",
+    }
+
+
+def test_as_env_returns_a_fresh_dict() -> None:
+    s = OptionSet(enable=["a"])
+    env = s.as_env()
+    env["NVFUSER_ENABLE"] = "mutated"
+    assert s.as_env() == {"NVFUSER_ENABLE": "a"}
+
+
+def test_as_shell() -> None:
+    assert OptionSet().as_shell() == ""
+    assert OptionSet(enable=["b", "a"], disable=["c"]).as_shell() == "NVFUSER_ENABLE=a,b NVFUSER_DISABLE=c"
+    assert OptionSet(enable=["a"]).as_shell() == "NVFUSER_ENABLE=a"
+    assert OptionSet(disable=["c", "b"]).as_shell() == "NVFUSER_DISABLE=b,c"
+
+
+def test_sorted_lists() -> None:
+    s = OptionSet(enable=["b", "a"], disable=["d", "c"])
+    assert s.enable_list() == ["a", "b"]
+    assert s.disable_list() == ["c", "d"]
+
+
+@pytest.mark.parametrize("protocol", range(pickle.HIGHEST_PROTOCOL + 1))
+def test_pickle_roundtrip(protocol: int) -> None:
+    s = OptionSet(enable=["fuse_matmul", "kernel_profile"], disable=["matmul_expr_eval"])
+    t = pickle.loads(pickle.dumps(s, protocol=protocol))
+    assert type(t) is OptionSet
+    assert t == s
+    assert hash(t) == hash(s)
+    assert t.enable == s.enable and t.disable == s.disable
+    with pytest.raises(AttributeError):
+        t.enable = frozenset()  # type: ignore[misc]
+
+
+def test_pickle_empty() -> None:
+    assert pickle.loads(pickle.dumps(OptionSet())) == OptionSet()
+
+
+def test_copy_and_deepcopy() -> None:
+    s = OptionSet(enable=["a"], disable=["b"])
+    assert copy.copy(s) == s
+    assert copy.deepcopy(s) == s
+
+
+def test_repr_is_readable_and_sorted() -> None:
+    s = OptionSet(enable=["kernel_profile", "fuse_matmul"], disable=["matmul_expr_eval"])
+    assert repr(s) == "OptionSet(enable=['fuse_matmul', 'kernel_profile'], disable=['matmul_expr_eval'])"
+    assert repr(OptionSet()) == "OptionSet(enable=[], disable=[])"
+
+
+def test_repr_evaluates_back_to_an_equal_value() -> None:
+    s = OptionSet(enable=["b", "a"], disable=["c"])
+    assert eval(repr(s), {"OptionSet": OptionSet}) == s
