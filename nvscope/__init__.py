@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from nvscope import _autoinstall
 from nvscope.audit import AuditLog, audit
-from nvscope.catalog import Catalog, OptionInfo, UnknownOptionError, catalog
 from nvscope.devmode import (
     DevelopmentModeError,
     DevelopmentModeWarning,
@@ -19,6 +18,7 @@ from nvscope.devmode import (
     set_development_mode,
 )
 from nvscope.nvfuser import UnsupportedError
+from nvscope.option_catalog import Catalog, OptionInfo, UnknownOptionError, catalog
 from nvscope.optionset import OptionSet
 from nvscope.scope import ENTER_HOOKS, bind, current_options, nv_options, with_nv_options
 

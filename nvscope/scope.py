@@ -22,7 +22,7 @@ from types import TracebackType
 from typing import Any, ParamSpec, TypeVar, cast
 
 from nvscope import devmode
-from nvscope.catalog import Kind, UnknownOptionError, catalog
+from nvscope.option_catalog import Kind, UnknownOptionError, catalog
 from nvscope.optionset import EMPTY, OptionSet
 
 __all__ = ["ACTIVE", "Frame", "bind", "current_options", "nv_options", "with_nv_options"]

@@ -10,7 +10,7 @@ import pytest
 from packaging.version import Version
 
 import nvscope
-from nvscope import UnknownOptionError, nv_options
+from nvscope import UnknownOptionError, nv_options, option_catalog
 from nvscope import _catalog_data as data
 
 EFFECTS = {"codegen", "runtime", "debug"}
@@ -19,11 +19,11 @@ EFFECTS = {"codegen", "runtime", "debug"}
 @pytest.fixture
 def fresh_catalog() -> Iterator[None]:
     """Forget the cached catalog before and after the test (for tests that fake an nvFuser installation)."""
-    nvscope.catalog._reset_cache()
+    option_catalog._reset_cache()
     try:
         yield
     finally:
-        nvscope.catalog._reset_cache()
+        option_catalog._reset_cache()
 
 
 def fake_nvfuser(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dist_info: str) -> None:
@@ -33,7 +33,7 @@ def fake_nvfuser(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dist_info: str
     for name in ("nvfuser", "nvfuser_direct"):
         monkeypatch.delitem(sys.modules, name, raising=False)
     monkeypatch.syspath_prepend(str(site))
-    nvscope.catalog._reset_cache()
+    option_catalog._reset_cache()
 
 
 # --- content -------------------------------------------------------------------------------------------------------
@@ -41,20 +41,13 @@ def fake_nvfuser(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dist_info: str
 
 def test_no_nvfuser_installed_in_the_test_environment(fresh_catalog: None) -> None:
     # The content tests below assume the whole bundled table; make the assumption visible.
-    assert nvscope.catalog.installed_nvfuser() is None
+    assert option_catalog.installed_nvfuser() is None
     assert nvscope.catalog().nvfuser is None
     assert "no nvFuser installed" in nvscope.catalog().source
 
 
 def test_catalog_is_cached() -> None:
     assert nvscope.catalog() is nvscope.catalog()
-
-
-def test_module_api_is_reachable_through_the_package_attribute() -> None:
-    # `nvscope.catalog` is the function (it shadows the submodule); the module's helpers hang off it.
-    assert callable(nvscope.catalog.installed_nvfuser)
-    assert callable(nvscope.catalog._reset_cache)
-    assert isinstance(nvscope.catalog(), nvscope.Catalog)
 
 
 def test_well_known_options() -> None:
@@ -216,7 +209,7 @@ def test_the_check_method_accepts_valid_names() -> None:
 def test_installed_nvfuser_from_dist_info(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                           fresh_catalog: None) -> None:
     fake_nvfuser(tmp_path, monkeypatch, "nvfuser_cu130_torch210-0.2.35.dev20260215.dist-info")
-    found = nvscope.catalog.installed_nvfuser()
+    found = option_catalog.installed_nvfuser()
     assert found is not None
     assert found.distribution == "nvfuser_cu130_torch210"
     assert found.version == Version("0.2.35.dev20260215")
@@ -229,7 +222,7 @@ def test_installed_nvfuser_from_dist_info(tmp_path: Path, monkeypatch: pytest.Mo
 def test_invalid_dist_info_versions_are_skipped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                 fresh_catalog: None) -> None:
     fake_nvfuser(tmp_path, monkeypatch, "nvfuser-not_a_version.dist-info")
-    assert nvscope.catalog.installed_nvfuser() is None
+    assert option_catalog.installed_nvfuser() is None
 
 
 def test_installed_nvfuser_from_an_imported_module(monkeypatch: pytest.MonkeyPatch, fresh_catalog: None) -> None:
@@ -238,8 +231,8 @@ def test_installed_nvfuser_from_an_imported_module(monkeypatch: pytest.MonkeyPat
     module = types.ModuleType("nvfuser_direct")
     module.version = lambda: "0.2.24"  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "nvfuser_direct", module)
-    nvscope.catalog._reset_cache()
-    found = nvscope.catalog.installed_nvfuser()
+    option_catalog._reset_cache()
+    found = option_catalog.installed_nvfuser()
     assert found is not None and found.version == Version("0.2.24")
     assert "fast_math" not in nvscope.catalog().names("enable")
 
@@ -248,7 +241,7 @@ def test_narrowed_to_0_2_35(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fre
     fake_nvfuser(tmp_path, monkeypatch, "nvfuser_cu130_torch210-0.2.35.dev20260215.dist-info")
     cat = nvscope.catalog()
     version = Version("0.2.35")
-    bundled = sys.modules["nvscope.catalog"]._bundled()
+    bundled = option_catalog._bundled()
     assert len(bundled) == len(data.OPTIONS)
     assert cat.options == tuple(o for o in bundled if o.available_in(version))
     assert 0 < len(cat.options) < len(bundled)
@@ -318,6 +311,6 @@ def test_reset_cache_forgets_the_fake_installation(tmp_path: Path, monkeypatch: 
     fake_nvfuser(tmp_path, monkeypatch, "nvfuser-0.2.24.dist-info")
     assert nvscope.catalog().nvfuser is not None
     monkeypatch.undo()
-    nvscope.catalog._reset_cache()
+    option_catalog._reset_cache()
     assert nvscope.catalog().nvfuser is None
     nv_options(enable=["fast_math"])

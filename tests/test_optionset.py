@@ -165,6 +165,15 @@ def test_as_env_only_nonempty_keys_sorted_and_comma_joined() -> None:
     }
 
 
+def test_as_env_sorts_many_names() -> None:
+    # with eight names a set's iteration order is very unlikely to be sorted by chance (hash seeds vary per run)
+    names = ["h_opt", "c_opt", "a_opt", "g_opt", "e_opt", "b_opt", "f_opt", "d_opt"]
+    env = OptionSet(enable=names, disable=reversed(names)).as_env()
+    assert env["NVFUSER_ENABLE"] == ",".join(sorted(names))
+    assert env["NVFUSER_DISABLE"] == ",".join(sorted(names))
+    assert OptionSet(enable=names).as_shell() == "NVFUSER_ENABLE=" + ",".join(sorted(names))
+
+
 def test_as_env_returns_a_fresh_dict() -> None:
     s = OptionSet(enable=["a"])
     env = s.as_env()

@@ -198,10 +198,3 @@ def _reset_cache() -> None:
     catalog.cache_clear()
     installed_nvfuser.cache_clear()
 
-
-# ``nvscope/__init__.py`` binds ``nvscope.catalog`` to the function above, which shadows this module as an attribute
-# of the package (``import nvscope.catalog as c`` yields the function too). Expose the module's API on the function
-# so that ``nvscope.catalog.installed_nvfuser()`` and ``nvscope.catalog._reset_cache()`` work as documented.
-for _name in ("Catalog", "InstalledNvFuser", "OptionInfo", "UnknownOptionError", "installed_nvfuser", "_reset_cache"):
-    setattr(catalog, _name, globals()[_name])
-del _name
