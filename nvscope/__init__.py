@@ -10,10 +10,11 @@
 from __future__ import annotations
 
 from nvscope import _autoinstall
-from nvscope.audit import AuditLog, audit
+from nvscope.auditing import AuditLog, audit
 from nvscope.devmode import (
     DevelopmentModeError,
     DevelopmentModeWarning,
+    NoFusionWarning,
     development_mode,
     set_development_mode,
 )
@@ -27,8 +28,10 @@ __version__ = "0.1.0"
 __all__ = [
     "AuditLog",
     "Catalog",
+    "CompareResult",
     "DevelopmentModeError",
     "DevelopmentModeWarning",
+    "NoFusionWarning",
     "OptionInfo",
     "OptionSet",
     "UnknownOptionError",
@@ -37,6 +40,7 @@ __all__ = [
     "audit",
     "bind",
     "catalog",
+    "compare",
     "current_options",
     "development_mode",
     "nv_options",
@@ -45,3 +49,12 @@ __all__ = [
 ]
 
 ENTER_HOOKS.append(_autoinstall.ensure_adapters)
+
+
+def __getattr__(name: str) -> object:
+    # compare() needs statistics and the profiler glue: loaded on first use so `import nvscope` stays light.
+    if name in ("compare", "CompareResult"):
+        from nvscope import ab
+
+        return getattr(ab, name)
+    raise AttributeError(f"module 'nvscope' has no attribute {name!r}")

@@ -21,6 +21,7 @@ from nvscope.optionset import OptionSet
 __all__ = [
     "DevelopmentModeError",
     "DevelopmentModeWarning",
+    "NoFusionWarning",
     "development_mode",
     "set_development_mode",
     "strict_mode",
@@ -41,6 +42,10 @@ _INTERNAL_FILES = (
 
 class DevelopmentModeWarning(UserWarning):
     """nvFuser developer options were activated outside development mode."""
+
+
+class NoFusionWarning(UserWarning):
+    """A non-empty scope exited without any nvFuser fusion executing under it (development mode only)."""
 
 
 class DevelopmentModeError(RuntimeError):
@@ -96,3 +101,16 @@ def check_scope(options: OptionSet) -> None:
     if strict_mode():
         raise DevelopmentModeError(message + " (NVSCOPE_STRICT=1 makes this an error.)")
     warnings.warn(message, DevelopmentModeWarning, stacklevel=_user_stacklevel())
+
+
+def warn_no_fusion(scope: object) -> None:
+    """Called at the exit of a non-empty scope under which no fusion executed, while an adapter was installed."""
+    if not development_mode():
+        return
+    warnings.warn(
+        f"{scope!r} exited without executing any nvFuser fusion: is the call jitted (thunder.jit/thunderfx), does "
+        "its path reach nvFuser, and did it run on this thread? (With thunderfx, a scope around .backward() alone "
+        "does not reach backward fusions: they run on PyTorch's autograd thread under their forward's options.)",
+        NoFusionWarning,
+        stacklevel=_user_stacklevel(),
+    )

@@ -13,7 +13,7 @@ from typing import Literal
 
 from nvscope.optionset import OptionSet
 
-__all__ = ["PHASE", "SINKS", "FusionRecord", "Phase", "emit"]
+__all__ = ["ADAPTERS", "PHASE", "SINKS", "FusionRecord", "Phase", "emit"]
 
 Phase = Literal["forward", "backward"]
 # "partition": "default" (the fusion's own cache, i.e. no scope or nothing the scope adds), "new" (a cache for this
@@ -37,6 +37,10 @@ class FusionRecord:
 
 
 SINKS: list[Callable[[FusionRecord], None]] = []
+
+# Names of the executor adapters installed now ("thunder", "nvfuser_direct", ...). While it is empty no fusion can
+# be observed, so a scope that saw none says nothing about the user's code.
+ADAPTERS: set[str] = set()
 
 
 def emit(record: FusionRecord) -> None:

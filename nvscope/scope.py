@@ -21,7 +21,7 @@ from contextvars import ContextVar, Token
 from types import TracebackType
 from typing import Any, ParamSpec, TypeVar, cast
 
-from nvscope import devmode
+from nvscope import devmode, events
 from nvscope.option_catalog import Kind, UnknownOptionError, catalog
 from nvscope.optionset import EMPTY, OptionSet
 
@@ -152,6 +152,11 @@ class nv_options:
                 "the reverse order of entry, in the same thread/task (use nvscope.bind to carry a scope elsewhere)"
             )
         ACTIVE.set(frame.parent)
+        if frame.ran:
+            if frame.parent is not None:
+                frame.parent.ran = True  # the enclosing scope saw this fusion too
+        elif exc_type is None and self._options and events.ADAPTERS:
+            devmode.warn_no_fusion(self)
 
     def __call__(self, func: F) -> F:
         return _decorate(self, func)
