@@ -3,8 +3,10 @@
 What every adapter needs from here:
 
 * `EXEC_LOCK`. nvFuser applies per-call options by changing its process-global option state for the duration of
-  the call (snapshot/restore). Two threads executing at once, one with options and one without, would see each
-  other's options, so every execution that passes through nvscope holds this lock.
+  the call (snapshot/restore). That is safe between threads only because its execute binding holds the GIL for
+  the whole call (no ``gil_scoped_release`` in ``python/python_direct/runtime.cpp``; tested with two threads on the
+  H200), so executions never overlap and nvscope adds no lock around them. This lock only makes the creation of a
+  fusion's partition table happen once; each table has its own lock for building partitions.
 * Partitions that really are separate compiled caches. ``nvfuser_direct``: every FusionDefinition owns its
   FusionExecutorCache, so a separate FD (or FEC) per option set is enough (measured). Legacy ``nvfuser``: one
   process-wide FusionCache deduplicates identical definitions, so a partition's definition is *salted* with one
@@ -51,7 +53,7 @@ __all__ = [
 # The first nvFuser whose execute() takes _enable_options/_disable_options.
 MIN_VERSION = Version("0.2.23")
 
-# Reentrant: Thunder's executor may reach a patched FusionDefinition.execute while holding it.
+# Reentrant, to be safe: table creation may run while a partition of another fusion is being built.
 EXEC_LOCK = threading.RLock()
 
 _local = threading.local()
@@ -218,31 +220,32 @@ def _patch(module: ModuleType) -> None:
 
     def execute(self: Any, inputs: Any, *args: Any, **kwargs: Any) -> Any:
         frame = ACTIVE.get()
-        if frame is None or frame.options is None:
-            with EXEC_LOCK:
-                return original(self, inputs, *args, **kwargs)
+        if frame is None or frame.options is None:  # no lock needed: execute holds the GIL (see EXEC_LOCK)
+            return original(self, inputs, *args, **kwargs)
         frame.ran = True
         passed = _passed_options(kwargs)
         effective = passed.union(frame.options)
         if effective is passed:
-            with EXEC_LOCK:
-                return original(self, inputs, *args, **kwargs)
-        with EXEC_LOCK:
-            table = self.__dict__.get("_nvscope_partitions")
-            if table is None:
-                table = self.__dict__["_nvscope_partitions"] = Partitions(passed, build(self))
-            partition, new = table.get(effective)
-            if events.SINKS:
-                events.emit(events.FusionRecord(type(self).__name__, effective, "new" if new else "reused",
-                                                threading.current_thread().name, events.PHASE.get(), frontend))
-            rest = {k: v for k, v in kwargs.items() if k not in ("_enable_options", "_disable_options")}
-            with quiet_reset_warning():
-                return original(partition.runner, inputs, *args, _enable_options=partition.enable,
-                                _disable_options=partition.disable, **rest)
+            return original(self, inputs, *args, **kwargs)
+        table = self.__dict__.get("_nvscope_partitions")
+        if table is None:
+            with EXEC_LOCK:  # two threads' first scoped calls must share one table
+                table = self.__dict__.get("_nvscope_partitions")
+                if table is None:
+                    table = self.__dict__["_nvscope_partitions"] = Partitions(passed, build(self))
+        partition, new = table.get(effective)
+        if events.SINKS:
+            events.emit(events.FusionRecord(type(self).__name__, effective, "new" if new else "reused",
+                                            threading.current_thread().name, events.PHASE.get(), frontend))
+        rest = {k: v for k, v in kwargs.items() if k not in ("_enable_options", "_disable_options")}
+        with quiet_reset_warning():
+            return original(partition.runner, inputs, *args, _enable_options=partition.enable,
+                            _disable_options=partition.disable, **rest)
 
     execute.__wrapped__ = original  # type: ignore[attr-defined]
     fd_class.execute = execute
     _patched[module] = original
+    events.ADAPTERS.add(module.__name__)
 
 
 def install() -> list[str]:
@@ -262,6 +265,7 @@ def uninstall() -> None:
     for module, original in list(_patched.items()):
         module.FusionDefinition.execute = original
         del _patched[module]
+        events.ADAPTERS.discard(module.__name__)
         if module is _legacy_state.get("module") and not _thunder_uses_legacy():
             uninstall_legacy_hooks()
 
@@ -272,4 +276,5 @@ def installed() -> list[str]:
 
 def _thunder_uses_legacy() -> bool:
     thunder_adapter = sys.modules.get("nvscope.thunder")
-    return bool(thunder_adapter and thunder_adapter.installed())
+    # Thunder on nvfuser_direct does not use the legacy hooks: it must not keep them alive.
+    return bool(thunder_adapter and thunder_adapter.installed() and thunder_adapter._state.get("frontend") == "legacy")

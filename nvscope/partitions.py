@@ -5,12 +5,14 @@ without options and run later with them reuses the old kernels. So a scope is on
 compiled cache of its own. A `Partitions` table maps option set -> that cache (whatever the frontend builds: a
 FusionDefinition builder, a FusionExecutorCache) and evicts the least recently used set beyond ``maxsize``.
 
-Not thread-safe by itself: the adapters call it under their execution lock.
+Thread-safe: lookups take no lock (each dict operation is atomic under the GIL); building a missing entry holds
+the table's lock, so two threads asking for a new option set at once build (and compile) it once.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Generic, TypeVar
@@ -41,9 +43,11 @@ DEFAULT_MAX_PARTITIONS = _default_max()
 class Partitions(Generic[T]):
     """``options -> cache`` for one fusion; ``build(options)`` makes a missing entry."""
 
-    __slots__ = ("_entries", "build", "builds", "evictions", "maxsize", "static")
+    __slots__ = ("_entries", "_lock", "build", "builds", "evictions", "hot", "maxsize", "static")
 
-    def __init__(self, static: OptionSet, build: Callable[[OptionSet], T], maxsize: int = DEFAULT_MAX_PARTITIONS):
+    def __init__(self, static: OptionSet, build: Callable[[OptionSet], T], maxsize: int | None = None):
+        if maxsize is None:
+            maxsize = DEFAULT_MAX_PARTITIONS  # read now, so changing the module default affects new tables
         if maxsize < 1:
             raise ValueError(f"maxsize must be >= 1, got {maxsize}")
         self.static = static  # the fusion's own options (Thunder's compile-time ones); its default cache serves them
@@ -52,6 +56,11 @@ class Partitions(Generic[T]):
         self.builds = 0
         self.evictions = 0
         self._entries: OrderedDict[OptionSet, T] = OrderedDict()
+        self._lock = threading.RLock()  # reentrant: a build runs user (Thunder) code
+        # A one-entry memo for the adapter's hot path: (the scope's OptionSet object, what it resolved to, None for
+        # "the fusion's own cache"). A training loop re-enters the same scope object, so one identity test replaces
+        # the merge and the LRU update. It may keep an evicted entry alive until the scope changes.
+        self.hot: tuple[OptionSet | None, T | None] = (None, None)
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -68,12 +77,19 @@ class Partitions(Generic[T]):
         entries = self._entries
         entry = entries.get(options)
         if entry is not None:
-            entries.move_to_end(options)
+            try:
+                entries.move_to_end(options)
+            except KeyError:  # evicted by another thread since the get: the entry in hand still works
+                pass
             return entry, False
-        entry = self.build(options)
-        self.builds += 1
-        entries[options] = entry
-        if len(entries) > self.maxsize:
-            entries.popitem(last=False)
-            self.evictions += 1
-        return entry, True
+        with self._lock:
+            entry = entries.get(options)
+            if entry is not None:  # another thread built it while this one waited
+                return entry, False
+            entry = self.build(options)
+            self.builds += 1
+            entries[options] = entry
+            if len(entries) > self.maxsize:
+                entries.popitem(last=False)
+                self.evictions += 1
+            return entry, True

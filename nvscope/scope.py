@@ -324,5 +324,8 @@ def push(options: OptionSet) -> Token[Frame | None]:
 
 
 def pop(token: Token[Frame | None]) -> None:
-    """Undo a `push`."""
+    """Undo a `push`; a fusion that ran under the pushed frame counts for the scope it was pushed over."""
+    frame = ACTIVE.get()
     ACTIVE.reset(token)
+    if frame is not None and frame.ran and frame.parent is not None:
+        frame.parent.ran = True

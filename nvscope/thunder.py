@@ -61,10 +61,11 @@ _auto = {"allowed": True}
 class _Partition:
     """One option set's compiled cache for one fusion, with the option lists nvFuser takes (built once)."""
 
-    __slots__ = ("disable", "enable", "get_fd")
+    __slots__ = ("disable", "enable", "get_fd", "options")
 
     def __init__(self, get_fd: Any, options: OptionSet) -> None:
         self.get_fd = get_fd
+        self.options = options
         self.enable = options.enable_list()
         self.disable = options.disable_list()
 
@@ -103,8 +104,9 @@ def install() -> bool:
     wrapper_class = impl.FusionDefinitionWrapper
     function_class = autograd.ThunderFunction
     frontend = frontend_of(impl.FusionDefinition)
+    frontend_module = impl.FusionDefinition.__module__.partition(".")[0]
     if frontend == "legacy":
-        install_legacy_hooks(sys.modules[impl.FusionDefinition.__module__.partition(".")[0]])
+        install_legacy_hooks(sys.modules[frontend_module])
     version = _nvfuser_version()
     try:
         check_version(version)
@@ -117,9 +119,11 @@ def install() -> bool:
     original_backward = function_class.__dict__["backward"]
     _state.update(
         impl=impl, wrapper_class=wrapper_class, function_class=function_class, frontend=frontend,
-        call=original_call, forward=original_forward, backward=original_backward, version_error=version_error,
+        frontend_module=frontend_module, call=original_call, forward=original_forward, backward=original_backward,
+        version_error=version_error,
     )
     wrapper_class.__call__ = _make_call(original_call, frontend, version_error)
+    events.ADAPTERS.add("thunder")
     function_class.forward = staticmethod(_make_forward(original_forward.__func__))
     function_class.backward = staticmethod(_make_backward(original_backward.__func__))
     return True
@@ -136,7 +140,9 @@ def uninstall() -> bool:
     _state["wrapper_class"].__call__ = _state["call"]
     _state["function_class"].forward = _state["forward"]
     _state["function_class"].backward = _state["backward"]
-    if _state["frontend"] == "legacy" and not nvfuser_patched():
+    events.ADAPTERS.discard("thunder")
+    # The legacy hooks stay while nvscope.nvfuser still patches that module (it relies on them too).
+    if _state["frontend"] == "legacy" and _state["frontend_module"] not in nvfuser_patched():
         uninstall_legacy_hooks()
     _state.clear()
     return True
@@ -148,6 +154,15 @@ def partitions(fusion: Any) -> Partitions[_Partition] | None:
 
 
 def _table(fusion: Any, frontend: str) -> Partitions[_Partition]:
+    get_fd = fusion.get_fd
+    table: Partitions[_Partition] | None = getattr(get_fd, _TABLE, None)
+    if table is not None:
+        return table
+    with EXEC_LOCK:  # two threads' first scoped calls must not each build (and compile into) a table of their own
+        return _new_table(fusion, frontend)
+
+
+def _new_table(fusion: Any, frontend: str) -> Partitions[_Partition]:
     get_fd = fusion.get_fd
     table: Partitions[_Partition] | None = getattr(get_fd, _TABLE, None)
     if table is not None:
@@ -179,14 +194,15 @@ def _table(fusion: Any, frontend: str) -> Partitions[_Partition]:
 
 
 def _unwrap_distributed(args: tuple[Any, ...]) -> tuple[Any, ...]:
-    """What Thunder does before executing: wait on AsyncCollectiveTensors; DTensors are not partitioned (yet)."""
-    distributed = sys.modules.get("torch.distributed")
-    if distributed is None or not distributed.is_available():
-        return args
+    """What Thunder does before executing: wait on AsyncCollectiveTensors; DTensors are not partitioned (yet).
+
+    Both types can only occur once their modules are imported, so two dict lookups skip the scan otherwise.
+    """
     collectives = sys.modules.get("torch.distributed._functional_collectives")
-    tensor_module = sys.modules.get("torch.distributed.tensor")
     if collectives is not None:
-        args = tuple(a.wait() if isinstance(a, collectives.AsyncCollectiveTensor) else a for a in args)
+        waiting = collectives.AsyncCollectiveTensor
+        args = tuple(a.wait() if isinstance(a, waiting) else a for a in args)
+    tensor_module = sys.modules.get("torch.distributed.tensor")
     if tensor_module is not None and any(isinstance(a, tensor_module.DTensor) for a in args):
         raise UnsupportedError(
             "nv_options cannot apply to a fusion with DTensor inputs: Thunder runs those through nvFuser's "
@@ -197,40 +213,55 @@ def _unwrap_distributed(args: tuple[Any, ...]) -> tuple[Any, ...]:
 
 
 def _make_call(original: Any, frontend: str, version_error: UnsupportedError | None) -> Any:
+    sinks = events.SINKS  # the list itself: audit() appends to it in place
+    get_active = ACTIVE.get
+
+    # The unscoped path is Thunder's call plus one ContextVar read and one test. It takes no lock: nvFuser's execute
+    # binding holds the GIL for the whole call (no gil_scoped_release in python/python_direct/runtime.cpp), so a
+    # scoped execution, which changes nvFuser's process-global options for its duration, never overlaps another.
     def __call__(self: Any, *args: Any) -> Any:
-        frame = ACTIVE.get()
-        if frame is None or frame.options is None:
-            if events.SINKS:
+        frame = get_active()
+        if frame is None:
+            if sinks:
                 _emit(self, OptionSet(self.enable_options or (), self.disable_options or ()), "default", frontend)
-            with EXEC_LOCK:
-                return original(self, *args)
+            return original(self, *args)
         return _scoped_call(self, args, frame)
 
     def _scoped_call(self: Any, args: tuple[Any, ...], frame: Frame) -> Any:
+        scope = frame.options
+        if scope is None:  # an empty scope (inherit=False): Thunder's own behaviour
+            return original(self, *args)
         frame.ran = True
-        table = _table(self, frontend)
-        effective = table.static.union(frame.options)  # type: ignore[arg-type]
-        if effective is table.static:  # the scope adds nothing to Thunder's compile-time options
-            if events.SINKS:
-                _emit(self, effective, "default", frontend)
-            with EXEC_LOCK:
-                return original(self, *args)
-        if version_error is not None:
-            raise version_error
+        table = getattr(self.get_fd, _TABLE, None)
+        if table is None:
+            table = _table(self, frontend)
+        new = False
+        last_scope, partition = table.hot
+        if last_scope is not scope:  # steady state skips the merge and the LRU: same scope object, same answer
+            effective = table.static.union(scope)
+            if effective is table.static:  # the scope adds nothing to Thunder's compile-time options
+                partition = None
+            else:
+                if version_error is not None:
+                    raise version_error
+                partition, new = table.get(effective)
+            table.hot = (scope, partition)
+        if partition is None:
+            if sinks:
+                _emit(self, table.static, "default", frontend)
+            return original(self, *args)
         args = _unwrap_distributed(args)
-        with EXEC_LOCK:
-            partition, new = table.get(effective)
-            fd = partition.get_fd(self.to_descriptors(args))
-            if self.store_inputs:
-                self.last_inputs = args
-            if events.SINKS:
-                _emit(self, effective, "new" if new else "reused", frontend)
-            if frontend == "legacy":
-                with quiet_reset_warning():
-                    return fd.execute(args, device=fd._selected_device, save_repro_inputs=self.save_fake_inputs,
-                                      _enable_options=partition.enable, _disable_options=partition.disable)
-            return fd.execute(args, device=fd._selected_device, save_repro_inputs=self.save_fake_inputs,
-                              _enable_options=partition.enable, _disable_options=partition.disable)
+        fd = partition.get_fd(self.to_descriptors(args))
+        if self.store_inputs:
+            self.last_inputs = args
+        if sinks:
+            _emit(self, partition.options, "new" if new else "reused", frontend)
+        if frontend == "legacy":
+            with quiet_reset_warning():
+                return fd.execute(args, device=fd._selected_device, save_repro_inputs=self.save_fake_inputs,
+                                  _enable_options=partition.enable, _disable_options=partition.disable)
+        return fd.execute(args, device=fd._selected_device, save_repro_inputs=self.save_fake_inputs,
+                          _enable_options=partition.enable, _disable_options=partition.disable)
 
     __call__.__wrapped__ = original  # type: ignore[attr-defined]
     return __call__

@@ -39,6 +39,10 @@ class Execution:
     thread: str
     device: Any
 
+    def __repr__(self) -> str:
+        return (f"Execution(fd=<FusionDefinition #{self.fd.serial}>, enable={self.enable!r}, "
+                f"disable={self.disable!r}, thread={self.thread!r})")
+
 
 EXECUTIONS: list[Execution] = []
 DELAY = 0.0
@@ -85,7 +89,7 @@ class FusionDefinition:
                 _enable_options: Any = (), _disable_options: Any = ()) -> list[Any]:
         assert self.finished, "executed a FusionDefinition whose definition was never finished"
         if LEGACY and (len(_enable_options) or len(_disable_options)):
-            warnings.warn(
+            warnings.warn(  # noqa: B028 (as nvFuser does)
                 "Reset the FusionCache manually to avoid reusing kernels when re-executing the fusion definition "
                 "with different options."
             )

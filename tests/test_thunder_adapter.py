@@ -1,0 +1,608 @@
+"""The Thunder adapter (nvscope.thunder) against a recording double of Thunder's nvFuser executor (thunder_double).
+
+What is observed is what the fake nvFuser records at each ``execute``: which FusionDefinition ran (Thunder's own,
+from its ``get_fd`` cache, or a partition's), the option lists it got and the thread; plus nvscope's audit records.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import warnings
+from collections.abc import Callable, Iterator
+from types import ModuleType
+from typing import Any
+
+import pytest
+import torch
+from thunder_double import AUTOGRAD, IMPL, ThunderDouble, reset_nvscope
+
+import nvscope
+import nvscope._autoinstall
+import nvscope.nvfuser
+import nvscope.thunder
+from nvscope import OptionSet, UnsupportedError, audit, events, nv_options
+from nvscope.nvfuser import salt_for
+
+FM = ["fuse_matmul"]
+SFC = ["static_fusion_count"]
+KP = ["kernel_profile"]
+MEE = ["matmul_expr_eval"]
+RESET = "Reset the FusionCache manually"
+
+
+@pytest.fixture
+def make_double(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., ThunderDouble]]:
+    reset_nvscope()
+
+    def make(frontend: str = "direct", version: str | None = "0.2.35") -> ThunderDouble:
+        return ThunderDouble(monkeypatch, frontend, version)
+
+    yield make
+    reset_nvscope()
+
+
+@pytest.fixture
+def double(make_double: Callable[..., ThunderDouble]) -> ThunderDouble:
+    return make_double()
+
+
+@pytest.fixture
+def installed(double: ThunderDouble) -> ThunderDouble:
+    assert nvscope.thunder.install() is True
+    return double
+
+
+def t(n: int = 2) -> torch.Tensor:
+    return torch.ones(n)
+
+
+def default_fd(wrapper: Any, *args: Any) -> Any:
+    """Thunder's own FusionDefinition for these inputs (built now if it was not yet)."""
+    return wrapper.get_fd(wrapper.to_descriptors(args))
+
+
+def patched_entries(double: ThunderDouble) -> tuple[Any, Any, Any]:
+    return (double.Wrapper.__dict__["__call__"], double.Function.__dict__["forward"],
+            double.Function.__dict__["backward"])
+
+
+def run_in_thread(target: Callable[[], Any], name: str) -> None:
+    errors: list[BaseException] = []
+
+    def runner() -> None:
+        try:
+            target()
+        except BaseException as error:
+            errors.append(error)
+
+    thread = threading.Thread(target=runner, name=name)
+    thread.start()
+    thread.join(30)
+    assert not thread.is_alive()
+    if errors:
+        raise errors[0]
+
+
+# --- install / uninstall / autoinstall -----------------------------------------------------------------------------
+
+def test_install_without_thunders_executor_changes_nothing(double: ThunderDouble,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, IMPL, None)  # import raises ImportError
+    before = patched_entries(double)
+    assert nvscope.thunder.install() is False
+    assert not nvscope.thunder.installed()
+    assert patched_entries(double) == before
+    with nv_options(enable=FM):  # the autoinstall hook tries too, and fails the same way
+        assert not nvscope.thunder.installed()
+    assert patched_entries(double) == before
+
+
+def test_install_without_autograd_module_changes_nothing(double: ThunderDouble,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, AUTOGRAD, None)
+    before = patched_entries(double)
+    assert nvscope.thunder.install() is False
+    assert patched_entries(double) == before
+
+
+def test_install_patches_and_is_idempotent(double: ThunderDouble) -> None:
+    call, forward, backward = patched_entries(double)
+    assert nvscope.thunder.install() is True
+    assert nvscope.thunder.installed()
+    patched = patched_entries(double)
+    assert patched[0] is not call and patched[0].__wrapped__ is call
+    assert patched[1] is not forward and patched[1].__func__.__wrapped__ is forward.__func__
+    assert patched[2] is not backward and patched[2].__func__.__wrapped__ is backward.__func__
+    assert nvscope.thunder.install() is True
+    assert patched_entries(double) == patched
+    assert all(a is b for a, b in zip(patched_entries(double), patched, strict=True))
+
+
+def test_uninstall_restores_the_exact_originals_and_is_idempotent(double: ThunderDouble) -> None:
+    originals = patched_entries(double)
+    functions = (originals[0], originals[1].__func__, originals[2].__func__)
+    nvscope.thunder.install()
+    assert nvscope.thunder.uninstall() is True
+    assert not nvscope.thunder.installed()
+    restored = patched_entries(double)
+    assert all(a is b for a, b in zip(restored, originals, strict=True))
+    assert (restored[0], restored[1].__func__, restored[2].__func__) == functions
+    assert nvscope.thunder.uninstall() is False
+    assert all(a is b for a, b in zip(patched_entries(double), originals, strict=True))
+
+
+def test_explicit_uninstall_stops_autoinstall_until_install(double: ThunderDouble) -> None:
+    nvscope.thunder.install()
+    nvscope.thunder.uninstall()
+    nvscope._autoinstall._seen_modules = -1
+    wrapper = double.make_wrapper()
+    with nv_options(enable=FM):
+        assert not nvscope.thunder.installed()
+        wrapper(t())
+    assert double.executions[-1].enable == [] and double.executions[-1].fd is default_fd(wrapper, t())
+    assert nvscope.thunder.install() is True
+    assert nvscope.thunder.autoinstall_allowed()
+    nvscope.thunder.uninstall()
+    nvscope._autoinstall._seen_modules = -1
+    with nv_options(enable=FM):
+        assert not nvscope.thunder.installed()
+
+
+def test_entering_a_scope_installs_automatically(double: ThunderDouble) -> None:
+    assert not nvscope.thunder.installed()
+    wrapper = double.make_wrapper()
+    with nv_options():  # an empty scope installs nothing
+        assert not nvscope.thunder.installed()
+    with nv_options(enable=FM):
+        assert nvscope.thunder.installed()
+        wrapper(t())
+    assert double.executions[-1].enable == FM
+
+
+def test_thunder_imported_after_a_first_scope_is_still_found(make_double: Callable[..., ThunderDouble]) -> None:
+    with nv_options(enable=FM):
+        assert not nvscope.thunder.installed()
+    make_double()  # sys.modules grows: the next scope looks again
+    with nv_options(enable=FM):
+        assert nvscope.thunder.installed()
+
+
+@pytest.mark.parametrize("value", ["0", "off", "false"])
+def test_nvscope_autoinstall_0_disables_autoinstall(double: ThunderDouble, monkeypatch: pytest.MonkeyPatch,
+                                                    value: str) -> None:
+    monkeypatch.setenv("NVSCOPE_AUTOINSTALL", value)
+    with nv_options(enable=FM):
+        assert not nvscope.thunder.installed()
+    assert nvscope.thunder.install() is True  # explicit install still works
+
+
+# --- no scope, merging, partitions -----------------------------------------------------------------------------------
+
+def test_unscoped_call_runs_thunders_own_fd_with_thunders_options(installed: ThunderDouble) -> None:
+    wrapper = installed.make_wrapper(enable=FM, disable=MEE)
+    out = wrapper(t())
+    (execution,) = installed.executions
+    assert execution.fd is default_fd(wrapper, t())
+    assert execution.enable is wrapper.enable_options and execution.disable is wrapper.disable_options
+    assert execution.thread == threading.current_thread().name
+    assert torch.equal(out[0], 2 * t())
+    assert nvscope.thunder.partitions(wrapper) is None
+    assert wrapper.last_used is execution.fd  # Thunder's own __call__ ran
+
+
+def test_scope_merges_with_compile_time_options_in_a_partition(installed: ThunderDouble) -> None:
+    wrapper = installed.make_wrapper(enable=FM)
+    with audit() as log, nv_options(disable=MEE):
+        out = wrapper(t())
+    (execution,) = installed.executions
+    assert execution.enable == FM and execution.disable == MEE
+    assert wrapper.get_fd.cache_info().currsize == 0  # Thunder's cache was not touched: a partition's FD ran
+    assert execution.fd is not default_fd(wrapper, t())
+    assert torch.equal(out[0], 2 * t())
+    (record,) = log.records
+    assert record.partition == "new" and record.options == OptionSet(FM, MEE)
+
+
+def test_scope_adding_nothing_uses_thunders_default(installed: ThunderDouble) -> None:
+    wrapper = installed.make_wrapper(enable=FM + SFC, disable=MEE)
+    with audit() as log, nv_options(enable=FM, disable=MEE):
+        wrapper(t())
+    (execution,) = installed.executions
+    assert execution.fd is default_fd(wrapper, t())
+    assert execution.enable is wrapper.enable_options and execution.disable is wrapper.disable_options
+    assert [r.partition for r in log.records] == ["default"]
+    assert log.records[0].options == OptionSet(FM + SFC, MEE)
+
+
+def test_one_partition_per_option_set(installed: ThunderDouble) -> None:
+    wrapper = installed.make_wrapper()
+    with audit() as log:
+        with nv_options(enable=FM):
+            wrapper(t())
+        with nv_options(enable=SFC):
+            wrapper(t())
+        with nv_options(enable=FM):
+            wrapper(t())
+        wrapper(t())
+    fm, sfc, fm_again, unscoped = (e.fd for e in installed.executions)
+    assert fm is fm_again and fm is not sfc
+    assert unscoped is default_fd(wrapper, t()) and unscoped not in (fm, sfc)
+    assert [(r.partition, r.options) for r in log.records] == [
+        ("new", OptionSet(FM)), ("new", OptionSet(SFC)), ("reused", OptionSet(FM)), ("default", OptionSet()),
+    ]
+    table = nvscope.thunder.partitions(wrapper)
+    assert table is not None and table.keys() == [OptionSet(SFC), OptionSet(FM)] and table.builds == 2
+
+
+def test_default_and_partition_fds_never_mix(installed: ThunderDouble) -> None:
+    wrapper = installed.make_wrapper(disable=MEE)
+    sequence: list[list[str] | None] = [None, FM, None, SFC, FM, None, KP, None]
+    for enable in sequence:
+        if enable is None:
+            wrapper(t())
+        else:
+            with nv_options(enable=enable):
+                wrapper(t())
+    default = default_fd(wrapper, t())
+    for enable, execution in zip(sequence, installed.executions, strict=True):
+        if enable is None:
+            assert execution.fd is default and execution.enable == [] and execution.disable == MEE
+        else:
+            assert execution.fd is not default and execution.enable == enable and execution.disable == MEE
+    assert len({id(e.fd) for e in installed.executions}) == 4
+
+
+def test_input_descriptors_key_each_partitions_own_cache(installed: ThunderDouble) -> None:
+    wrapper = installed.make_wrapper()
+    a, b = t(2), t(3)
+    with nv_options(enable=FM):
+        wrapper(a)
+        wrapper(b)
+        wrapper(a)
+    fd_a, fd_b, fd_a2 = (e.fd for e in installed.executions)
+    assert fd_a is fd_a2 and fd_a is not fd_b
+    assert fd_a.descriptors == wrapper.to_descriptors((a,)) and fd_b.descriptors == wrapper.to_descriptors((b,))
+    assert [call[0] for call in installed.descriptor_calls[:3]] == [a, b, a]
+    table = nvscope.thunder.partitions(wrapper)
+    assert table is not None and len(table) == 1
+    partition, new = table.get(OptionSet(FM))
+    assert not new and partition.get_fd.cache_info().currsize == 2
+    assert partition.get_fd.cache_info().maxsize == wrapper.get_fd.cache_info().maxsize == 2048
+
+
+def test_store_inputs_is_honoured_in_a_partition(installed: ThunderDouble) -> None:
+    wrapper = installed.make_wrapper(store_inputs=True)
+    x = t()
+    with nv_options(enable=FM):
+        wrapper(x)
+    assert wrapper.last_inputs == (x,)
+
+
+def test_partitions_are_lru_bounded(installed: ThunderDouble) -> None:
+    wrapper = installed.make_wrapper()
+
+    def run(enable: list[str]) -> Any:
+        with nv_options(enable=enable):
+            wrapper(t())
+        return installed.executions[-1].fd
+
+    first_fm = run(FM)
+    table = nvscope.thunder.partitions(wrapper)
+    assert table is not None
+    table.maxsize = 2
+    first_sfc = run(SFC)
+    assert run(FM) is first_fm  # FM is now the most recently used
+    with audit() as log:
+        run(KP)  # a third set: evicts the least recently used, SFC
+        assert table.evictions == 1 and table.keys() == [OptionSet(FM), OptionSet(KP)]
+        assert run(FM) is first_fm  # survived
+        second_sfc = run(SFC)  # rebuilt, evicting KP
+    assert second_sfc is not first_sfc
+    assert [r.partition for r in log.records] == ["new", "reused", "new"]
+    assert table.evictions == 2 and len(table) == 2
+
+
+def test_first_scoped_calls_from_two_threads_share_one_table(installed: ThunderDouble) -> None:
+    wrapper = installed.make_wrapper()
+    cache_info = wrapper.get_fd.cache_info
+    barrier = threading.Barrier(2)
+
+    def slow_cache_info() -> Any:  # widens the window between "no table yet" and the table being stored
+        threading.Event().wait(0.05)
+        return cache_info()
+
+    wrapper.get_fd.cache_info = slow_cache_info
+
+    def work() -> None:
+        with nv_options(enable=FM):
+            barrier.wait(10)
+            wrapper(t())
+
+    threads = [threading.Thread(target=work) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    first, second = installed.executions
+    assert first.fd is second.fd  # one partition, compiled once
+    table = nvscope.thunder.partitions(wrapper)
+    assert table is not None and table.builds == 1
+
+
+# --- backward --------------------------------------------------------------------------------------------------------
+
+def test_backward_outside_the_scope_gets_the_forwards_options(installed: ThunderDouble) -> None:
+    model, _, backward_fusion = installed.make_model(disable=MEE)
+    x = torch.ones(3, requires_grad=True)
+    with audit() as log:
+        with nv_options(enable=FM):
+            y = model(x)
+        y.sum().backward()
+    assert torch.equal(x.grad, torch.full((3,), 2.0))
+    assert [(r.fusion, r.phase, r.options, r.partition) for r in log.records] == [
+        ("nvFusion0", "forward", OptionSet(FM, MEE), "new"),
+        ("nvFusion1", "backward", OptionSet(FM, MEE), "new"),
+    ]
+    backward = installed.executions[-1]
+    assert backward.enable == FM and backward.disable == MEE
+    assert backward_fusion.get_fd.cache_info().currsize == 0
+    assert events.PHASE.get() == "forward"
+
+
+def test_backward_inside_a_scope_gets_that_scope(installed: ThunderDouble) -> None:
+    model, forward_fusion, backward_fusion = installed.make_model()
+    x = torch.ones(3, requires_grad=True)
+    with audit() as log:
+        y = model(x)
+        with nv_options(enable=SFC):
+            y.sum().backward()
+    assert [(r.fusion, r.phase, r.options) for r in log.records] == [
+        ("nvFusion0", "forward", OptionSet()), ("nvFusion1", "backward", OptionSet(SFC)),
+    ]
+    forward, backward = installed.executions
+    assert forward.fd is default_fd(forward_fusion, x) and forward.enable == []
+    assert backward.enable == SFC and backward.fd is not default_fd(backward_fusion, x)
+
+
+def test_unscoped_forward_and_backward_stay_default(installed: ThunderDouble) -> None:
+    model, _, backward_fusion = installed.make_model(enable=KP)
+    x = torch.ones(3, requires_grad=True)
+    with audit() as log:
+        model(x).sum().backward()
+    assert [(r.phase, r.partition) for r in log.records] == [("forward", "default"), ("backward", "default")]
+    assert installed.executions[-1].fd is default_fd(backward_fusion, x)
+    assert installed.executions[-1].enable is backward_fusion.enable_options
+
+
+def test_backward_on_another_thread_gets_the_forwards_options(installed: ThunderDouble) -> None:
+    """PyTorch may run backward on its autograd device thread, where the caller's scope is invisible."""
+    model, _, _ = installed.make_model()
+    x = torch.ones(3, requires_grad=True)
+    with audit() as log:
+        with nv_options(enable=FM, disable=MEE):
+            y = model(x)
+        run_in_thread(lambda: y.sum().backward(), "autograd-device-thread")
+    backward = installed.executions[-1]
+    assert backward.thread == "autograd-device-thread"
+    assert backward.enable == FM and backward.disable == MEE
+    assert (log.records[-1].thread, log.records[-1].phase) == ("autograd-device-thread", "backward")
+    assert torch.equal(x.grad, torch.full((3,), 2.0))
+
+
+def test_backward_thread_scope_is_merged_with_the_captured_options(installed: ThunderDouble) -> None:
+    model, _, _ = installed.make_model()
+    x = torch.ones(3, requires_grad=True)
+    with nv_options(enable=FM):
+        y = model(x)
+    seen: list[OptionSet] = []
+
+    def backward() -> None:
+        with nv_options(disable=MEE):
+            y.sum().backward()
+            seen.append(nvscope.current_options())
+
+    run_in_thread(backward, "autograd-device-thread")
+    execution = installed.executions[-1]
+    assert execution.enable == FM and execution.disable == MEE
+    assert seen == [OptionSet(disable=MEE)]  # the captured options were popped after backward
+
+
+# --- version gate, DTensor, legacy frontend ------------------------------------------------------------------------
+
+def test_old_nvfuser_raises_in_a_scope_and_works_without(make_double: Callable[..., ThunderDouble]) -> None:
+    double = make_double(version="0.2.22")
+    assert nvscope.thunder.install() is True  # installing does not raise: unscoped Thunder keeps working
+    wrapper = double.make_wrapper()
+    wrapper(t())
+    with nv_options(enable=FM), pytest.raises(UnsupportedError, match=r"0\.2\.22.*0\.2\.23"):
+        wrapper(t())
+    wrapper(t())
+    assert [e.enable for e in double.executions] == [[], []]
+
+
+@pytest.mark.skipif(not torch.distributed.is_available(), reason="torch.distributed is not available")
+def test_dtensor_inputs_in_a_scope_are_unsupported(installed: ThunderDouble,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = ModuleType("torch.distributed.tensor")
+
+    class DTensor:
+        pass
+
+    fake.DTensor = DTensor  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "torch.distributed.tensor", fake)
+    wrapper = installed.make_wrapper()
+    with nv_options(enable=FM), pytest.raises(UnsupportedError, match="DTensor"):
+        wrapper(DTensor())
+    assert installed.executions == []
+
+
+@pytest.mark.skipif(not torch.distributed.is_available(), reason="torch.distributed is not available")
+def test_async_collective_tensors_are_waited_on_in_a_scope(installed: ThunderDouble,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = ModuleType("torch.distributed._functional_collectives")
+
+    class AsyncCollectiveTensor:
+        def __init__(self, value: torch.Tensor) -> None:
+            self.value = value
+
+        def wait(self) -> torch.Tensor:
+            return self.value
+
+    fake.AsyncCollectiveTensor = AsyncCollectiveTensor  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "torch.distributed._functional_collectives", fake)
+    wrapper = installed.make_wrapper()
+    with nv_options(enable=FM):
+        out = wrapper(AsyncCollectiveTensor(t(4)))
+    assert torch.equal(out[0], 2 * t(4))
+    assert installed.executions[-1].fd.descriptors == wrapper.to_descriptors((t(4),))
+
+
+@pytest.fixture
+def legacy(make_double: Callable[..., ThunderDouble]) -> ThunderDouble:
+    double = make_double(frontend="legacy")
+    assert double.impl.FusionDefinition.__module__ == "nvfuser"
+    return double
+
+
+def test_legacy_partitions_are_salted_per_option_set(legacy: ThunderDouble) -> None:
+    nvscope.thunder.install()
+    wrapper = legacy.make_wrapper()
+    other = legacy.make_wrapper("nvFusion1")
+    for enable in (FM, SFC, FM):
+        with nv_options(enable=enable):
+            wrapper(t())
+    with nv_options(enable=FM):
+        other(t())
+    wrapper(t())
+    fm, sfc, fm_again, other_fm, unscoped = (e.fd for e in legacy.executions)
+    assert fm is fm_again
+    assert fm.scalars() == [salt_for(OptionSet(FM))] == other_fm.scalars()
+    assert sfc.scalars() == [salt_for(OptionSet(enable=list(SFC)))]
+    assert fm.scalars() != sfc.scalars()
+    assert unscoped.scalars() == [] and unscoped is default_fd(wrapper, t())
+    assert salt_for(OptionSet(FM)) == salt_for(OptionSet(enable=("fuse_matmul",)))  # stable per set
+
+
+def test_legacy_reset_warning_only_for_executions_nvscope_did_not_partition(legacy: ThunderDouble) -> None:
+    nvscope.thunder.install()
+    wrapper = legacy.make_wrapper()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with nv_options(enable=FM, disable=MEE):
+            wrapper(t())
+            wrapper(t())
+        wrapper(t())  # no options at all: nvFuser does not warn
+    assert not [w for w in caught if RESET in str(w.message)]
+    assert legacy.executions[0].enable == FM
+
+    own = default_fd(wrapper, t())
+    for scoped in (False, True):  # a user's own call with options, outside nvscope's partitions
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            if scoped:
+                with nv_options(enable=SFC):
+                    own.execute([t()], _enable_options=FM)
+            else:
+                own.execute([t()], _enable_options=FM)
+        assert [w for w in caught if RESET in str(w.message)], scoped
+
+
+def test_legacy_reset_warning_is_not_silenced_on_other_threads(legacy: ThunderDouble,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    nvscope.thunder.install()
+    original = legacy.fe.FusionDefinition.execute
+    inside, done = threading.Event(), threading.Event()
+
+    def paused_execute(self: Any, *args: Any, **kwargs: Any) -> Any:
+        inside.set()
+        assert done.wait(10)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(legacy.fe.FusionDefinition, "execute", paused_execute)
+    wrapper = legacy.make_wrapper()
+
+    def scoped() -> None:
+        with nv_options(enable=FM):
+            wrapper(t())
+
+    thread = threading.Thread(target=scoped)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        thread.start()
+        assert inside.wait(10)  # the other thread is inside a partitioned (quiet) execution now
+        legacy.fe.warnings.warn(RESET + " (from this thread)")
+        done.set()
+        thread.join(10)
+    assert [str(w.message) for w in caught if RESET in str(w.message)] == [RESET + " (from this thread)"]
+    assert legacy.executions[-1].enable == FM
+
+
+def test_uninstall_restores_the_legacy_module(legacy: ThunderDouble) -> None:
+    fe = legacy.fe
+    real_warnings, real_exit = fe.warnings, fe.FusionDefinition.__dict__["__exit__"]
+    nvscope.thunder.install()
+    assert fe.warnings is not real_warnings and fe.FusionDefinition.__dict__["__exit__"] is not real_exit
+    nvscope.thunder.uninstall()
+    assert fe.warnings is real_warnings and fe.FusionDefinition.__dict__["__exit__"] is real_exit
+
+
+# --- audit and concurrency -------------------------------------------------------------------------------------------
+
+def test_audit_records_and_summary(installed: ThunderDouble) -> None:
+    wrapper = installed.make_wrapper("nvFusionAudited")
+    assert events.SINKS == []
+    with audit() as log:
+        assert len(events.SINKS) == 1
+        wrapper(t())
+        with nv_options(enable=FM):
+            wrapper(t())
+            wrapper(t())
+    assert events.SINKS == []
+    assert len(log) == 3
+    first, second, third = log.records
+    assert (first.fusion, first.options, first.partition, first.phase) == ("nvFusionAudited", OptionSet(), "default",
+                                                                             "forward")
+    assert (second.partition, third.partition) == ("new", "reused")
+    assert second.options == OptionSet(FM) and second.thread == threading.current_thread().name
+    assert {r.frontend for r in log.records} == {"direct"}
+    summary = log.summary()
+    assert "nvFusionAudited" in summary and "NVFUSER_ENABLE=fuse_matmul" in summary
+    assert "3 fusion executions, 1 new partitions compiled" in summary
+    wrapper(t())  # not audited any more
+    assert len(log) == 3
+
+
+def test_concurrent_threads_each_get_their_own_options(installed: ThunderDouble) -> None:
+    """Scoped and unscoped threads at once: every execution carries exactly its own thread's options.
+
+    (Real nvFuser executions cannot overlap: the execute binding holds the GIL. The double's execute is Python, so
+    threads interleave between its bytecodes, which is harsher than the real thing.)
+    """
+    wrapper = installed.make_wrapper()
+    plans: list[list[str] | None] = [None, FM, None, SFC, KP, None]
+    barrier = threading.Barrier(len(plans))
+    errors: list[BaseException] = []
+
+    def work(enable: list[str] | None) -> None:
+        try:
+            barrier.wait(10)
+            for _ in range(50):
+                if enable is None:
+                    wrapper(t())
+                else:
+                    with nv_options(enable=enable):
+                        wrapper(t())
+        except BaseException as error:
+            errors.append(error)
+
+    threads = [threading.Thread(target=work, args=(p,), name=f"worker-{i}") for i, p in enumerate(plans)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert not errors
+    assert len(installed.executions) == 50 * len(plans)
+    for execution in installed.executions:  # each thread's executions got exactly its own options
+        plan = plans[int(execution.thread.split("-")[1])]
+        assert execution.enable == ([] if plan is None else plan)
