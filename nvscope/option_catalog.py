@@ -198,3 +198,41 @@ def _reset_cache() -> None:
     catalog.cache_clear()
     installed_nvfuser.cache_clear()
 
+
+
+_PROBE = """
+import torch
+try:
+    from nvfuser_direct import DataType, FusionDefinition
+except ImportError:
+    from nvfuser import DataType, FusionDefinition
+with FusionDefinition() as fd:
+    t = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.Float)
+    fd.add_output(fd.ops.relu(t))
+fd.execute([torch.ones(4, device="cuda")])
+"""
+
+
+def probe_installed(timeout: float = 300.0) -> dict[str, frozenset[str]]:
+    """Ask the installed nvFuser itself which option names it accepts (needs CUDA; takes seconds).
+
+    nvFuser parses ``NVFUSER_ENABLE``/``NVFUSER_DISABLE`` when it first reads its options, and an invalid name makes
+    it fail with "Invalid option: ... Available options: a, b, ...". So a child process runs a one-op fusion with an
+    invalid name in each variable, and the list is read from its error output. Raises RuntimeError when the child
+    does not print that list (no CUDA, no nvFuser, or a message format this version does not know).
+    """
+    import re
+    import subprocess
+
+    found: dict[str, frozenset[str]] = {}
+    for kind in ("enable", "disable"):
+        env = {k: v for k, v in os.environ.items() if k not in ("NVFUSER_ENABLE", "NVFUSER_DISABLE")}
+        env[f"NVFUSER_{kind.upper()}"] = "__nvscope_probe__"
+        done = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, env=env,
+                              timeout=timeout, check=False)
+        match = re.search(r"Available options: ([^\n]*)", done.stdout + done.stderr)
+        if match is None:
+            tail = (done.stdout + done.stderr).strip().splitlines()[-3:]
+            raise RuntimeError(f"nvFuser did not list its {kind} options (exit {done.returncode}): {tail}")
+        found[kind] = frozenset(name.strip() for name in match.group(1).split(",") if name.strip())
+    return found

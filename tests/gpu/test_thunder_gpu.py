@@ -255,3 +255,31 @@ def test_unknown_option_fails_early_and_scope_unchanged() -> None:
     with pytest.raises(nvscope.UnknownOptionError, match="fuse_matmul"):
         nv_options(enable=["fuse_matmull"])
     assert nvscope.current_options() == nvscope.OptionSet()
+
+
+def test_compare_ab_in_one_process() -> None:
+    a, b = _matmul_inputs()
+    jfn = thunder.jit(_mm, nv_enable_matmul=True)
+    result = nvscope.compare(jfn, a, b, variants={"aten": {}, "codegen": CODEGEN}, warmup=2, repeat=10, show=False)
+    aten, codegen = result["aten"], result["codegen"]
+    assert aten.timer == codegen.timer == "CUDA events"
+    assert cublas(list(aten.kernels)) and not nvfuser_matmul(list(aten.kernels)), aten.kernels
+    assert nvfuser_matmul(list(codegen.kernels)) and not cublas(list(codegen.kernels)), codegen.kernels
+    assert aten.max_abs_diff == 0.0
+    assert codegen.max_abs_diff is not None and codegen.max_abs_diff < 4.0  # bf16 2048-deep dot products, x2
+    assert len(codegen.times_ms) == 10 and codegen.median_ms > 0
+    assert "codegen" in result.table()
+
+
+def test_bundled_catalog_covers_what_the_installed_nvfuser_accepts() -> None:
+    """nvFuser's own list (from its error for an invalid NVFUSER_ENABLE/DISABLE) against the bundled catalog."""
+    from nvscope import option_catalog
+
+    probed = option_catalog.probe_installed()
+    catalog = nvscope.catalog()
+    for kind in ("enable", "disable"):
+        missing = probed[kind] - catalog.names(kind)  # type: ignore[arg-type]
+        assert not missing, f"{kind} names nvFuser accepts but the catalog lacks: {sorted(missing)}"
+        extra = catalog.names(kind) - probed[kind]  # type: ignore[arg-type]
+        print(f"{kind}: nvFuser accepts {len(probed[kind])}; catalog has {len(extra)} more for this version's "
+              f"range: {sorted(extra)}")
