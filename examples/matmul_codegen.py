@@ -19,7 +19,7 @@ CODEGEN = {"enable": ["fuse_matmul"], "disable": ["matmul_expr_eval"]}
 missing = gpu_stack()
 if missing is not None:
     print(f"Skipped: {missing}.")
-    print("With CUDA, nvFuser and Thunder this jits gelu(x @ w1) @ w2 in bf16 (4096x4096) with thunder.jit(...,")
+    print("With CUDA, nvFuser and Thunder this jits (a @ b) * 2 in bf16 (2048x2048) with thunder.jit(...,")
     print(f"nv_enable_matmul=True), runs it by default (cuBLAS) and inside nv_options(**{CODEGEN})")
     print("(nvFuser matmul codegen), and prints the kernels and the median time of each.")
     raise SystemExit(0)
@@ -29,22 +29,24 @@ import torch  # noqa: E402
 
 nvscope.set_development_mode(True)
 torch.manual_seed(0)
-x, w1, w2 = (torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16) / 64 for _ in range(3))
+a, b = (torch.randn(2048, 2048, device="cuda", dtype=torch.bfloat16) for _ in range(2))
 
 
-def model(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor) -> torch.Tensor:
-    return torch.nn.functional.gelu(x @ w1) @ w2
+# A matmul with a pointwise epilogue. (A gelu between two matmuls, gelu(x @ w1) @ w2, hits an internal assert in
+# nvFuser 0.2.35's matmul codegen, csrc/scheduler/runtime_info.h:69, the same bug as the linear+gelu backward.)
+def model(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return (a @ b) * 2
 
 
 jmodel = thunder.jit(model, nv_enable_matmul=True)
-reference = model(x.float(), w1.float(), w2.float())
+reference = model(a.float(), b.float())
 results = {}
 with torch.no_grad():
     for label, options in (("aten (cuBLAS)", {}), ("nvFuser codegen", CODEGEN)):
         with nv_options(**options):
-            out = jmodel(x, w1, w2)
-            names = kernel_names(lambda: jmodel(x, w1, w2))
-            ms = cuda_median_ms(lambda: jmodel(x, w1, w2))
+            out = jmodel(a, b)
+            names = kernel_names(lambda: jmodel(a, b))
+            ms = cuda_median_ms(lambda: jmodel(a, b))
         error = (out.float() - reference).abs().max().item()
         results[label] = ms
         print(f"{label:<16} {ms:8.3f} ms median   max abs err vs fp32 {error:.3g}")
