@@ -38,6 +38,7 @@ class Execution:
     disable: Any
     thread: str
     device: Any
+    inputs: tuple[Any, ...] = ()
 
     def __repr__(self) -> str:
         return (f"Execution(fd=<FusionDefinition #{self.fd.serial}>, enable={self.enable!r}, "
@@ -101,7 +102,7 @@ class FusionDefinition:
             if DELAY:
                 time.sleep(DELAY)
             EXECUTIONS.append(Execution(self, _enable_options, _disable_options, threading.current_thread().name,
-                                        device))
+                                        device, tuple(inputs)))
             return [a * 2 for a in inputs]
         finally:
             with _running_lock:
