@@ -9,6 +9,9 @@ from typing import Any
 
 import pytest
 from packaging.version import Version
+
+pytest.importorskip("torch")  # the doubles build real autograd Functions
+
 from thunder_double import ThunderDouble, load_frontend, reset_nvscope
 
 import nvscope.nvfuser
