@@ -27,7 +27,7 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from types import ModuleType
 from typing import Any
 
@@ -92,25 +92,23 @@ def salt_for(options: OptionSet) -> int:
 
 
 @contextmanager
-def salted(salt: int) -> Iterator[None]:
+def _thread_flag(name: str, value: object) -> Iterator[None]:
+    previous = getattr(_local, name, None)
+    setattr(_local, name, value)
+    try:
+        yield
+    finally:
+        setattr(_local, name, previous)
+
+
+def salted(salt: int) -> AbstractContextManager[None]:
     """Definitions finished on this thread inside get one unused ``define_scalar(salt)`` (legacy frontend)."""
-    previous = getattr(_local, "salt", None)
-    _local.salt = salt
-    try:
-        yield
-    finally:
-        _local.salt = previous
+    return _thread_flag("salt", salt)
 
 
-@contextmanager
-def quiet_reset_warning() -> Iterator[None]:
+def quiet_reset_warning() -> AbstractContextManager[None]:
     """Drop the legacy "Reset the FusionCache manually" warning for executions on this thread inside."""
-    previous = getattr(_local, "quiet", False)
-    _local.quiet = True
-    try:
-        yield
-    finally:
-        _local.quiet = previous
+    return _thread_flag("quiet", True)
 
 
 class _QuietWarnings:

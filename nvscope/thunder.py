@@ -154,19 +154,18 @@ def partitions(fusion: Any) -> Partitions[_Partition] | None:
 
 
 def _table(fusion: Any, frontend: str) -> Partitions[_Partition]:
+    """The fusion's partition table, created on its first scoped call (callers look without the lock first)."""
     get_fd = fusion.get_fd
-    table: Partitions[_Partition] | None = getattr(get_fd, _TABLE, None)
-    if table is not None:
-        return table
     with EXEC_LOCK:  # two threads' first scoped calls must not each build (and compile into) a table of their own
-        return _new_table(fusion, frontend)
+        table: Partitions[_Partition] | None = getattr(get_fd, _TABLE, None)
+        if table is None:
+            table = _new_table(fusion, frontend)
+            setattr(get_fd, _TABLE, table)
+        return table
 
 
 def _new_table(fusion: Any, frontend: str) -> Partitions[_Partition]:
     get_fd = fusion.get_fd
-    table: Partitions[_Partition] | None = getattr(get_fd, _TABLE, None)
-    if table is not None:
-        return table
     uncached = getattr(get_fd, "__wrapped__", None)
     if uncached is None:
         raise UnsupportedError(
@@ -188,9 +187,7 @@ def _new_table(fusion: Any, frontend: str) -> Partitions[_Partition]:
         return _Partition(partition_get_fd, options)
 
     static = OptionSet(fusion.enable_options or (), fusion.disable_options or ())
-    table = Partitions(static, build)
-    setattr(get_fd, _TABLE, table)
-    return table
+    return Partitions(static, build)
 
 
 def _unwrap_distributed(args: tuple[Any, ...]) -> tuple[Any, ...]:
