@@ -102,7 +102,8 @@ e.g. NVFUSER_ENABLE=name(args), not per scope."""
 _OPTIONS_EPILOG = """\
 examples:
   nvscope options --disable
-  nvscope options --json | python -c "import json,sys; print(len(json.load(sys.stdin)['options']))\""""
+  nvscope options --json | python -c "import json,sys; print(len(json.load(sys.stdin)['options']))"
+  nvscope options --probe               compare the catalog with what the installed nvFuser accepts (needs CUDA)"""
 
 
 # --- argument parsing ---------------------------------------------------------------------------------------------
@@ -123,6 +124,10 @@ def _parser(prog: str | None = None) -> tuple[argparse.ArgumentParser, argparse.
     kind.add_argument("--disable", dest="kind", action="store_const", const="disable",
                       help="only the disable options (NVFUSER_DISABLE, nv_options(disable=...))")
     options.add_argument("--json", action="store_true", help="print a JSON object instead of a table")
+    options.add_argument("--probe", action="store_true",
+                         help="ask the installed nvFuser which names it accepts (a child process runs a one-op "
+                              "fusion; needs CUDA) and compare them with the catalog; exit 1 if it accepts a name "
+                              "the catalog lacks")
 
     doctor = commands.add_parser("doctor", help="check the installation and the NVFUSER_* environment",
                                  description=_DOCTOR_DESCRIPTION, epilog=_DOCTOR_EPILOG, formatter_class=formatter)
@@ -194,7 +199,9 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
         return 2
     if ns.command in ("options", "doctor"):
         try:
-            return _options(ns.kind, ns.json) if ns.command == "options" else _doctor(ns.require_gpu_stack)
+            if ns.command == "doctor":
+                return _doctor(ns.require_gpu_stack)
+            return _probe() if ns.probe else _options(ns.kind, ns.json)
         except BrokenPipeError:  # `nvscope options | head`: stop quietly, as Python's docs recommend
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())
@@ -246,6 +253,29 @@ def _options(kind: Kind | None, as_json: bool) -> int:
               "starts; scopes cannot pass arguments")
     print(_EFFECTS)
     return 0
+
+
+def _probe() -> int:
+    """``nvscope options --probe``: nvFuser's own list of names against the catalog."""
+    from nvscope.option_catalog import probe_installed
+
+    known = nvscope.catalog()
+    print(f"catalog: {known.source}")
+    try:
+        accepted = probe_installed()
+    except Exception as error:  # RuntimeError from the probe, or the child's timeout
+        print(f"nvscope options --probe: {error}", file=sys.stderr)
+        return 1
+    unknown_to_catalog = 0
+    for kind in ("enable", "disable"):
+        have, got = known.names(kind), accepted[kind]
+        print(f"{kind}: the installed nvFuser accepts {len(got)} names; the catalog lists {len(have)} for its version")
+        if got - have:
+            unknown_to_catalog += len(got - have)
+            print(f"  accepted by nvFuser but missing from the catalog: {', '.join(sorted(got - have))}")
+        if have - got:
+            print(f"  in the catalog for this version but not accepted by this build: {', '.join(sorted(have - got))}")
+    return 1 if unknown_to_catalog else 0
 
 
 # --- nvscope doctor -----------------------------------------------------------------------------------------------

@@ -383,3 +383,28 @@ def test_tools_import_no_heavy_modules(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout == "[]\n"
+
+
+# --- options --probe: nvFuser's own list against the catalog ------------------------------------------------------
+
+def test_probe_without_nvfuser_fails_clearly() -> None:
+    done = subprocess.run([sys.executable, "-m", "nvscope", "options", "--probe"], capture_output=True, text=True,
+                          timeout=120)
+    if "nvfuser" in done.stdout.lower() and done.returncode == 0:
+        pytest.skip("an nvFuser that runs is installed here")
+    assert done.returncode == 1
+    assert "nvscope options --probe: nvFuser did not list its enable options" in done.stderr
+
+
+@pytest.mark.parametrize(("extra", "code"), [(set(), 0), ({"brand_new_option"}, 1)])
+def test_probe_compares_with_the_catalog(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+                                         extra: set[str], code: int) -> None:
+    from nvscope import cli, option_catalog
+
+    known = nvscope.catalog()
+    accepted = {"enable": (known.names("enable") - {"fuse_matmul"}) | extra, "disable": known.names("disable")}
+    monkeypatch.setattr(option_catalog, "probe_installed", lambda: {k: frozenset(v) for k, v in accepted.items()})
+    assert cli.main(["options", "--probe"]) == code
+    out = capsys.readouterr().out
+    assert "in the catalog for this version but not accepted by this build: fuse_matmul" in out
+    assert ("accepted by nvFuser but missing from the catalog: brand_new_option" in out) == bool(extra)
