@@ -118,7 +118,7 @@ def install() -> bool:
     original_forward = function_class.__dict__["forward"]
     original_backward = function_class.__dict__["backward"]
     _state.update(
-        impl=impl, wrapper_class=wrapper_class, function_class=function_class, frontend=frontend,
+        wrapper_class=wrapper_class, function_class=function_class, frontend=frontend,
         frontend_module=frontend_module, call=original_call, forward=original_forward, backward=original_backward,
         version_error=version_error,
     )
