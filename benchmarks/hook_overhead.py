@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import gc
+import os
 import statistics
 import subprocess
 import sys
@@ -136,7 +137,7 @@ def main() -> None:
     install_fake_thunder()
     import nvscope
     import nvscope.thunder
-    from nvscope import nv_options, partitions
+    from nvscope import nv_options
 
     nvscope.set_development_mode(True)
     # Scopes entered below only to bind callables run no fusion: that is expected here, not a finding.
@@ -177,7 +178,7 @@ def main() -> None:
 
     print("\nscaling: per-call cost with N option sets used round-robin on one fusion (LRU maxsize 64)")
     nvscope.thunder.uninstall()
-    partitions.DEFAULT_MAX_PARTITIONS = 64
+    os.environ["NVSCOPE_MAX_PARTITIONS"] = str(64)
     nvscope.thunder.install()
     pool = [n for n in nvscope.catalog().names("enable") if not nvscope.catalog().get("enable", n).requires_args]
     scopes_by_n = {}
@@ -189,7 +190,7 @@ def main() -> None:
         scopes_by_n[n] = sets
     for n, sets in scopes_by_n.items():
         fusion = make_fusion()
-        partitions.DEFAULT_MAX_PARTITIONS = 64
+        os.environ["NVSCOPE_MAX_PARTITIONS"] = str(64)
         # One callable per option set, bound to its scope (nvscope.bind), called round-robin: every call switches
         # option set, the worst case for the hook (no one-entry memo hit: a merge lookup and an LRU update each).
         calls, floors = [], []
@@ -216,7 +217,7 @@ def main() -> None:
 
     print("\nmemory: partitions kept per fusion, 128 option sets used, by LRU bound")
     for bound in (8, 64):
-        partitions.DEFAULT_MAX_PARTITIONS = bound
+        os.environ["NVSCOPE_MAX_PARTITIONS"] = str(bound)
         fusion = make_fusion()
         sets = [nv_options(enable=[pool[j] for j in range(len(pool)) if (i + 1) >> j & 1]) for i in range(128)]
         tracemalloc.start()

@@ -4,36 +4,54 @@
     with nv_options(enable=["fuse_matmul"], disable=["matmul_expr_eval"]):
         loss = jitted_model(x)          # every nvFuser fusion executed here gets these options
 
-``import nvscope`` imports no torch, Thunder or nvFuser; adapters load when a scope first needs them.
+``import nvscope`` imports no torch, Thunder or nvFuser; adapters load when a scope first needs them, and the tools
+(`compare`, `search`, `kernel_names`, ``__version__``) on first use.
 """
 
 from __future__ import annotations
 
+import sys
+from typing import TYPE_CHECKING
+
 from nvscope import _autoinstall
-from nvscope.auditing import AuditLog, audit
-from nvscope.devmode import (
+from nvscope._audit import AuditLog, audit
+from nvscope._catalog import Catalog, OptionInfo, catalog
+from nvscope._devmode import dev_mode, development_mode, set_development_mode
+from nvscope._errors import (
+    ConfigWarning,
     DevelopmentModeError,
     DevelopmentModeWarning,
     NoFusionWarning,
-    development_mode,
-    set_development_mode,
+    NvscopeError,
+    NvscopeWarning,
+    UnclosedScopeWarning,
+    UnknownOptionError,
+    UnsupportedError,
 )
-from nvscope.nvfuser import UnsupportedError
-from nvscope.option_catalog import Catalog, OptionInfo, UnknownOptionError, catalog
-from nvscope.optionset import OptionSet
-from nvscope.scope import ENTER_HOOKS, bind, current_options, nv_options, with_nv_options
+from nvscope._events import FusionRecord
+from nvscope._optionset import OptionSet
+from nvscope._scope import ENTER_HOOKS, bind, current_options, nv_options, with_nv_options
 
-__version__ = "0.1.0"
+if TYPE_CHECKING:  # what __getattr__ loads on first use, spelled out for type checkers
+    from nvscope._compare import CompareResult, compare
+    from nvscope._kernels import kernel_names
+
+    __version__: str
 
 __all__ = [
     "AuditLog",
     "Catalog",
     "CompareResult",
+    "ConfigWarning",
     "DevelopmentModeError",
     "DevelopmentModeWarning",
+    "FusionRecord",
     "NoFusionWarning",
+    "NvscopeError",
+    "NvscopeWarning",
     "OptionInfo",
     "OptionSet",
+    "UnclosedScopeWarning",
     "UnknownOptionError",
     "UnsupportedError",
     "__version__",
@@ -42,19 +60,54 @@ __all__ = [
     "catalog",
     "compare",
     "current_options",
+    "dev_mode",
     "development_mode",
+    "kernel_names",
     "nv_options",
     "set_development_mode",
+    "uninstall",
     "with_nv_options",
 ]
 
 ENTER_HOOKS.append(_autoinstall.ensure_adapters)
 
+# Loaded on first use so that `import nvscope` stays light: name -> (module, attribute).
+_LAZY = {
+    "compare": ("nvscope._compare", "compare"),
+    "CompareResult": ("nvscope._compare", "CompareResult"),
+    "kernel_names": ("nvscope._kernels", "kernel_names"),
+}
+
 
 def __getattr__(name: str) -> object:
-    # compare() needs statistics and the profiler glue: loaded on first use so `import nvscope` stays light.
-    if name in ("compare", "CompareResult"):
-        from nvscope import ab
+    if name == "__version__":
+        from nvscope._version import version
 
-        return getattr(ab, name)
+        return version()
+    if name in _LAZY:
+        import importlib
+
+        module, attribute = _LAZY[name]
+        value = getattr(importlib.import_module(module), attribute)
+        globals()[name] = value  # later lookups skip this function
+        return value
     raise AttributeError(f"module 'nvscope' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+def uninstall() -> bool:
+    """Undo every patch nvscope made (all adapters), back to a freshly imported nvscope. Returns whether any was undone.
+
+    After it, the next non-empty scope installs the Thunder adapter again, as after ``import nvscope``; use
+    ``nvscope.thunder.uninstall()`` instead to keep scopes from doing so.
+    """
+    restored = False
+    for name in ("nvscope.thunder", "nvscope.nvfuser"):  # only adapters that were loaded can have patched anything
+        adapter = sys.modules.get(name)
+        if adapter is not None:
+            restored = adapter.uninstall() or restored
+    _autoinstall.reset()
+    return restored

@@ -12,24 +12,15 @@ A tool, not part of the core: it may import everything, and nothing in the core 
 from __future__ import annotations
 
 import argparse
-import importlib
-import importlib.abc
-import importlib.machinery
-import importlib.util
 import json
 import os
-import platform
 import sys
-import traceback
-import warnings
-from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager, nullcontext
-from types import ModuleType, TracebackType
+from collections.abc import Sequence
 from typing import Any
 
 import nvscope
-from nvscope.devmode import NoFusionWarning, strict_mode
-from nvscope.option_catalog import Catalog, Kind, OptionInfo, UnknownOptionError
+from nvscope import _table
+from nvscope._catalog import Kind, OptionInfo
 
 __all__ = ["main"]
 
@@ -200,7 +191,9 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     if ns.command in ("options", "doctor"):
         try:
             if ns.command == "doctor":
-                return _doctor(ns.require_gpu_stack)
+                from nvscope._doctor import doctor
+
+                return doctor(ns.require_gpu_stack)
             return _probe() if ns.probe else _options(ns.kind, ns.json)
         except BrokenPipeError:  # `nvscope options | head`: stop quietly, as Python's docs recommend
             devnull = os.open(os.devnull, os.O_WRONLY)
@@ -208,7 +201,9 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
             return 1
     if ns.script is None and ns.module is None:
         run_parser.error("give the script to run (or -m module); `nvscope run --help` explains")  # exits with 2
-    return _run(ns.script, ns.module, ns.args, _names(ns.enable), _names(ns.disable), audit=not ns.no_audit)
+    from nvscope._runner import run
+
+    return run(ns.script, ns.module, ns.args, _names(ns.enable), _names(ns.disable), audit=not ns.no_audit)
 
 
 # --- nvscope options ----------------------------------------------------------------------------------------------
@@ -238,15 +233,12 @@ def _options(kind: Kind | None, as_json: bool) -> int:
         return 0
     print(f"source: {known.source}")
     print("use:    nv_options(enable=[...], disable=[...])  |  nvscope run --enable NAME  |  NVFUSER_ENABLE=NAME,...")
-    width = max([len(o.name) + len(" (args)") * o.requires_args for o in selected] + [4])
     for k in kinds:
         group = [o for o in selected if o.kind == k]
         print()
         print(f"{k} options ({len(group)}):")
-        print(f"  {'name':<{width}}  {'effect':<7}  {'versions':<13}  description")
-        for o in group:
-            name = o.name + (" (args)" if o.requires_args else "")
-            print(f"  {name:<{width}}  {o.effect:<7}  {o.versions:<13}  {o.description}")
+        rows = [(o.name + (" (args)" if o.requires_args else ""), o.effect, o.versions, o.description) for o in group]
+        print(_table.render(("name", "effect", "versions", "description"), rows, indent="  "))
     print()
     if any(o.requires_args for o in selected):
         print("(args): needs arguments, e.g. NVFUSER_ENABLE=name(args): set it in the environment before the process "
@@ -257,7 +249,7 @@ def _options(kind: Kind | None, as_json: bool) -> int:
 
 def _probe() -> int:
     """``nvscope options --probe``: nvFuser's own list of names against the catalog."""
-    from nvscope.option_catalog import probe_installed
+    from nvscope._catalog import probe_installed
 
     known = nvscope.catalog()
     print(f"catalog: {known.source}")
@@ -279,424 +271,3 @@ def _probe() -> int:
 
 
 # --- nvscope doctor -----------------------------------------------------------------------------------------------
-
-class _Report:
-    """Doctor's output: one line per check; counts the failures."""
-
-    def __init__(self, require_gpu_stack: bool) -> None:
-        self.require_gpu_stack = require_gpu_stack
-        self.failures = 0
-        self.warnings = 0
-
-    def line(self, status: str, text: str, fix: str | None = None) -> None:
-        if status == "FAIL":
-            self.failures += 1
-        elif status == "warn":
-            self.warnings += 1
-        print(f"{status:<6}{text}")
-        if fix:
-            print(f"{'fix:':<6}{fix}")
-
-    def gpu(self, text: str, fix: str | None = None, status: str = "note") -> None:
-        """Something of the GPU stack is missing or broken: a FAIL under --require-gpu-stack, else ``status``."""
-        self.line("FAIL" if self.require_gpu_stack else status, text, fix)
-
-
-def _env_names(value: str) -> list[str]:
-    """Split an NVFUSER_ENABLE value on the commas outside parentheses: ``a,b(x,y)`` -> ``["a", "b(x,y)"]``."""
-    items, depth, current = [], 0, ""
-    for char in value:
-        if char == "," and depth == 0:
-            items.append(current)
-            current = ""
-            continue
-        depth += (char == "(") - (char == ")")
-        current += char
-    items.append(current)
-    return [item.strip() for item in items if item.strip()]
-
-
-def _check_env(report: _Report, known: Catalog | None) -> None:
-    kinds: tuple[Kind, ...] = ("enable", "disable")
-    for kind in kinds:
-        variable = f"NVFUSER_{kind.upper()}"
-        value = os.environ.get(variable)
-        if value is None or not value.strip():
-            report.line("ok", f"{variable} not set")
-            continue
-        if known is None:
-            report.line("warn", f"{variable}={value}: not checked (no catalog)")
-            continue
-        bad = 0
-        for item in _env_names(value):
-            name, paren, _ = item.partition("(")
-            name = name.strip()
-            info = known.get(kind, name)
-            if info is None:
-                bad += 1
-                other: Kind = "disable" if kind == "enable" else "enable"
-                if known.get(other, name) is not None:
-                    report.line("FAIL", f"{variable}: {name!r} is an nvFuser {other} option, not an {kind} option",
-                                f"move {name!r} to NVFUSER_{other.upper()}")
-                    continue
-                try:
-                    known.check(kind, name)
-                    message = f"unknown nvFuser {kind} option {name!r}"
-                except UnknownOptionError as error:
-                    message = str(error)
-                report.line("FAIL", f"{variable}: {message}",
-                            f"correct or remove {name!r} in {variable} (nvFuser does not accept it); "
-                            f"`nvscope options --{kind}` lists the valid names")
-            elif info.requires_args and not paren:
-                report.line("warn", f"{variable}: {name!r} needs arguments and does nothing without them",
-                            f"set {variable}={name}(...) with its arguments: {info.description}")
-        if not bad:
-            report.line("ok", f"{variable}={value}: valid; applies to the whole process, on top of every scope "
-                              "(scopes cannot remove it)")
-
-
-def _flag(name: str) -> str:
-    value = os.environ.get(name)
-    return f"{name} not set" if value is None else f"{name}={value}"
-
-
-def _check_flag_values(report: _Report) -> None:
-    for name in ("NVSCOPE_DEV", "NVSCOPE_STRICT"):
-        value = os.environ.get(name)
-        if value is not None and value.strip().lower() not in ("", "0", "1", "true", "false", "yes", "no", "on", "off"):
-            report.line("warn", f"{name}={value!r} is not understood and counts as off",
-                        f"set {name}=1 (on) or {name}=0 (off)")
-
-
-def _import_quietly(name: str) -> ModuleType:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return importlib.import_module(name)
-
-
-def _doctor(require_gpu_stack: bool) -> int:
-    report = _Report(require_gpu_stack)
-    report.line("ok", f"python {platform.python_version()} ({sys.executable})")
-    report.line("ok", f"nvscope {nvscope.__version__} ({os.path.dirname(os.path.abspath(nvscope.__file__))})")
-    known: Catalog | None
-    try:
-        known = nvscope.catalog()
-        report.line("ok", f"catalog: {len(known.options)} options, {known.source}")
-    except Exception as error:
-        known = None
-        report.line("FAIL", f"catalog: cannot load: {error!r}",
-                    "reinstall nvscope (pip install --force-reinstall nvscope) and its dependency `packaging`")
-
-    # torch and CUDA
-    torch: Any = None
-    if importlib.util.find_spec("torch") is None:
-        report.gpu("torch not installed (nvFuser and Thunder need it)", "pip install torch (a CUDA build)")
-    else:
-        try:
-            torch = _import_quietly("torch")
-            report.line("ok", f"torch {torch.__version__}")
-        except Exception as error:
-            report.gpu(f"torch is installed but fails to import: {error!r}", "reinstall torch", status="warn")
-        if torch is not None:
-            try:
-                cuda = bool(torch.cuda.is_available())
-                device = torch.cuda.get_device_name(0) if cuda else None
-            except Exception as error:
-                cuda, device = False, f"error: {error!r}"
-            if cuda:
-                report.line("ok", f"CUDA available: {device} (torch CUDA {torch.version.cuda})")
-            else:
-                why = f" ({device})" if device else ""
-                report.gpu(f"CUDA not available{why}: nvFuser fusions cannot run here",
-                           "use a machine with an NVIDIA GPU and a CUDA build of torch")
-
-    # nvFuser, found without importing it (that would import torch and load CUDA libraries)
-    frontends = [name for name in ("nvfuser_direct", "nvfuser") if importlib.util.find_spec(name) is not None]
-    from nvscope.nvfuser import MIN_VERSION
-    from nvscope.option_catalog import installed_nvfuser
-
-    found = installed_nvfuser()
-    if found is None and not frontends:
-        report.gpu("nvFuser not installed", "install the nvFuser wheel built for your CUDA and torch versions "
-                   "(see https://github.com/NVIDIA/Fuser)")
-    else:
-        version = ("version unknown (no *.dist-info found)" if found is None
-                   else f"{found.version} ({found.distribution})")
-        shown = " and ".join(frontends) if frontends else "none importable"
-        if not frontends:
-            report.gpu(f"nvFuser {version}: metadata found but no frontend module (nvfuser_direct, nvfuser)",
-                       "reinstall nvFuser", status="warn")
-        elif found is not None and found.version.release < MIN_VERSION.release:
-            report.gpu(f"nvFuser {version}, frontend {shown}: too old for per-call options (nvscope needs "
-                       f">= {MIN_VERSION}); scopes raise UnsupportedError at the first fusion",
-                       f"upgrade nvFuser to >= {MIN_VERSION}, or set NVFUSER_ENABLE/NVFUSER_DISABLE for the whole "
-                       "process", status="warn")
-        else:
-            report.line("ok", f"nvFuser {version}, frontend {shown}")
-
-    # Thunder: any exception on import is reported (Thunder 0.2.x, for one, fails to import with torch >= 2.13)
-    thunder: Any = None
-    if importlib.util.find_spec("thunder") is None:
-        report.gpu("Thunder not installed (nvscope also works with nvFuser directly)",
-                   "pip install lightning-thunder")
-    else:
-        try:
-            thunder = _import_quietly("thunder")
-            report.line("ok", f"Thunder {getattr(thunder, '__version__', '(version unknown)')}")
-        except (Exception, SystemExit) as error:  # whatever Thunder's import raises
-            report.gpu(f"Thunder is installed but fails to import: {type(error).__name__}: {error}",
-                       f"install a Thunder release that supports torch "
-                       f"{getattr(torch, '__version__', '(not importable)')}, or a torch that this Thunder supports",
-                       status="warn")
-
-    # nvscope's Thunder adapter
-    from nvscope import thunder as thunder_adapter
-
-    autoinstall = os.environ.get("NVSCOPE_AUTOINSTALL", "1").strip().lower() not in ("0", "false", "no", "off")
-    if thunder_adapter.installed():
-        report.line("ok", "Thunder adapter: installed")
-    elif thunder is not None:
-        try:
-            _import_quietly(thunder_adapter.IMPL_MODULE)
-            _import_quietly(thunder_adapter.AUTOGRAD_MODULE)
-            how = ("it installs itself at the first scope entered after `import thunder`" if autoinstall else
-                   "NVSCOPE_AUTOINSTALL=0: call nvscope.thunder.install() after `import thunder`")
-            report.line("ok", f"Thunder adapter: installable ({how})")
-        except (Exception, SystemExit) as error:
-            report.gpu(f"Thunder adapter: Thunder's nvFuser executor does not import: {type(error).__name__}: "
-                       f"{error}", "install an nvFuser that this Thunder supports", status="warn")
-
-    # Policy
-    _check_flag_values(report)
-    state = "on" if nvscope.development_mode() else "off"
-    strict = strict_mode()
-    if nvscope.development_mode():
-        report.line("ok", f"development mode on ({_flag('NVSCOPE_DEV')})")
-    else:
-        consequence = "raise DevelopmentModeError" if strict else "warn (DevelopmentModeWarning)"
-        report.line("note", f"development mode {state} ({_flag('NVSCOPE_DEV')}): non-empty scopes {consequence}; "
-                            "`nvscope run` and the pytest plugin turn it on for their runs",
-                    "export NVSCOPE_DEV=1 for development runs (or call nvscope.set_development_mode(True))")
-    report.line("ok", f"strict mode {'on' if strict else 'off'} ({_flag('NVSCOPE_STRICT')})")
-
-    _check_env(report, known)
-
-    problems = report.failures
-    print()
-    if problems:
-        print(f"doctor: {problems} failure{'s' * (problems != 1)}: see the fix: lines above")
-    elif report.warnings:
-        print(f"doctor: nvscope works; {report.warnings} warning{'s' * (report.warnings != 1)} above")
-    else:
-        print("doctor: nvscope works")
-    return 1 if problems else 0
-
-
-# --- nvscope run --------------------------------------------------------------------------------------------------
-
-class _CallbackLoader(importlib.abc.Loader):
-    """Wraps a module's loader to call ``callback`` once the module has finished executing."""
-
-    def __init__(self, loader: importlib.abc.Loader, callback: Callable[[], None]) -> None:
-        self._loader = loader
-        self._callback = callback
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._loader, name)
-
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
-        return self._loader.create_module(spec)
-
-    def exec_module(self, module: ModuleType) -> None:
-        # The module keeps its real loader (importlib.resources, inspect and linecache look at it).
-        if module.__spec__ is not None:
-            module.__spec__.loader = self._loader
-        module.__loader__ = self._loader
-        self._loader.exec_module(module)
-        self._callback()
-
-
-class _AfterImport(importlib.abc.MetaPathFinder):
-    """Calls a function right after a given top-level module is first imported (one shot per module).
-
-    Why: `nvscope run` enters its scope before the program imports Thunder, and the scope's own hook installs the
-    Thunder adapter only for frameworks already imported at entry; without this, a program that imports Thunder
-    afterwards would run its fusions without the options.
-    """
-
-    def __init__(self, callbacks: dict[str, Callable[[], None]]) -> None:
-        self._callbacks = dict(callbacks)
-        self._busy: set[str] = set()
-
-    def find_spec(self, fullname: str, path: Sequence[str] | None = None,
-                  target: ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
-        callback = self._callbacks.get(fullname)
-        if callback is None or fullname in self._busy:
-            return None
-        self._busy.add(fullname)
-        try:
-            spec = importlib.util.find_spec(fullname)  # the other finders (this one answers None meanwhile)
-        finally:
-            self._busy.discard(fullname)
-        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
-            return spec
-        del self._callbacks[fullname]
-        spec.loader = _CallbackLoader(spec.loader, callback)
-        return spec
-
-
-def _autoinstall_enabled() -> bool:
-    return os.environ.get("NVSCOPE_AUTOINSTALL", "1").strip().lower() not in ("0", "false", "no", "off")
-
-
-def _after_thunder() -> None:
-    from nvscope import _autoinstall
-
-    try:
-        _autoinstall.ensure_adapters()
-    except Exception as error:
-        print(f"nvscope run: could not install the Thunder adapter: {error!r}", file=sys.stderr)
-
-
-def _after_nvfuser() -> None:
-    # Thunder imports nvFuser while it is itself being imported; its own adapter then covers it.
-    if "thunder" in sys.modules or not _autoinstall_enabled():
-        return
-    from nvscope import nvfuser
-
-    try:
-        nvfuser.install()
-    except Exception as error:
-        print(f"nvscope run: could not install the nvFuser adapter: {error!r}", file=sys.stderr)
-
-
-def _adapters() -> list[str]:
-    installed = []
-    thunder = sys.modules.get("nvscope.thunder")
-    if thunder is not None and thunder.installed():
-        installed.append("thunder")
-    nvfuser = sys.modules.get("nvscope.nvfuser")
-    if nvfuser is not None:
-        installed.extend(nvfuser.installed())
-    return installed
-
-
-def _user_traceback(tb: TracebackType | None) -> TracebackType | None:
-    """Drop the leading frames that belong to nvscope's runner and runpy, as Python does for its own runner."""
-    import runpy
-
-    ours = {os.path.abspath(__file__), os.path.abspath(runpy.__file__)}
-    while tb is not None:
-        filename = tb.tb_frame.f_code.co_filename
-        if not (filename.startswith("<frozen runpy") or os.path.abspath(filename) in ours):
-            break
-        tb = tb.tb_next
-    return tb
-
-
-def _exit_code(code: object) -> int:
-    """What Python does with ``SystemExit(code)``."""
-    if code is None:
-        return 0
-    if isinstance(code, int):
-        return code
-    print(code, file=sys.stderr)
-    return 1
-
-
-def _set_path0(entry: str) -> None:
-    """``sys.path[0]`` is the script's directory (or the working directory for -m), as ``python`` sets it."""
-    if sys.path:
-        sys.path[0] = entry
-    else:
-        sys.path.append(entry)
-
-
-def _restore(argv: list[str], path0: str | None) -> None:
-    sys.argv = argv
-    if path0 is not None and sys.path:
-        sys.path[0] = path0
-
-
-def _run(script: str | None, module: str | None, program_args: list[str], enable: list[str], disable: list[str],
-         audit: bool) -> int:
-    import runpy
-
-    try:
-        scope = nvscope.nv_options(enable, disable)
-    except (ValueError, TypeError) as error:  # UnknownOptionError is a ValueError
-        print(f"nvscope run: error: {error}", file=sys.stderr)
-        return 2
-    saved_argv, saved_path0 = sys.argv[:], sys.path[0] if sys.path else None
-    if script is not None:
-        if not os.path.exists(script):
-            print(f"nvscope run: error: can't open file {os.path.abspath(script)!r}: no such file", file=sys.stderr)
-            return 2
-        _set_path0(os.path.dirname(os.path.abspath(script)))
-        sys.argv = [script, *program_args]
-    else:
-        assert module is not None
-        _set_path0(os.getcwd())
-        try:
-            spec = importlib.util.find_spec(module)
-        except (ImportError, ValueError) as error:
-            spec, reason = None, f"{type(error).__name__}: {error}"
-        else:
-            reason = f"No module named {module!r}"
-        if spec is None:
-            print(f"nvscope run: error: cannot run module {module!r}: {reason}", file=sys.stderr)
-            _restore(saved_argv, saved_path0)
-            return 2
-        sys.argv = [module, *program_args]
-
-    watcher = _AfterImport({"thunder": _after_thunder, "nvfuser_direct": _after_nvfuser, "nvfuser": _after_nvfuser})
-    sys.meta_path.insert(0, watcher)
-    previous_mode = nvscope.set_development_mode(True)
-    log: nvscope.AuditLog | None = None
-    code = 0
-    try:
-        recording: AbstractContextManager[nvscope.AuditLog | None] = nvscope.audit() if audit else nullcontext()
-        with recording as log:
-            scope.__enter__()
-            try:
-                if script is not None:
-                    runpy.run_path(script, run_name="__main__")  # sys.argv[0] and __file__: the path as given
-                else:
-                    runpy.run_module(module, run_name="__main__", alter_sys=True)  # type: ignore[arg-type]
-            except SystemExit as stop:
-                code = _exit_code(stop.code)
-            except BaseException as error:
-                sys.stdout.flush()
-                traceback.print_exception(type(error), error, _user_traceback(error.__traceback__))
-                code = 130 if isinstance(error, KeyboardInterrupt) else 1
-            finally:
-                with warnings.catch_warnings():
-                    # The summary says whether fusions ran; the scope's own NoFusionWarning would point at runpy.
-                    warnings.simplefilter("ignore", NoFusionWarning)
-                    scope.__exit__(None, None, None)
-    finally:
-        nvscope.set_development_mode(previous_mode)
-        if watcher in sys.meta_path:
-            sys.meta_path.remove(watcher)
-        _restore(saved_argv, saved_path0)
-    if log is not None:
-        try:
-            sys.stdout.flush()
-        except Exception:  # the program may have closed stdout
-            pass
-        print(_summary(scope.options, log), file=sys.stderr)
-    return code
-
-
-def _summary(options: nvscope.OptionSet, log: nvscope.AuditLog) -> str:
-    env = " ".join(f"{k}={os.environ[k]}" for k in ("NVFUSER_ENABLE", "NVFUSER_DISABLE") if os.environ.get(k))
-    lines = [f"nvscope run: options {options.as_shell() or '(none)'}"
-             + (f" (and {env} from the environment, for the whole process)" if env else "")]
-    lines.append(log.summary())
-    if not log.records and not _adapters():
-        if any(name in sys.modules for name in ("thunder", "nvfuser_direct", "nvfuser")):
-            lines.append("nvscope run: no nvscope adapter was installed (NVSCOPE_AUTOINSTALL=0?), so the options "
-                         "reached no fusion")
-        else:
-            lines.append("nvscope run: the program imported neither Thunder nor nvFuser, so no fusion could run")
-    return "\n".join(lines)

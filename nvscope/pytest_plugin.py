@@ -41,8 +41,8 @@ from typing import Any
 import pytest
 
 import nvscope
-from nvscope.devmode import NoFusionWarning
-from nvscope.scope import ACTIVE
+from nvscope._devmode import NoFusionWarning
+from nvscope._scope import ACTIVE
 
 __all__ = [
     "pytest_addoption",

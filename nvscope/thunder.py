@@ -27,73 +27,41 @@ import sys
 import threading
 from typing import Any
 
-from packaging.version import InvalidVersion, Version
-
-from nvscope import events
-from nvscope.nvfuser import (
-    EXEC_LOCK,
-    UnsupportedError,
-    check_version,
-    frontend_of,
-    install_legacy_hooks,
-    quiet_reset_warning,
-    salt_for,
-    salted,
-    uninstall_legacy_hooks,
-)
-from nvscope.nvfuser import installed as nvfuser_patched
-from nvscope.optionset import OptionSet
-from nvscope.partitions import Partitions
-from nvscope.scope import ACTIVE, Frame, pop, push
+from nvscope import _autoinstall, _events, _frontends, _patches
+from nvscope._errors import UnsupportedError
+from nvscope._optionset import OptionSet
+from nvscope._partitions import Partitions
+from nvscope._scope import ACTIVE, Frame, pop, push
 
 __all__ = ["install", "installed", "partitions", "uninstall"]
 
 IMPL_MODULE = "thunder.executors.nvfuserex_impl"
 AUTOGRAD_MODULE = "thunder.executors.torch_autograd"
 VERSION_MODULE = "thunder.executors.nvfuserex"
+_OWNER = "thunder"
 _TABLE = "_nvscope_partitions"  # attribute on each fusion's get_fd (an lru_cache wrapper, which has a __dict__)
 
-_state: dict[str, Any] = {}
-# An explicit uninstall() is respected: scopes stop installing the patch automatically until install() is called.
-_auto = {"allowed": True}
 
-
-class _Partition:
-    """One option set's compiled cache for one fusion, with the option lists nvFuser takes (built once)."""
-
-    __slots__ = ("disable", "enable", "get_fd", "options")
-
-    def __init__(self, get_fd: Any, options: OptionSet) -> None:
-        self.get_fd = get_fd
-        self.options = options
-        self.enable = options.enable_list()
-        self.disable = options.disable_list()
-
-
-def _nvfuser_version() -> Version | None:
+def _nvfuser_version() -> str | None:
     try:
         raw = importlib.import_module(VERSION_MODULE).nvfuser_version()
-        return None if raw is None else Version(str(raw))
-    except (ImportError, AttributeError, InvalidVersion):
+    except (ImportError, AttributeError):
         return None
+    return None if raw is None else str(raw)
 
 
 def installed() -> bool:
     """Whether the Thunder patches are in place."""
-    return "call" in _state
-
-
-def autoinstall_allowed() -> bool:
-    """False after an explicit `uninstall()` (until the next `install()`): scopes then leave Thunder alone."""
-    return _auto["allowed"]
+    return bool(_patches.active(_OWNER))
 
 
 def install() -> bool:
     """Patch Thunder's nvFuser executor so it honours the active scope. Idempotent.
 
-    Returns False, changing nothing, when Thunder's nvFuser executor cannot be imported (no Thunder, no nvFuser).
+    Returns whether the patches are in place: False, changing nothing, when Thunder's nvFuser executor cannot be
+    imported (no Thunder, no nvFuser).
     """
-    _auto["allowed"] = True
+    _autoinstall.accept(_OWNER)
     if installed():
         return True
     try:
@@ -103,29 +71,20 @@ def install() -> bool:
         return False
     wrapper_class = impl.FusionDefinitionWrapper
     function_class = autograd.ThunderFunction
-    frontend = frontend_of(impl.FusionDefinition)
-    frontend_module = impl.FusionDefinition.__module__.partition(".")[0]
+    frontend = _frontends.frontend_of(impl.FusionDefinition)
     if frontend == "legacy":
-        install_legacy_hooks(sys.modules[frontend_module])
-    version = _nvfuser_version()
+        _frontends.acquire_legacy(sys.modules[impl.FusionDefinition.__module__.partition(".")[0]], _OWNER)
     try:
-        check_version(version)
+        _frontends.check_version(_nvfuser_version())
         version_error: UnsupportedError | None = None
     except UnsupportedError as error:
         version_error = error  # raised when a scope reaches a fusion, not at install: unscoped Thunder still works
 
-    original_call = wrapper_class.__call__
     original_forward = function_class.__dict__["forward"]
     original_backward = function_class.__dict__["backward"]
-    _state.update(
-        wrapper_class=wrapper_class, function_class=function_class, frontend=frontend,
-        frontend_module=frontend_module, call=original_call, forward=original_forward, backward=original_backward,
-        version_error=version_error,
-    )
-    wrapper_class.__call__ = _make_call(original_call, frontend, version_error)
-    events.ADAPTERS.add("thunder")
-    function_class.forward = staticmethod(_make_forward(original_forward.__func__))
-    function_class.backward = staticmethod(_make_backward(original_backward.__func__))
+    _patches.apply(_OWNER, wrapper_class, "__call__", _make_call(wrapper_class.__call__, frontend, version_error))
+    _patches.apply(_OWNER, function_class, "forward", staticmethod(_make_forward(original_forward.__func__)))
+    _patches.apply(_OWNER, function_class, "backward", staticmethod(_make_backward(original_backward.__func__)))
     return True
 
 
@@ -134,37 +93,29 @@ def uninstall() -> bool:
 
     Scopes entered afterwards do not install it again (that would undo an explicit choice); `install()` does.
     """
-    _auto["allowed"] = False
-    if not installed():
-        return False
-    _state["wrapper_class"].__call__ = _state["call"]
-    _state["function_class"].forward = _state["forward"]
-    _state["function_class"].backward = _state["backward"]
-    events.ADAPTERS.discard("thunder")
-    # The legacy hooks stay while nvscope.nvfuser still patches that module (it relies on them too).
-    if _state["frontend"] == "legacy" and _state["frontend_module"] not in nvfuser_patched():
-        uninstall_legacy_hooks()
-    _state.clear()
-    return True
+    _autoinstall.decline(_OWNER)  # an explicit choice: later scopes must not undo it
+    restored = _patches.restore(_OWNER)
+    _frontends.release_legacy(_OWNER)
+    return restored
 
 
-def partitions(fusion: Any) -> Partitions[_Partition] | None:
+def partitions(fusion: Any) -> Partitions[_frontends.Partition] | None:
     """The partition table of one Thunder fusion (a ``FusionDefinitionWrapper``), or None if it never ran scoped."""
     return getattr(fusion.get_fd, _TABLE, None)
 
 
-def _table(fusion: Any, frontend: str) -> Partitions[_Partition]:
+def _table(fusion: Any, frontend: str) -> Partitions[_frontends.Partition]:
     """The fusion's partition table, created on its first scoped call (callers look without the lock first)."""
     get_fd = fusion.get_fd
-    with EXEC_LOCK:  # two threads' first scoped calls must not each build (and compile into) a table of their own
-        table: Partitions[_Partition] | None = getattr(get_fd, _TABLE, None)
+    with _frontends.TABLE_LOCK:  # two threads' first scoped calls must not each build (and compile) a table
+        table: Partitions[_frontends.Partition] | None = getattr(get_fd, _TABLE, None)
         if table is None:
             table = _new_table(fusion, frontend)
             setattr(get_fd, _TABLE, table)
         return table
 
 
-def _new_table(fusion: Any, frontend: str) -> Partitions[_Partition]:
+def _new_table(fusion: Any, frontend: str) -> Partitions[_frontends.Partition]:
     get_fd = fusion.get_fd
     uncached = getattr(get_fd, "__wrapped__", None)
     if uncached is None:
@@ -175,16 +126,16 @@ def _new_table(fusion: Any, frontend: str) -> Partitions[_Partition]:
     cache_info = getattr(get_fd, "cache_info", None)
     maxsize = cache_info().maxsize if cache_info is not None else 2048
 
-    def build(options: OptionSet) -> _Partition:
-        salt = salt_for(options) if frontend == "legacy" else None
+    def build(options: OptionSet) -> _frontends.Partition:
+        salt = _frontends.salt_for(options) if frontend == "legacy" else None
 
         @functools.lru_cache(maxsize=maxsize)
         def partition_get_fd(descriptors: Any) -> Any:
             if salt is None:
                 return uncached(descriptors)
-            with salted(salt):
+            with _frontends.salted(salt):
                 return uncached(descriptors)
-        return _Partition(partition_get_fd, options)
+        return _frontends.Partition(partition_get_fd, options)
 
     static = OptionSet(fusion.enable_options or (), fusion.disable_options or ())
     return Partitions(static, build)
@@ -210,7 +161,7 @@ def _unwrap_distributed(args: tuple[Any, ...]) -> tuple[Any, ...]:
 
 
 def _make_call(original: Any, frontend: str, version_error: UnsupportedError | None) -> Any:
-    sinks = events.SINKS  # the list itself: audit() appends to it in place
+    sinks = _events.SINKS  # the list itself: audit() appends to it in place
     get_active = ACTIVE.get
 
     # The unscoped path is Thunder's call plus one ContextVar read and one test. It takes no lock: nvFuser's execute
@@ -248,25 +199,21 @@ def _make_call(original: Any, frontend: str, version_error: UnsupportedError | N
                 _emit(self, table.static, "default", frontend)
             return original(self, *args)
         args = _unwrap_distributed(args)
-        fd = partition.get_fd(self.to_descriptors(args))
+        fd = partition.runner(self.to_descriptors(args))
         if self.store_inputs:
             self.last_inputs = args
         if sinks:
             _emit(self, partition.options, "new" if new else "reused", frontend)
-        if frontend == "legacy":
-            with quiet_reset_warning():
-                return fd.execute(args, device=fd._selected_device, save_repro_inputs=self.save_fake_inputs,
-                                  _enable_options=partition.enable, _disable_options=partition.disable)
-        return fd.execute(args, device=fd._selected_device, save_repro_inputs=self.save_fake_inputs,
-                          _enable_options=partition.enable, _disable_options=partition.disable)
+        return _frontends.execute(fd.execute, partition, frontend, args, device=fd._selected_device,
+                                  save_repro_inputs=self.save_fake_inputs)
 
     __call__.__wrapped__ = original  # type: ignore[attr-defined]
     return __call__
 
 
-def _emit(fusion: Any, options: OptionSet, partition: events.Partition, frontend: str) -> None:
-    events.emit(events.FusionRecord(fusion.name, options, partition, threading.current_thread().name,
-                                    events.PHASE.get(), frontend))
+def _emit(fusion: Any, options: OptionSet, partition: _events.Partition, frontend: str) -> None:
+    _events.emit(_events.FusionRecord(fusion.name, options, partition, threading.current_thread().name,
+                                    _events.PHASE.get(), frontend))
 
 
 def _make_forward(original: Any) -> Any:
@@ -282,7 +229,7 @@ def _make_forward(original: Any) -> Any:
 def _make_backward(original: Any) -> Any:
     def backward(ctx: Any, *grads: Any) -> Any:
         captured: OptionSet | None = getattr(ctx, "_nvscope_options", None)
-        phase = events.PHASE.set("backward")
+        phase = _events.PHASE.set("backward")
         try:
             if captured is None:
                 return original(ctx, *grads)
@@ -292,7 +239,7 @@ def _make_backward(original: Any) -> Any:
             finally:
                 pop(token)
         finally:
-            events.PHASE.reset(phase)
+            _events.PHASE.reset(phase)
 
     backward.__wrapped__ = original  # type: ignore[attr-defined]
     return backward

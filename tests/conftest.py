@@ -32,7 +32,7 @@ def _development_mode(request: pytest.FixtureRequest) -> Iterator[None]:
 @pytest.fixture(autouse=True)
 def _no_scope_leaks() -> Iterator[None]:
     """Every test starts and ends with no active scope in the main thread."""
-    from nvscope.scope import ACTIVE
+    from nvscope._scope import ACTIVE
 
     assert nvscope.current_options() == nvscope.OptionSet()
     yield

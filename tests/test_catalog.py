@@ -10,7 +10,8 @@ import pytest
 from packaging.version import Version
 
 import nvscope
-from nvscope import UnknownOptionError, nv_options, option_catalog
+from nvscope import UnknownOptionError, nv_options
+from nvscope import _catalog as option_catalog
 from nvscope import _catalog_data as data
 
 EFFECTS = {"codegen", "runtime", "debug"}

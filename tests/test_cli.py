@@ -356,12 +356,12 @@ def test_run_installs_the_thunder_adapter_when_the_program_imports_thunder(tmp_p
         import nvscope.thunder
         assert not nvscope.thunder.installed()
         import thunder
-        print(nvscope.thunder.installed(), nvscope.nvfuser.installed(), type(thunder.__loader__).__name__)
+        print(nvscope.thunder.installed(), nvscope.nvfuser.frontends(), type(thunder.__loader__).__name__)
     """)
     write(tmp_path / "uses_nvfuser.py", """\
         import nvscope.nvfuser
         import nvfuser_direct
-        print(nvscope.nvfuser.installed())
+        print(nvscope.nvfuser.frontends())
     """)
     result = nvscope_cmd("run", "--enable", "fuse_matmul", "uses_thunder.py", cwd=tmp_path, path=[site])
     assert result.returncode == 0, result.stderr
@@ -399,7 +399,8 @@ def test_probe_without_nvfuser_fails_clearly() -> None:
 @pytest.mark.parametrize(("extra", "code"), [(set(), 0), ({"brand_new_option"}, 1)])
 def test_probe_compares_with_the_catalog(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
                                          extra: set[str], code: int) -> None:
-    from nvscope import cli, option_catalog
+    from nvscope import _catalog as option_catalog
+    from nvscope import cli
 
     known = nvscope.catalog()
     accepted = {"enable": (known.names("enable") - {"fuse_matmul"}) | extra, "disable": known.names("disable")}

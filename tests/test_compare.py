@@ -91,6 +91,6 @@ def test_compare_is_loaded_lazily() -> None:
     import subprocess
     import sys
 
-    code = ("import nvscope, sys; assert 'nvscope.ab' not in sys.modules; nvscope.compare; "
-            "assert 'nvscope.ab' in sys.modules")
+    code = ("import nvscope, sys; assert 'nvscope._compare' not in sys.modules; nvscope.compare; "
+            "assert 'nvscope._compare' in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)

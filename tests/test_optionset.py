@@ -8,7 +8,7 @@ import pickle
 import pytest
 
 from nvscope import OptionSet
-from nvscope.optionset import EMPTY
+from nvscope._optionset import EMPTY
 
 
 def test_fields_are_frozensets_of_the_names() -> None:

@@ -170,7 +170,7 @@ def test_marker_no_fusion_warning_points_at_the_test(pytester: pytest.Pytester) 
     # NoFusionWarning needs an installed adapter (events.ADAPTERS); fake one for the duration of each test.
     pytester.makepyfile("""
         import pytest
-        from nvscope import events
+        from nvscope import _events as events
 
         @pytest.fixture(autouse=True)
         def adapter():

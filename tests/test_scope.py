@@ -263,7 +263,7 @@ def test_validation_happens_before_enter() -> None:
 
 
 def test_enter_hooks_run_for_non_empty_scopes_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    from nvscope import scope as scope_module
+    from nvscope import _scope as scope_module
 
     calls: list[OptionSet] = []
     monkeypatch.setattr(scope_module, "ENTER_HOOKS", [lambda: calls.append(current_options())])
@@ -276,7 +276,7 @@ def test_enter_hooks_run_for_non_empty_scopes_only(monkeypatch: pytest.MonkeyPat
 
 
 def test_a_failing_enter_hook_enters_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
-    from nvscope import scope as scope_module
+    from nvscope import _scope as scope_module
 
     def hook() -> None:
         if current_options():

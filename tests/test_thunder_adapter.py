@@ -23,8 +23,9 @@ import nvscope
 import nvscope._autoinstall
 import nvscope.nvfuser
 import nvscope.thunder
-from nvscope import OptionSet, UnsupportedError, audit, events, nv_options
-from nvscope.nvfuser import salt_for
+from nvscope import OptionSet, UnsupportedError, audit, nv_options
+from nvscope import _events as events
+from nvscope._frontends import salt_for
 
 FM = ["fuse_matmul"]
 SFC = ["static_fusion_count"]
@@ -137,18 +138,22 @@ def test_uninstall_restores_the_exact_originals_and_is_idempotent(double: Thunde
 def test_explicit_uninstall_stops_autoinstall_until_install(double: ThunderDouble) -> None:
     nvscope.thunder.install()
     nvscope.thunder.uninstall()
-    nvscope._autoinstall._seen_modules = -1
     wrapper = double.make_wrapper()
     with nv_options(enable=FM):
         assert not nvscope.thunder.installed()
         wrapper(t())
     assert double.executions[-1].enable == [] and double.executions[-1].fd is default_fd(wrapper, t())
     assert nvscope.thunder.install() is True
-    assert nvscope.thunder.autoinstall_allowed()
     nvscope.thunder.uninstall()
-    nvscope._autoinstall._seen_modules = -1
     with nv_options(enable=FM):
         assert not nvscope.thunder.installed()
+    nvscope.thunder.install()
+    nvscope.thunder.uninstall()
+    nvscope.uninstall()  # back to a fresh import: scopes install again
+    with nv_options(enable=FM):
+        assert nvscope.thunder.installed()
+        wrapper(t())
+    assert double.executions[-1].enable == ["fuse_matmul"]
 
 
 def test_entering_a_scope_installs_automatically(double: ThunderDouble) -> None:
@@ -269,8 +274,8 @@ def test_input_descriptors_key_each_partitions_own_cache(installed: ThunderDoubl
     table = nvscope.thunder.partitions(wrapper)
     assert table is not None and len(table) == 1
     partition, new = table.get(OptionSet(FM))
-    assert not new and partition.get_fd.cache_info().currsize == 2
-    assert partition.get_fd.cache_info().maxsize == wrapper.get_fd.cache_info().maxsize == 2048
+    assert not new and partition.runner.cache_info().currsize == 2
+    assert partition.runner.cache_info().maxsize == wrapper.get_fd.cache_info().maxsize == 2048
 
 
 def test_store_inputs_is_honoured_in_a_partition(installed: ThunderDouble) -> None:

@@ -186,8 +186,4 @@ class ThunderDouble:
 
 def reset_nvscope() -> None:
     """Undo every patch and the autoinstall state a test may have left (before monkeypatch drops the fakes)."""
-    nvscope.thunder.uninstall()
-    nvscope.nvfuser.uninstall()
-    nvscope.nvfuser.uninstall_legacy_hooks()
-    nvscope.thunder._auto["allowed"] = True
-    nvscope._autoinstall._seen_modules = -1
+    nvscope.uninstall()

@@ -11,7 +11,8 @@ from gpu_helpers import cublas, kernels, nvfuser_matmul
 
 import nvscope
 import nvscope.nvfuser
-from nvscope.optionset import OptionSet
+from nvscope import _frontends
+from nvscope._optionset import OptionSet
 
 nvscope.set_development_mode(True)
 nvscope.nvfuser.install()
@@ -44,9 +45,9 @@ result["scoped_kernels_nvfuser_matmul"] = bool(nvfuser_matmul(names)) and not cu
 names, _ = kernels(lambda: fd.execute([x, y]))
 result["default_again_cublas"] = bool(cublas(names)) and not nvfuser_matmul(names)
 
-salted_a = nvscope.nvfuser.rebuild(fd, nvfuser, nvscope.nvfuser.salt_for(OptionSet(["fuse_matmul"])))
-salted_b = nvscope.nvfuser.rebuild(fd, nvfuser, nvscope.nvfuser.salt_for(OptionSet(["static_fusion_count"])))
-salted_a2 = nvscope.nvfuser.rebuild(fd, nvfuser, nvscope.nvfuser.salt_for(OptionSet(["fuse_matmul"])))
+salted_a = _frontends.rebuild(fd, nvfuser, _frontends.salt_for(OptionSet(["fuse_matmul"])))
+salted_b = _frontends.rebuild(fd, nvfuser, _frontends.salt_for(OptionSet(["static_fusion_count"])))
+salted_a2 = _frontends.rebuild(fd, nvfuser, _frontends.salt_for(OptionSet(["fuse_matmul"])))
 result["ids"] = [fd.id(), salted_a.id(), salted_b.id(), salted_a2.id()]
 result["salted_ids_distinct"] = len({fd.id(), salted_a.id(), salted_b.id()}) == 3
 result["same_set_same_id"] = salted_a.id() == salted_a2.id()

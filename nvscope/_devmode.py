@@ -15,19 +15,22 @@ import contextlib
 import os
 import sys
 import warnings
+from collections.abc import Iterator
 
-from nvscope.optionset import OptionSet
+from nvscope import _env
+from nvscope._errors import DevelopmentModeError, DevelopmentModeWarning, NoFusionWarning
+from nvscope._optionset import OptionSet
 
 __all__ = [
     "DevelopmentModeError",
     "DevelopmentModeWarning",
     "NoFusionWarning",
+    "dev_mode",
     "development_mode",
     "set_development_mode",
     "strict_mode",
 ]
 
-_TRUE = frozenset({"1", "true", "yes", "on"})
 _override: bool | None = None
 
 # Frames in these files are ours (or contextlib's, for `with` via @contextmanager users, or asyncio's, for a decorated
@@ -40,30 +43,14 @@ _INTERNAL_FILES = (
 )
 
 
-class DevelopmentModeWarning(UserWarning):
-    """nvFuser developer options were activated outside development mode."""
-
-
-class NoFusionWarning(UserWarning):
-    """A non-empty scope exited without any nvFuser fusion executing under it (development mode only)."""
-
-
-class DevelopmentModeError(RuntimeError):
-    """nvFuser developer options were activated outside development mode under ``NVSCOPE_STRICT=1``."""
-
-
-def _env_flag(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() in _TRUE
-
-
 def development_mode() -> bool:
     """Whether development mode is on: ``set_development_mode``'s value if set, else ``NVSCOPE_DEV``."""
-    return _override if _override is not None else _env_flag("NVSCOPE_DEV")
+    return _override if _override is not None else _env.flag("NVSCOPE_DEV")
 
 
 def strict_mode() -> bool:
     """Whether ``NVSCOPE_STRICT`` asks for an error instead of a warning outside development mode."""
-    return _env_flag("NVSCOPE_STRICT")
+    return _env.flag("NVSCOPE_STRICT")
 
 
 def set_development_mode(enabled: bool | None) -> bool | None:
@@ -77,6 +64,17 @@ def set_development_mode(enabled: bool | None) -> bool | None:
         raise TypeError(f"set_development_mode takes True, False or None, not {enabled!r}")
     previous, _override = _override, enabled
     return previous
+
+
+@contextlib.contextmanager
+def dev_mode(enabled: bool | None = True) -> Iterator[None]:
+    """``with nvscope.dev_mode(): ...`` runs the block with development mode on (or off, or following the
+    environment for ``None``) and then restores the previous setting, also when the block raises."""
+    previous = set_development_mode(enabled)
+    try:
+        yield
+    finally:
+        set_development_mode(previous)
 
 
 def _user_stacklevel() -> int:

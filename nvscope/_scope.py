@@ -21,9 +21,10 @@ from contextvars import ContextVar, Token
 from types import TracebackType
 from typing import Any, ParamSpec, TypeVar, cast
 
-from nvscope import devmode, events
-from nvscope.option_catalog import Kind, UnknownOptionError, catalog
-from nvscope.optionset import EMPTY, OptionSet
+from nvscope import _devmode, _events
+from nvscope._catalog import Kind, catalog
+from nvscope._errors import UnknownOptionError
+from nvscope._optionset import EMPTY, OptionSet
 
 __all__ = ["ACTIVE", "Frame", "bind", "current_options", "nv_options", "with_nv_options"]
 
@@ -133,7 +134,7 @@ class nv_options:
         own = self._options
         if own:
             if check:
-                devmode.check_scope(own)  # may raise (strict mode): nothing has been entered yet
+                _devmode.check_scope(own)  # may raise (strict mode): nothing has been entered yet
             for hook in ENTER_HOOKS:
                 hook()
         if self._inherit and parent is not None and parent.options is not None:
@@ -155,8 +156,8 @@ class nv_options:
         if frame.ran:
             if frame.parent is not None:
                 frame.parent.ran = True  # the enclosing scope saw this fusion too
-        elif exc_type is None and self._options and events.ADAPTERS:
-            devmode.warn_no_fusion(self)
+        elif exc_type is None and self._options and _events.ADAPTERS:
+            _devmode.warn_no_fusion(self)
 
     def __call__(self, func: F) -> F:
         return _decorate(self, func)

@@ -11,7 +11,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Literal
 
-from nvscope.optionset import OptionSet
+from nvscope._optionset import OptionSet
 
 __all__ = ["ADAPTERS", "PHASE", "SINKS", "FusionRecord", "Phase", "emit"]
 

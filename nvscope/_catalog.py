@@ -22,6 +22,7 @@ from typing import Literal
 from packaging.version import InvalidVersion, Version
 
 from nvscope import _catalog_data
+from nvscope._errors import UnknownOptionError
 
 __all__ = [
     "Catalog",
@@ -35,10 +36,6 @@ __all__ = [
 Kind = Literal["enable", "disable"]
 Effect = Literal["codegen", "runtime", "debug"]
 _OTHER: dict[str, Kind] = {"enable": "disable", "disable": "enable"}
-
-
-class UnknownOptionError(ValueError):
-    """An option name nvFuser does not accept in that list (or not per call, or not in the installed version)."""
 
 
 @dataclass(frozen=True, slots=True)

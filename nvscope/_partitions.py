@@ -11,33 +11,17 @@ the table's lock, so two threads asking for a new option set at once build (and 
 
 from __future__ import annotations
 
-import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-from nvscope.optionset import OptionSet
+from nvscope import _env
+from nvscope._optionset import OptionSet
 
-__all__ = ["DEFAULT_MAX_PARTITIONS", "Partitions"]
+__all__ = ["Partitions"]
 
 T = TypeVar("T")
-
-
-def _default_max() -> int:
-    raw = os.environ.get("NVSCOPE_MAX_PARTITIONS", "8")
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ValueError(f"NVSCOPE_MAX_PARTITIONS must be a positive integer, not {raw!r}") from None
-    if value < 1:
-        raise ValueError(f"NVSCOPE_MAX_PARTITIONS must be a positive integer, not {raw!r}")
-    return value
-
-
-# Distinct option sets kept per fusion. A developer A/B-testing a handful of flag combinations stays well below it;
-# each partition holds compiled kernels, so the bound is what keeps memory linear and finite.
-DEFAULT_MAX_PARTITIONS = _default_max()
 
 
 class Partitions(Generic[T]):
@@ -47,7 +31,9 @@ class Partitions(Generic[T]):
 
     def __init__(self, static: OptionSet, build: Callable[[OptionSet], T], maxsize: int | None = None):
         if maxsize is None:
-            maxsize = DEFAULT_MAX_PARTITIONS  # read now, so changing the module default affects new tables
+            # Distinct option sets kept per fusion. A developer A/B-testing a handful of flag combinations stays well
+            # below the default (8); each partition holds compiled kernels, so the bound keeps memory finite.
+            maxsize = _env.integer("NVSCOPE_MAX_PARTITIONS")  # read per table, so a change affects new tables
         if maxsize < 1:
             raise ValueError(f"maxsize must be >= 1, got {maxsize}")
         self.static = static  # the fusion's own options (Thunder's compile-time ones); its default cache serves them

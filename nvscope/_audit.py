@@ -4,7 +4,7 @@
         train_step(batch)
     print(log.summary())
 
-Records are plain data (`nvscope.events.FusionRecord`). Auditing is process-wide while the block is open (fusions
+Records are plain data (`nvscope._events.FusionRecord`). Auditing is process-wide while the block is open (fusions
 on other threads, such as PyTorch's autograd device thread, are recorded too). When no audit is open, the adapters
 pay one truth test per fusion call.
 """
@@ -16,8 +16,8 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from nvscope import events
-from nvscope.events import FusionRecord
+from nvscope import _events, _table
+from nvscope._events import FusionRecord
 
 __all__ = ["AuditLog", "FusionRecord", "audit"]
 
@@ -46,12 +46,7 @@ class AuditLog:
             (r.fusion, r.options.as_shell() or "(none)", r.phase, r.partition, r.thread) for r in self.records
         )
         header = ("fusion", "options", "phase", "partition", "thread", "calls")
-        rows = [(*key, str(n)) for key, n in counts.items()]
-        widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(header)]
-        lines = [
-            "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in (header, *rows)
-        ]
-        lines.insert(1, "  ".join("-" * w for w in widths))
+        lines = [_table.render(header, [(*key, str(n)) for key, n in counts.items()])]
         total = len(self.records)
         compiled = sum(r.partition == "new" for r in self.records)
         lines.append(f"{total} fusion executions, {compiled} new partitions compiled")
@@ -63,8 +58,8 @@ def audit() -> Iterator[AuditLog]:
     """Record every nvFuser fusion execution that goes through nvscope's adapters while the block runs."""
     log = AuditLog()
     sink = log._append
-    events.SINKS.append(sink)
+    _events.SINKS.append(sink)
     try:
         yield log
     finally:
-        events.SINKS.remove(sink)
+        _events.SINKS.remove(sink)

@@ -19,8 +19,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from nvscope.optionset import OptionSet
-from nvscope.scope import nv_options
+from nvscope import _table
+from nvscope._optionset import OptionSet
+from nvscope._scope import nv_options
 
 __all__ = ["CompareResult", "VariantResult", "compare"]
 
@@ -60,15 +61,15 @@ class CompareResult:
         if not rows:
             return "(no variants)"
         base = rows[0].median_ms
-        header = f"{'variant':<16}{'median ms':>11}{'min ms':>10}{'ratio':>8}{'max|diff|':>12}  options / kernels"
-        lines = [header, "-" * len(header)]
+        table: list[tuple[str, ...]] = []
         for r in rows:
             diff = "n/a" if r.max_abs_diff is None else f"{r.max_abs_diff:.3g}"
             ratio = r.median_ms / base if base > 0 else float("nan")
-            lines.append(f"{r.name:<16}{r.median_ms:11.4f}{r.min_ms:10.4f}{ratio:8.3f}{diff:>12}  "
-                         f"{r.options.as_shell() or '(no options)'}")
-            for kernel in r.kernels:
-                lines.append(f"{'':<57}  {kernel}")
+            table.append((r.name, f"{r.median_ms:.4f}", f"{r.min_ms:.4f}", f"{ratio:.3f}", diff,
+                          r.options.as_shell() or "(no options)"))
+            table.extend(("", "", "", "", "", f"  {kernel}") for kernel in r.kernels)
+        header = ("variant", "median ms", "min ms", "ratio", "max|diff|", "options / kernels")
+        lines = [_table.render(header, table, right=(1, 2, 3, 4))]
         lines.append(f"timer: {rows[0].timer}")
         return "\n".join(lines)
 
@@ -133,14 +134,9 @@ def _time(call: Callable[[], Any], repeat: int, cuda: bool) -> tuple[list[float]
 def _kernels(call: Callable[[], Any], cuda: bool) -> list[str]:
     if not cuda:
         return []
-    import torch
-    from torch.profiler import ProfilerActivity, profile
+    from nvscope._kernels import kernel_names
 
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        call()
-        torch.cuda.synchronize()
-    names = {e.name.split("(")[0] for e in prof.events() if e.device_type.name == "CUDA"}
-    return sorted(names)
+    return sorted(set(kernel_names(call)[0]))
 
 
 def compare(

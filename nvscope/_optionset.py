@@ -1,7 +1,7 @@
 """The value type: an immutable, hashable set of nvFuser enable and disable option names.
 
 `OptionSet` knows nothing about which names are valid (that is `nvscope.catalog`) nor about scopes (that is
-`nvscope.scope`). It is the key of every per-fusion compiled cache, so equality and hashing must be cheap: the hash
+`nvscope._scope`). It is the key of every per-fusion compiled cache, so equality and hashing must be cheap: the hash
 is computed once, and the union of two sets, which the executor adapters take at every fusion call, is memoised on
 the left operand.
 """

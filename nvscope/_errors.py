@@ -1,0 +1,57 @@
+"""Every exception and warning nvscope raises, in one module with one base class per kind.
+
+Kept apart from the code that raises them so that ``except nvscope.UnsupportedError`` (or importing any error)
+never loads an adapter, and so that ``except nvscope.NvscopeError`` catches all of nvscope's own errors. Each error
+also derives from the builtin a caller would expect (``ValueError`` for a bad name, ``RuntimeError`` for a run-time
+refusal), so existing ``except ValueError`` code keeps working.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConfigWarning",
+    "DevelopmentModeError",
+    "DevelopmentModeWarning",
+    "NoFusionWarning",
+    "NvscopeError",
+    "NvscopeWarning",
+    "UnclosedScopeWarning",
+    "UnknownOptionError",
+    "UnsupportedError",
+]
+
+
+class NvscopeError(Exception):
+    """Base class of nvscope's errors."""
+
+
+class UnknownOptionError(NvscopeError, ValueError):
+    """An option name nvFuser does not accept in that list (or not per call, or not in the installed version)."""
+
+
+class UnsupportedError(NvscopeError, RuntimeError):
+    """Scoped options cannot be honoured here (nvFuser too old, a Thunder nvscope does not know, ...)."""
+
+
+class DevelopmentModeError(NvscopeError, RuntimeError):
+    """nvFuser developer options were activated outside development mode under ``NVSCOPE_STRICT=1``."""
+
+
+class NvscopeWarning(UserWarning):
+    """Base class of nvscope's warnings."""
+
+
+class DevelopmentModeWarning(NvscopeWarning):
+    """nvFuser developer options were activated outside development mode."""
+
+
+class NoFusionWarning(NvscopeWarning):
+    """A non-empty scope exited without any nvFuser fusion executing under it (development mode only)."""
+
+
+class ConfigWarning(NvscopeWarning):
+    """An ``NVSCOPE_*`` environment variable has a value nvscope does not accept; its default applies."""
+
+
+class UnclosedScopeWarning(NvscopeWarning):
+    """A program (or test) ended with an ``nv_options`` scope it entered still open."""

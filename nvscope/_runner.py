@@ -1,0 +1,162 @@
+"""``nvscope run``: run an unmodified script or module under nvFuser options, audited, with a summary at exit.
+
+The program runs as ``python script.py args...`` (or ``python -m module``) would: ``sys.argv``, ``sys.path[0]`` and
+``__main__`` as Python sets them, its exit code kept, an uncaught exception's traceback without nvscope's frames.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import traceback
+import warnings
+from contextlib import AbstractContextManager, nullcontext
+from types import TracebackType
+
+import nvscope
+from nvscope import _autoinstall, _patches
+from nvscope._errors import NoFusionWarning, UnclosedScopeWarning
+from nvscope._scope import ACTIVE, Frame
+
+__all__ = ["run"]
+
+
+def _user_traceback(tb: TracebackType | None) -> TracebackType | None:
+    """Drop the leading frames that belong to nvscope's runner and runpy, as Python does for its own runner."""
+    import runpy
+
+    ours = {os.path.abspath(__file__), os.path.abspath(runpy.__file__)}
+    while tb is not None:
+        filename = tb.tb_frame.f_code.co_filename
+        if not (filename.startswith("<frozen runpy") or os.path.abspath(filename) in ours):
+            break
+        tb = tb.tb_next
+    return tb
+
+
+def _exit_code(code: object) -> int:
+    """What Python does with ``SystemExit(code)``."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)
+    return 1
+
+
+def _set_path0(entry: str) -> None:
+    """``sys.path[0]`` is the script's directory (or the working directory for -m), as ``python`` sets it."""
+    if sys.path:
+        sys.path[0] = entry
+    else:
+        sys.path.append(entry)
+
+
+def _restore(argv: list[str], path0: str | None) -> None:
+    sys.argv = argv
+    if path0 is not None and sys.path:
+        sys.path[0] = path0
+
+
+def run(script: str | None, module: str | None, program_args: list[str], enable: list[str], disable: list[str],
+         audit: bool) -> int:
+    import runpy
+
+    try:
+        scope = nvscope.nv_options(enable, disable)
+    except (ValueError, TypeError) as error:  # UnknownOptionError is a ValueError
+        print(f"nvscope run: error: {error}", file=sys.stderr)
+        return 2
+    saved_argv, saved_path0 = sys.argv[:], sys.path[0] if sys.path else None
+    if script is not None:
+        if not os.path.exists(script):
+            print(f"nvscope run: error: can't open file {os.path.abspath(script)!r}: no such file", file=sys.stderr)
+            return 2
+        _set_path0(os.path.dirname(os.path.abspath(script)))
+        sys.argv = [script, *program_args]
+    else:
+        assert module is not None
+        _set_path0(os.getcwd())
+        try:
+            spec = importlib.util.find_spec(module)
+        except (ImportError, ValueError) as error:
+            spec, reason = None, f"{type(error).__name__}: {error}"
+        else:
+            reason = f"No module named {module!r}"
+        if spec is None:
+            print(f"nvscope run: error: cannot run module {module!r}: {reason}", file=sys.stderr)
+            _restore(saved_argv, saved_path0)
+            return 2
+        sys.argv = [module, *program_args]
+
+    previous_mode = nvscope.set_development_mode(True)
+    log: nvscope.AuditLog | None = None
+    code = 0
+    try:
+        recording: AbstractContextManager[nvscope.AuditLog | None] = nvscope.audit() if audit else nullcontext()
+        with recording as log, _autoinstall.watch_imports() as install_errors:
+            scope.__enter__()
+            ours = ACTIVE.get()
+            try:
+                if script is not None:
+                    runpy.run_path(script, run_name="__main__")  # sys.argv[0] and __file__: the path as given
+                else:
+                    runpy.run_module(module, run_name="__main__", alter_sys=True)  # type: ignore[arg-type]
+            except SystemExit as stop:
+                code = _exit_code(stop.code)
+            except BaseException as error:
+                sys.stdout.flush()
+                traceback.print_exception(type(error), error, _user_traceback(error.__traceback__))
+                code = 130 if isinstance(error, KeyboardInterrupt) else 1
+            finally:
+                _close_unclosed(ours)
+                with warnings.catch_warnings():
+                    # The summary says whether fusions ran; the scope's own NoFusionWarning would point at runpy.
+                    warnings.simplefilter("ignore", NoFusionWarning)
+                    scope.__exit__(None, None, None)
+            for problem in install_errors:
+                print(f"nvscope run: could not install an adapter: {problem!r}", file=sys.stderr)
+    finally:
+        nvscope.set_development_mode(previous_mode)
+        _restore(saved_argv, saved_path0)
+    if log is not None:
+        try:
+            sys.stdout.flush()
+        except Exception:  # the program may have closed stdout
+            pass
+        print(_summary(scope.options, log), file=sys.stderr)
+    return code
+
+
+def _close_unclosed(ours: Frame | None) -> None:
+    """If the program left scopes of its own open above ours, say which, and drop them: the run still ends cleanly.
+
+    Without this, exiting ``nvscope run``'s scope would raise nvscope's "innermost active scope is not one it entered"
+    error over the program's bug, losing the program's exit code and the summary.
+    """
+    unclosed = []
+    frame = ACTIVE.get()
+    while frame is not None and frame is not ours:
+        unclosed.append(frame.owner)
+        frame = frame.parent
+    if not unclosed:
+        return
+    names = ", ".join(repr(owner) for owner in unclosed)
+    warnings.warn(f"the program ended with {len(unclosed)} scope(s) it entered still open (innermost first): "
+                  f"{names}; use `with nv_options(...):` so that every scope exits", UnclosedScopeWarning, stacklevel=1)
+    ACTIVE.set(ours)
+
+
+def _summary(options: nvscope.OptionSet, log: nvscope.AuditLog) -> str:
+    env = " ".join(f"{k}={os.environ[k]}" for k in ("NVFUSER_ENABLE", "NVFUSER_DISABLE") if os.environ.get(k))
+    lines = [f"nvscope run: options {options.as_shell() or '(none)'}"
+             + (f" (and {env} from the environment, for the whole process)" if env else "")]
+    lines.append(log.summary())
+    if not log.records and not _patches.owners():
+        if any(name in sys.modules for name in ("thunder", "nvfuser_direct", "nvfuser")):
+            lines.append("nvscope run: no nvscope adapter was installed (NVSCOPE_AUTOINSTALL=0?), so the options "
+                         "reached no fusion")
+        else:
+            lines.append("nvscope run: the program imported neither Thunder nor nvFuser, so no fusion could run")
+    return "\n".join(lines)
