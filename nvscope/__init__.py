@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING
 
 from nvscope import _autoinstall
 from nvscope._audit import AuditLog, audit
@@ -32,6 +31,7 @@ from nvscope._events import FusionRecord
 from nvscope._optionset import OptionSet
 from nvscope._scope import ENTER_HOOKS, bind, current_options, nv_options, with_nv_options
 
+TYPE_CHECKING = False  # not typing's: `import nvscope` does not import typing (see nvscope/_record.py)
 if TYPE_CHECKING:  # what __getattr__ loads on first use, spelled out for type checkers
     from nvscope._compare import CompareResult, compare
     from nvscope._kernels import kernel_names

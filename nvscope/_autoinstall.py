@@ -14,13 +14,9 @@ and, inside `watch_imports` (``nvscope run``), the moment the program finishes i
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.machinery
-import importlib.util
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
-from types import ModuleType
 
 from nvscope import _env
 
@@ -71,62 +67,19 @@ def ensure_adapters(direct: bool = False) -> None:
     _seen_modules = len(sys.modules)  # installing may import more; those need no second look
 
 
-class _CallbackLoader(importlib.abc.Loader):
-    """Wraps a module's loader to install adapters once the module has finished executing."""
-
-    def __init__(self, loader: importlib.abc.Loader, report: list[BaseException]) -> None:
-        self._loader = loader
-        self._report = report
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self._loader, name)
-
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
-        return self._loader.create_module(spec)
-
-    def exec_module(self, module: ModuleType) -> None:
-        # The module keeps its real loader (importlib.resources, inspect and linecache look at it).
-        if module.__spec__ is not None:
-            module.__spec__.loader = self._loader
-        module.__loader__ = self._loader
-        self._loader.exec_module(module)
-        if module.__name__ != "thunder" and "thunder" in sys.modules:
-            return  # nvFuser imported by Thunder's own import: Thunder's adapter installs once Thunder is complete
-        try:
-            ensure_adapters(direct=True)
-        except Exception as error:  # the program's import must not fail over nvscope; the runner reports it
-            self._report.append(error)
-
-
-class _AfterImport(importlib.abc.MetaPathFinder):
-    """Wraps the loader of each watched top-level module, once, so adapters install right after its import."""
-
-    def __init__(self, report: list[BaseException]) -> None:
-        self._pending = set(_WATCHED) - set(sys.modules)
-        self._busy: set[str] = set()
-        self._report = report
-
-    def find_spec(self, fullname: str, path: Sequence[str] | None = None,
-                  target: ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
-        if fullname not in self._pending or fullname in self._busy:
-            return None
-        self._busy.add(fullname)
-        try:
-            spec = importlib.util.find_spec(fullname)  # the other finders (this one answers None meanwhile)
-        finally:
-            self._busy.discard(fullname)
-        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
-            return spec
-        self._pending.discard(fullname)
-        spec.loader = _CallbackLoader(spec.loader, self._report)
-        return spec
+def _imported(name: str) -> None:
+    if name != "thunder" and "thunder" in sys.modules:
+        return  # nvFuser imported by Thunder's own import: Thunder's adapter installs once Thunder is complete
+    ensure_adapters(direct=True)
 
 
 @contextmanager
 def watch_imports() -> Iterator[list[BaseException]]:
     """Inside, adapters install as soon as Thunder or nvFuser is imported; yields the list of install errors."""
+    from nvscope._import_hook import AfterImport  # importlib.abc costs milliseconds that `import nvscope` must not pay
+
     report: list[BaseException] = []
-    finder = _AfterImport(report)
+    finder = AfterImport(_WATCHED, report, _imported)
     sys.meta_path.insert(0, finder)
     try:
         ensure_adapters(direct=True)

@@ -11,18 +11,23 @@ never imported here: that would import torch) and the table is narrowed to the n
 
 from __future__ import annotations
 
-import difflib
 import functools
 import os
 import sys
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Literal
-
-from packaging.version import InvalidVersion, Version
 
 from nvscope import _catalog_data
 from nvscope._errors import UnknownOptionError
+from nvscope._record import Record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # `import nvscope` loads neither typing nor packaging (see nvscope/_record.py for why)
+    from typing import Literal
+
+    from packaging.version import Version
+
+    Kind = Literal["enable", "disable"]
+    Effect = Literal["codegen", "runtime", "debug"]
 
 __all__ = [
     "Catalog",
@@ -33,19 +38,18 @@ __all__ = [
     "installed_nvfuser",
 ]
 
-Kind = Literal["enable", "disable"]
-Effect = Literal["codegen", "runtime", "debug"]
 _OTHER: dict[str, Kind] = {"enable": "disable", "disable": "enable"}
 
 
-@dataclass(frozen=True, slots=True)
-class OptionInfo:
+class OptionInfo(Record):
     """One nvFuser option.
 
     ``effect`` is ``"codegen"`` (can change the compiled kernels or which executor runs), ``"runtime"`` (changes
     runtime behaviour only) or ``"debug"`` (output, profiling, validation). ``since``/``until`` are the first and
     last nvFuser versions the bundled table has the name in (``until`` is None when the newest covered one has it).
     """
+
+    __slots__ = ("description", "effect", "kind", "name", "requires_args", "since", "until")
 
     kind: Kind
     name: str
@@ -55,8 +59,15 @@ class OptionInfo:
     until: str | None
     requires_args: bool
 
+    def __init__(self, kind: Kind, name: str, effect: Effect, description: str, since: str, until: str | None,
+                 requires_args: bool) -> None:
+        self._init(kind=kind, name=name, effect=effect, description=description, since=since, until=until,
+                   requires_args=requires_args)
+
     def available_in(self, version: Version) -> bool:
         """Whether nvFuser ``version`` (compared by its release, ignoring dev/local parts) has this option."""
+        from packaging.version import Version
+
         release = Version(version.base_version)
         if release < Version(self.since):
             return False
@@ -68,15 +79,16 @@ class OptionInfo:
         return f"{self.since}+" if self.until is None else f"{self.since}-{self.until}"
 
 
-@dataclass(frozen=True, slots=True)
-class InstalledNvFuser:
+class InstalledNvFuser(Record):
     """An installed nvFuser distribution, found without importing it."""
+
+    __slots__ = ("distribution", "version")
 
     distribution: str
     version: Version
 
-
-_COVERED = tuple(Version(v) for v, _ in _catalog_data.VERSIONS)
+    def __init__(self, distribution: str, version: Version) -> None:
+        self._init(distribution=distribution, version=version)
 
 
 def _bundled() -> tuple[OptionInfo, ...]:
@@ -88,10 +100,16 @@ def _bundled() -> tuple[OptionInfo, ...]:
 
 @functools.cache
 def installed_nvfuser() -> InstalledNvFuser | None:
-    """The installed nvFuser, from an imported module if there is one, else from ``*.dist-info`` on ``sys.path``.
+    """The installed nvFuser, from an imported module if there is one, else from the installed distributions.
 
-    Cached for the process: a program does not change its nvFuser under its own feet.
+    nvFuser's wheels are named for CUDA and torch (``nvfuser-cu128-torch28``, ``nvfuser_cu130_torch210``, ...), so
+    the distribution is found by its name's prefix. Cached for the process: a program does not change its nvFuser
+    under its own feet.
     """
+    from importlib import metadata
+
+    from packaging.version import InvalidVersion, Version
+
     for module_name in ("nvfuser_direct", "nvfuser"):
         module = sys.modules.get(module_name)
         version_fn = getattr(module, "version", None)
@@ -100,20 +118,15 @@ def installed_nvfuser() -> InstalledNvFuser | None:
                 return InstalledNvFuser(module_name, Version(str(version_fn())))
             except InvalidVersion:
                 pass
-    for entry in sys.path:
-        try:
-            names = os.listdir(entry or ".")
-        except OSError:
-            continue
-        for name in sorted(names):
-            # Wheels are called nvfuser, nvfuser-cu128, nvfuser_cu130_torch210, ...: <dist>-<version>.dist-info
-            if name.startswith("nvfuser") and name.endswith(".dist-info"):
-                dist, _, version = name[: -len(".dist-info")].rpartition("-")
-                try:
-                    return InstalledNvFuser(dist, Version(version))
-                except InvalidVersion:
-                    continue
-    return None
+    found = []
+    for dist in metadata.distributions():
+        name = dist.metadata["Name"] or ""
+        if name.lower().startswith("nvfuser"):
+            try:
+                found.append(InstalledNvFuser(name, Version(dist.version)))
+            except InvalidVersion:
+                continue
+    return min(found, key=lambda f: f.distribution) if found else None
 
 
 class Catalog:
@@ -130,7 +143,9 @@ class Catalog:
             self.source = f"bundled catalog (nvFuser {first} to {last}; no nvFuser installed)"
         else:
             self.options = tuple(o for o in everything if o.available_in(nvfuser.version))
-            beyond = Version(nvfuser.version.base_version) > _COVERED[-1]
+            from packaging.version import Version
+
+            beyond = Version(nvfuser.version.base_version) > Version(last)
             note = f", newer than the catalog's {last}: names added since are unknown to it" if beyond else ""
             self.source = f"bundled catalog for installed nvFuser {nvfuser.version} ({nvfuser.distribution}{note})"
         self._by_kind: dict[str, dict[str, OptionInfo]] = {"enable": {}, "disable": {}}
@@ -174,6 +189,8 @@ class Catalog:
                 f"{name!r} is an nvFuser {other} option, not an {kind} option: pass it as {other}=[{name!r}]"
             )
         message = f"unknown nvFuser {kind} option {name!r}"
+        import difflib
+
         close = difflib.get_close_matches(name, self._by_kind[kind], n=3, cutoff=0.6)
         close_other = difflib.get_close_matches(name, self._by_kind[other], n=1, cutoff=0.75)
         if close:

@@ -16,9 +16,13 @@ from typing import Any
 
 import nvscope
 from nvscope import _env, _frontends, _patches
-from nvscope._catalog import Catalog, Kind
+from nvscope._catalog import Catalog
 from nvscope._devmode import strict_mode
 from nvscope._errors import UnknownOptionError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from nvscope._catalog import Kind
 
 __all__ = ["doctor"]
 

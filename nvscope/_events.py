@@ -8,25 +8,29 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextvars import ContextVar
-from dataclasses import dataclass
-from typing import Literal
 
 from nvscope._optionset import OptionSet
+from nvscope._record import Record
 
-__all__ = ["ADAPTERS", "PHASE", "SINKS", "FusionRecord", "Phase", "emit"]
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Literal
 
-Phase = Literal["forward", "backward"]
-# "partition": "default" (the fusion's own cache, i.e. no scope or nothing the scope adds), "new" (a cache for this
-# option set was built by this call: it compiles), "reused" (an existing cache for this option set).
-Partition = Literal["default", "new", "reused"]
+    Phase = Literal["forward", "backward"]
+    # "default" (the fusion's own cache: no scope, or nothing the scope adds), "new" (a cache for this option set
+    # was built by this call: it compiles), "reused" (an existing cache for this option set).
+    Partition = Literal["default", "new", "reused"]
+
+__all__ = ["ADAPTERS", "PHASE", "SINKS", "FusionRecord", "emit"]
 
 # Set by the Thunder adapter around a backward pass; everything else is forward.
 PHASE: ContextVar[Phase] = ContextVar("nvscope.phase", default="forward")
 
 
-@dataclass(frozen=True, slots=True)
-class FusionRecord:
-    """One nvFuser fusion execution."""
+class FusionRecord(Record):
+    """One nvFuser fusion execution: which fusion, with which options, in which partition, on which thread."""
+
+    __slots__ = ("frontend", "fusion", "options", "partition", "phase", "thread")
 
     fusion: str
     options: OptionSet
@@ -34,6 +38,11 @@ class FusionRecord:
     thread: str
     phase: Phase
     frontend: str
+
+    def __init__(self, fusion: str, options: OptionSet, partition: Partition, thread: str, phase: Phase,
+                 frontend: str) -> None:
+        self._init(fusion=fusion, options=options, partition=partition, thread=thread, phase=phase,
+                   frontend=frontend)
 
 
 SINKS: list[Callable[[FusionRecord], None]] = []

@@ -9,7 +9,10 @@ the left operand.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import ClassVar
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import ClassVar
 
 __all__ = ["EMPTY", "OptionSet"]
 

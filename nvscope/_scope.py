@@ -19,18 +19,24 @@ import functools
 from collections.abc import AsyncGenerator, Callable, Generator, Iterable, Mapping
 from contextvars import ContextVar, Token
 from types import TracebackType
-from typing import Any, ParamSpec, TypeVar, cast
 
 from nvscope import _devmode, _events
-from nvscope._catalog import Kind, catalog
+from nvscope._catalog import catalog
 from nvscope._errors import UnknownOptionError
 from nvscope._optionset import EMPTY, OptionSet
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: `import nvscope` must stay light (nvscope/_record.py)
+    from typing import Any, ParamSpec, TypeVar
+
+    from nvscope._catalog import Kind
+
+    P = ParamSpec("P")
+    R = TypeVar("R")
+    F = TypeVar("F", bound=Callable[..., Any])
+
 __all__ = ["ACTIVE", "Frame", "bind", "current_options", "nv_options", "with_nv_options"]
 
-P = ParamSpec("P")
-R = TypeVar("R")
-F = TypeVar("F", bound=Callable[..., Any])
 
 
 class Frame:
@@ -184,9 +190,9 @@ def _decorate(scope: nv_options, func: F) -> F:
     if not callable(func):
         raise TypeError(f"with_nv_options decorates a callable, not {type(func).__name__}: {func!r}")
     if inspect.isasyncgenfunction(func):
-        return cast(F, _wrap_async_generator(scope, func))
+        return _wrap_async_generator(scope, func)  # type: ignore[return-value]
     if inspect.isgeneratorfunction(func):
-        return cast(F, _wrap_generator(scope, func))
+        return _wrap_generator(scope, func)  # type: ignore[return-value]
     if inspect.iscoroutinefunction(func):
         @functools.wraps(func)
         async def coroutine_wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -194,13 +200,13 @@ def _decorate(scope: nv_options, func: F) -> F:
             # suspended until it returns, and other tasks have contexts of their own.
             with scope:
                 return await func(*args, **kwargs)
-        return cast(F, coroutine_wrapper)
+        return coroutine_wrapper  # type: ignore[return-value]
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         with scope:
             return func(*args, **kwargs)
-    return cast(F, wrapper)
+    return wrapper  # type: ignore[return-value]
 
 
 class _Steps:

@@ -20,7 +20,11 @@ from typing import Any
 
 import nvscope
 from nvscope import _table
-from nvscope._catalog import Kind, OptionInfo
+from nvscope._catalog import OptionInfo
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from nvscope._catalog import Kind
 
 __all__ = ["main"]
 

@@ -28,9 +28,11 @@ def fresh_catalog() -> Iterator[None]:
 
 
 def fake_nvfuser(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dist_info: str) -> None:
-    """Put an empty ``<dist>-<version>.dist-info`` directory first on sys.path and reset the caches."""
+    """Put a ``<dist>-<version>.dist-info`` directory (with its METADATA) first on sys.path and reset the caches."""
     site = tmp_path / "site"
     (site / dist_info).mkdir(parents=True)
+    dist, _, version = dist_info.removesuffix(".dist-info").rpartition("-")
+    (site / dist_info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n")
     for name in ("nvfuser", "nvfuser_direct"):
         monkeypatch.delitem(sys.modules, name, raising=False)
     monkeypatch.syspath_prepend(str(site))

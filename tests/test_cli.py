@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -91,9 +92,15 @@ def test_options_json(tmp_path: Path) -> None:
     assert {o["kind"] for o in only_enable["options"]} == {"enable"}
 
 
+def fake_dist(site: Path, dist_info: str) -> None:
+    """An installed distribution as pip leaves it: ``<name>-<version>.dist-info/METADATA``."""
+    name, _, version = dist_info.removesuffix(".dist-info").rpartition("-")
+    write(site / dist_info / "METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+
+
 def test_options_source_names_the_installed_nvfuser(tmp_path: Path) -> None:
     site = tmp_path / "site"
-    (site / "nvfuser-0.2.30.dist-info").mkdir(parents=True)
+    fake_dist(site, "nvfuser-0.2.30.dist-info")
     result = nvscope_cmd("options", "--json", cwd=tmp_path, path=[site])
     document = json.loads(result.stdout)
     assert document["nvfuser"] == "0.2.30"
@@ -165,11 +172,12 @@ def test_doctor_reports_a_thunder_that_fails_to_import(tmp_path: Path) -> None:
 
 def test_doctor_nvfuser_found_without_importing_it(tmp_path: Path) -> None:
     site = tmp_path / "site"
-    (site / "nvfuser_cu130_torch210-0.2.35.dist-info").mkdir(parents=True)
+    fake_dist(site, "nvfuser_cu130_torch210-0.2.35.dist-info")
     write(site / "nvfuser_direct" / "__init__.py", "raise AssertionError('doctor must not import nvFuser')\n")
     result = nvscope_cmd("doctor", cwd=tmp_path, path=[site])
     assert "ok    nvFuser 0.2.35 (nvfuser_cu130_torch210), frontend nvfuser_direct" in result.stdout.splitlines()
-    (site / "nvfuser_cu130_torch210-0.2.35.dist-info").rename(site / "nvfuser-0.2.20.dist-info")
+    shutil.rmtree(site / "nvfuser_cu130_torch210-0.2.35.dist-info")
+    fake_dist(site, "nvfuser-0.2.20.dist-info")
     old = nvscope_cmd("doctor", cwd=tmp_path, path=[site])
     assert "warn  nvFuser 0.2.20 (nvfuser), frontend nvfuser_direct: too old for per-call options" in old.stdout
 
