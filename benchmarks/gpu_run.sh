@@ -1,29 +1,47 @@
 #!/usr/bin/env bash
-# The whole H200 session in one command per Thunder build: tests, benchmark, examples, CLI. Logs under $OUT.
-# Usage (device machine, repo root): bash benchmarks/gpu_run.sh 0.2.6|next [tests,bench,examples,cli]
+# The H200 session in one command per Thunder build. Logs under $OUT (streamed with tee, so a timeout keeps them).
+# Usage (device machine, repo root): bash benchmarks/gpu_run.sh 0.2.6|next PARTS
+#   PARTS, comma-separated: tests, thunder-suite (Thunder's own test_nvfuser.py, every test inside a scope),
+#   examples, cli, search, steps, distributed
 set -uo pipefail
-build="$1"; parts="${2:-tests,bench,examples,cli}"; out="${OUT:-/tmp/nvscope-out}"; mkdir -p "$out"
-export NVSCOPE_GPU_THUNDER="$build" PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-source .gpu/activate.sh
+build="$1"; parts="${2:-tests}"; out="${OUT:-/tmp/nvscope-out}"; mkdir -p "$out"
+export NVSCOPE_GPU_THUNDER="$build" PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" NCCL_NVLS_ENABLE=0
+source .gpu/activate.sh || exit 1
 log="$out/gpu-$build.log"
+site="/tmp/nvscope-site-$build"
+step() { echo "== $1 ($build) $(date +%T)" | tee -a "$log"; }
 if [[ $parts == *tests* ]]; then
-  echo "== pytest tests/gpu ($build)" | tee -a "$log"
-  timeout 300 python -m pytest tests/gpu -q -rA -p no:cacheprovider -W ignore::DeprecationWarning 2>&1 \
-    | grep -v "^PASSED" | tee -a "$log" | tail -4
+  step "pytest tests/gpu"
+  timeout "${TESTS_TIMEOUT:-420}" python -m pytest tests/gpu -q -rA -p no:cacheprovider -W ignore::DeprecationWarning \
+    ${TESTS_K:+-k "$TESTS_K"} 2>&1 | grep -v "^PASSED" | tee -a "$log" | tail -5
 fi
-if [[ $parts == *bench* ]]; then
-  echo "== benchmarks/thunder_steps.py ($build)" | tee -a "$log"
-  timeout 240 python benchmarks/thunder_steps.py 2>&1 | grep -v Warning | tee -a "$log"
+if [[ $parts == *thunder-suite* ]]; then
+  step "Thunder's own test_nvfuser.py, each test inside nv_options(enable=[static_fusion_count])"
+  (cd /tmp && NVSCOPE_DEV=1 timeout 300 python -m pytest "$site/thunder/tests/test_nvfuser.py" -q -p no:cacheprovider \
+    -p nvscope.pytest_plugin --nv-enable static_fusion_count -W ignore::DeprecationWarning 2>&1) | tee -a "$log" | tail -4
 fi
 if [[ $parts == *examples* ]]; then
   for e in quickstart matmul_codegen train_step plain_model; do
-    echo "== examples/$e.py ($build)" | tee -a "$log"
+    step "examples/$e.py"
     timeout 120 python "examples/$e.py" 2>&1 | grep -v -i "warn" | tee -a "$log" | tail -40
   done
 fi
 if [[ $parts == *cli* ]]; then
   for cmd in "doctor" "options" "run --enable fuse_matmul --disable matmul_expr_eval examples/plain_model.py"; do
-    echo "== nvscope $cmd ($build)" | tee -a "$log"
+    step "nvscope $cmd"
     timeout 120 python -m nvscope $cmd 2>&1 | grep -v -i "userwarning\|warnings.warn" | tee -a "$log" | tail -40
   done
 fi
+if [[ $parts == *search* ]]; then
+  step "benchmarks/search_workloads.py"
+  timeout 480 python benchmarks/search_workloads.py --out "$out" ${SEARCH_ARGS:-} 2>&1 | tee -a "$log" | tail -60
+fi
+if [[ $parts == *steps* ]]; then
+  step "benchmarks/thunder_steps.py"
+  timeout 420 python benchmarks/thunder_steps.py ${STEPS_ARGS:-} 2>&1 | grep -v Warning | tee -a "$log"
+fi
+if [[ $parts == *distributed* ]]; then
+  step "examples/ddp_train.py (2 ranks)"
+  timeout 300 python -m torch.distributed.run --nproc-per-node 2 examples/ddp_train.py 2>&1 | tee -a "$log" | tail -30
+fi
+step "done"

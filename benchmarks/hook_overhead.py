@@ -232,8 +232,8 @@ def main() -> None:
               f"traced {current / 1024:7.1f} KiB")
 
     with_nvscope, bare_python = import_ms()
-    print(f"\nimport nvscope: {with_nvscope - bare_python:.1f} ms over bare python (target < 20), median of 15; "
-          "no torch/thunder/nvfuser imported")
+    print(f"\nimport nvscope: {with_nvscope - bare_python:.1f} ms over bare python (target <= 10), median of 15 "
+          "fresh interpreters; no torch/thunder/nvfuser imported")
 
 
 if __name__ == "__main__":
