@@ -22,7 +22,7 @@ def test_nvfuser_direct_fusion_definition_partitions_per_option_set() -> None:
     nvfuser_direct = pytest.importorskip("nvfuser_direct")
     from nvfuser_direct import DataType, FusionDefinition
 
-    assert "nvfuser_direct" in nvscope.nvfuser.install()
+    assert nvscope.nvfuser.install() is True and "nvfuser_direct" in nvscope.nvfuser.frontends()
     with FusionDefinition() as fd:
         a = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.BFloat16)
         b = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.BFloat16)
