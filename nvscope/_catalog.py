@@ -7,6 +7,11 @@ not in your nvFuser version) instead of nvFuser's late ``RuntimeError`` inside t
 The table itself lives in ``_catalog_data.py`` (read from nvFuser's ``csrc/options.cpp`` and ``csrc/options.h``).
 When an nvFuser distribution is installed, its version is read from the distribution metadata (nvFuser itself is
 never imported here: that would import torch) and the table is narrowed to the names that version has.
+
+nvFuser's lists change every few releases (renames, moves between the lists, removals), so an installed nvFuser newer
+than the table may accept names the table lacks. For those, nvFuser itself is asked (`probe_installed`), once per
+process and only after such a miss; where it cannot be asked (no CUDA), the error says so and names the way out,
+``NVSCOPE_TRUST_NVFUSER=1``.
 """
 
 from __future__ import annotations
@@ -14,10 +19,11 @@ from __future__ import annotations
 import functools
 import os
 import sys
+import threading
 from collections.abc import Iterable
 
-from nvscope import _catalog_data
-from nvscope._errors import UnknownOptionError
+from nvscope import _catalog_data, _env
+from nvscope._errors import NvscopeWarning, UnknownOptionError
 from nvscope._record import Record
 
 TYPE_CHECKING = False
@@ -129,15 +135,58 @@ def installed_nvfuser() -> InstalledNvFuser | None:
     return min(found, key=lambda f: f.distribution) if found else None
 
 
-class Catalog:
-    """The options one nvFuser version accepts (or the whole bundled table when no nvFuser is installed)."""
+# How the hint "pass it as ..." spells a name in the other list. Python callers see keyword arguments; the command
+# line tools pass their flag's syntax (`Catalog.check(..., spelling="--{kind} {name}")`).
+PYTHON_SPELLING = "{kind}=[{name!r}]"
 
-    __slots__ = ("_all", "_by_kind", "nvfuser", "options", "source")
+_ARTICLE = {"enable": "an enable", "disable": "a disable"}
+_LONGEST_SHOWN = 60  # a name longer than this is cut in messages: nobody needs 10,000 characters echoed back
+# What the installed nvFuser said it accepts (or why it could not be asked), and the names already noted: per
+# process, not per Catalog, since threads that race on the first `catalog()` call may each build one.
+_probe_lock = threading.Lock()
+_probed: dict[str, frozenset[str]] | None = None
+_probe_error: str | None = None
+_noted: set[tuple[str, str]] = set()
+
+
+def _shown(name: str) -> str:
+    """``repr(name)``, cut to a readable length."""
+    if len(name) <= _LONGEST_SHOWN:
+        return repr(name)
+    return f"{name[:_LONGEST_SHOWN - 12]!r}... ({len(name)} characters)"
+
+
+def _same_but_case(name: str, names: Iterable[str]) -> str | None:
+    """The name in ``names`` that equals ``name`` but for case (nvFuser's are lower case; ``FMA`` is easy to type)."""
+    key = name.lower()
+    return next((candidate for candidate in names if candidate.lower() == key), None)
+
+
+def _close_matches(name: str, names: Iterable[str], n: int, cutoff: float) -> list[str]:
+    """Did-you-mean candidates, compared case-insensitively."""
+    if len(name) > 2 * _LONGEST_SHOWN:  # nothing is that close to a name this long, and difflib is quadratic
+        return []
+    import difflib
+
+    by_lower = {candidate.lower(): candidate for candidate in names}
+    return [by_lower[match] for match in difflib.get_close_matches(name.lower(), by_lower, n=n, cutoff=cutoff)]
+
+
+class Catalog:
+    """The options one nvFuser version accepts (or the whole bundled table when no nvFuser is installed).
+
+    When the installed nvFuser is newer than the newest version the table covers, a name the table lacks is not
+    refused outright: nvFuser itself is asked, once per process and only on such a miss, which names it accepts
+    (`probe_installed`), and those names pass, with a one-time `NvscopeWarning`.
+    """
+
+    __slots__ = ("_all", "_by_kind", "_newer", "nvfuser", "options", "source")
 
     def __init__(self, options: Iterable[OptionInfo], nvfuser: InstalledNvFuser | None) -> None:
         everything = tuple(options)
         self.nvfuser = nvfuser
         first, last = _catalog_data.VERSIONS[0][0], _catalog_data.VERSIONS[-1][0]
+        self._newer = False
         if nvfuser is None:
             self.options = everything
             self.source = f"bundled catalog (nvFuser {first} to {last}; no nvFuser installed)"
@@ -145,8 +194,9 @@ class Catalog:
             self.options = tuple(o for o in everything if o.available_in(nvfuser.version))
             from packaging.version import Version
 
-            beyond = Version(nvfuser.version.base_version) > Version(last)
-            note = f", newer than the catalog's {last}: names added since are unknown to it" if beyond else ""
+            self._newer = Version(nvfuser.version.base_version) > Version(last)
+            note = (f", newer than the catalog's {last}: names the catalog lacks are checked with nvFuser itself"
+                    if self._newer else "")
             self.source = f"bundled catalog for installed nvFuser {nvfuser.version} ({nvfuser.distribution}{note})"
         self._by_kind: dict[str, dict[str, OptionInfo]] = {"enable": {}, "disable": {}}
         self._all = everything
@@ -164,8 +214,13 @@ class Catalog:
         """The option ``name`` in the ``kind`` list, or None."""
         return self._by_kind[kind].get(name)
 
-    def check(self, kind: Kind, name: str) -> None:
-        """Raise `UnknownOptionError`, with the fix in the message, unless ``name`` is valid per call in ``kind``."""
+    def check(self, kind: Kind, name: str, *, spelling: str = PYTHON_SPELLING) -> None:
+        """Raise `UnknownOptionError`, with the fix in the message, unless ``name`` is valid per call in ``kind``.
+
+        ``spelling`` is how the message tells the user to pass a name in a list (a format string with ``{kind}`` and
+        ``{name}``): Python's ``disable=['x']`` by default; a command-line tool passes its own flag's syntax, e.g.
+        ``"--{kind} {name}"``.
+        """
         info = self._by_kind[kind].get(name)
         if info is not None:
             if info.requires_args:
@@ -174,31 +229,102 @@ class Catalog:
                     "and per-call options carry no arguments: set it in the environment before the process starts"
                 )
             return
+        self._miss(kind, name, spelling)
+
+    def _miss(self, kind: Kind, name: str, spelling: str) -> None:
+        """``check`` for a name this version's table lacks: accept it if nvFuser does (see the class), else raise."""
+        shown = _shown(name)
+        if "(" in name:
+            env = f"NVFUSER_{kind.upper()}={name}" if len(name) <= _LONGEST_SHOWN else f"NVFUSER_{kind.upper()}"
+            raise UnknownOptionError(f"nvFuser {kind} option {shown}: per-call options carry no arguments; "
+                                     f"set {env} in the environment before the process starts")
+        anywhere = [o for o in self._all if o.name == name and o.kind == kind]
+        if not any(o.requires_args for o in anywhere):  # those stay refused, whatever nvFuser accepts
+            if _env.flag("NVSCOPE_TRUST_NVFUSER"):
+                self._note(kind, name, "passed to nvFuser unvalidated (NVSCOPE_TRUST_NVFUSER=1)")
+                return
+            if self._newer and self._nvfuser_accepts(kind, name):
+                self._note(kind, name, f"accepted because the installed nvFuser {self._installed()} accepts it per "
+                                       f"call; the bundled catalog is older (it covers nvFuser up to "
+                                       f"{_catalog_data.VERSIONS[-1][0]})")
+                return
         other = _OTHER[kind]
         # The version check comes first: a name can move between lists across versions (disable parallel_serde
-        # until 0.2.35, enable parallel_serde from 0.2.35), and "pass it as disable=" would invert the request.
-        anywhere = [o for o in self._all if o.name == name and o.kind == kind]
+        # until 0.2.35, enable parallel_serde from 0.2.35), and "pass it as enable=" would invert the request.
         if anywhere and self.nvfuser is not None:
-            also = f" (it has {name!r} only as an {other} option)" if name in self._by_kind[other] else ""
+            also = f" (it has {name!r} only as {_ARTICLE[other]} option)" if name in self._by_kind[other] else ""
             raise UnknownOptionError(
                 f"nvFuser {kind} option {name!r} exists only in nvFuser {anywhere[0].versions}; "
-                f"the installed nvFuser is {self.nvfuser.version}{also}"
+                f"the installed nvFuser is {self.nvfuser.version}{also}{self._newer_note(kind, name, spelling)}"
             )
         if name in self._by_kind[other]:
             raise UnknownOptionError(
-                f"{name!r} is an nvFuser {other} option, not an {kind} option: pass it as {other}=[{name!r}]"
+                f"{name!r} is an nvFuser {other} option, not {_ARTICLE[kind]} option: pass it as "
+                + spelling.format(kind=other, name=name)
             )
-        message = f"unknown nvFuser {kind} option {name!r}"
-        import difflib
-
-        close = difflib.get_close_matches(name, self._by_kind[kind], n=3, cutoff=0.6)
-        close_other = difflib.get_close_matches(name, self._by_kind[other], n=1, cutoff=0.75)
+        message = f"unknown nvFuser {kind} option {shown}"
+        if (same := _same_but_case(name, self._by_kind[kind])) is not None:
+            close, close_other = [same], []
+        elif (same := _same_but_case(name, self._by_kind[other])) is not None:
+            close, close_other = [], [same]
+        else:
+            close = _close_matches(name, self._by_kind[kind], n=3, cutoff=0.6)
+            close_other = _close_matches(name, self._by_kind[other], n=1, cutoff=0.75)
         if close:
             message += f"; did you mean {' or '.join(repr(c) for c in close)}?"
         elif close_other:
             message += f"; did you mean the {other} option {close_other[0]!r}?"
-        message += " (`nvscope options` lists them all)"
+        message += " (`nvscope options` lists them all)" + self._newer_note(kind, name, spelling)
         raise UnknownOptionError(message)
+
+    def _installed(self) -> str:
+        return "?" if self.nvfuser is None else str(self.nvfuser.version)
+
+    def _nvfuser_accepts(self, kind: Kind, name: str) -> bool | None:
+        """Whether the installed nvFuser accepts ``name`` per call; None when it cannot be asked (e.g. no CUDA).
+
+        Asked once per process (a child process; seconds), and only after a miss, so valid names never pay for it.
+        """
+        global _probed, _probe_error
+        with _probe_lock:  # one probe, also when several threads miss at once
+            if _probed is None and _probe_error is None:
+                try:
+                    _probed = probe_installed()
+                except Exception as error:  # RuntimeError (no CUDA, no list printed), a timeout, no interpreter
+                    text = f"{type(error).__name__}: {error}"
+                    _probe_error = text if len(text) <= 200 else text[:197] + "..."
+            accepted = _probed
+        return None if accepted is None else name in accepted[kind]
+
+    def _newer_note(self, kind: Kind, name: str, spelling: str) -> str:
+        """For a refusal on an nvFuser newer than the catalog: what nvFuser itself said, or the way out."""
+        if not self._newer:
+            return ""
+        said = (f" (the bundled catalog covers nvFuser up to {_catalog_data.VERSIONS[-1][0]}, older than the "
+                f"installed {self._installed()}")
+        if _probed is not None:
+            other = _OTHER[kind]
+            if name in _probed[other]:  # moved between the lists since the catalog's newest version
+                return (f"{said}; that nvFuser accepts it as {_ARTICLE[other]} option: pass it as "
+                        f"{spelling.format(kind=other, name=name)})")
+            return f"{said}, and that nvFuser does not accept it either)"
+        if _probe_error is not None:
+            return (f"{said}, and nvFuser could not be asked which names it accepts: {_probe_error}; set "
+                    "NVSCOPE_TRUST_NVFUSER=1 to pass names the catalog lacks to nvFuser unvalidated)")
+        return ""  # not asked (a name that needs arguments): nothing to add
+
+    def _note(self, kind: Kind, name: str, why: str) -> None:
+        """Say once per process that ``name`` was let through although the catalog lacks it."""
+        with _probe_lock:
+            if (kind, name) in _noted:
+                return
+            _noted.add((kind, name))
+        import warnings
+
+        from nvscope._devmode import _user_stacklevel
+
+        warnings.warn(f"nvFuser {kind} option {_shown(name)} is not in nvscope's option catalog: {why}",
+                      NvscopeWarning, stacklevel=_user_stacklevel())
 
 
 @functools.cache
@@ -208,10 +334,13 @@ def catalog() -> Catalog:
 
 
 def _reset_cache() -> None:
-    """Forget the cached catalog and installed version (for tests that fake an installation)."""
+    """Forget the cached catalog, installed version and probe (for tests that fake an installation)."""
+    global _probed, _probe_error
     catalog.cache_clear()
     installed_nvfuser.cache_clear()
-
+    with _probe_lock:
+        _probed, _probe_error = None, None
+        _noted.clear()
 
 
 _PROBE = """

@@ -12,6 +12,7 @@ it does for a user), ``time.perf_counter`` otherwise.
 
 from __future__ import annotations
 
+import math
 import statistics
 import sys
 import time
@@ -29,8 +30,9 @@ __all__ = ["CompareResult", "VariantResult", "compare"]
 @dataclass(frozen=True)
 class VariantResult:
     """One variant: its options, run times in ms (``repeat`` of them), the output's max |diff| vs the first
-    variant (0.0 for the first; None when outputs hold no numbers), and the kernel names it launched (empty when
-    torch.profiler is unavailable or no kernel ran)."""
+    variant (0.0 for the first; None when outputs hold no numbers; nan when either output has a NaN where the other
+    does not hold the same value, which a NaN never is), the kernel names it launched (empty when torch.profiler is
+    unavailable or no kernel ran), and whether its output has a NaN."""
 
     name: str
     options: OptionSet
@@ -38,6 +40,7 @@ class VariantResult:
     max_abs_diff: float | None
     kernels: tuple[str, ...]
     timer: str
+    has_nan: bool = False
 
     @property
     def median_ms(self) -> float:
@@ -70,6 +73,9 @@ class CompareResult:
             table.extend(("", "", "", "", "", f"  {kernel}") for kernel in r.kernels)
         header = ("variant", "median ms", "min ms", "ratio", "max|diff|", "options / kernels")
         lines = [_table.render(header, table, right=(1, 2, 3, 4))]
+        with_nan = [r.name for r in rows if r.has_nan]
+        if with_nan:
+            lines.append(f"NaN in the output of: {', '.join(with_nan)} (so max|diff| against it is nan)")
         lines.append(f"timer: {rows[0].timer}")
         return "\n".join(lines)
 
@@ -85,21 +91,60 @@ def _leaves(value: Any) -> list[Any]:
     return [value]
 
 
-def _max_abs_diff(a: Any, b: Any) -> float | None:
-    left, right = _leaves(a), _leaves(b)
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _snapshot(value: Any) -> list[Any]:
+    """The output's leaves, copied: the next run may overwrite a buffer the function returns again (a preallocated
+    output, a cache). Tensors are cloned; numbers are immutable; other leaves are not compared, so kept as they are.
+    Flattening copies the containers too, which is what ``copy.deepcopy`` of a list of numbers would buy."""
+    torch = sys.modules.get("torch")
+    return [leaf.detach().clone() if torch is not None and isinstance(leaf, torch.Tensor) else leaf
+            for leaf in _leaves(value)]
+
+
+def _has_nan(leaves: list[Any]) -> bool:
+    torch = sys.modules.get("torch")
+    for leaf in leaves:
+        if torch is not None and isinstance(leaf, torch.Tensor):
+            if (leaf.is_floating_point() or leaf.is_complex()) and bool(torch.isnan(leaf).any()):
+                return True
+        elif isinstance(leaf, float) and math.isnan(leaf):
+            return True
+    return False
+
+
+def _leaf_diff(index: int, x: Any, y: Any) -> float | None:
+    """max |x - y| for one pair of leaves (nan if a NaN is involved; 0 where both hold the same infinity)."""
+    torch = sys.modules.get("torch")
+    if torch is not None and (isinstance(x, torch.Tensor) or isinstance(y, torch.Tensor)):
+        if not (isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor)):
+            raise ValueError(f"variants returned different structures: leaf {index} is a tensor in one output only")
+        if x.shape != y.shape:  # x - y would broadcast and compare the wrong elements
+            raise ValueError(f"variants returned different structures: leaf {index} has shape {tuple(x.shape)} vs "
+                             f"{tuple(y.shape)}")
+        if x.numel() == 0:
+            return None
+        wide = torch.complex128 if x.is_complex() or y.is_complex() else torch.float64
+        a, b = x.detach().to(wide), y.detach().to(wide)
+        diff = torch.where(a == b, 0.0, (a - b).abs())  # inf == inf is no difference; NaN != NaN is
+        return float(diff.max().item())  # torch's max propagates NaN, whatever its position
+    if _is_number(x) and _is_number(y):
+        return 0.0 if x == y else abs(float(x) - float(y))
+    return None
+
+
+def _max_abs_diff(left: list[Any], right: list[Any]) -> float | None:
     if len(left) != len(right):
         raise ValueError(f"variants returned different structures: {len(left)} vs {len(right)} leaves")
     worst: float | None = None
-    torch = sys.modules.get("torch")
-    for x, y in zip(left, right, strict=True):
-        if torch is not None and isinstance(x, torch.Tensor):
-            if x.numel() == 0:
-                continue
-            diff = float((x.detach().double() - y.detach().double()).abs().max().item())
-        elif isinstance(x, (int, float)) and not isinstance(x, bool):
-            diff = abs(float(x) - float(y))
-        else:
+    for index, (x, y) in enumerate(zip(left, right, strict=True)):
+        diff = _leaf_diff(index, x, y)
+        if diff is None:
             continue
+        if math.isnan(diff):
+            return diff  # not max(): max(0.0, nan) is 0.0 but max(nan, 0.0) is nan
         worst = diff if worst is None else max(worst, diff)
     return worst
 
@@ -153,38 +198,46 @@ def compare(
 
     ``variants`` maps a name to ``nv_options`` keyword arguments (``enable``, ``disable``, ``inherit``); every
     variant is validated before anything runs. Each variant warms up ``warmup`` times (compiling its own
-    partition), then runs ``repeat`` timed times. Prints the table unless ``show=False``; returns the data.
+    partition), then runs ``repeat`` timed times. The output of each variant's first call is copied at once (a
+    function may return a buffer it overwrites later) and compared with the first variant's, leaf by leaf; a NaN
+    makes max|diff| nan and is named under the table. Prints the table unless ``show=False``; returns the data.
     """
     if not variants:
         raise ValueError("compare() needs at least one variant, e.g. variants={'default': {}, 'x': {'enable': [...]}}")
     if repeat < 1 or warmup < 0:
         raise ValueError(f"repeat must be >= 1 and warmup >= 0, got repeat={repeat}, warmup={warmup}")
+    if not isinstance(variants, Mapping):
+        raise TypeError("compare(variants=) takes a mapping from a variant's name to its options, e.g. "
+                        f"{{'default': {{}}, 'x': {{'enable': [...]}}}}, not {type(variants).__name__}")
     scopes: dict[str, nv_options] = {}
     for name, spec in variants.items():
+        if not isinstance(spec, Mapping):
+            shown = repr(spec) if len(repr(spec)) <= 60 else repr(spec)[:57] + "..."
+            raise TypeError(f"variant {name!r}: a variant is a mapping of nv_options arguments, like "
+                            f"{{'enable': [...], 'disable': [...]}}, not {type(spec).__name__}: {shown}")
         unknown = set(spec) - {"enable", "disable", "inherit"}
         if unknown:
             raise TypeError(f"variant {name!r}: unknown keys {sorted(unknown)}; use enable=, disable=, inherit=")
         scopes[name] = nv_options(**spec)  # type: ignore[arg-type]
 
     results: dict[str, VariantResult] = {}
-    reference: Any = None
-    for index, (name, scope) in enumerate(scopes.items()):
+    reference: list[Any] | None = None
+    for name, scope in scopes.items():
         with scope as effective:
             def call() -> Any:
                 return fn(*args, **kwargs)
 
             output = call()
+            compared = _snapshot(output)  # before any other run can overwrite it
             for _ in range(warmup):
                 call()
             cuda = _on_cuda(output)
             times, timer = _time(call, repeat, cuda)
             names = _kernels(call, cuda) if kernels else []
-        if index == 0:
-            reference = output
-            diff = _max_abs_diff(output, output)
-        else:
-            diff = _max_abs_diff(reference, output)
-        results[name] = VariantResult(name, effective, tuple(times), diff, tuple(names), timer)
+        if reference is None:
+            reference = compared
+        diff = _max_abs_diff(reference, compared)
+        results[name] = VariantResult(name, effective, tuple(times), diff, tuple(names), timer, _has_nan(compared))
     result = CompareResult(results)
     if show:
         print(result.table())

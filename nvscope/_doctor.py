@@ -91,23 +91,28 @@ def _check_env(report: _Report, known: Catalog | None) -> None:
         bad = len(malformed)
         for item in items:
             name, paren, _ = item.partition("(")
-            name = name.strip()
+            name = name.partition(")")[0].strip()  # a stray ')' is reported above, once, not as a second bad name
             info = known.get(kind, name)
             if info is None:
-                bad += 1
-                other: Kind = "disable" if kind == "enable" else "enable"
-                if known.get(other, name) is not None:
-                    report.line("FAIL", f"{variable}: {name!r} is an nvFuser {other} option, not an {kind} option",
-                                f"move {name!r} to NVFUSER_{other.upper()}")
-                    continue
-                try:
-                    known.check(kind, name)
-                    message = f"unknown nvFuser {kind} option {name!r}"
-                except UnknownOptionError as error:
-                    message = str(error)
-                report.line("FAIL", f"{variable}: {message}",
-                            f"correct or remove {name!r} in {variable} (nvFuser does not accept it); "
-                            f"`nvscope options --{kind}` lists the valid names")
+                # The catalog's check is the authority: it also accepts a name the catalog lacks when a newer
+                # nvFuser accepts it (or NVSCOPE_TRUST_NVFUSER=1), saying so in a warning, shown here as a note.
+                with warnings.catch_warnings(record=True) as notes:
+                    warnings.simplefilter("always")
+                    try:
+                        known.check(kind, name)
+                    except UnknownOptionError as error:
+                        bad += 1
+                        other: Kind = "disable" if kind == "enable" else "enable"
+                        if known.get(other, name) is not None:
+                            article = "an enable" if kind == "enable" else "a disable"
+                            report.line("FAIL", f"{variable}: {name!r} is an nvFuser {other} option, not {article} "
+                                                "option", f"move {name!r} to NVFUSER_{other.upper()}")
+                        else:
+                            report.line("FAIL", f"{variable}: {error}",
+                                        f"correct or remove {name!r} in {variable} (nvFuser does not accept it); "
+                                        f"`nvscope options --{kind}` lists the valid names")
+                for note in notes:
+                    report.line("note", f"{variable}: {note.message}")
             elif info.requires_args and not paren:
                 report.line("warn", f"{variable}: {name!r} needs arguments and does nothing without them",
                             f"set {variable}={name}(...) with its arguments: {info.description}")

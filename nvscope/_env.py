@@ -28,6 +28,8 @@ VARIABLES: dict[str, tuple[str, object, str]] = {
     "NVSCOPE_MAX_PARTITIONS": ("count", 8, "option sets kept compiled per fusion (LRU)"),
     "NVSCOPE_REPRO": ("flag", True, "a failing scoped fusion writes a repro script"),
     "NVSCOPE_REPRO_DIR": ("text", "", "where repro scripts go (default: a temporary directory)"),
+    "NVSCOPE_TRUST_NVFUSER": ("flag", False, "option names the catalog lacks go to nvFuser unvalidated (for an "
+                              "nvFuser newer than the catalog that cannot be asked, e.g. without CUDA)"),
 }
 
 _warned: set[tuple[str, str]] = set()

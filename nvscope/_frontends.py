@@ -14,6 +14,10 @@
   duration of the call (snapshot/restore), which is safe between threads only because its execute binding holds
   the GIL for the whole call (no ``gil_scoped_release`` in ``python/python_direct/runtime.cpp``; tested with two
   threads on the H200). `TABLE_LOCK` only makes the creation of a fusion's partition table happen once.
+* A partition's FusionDefinition carries its options (`carry`), for the two callers that execute it without them:
+  nvFuser's ``execute_with_dtensors(fd, dtensors)``, which Thunder calls for DTensor inputs and which calls
+  ``fd.execute(local_tensors)`` with no options (`make_execute_with_dtensors` hands it a view whose ``execute``
+  passes them), and the repro scripts nvFuser writes for it (`nvscope._repro.attach`).
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from contextlib import AbstractContextManager, contextmanager
 from types import ModuleType
 from typing import Any
 
-from nvscope import _patches
+from nvscope import _patches, _repro
 from nvscope._errors import UnsupportedError
 from nvscope._optionset import OptionSet
 
@@ -33,9 +37,12 @@ __all__ = [
     "TABLE_LOCK",
     "Partition",
     "acquire_legacy",
+    "carry",
     "check_version",
     "execute",
     "frontend_of",
+    "make_execute_with_dtensors",
+    "quiet",
     "rebuild",
     "release_legacy",
     "salt_for",
@@ -76,8 +83,9 @@ def frontend_of(fd_type: type) -> str:
 class Partition:
     """One option set's compiled cache for one fusion, with the option lists nvFuser takes (built once).
 
-    ``runner`` is what the adapter executes: for Thunder an ``lru_cache`` of FusionDefinitions keyed like Thunder's
-    own ``get_fd``; for direct users a fresh FusionDefinition.
+    ``runner`` is what the adapter executes: for Thunder a copy of the fusion's ``FusionDefinitionWrapper`` whose
+    ``get_fd`` is an ``lru_cache`` of FusionDefinitions for this option set (see `nvscope.thunder`); for direct users
+    a fresh FusionDefinition.
     """
 
     __slots__ = ("disable", "enable", "options", "runner")
@@ -95,9 +103,70 @@ def execute(call: Any, partition: Partition, frontend: str, *args: Any, **kwargs
     On the legacy frontend its "Reset the FusionCache manually" warning is dropped: its advice is already followed.
     """
     if frontend == "legacy":
-        with _thread_flag("quiet", True):
+        with quiet():
             return call(*args, _enable_options=partition.enable, _disable_options=partition.disable, **kwargs)
     return call(*args, _enable_options=partition.enable, _disable_options=partition.disable, **kwargs)
+
+
+def quiet() -> AbstractContextManager[None]:
+    """Executions on this thread inside are partitioned: the legacy frontend's "Reset the FusionCache" is dropped."""
+    return _thread_flag("quiet", True)
+
+
+# --- a partition's FusionDefinition carries its options ----------------------------------------------------------
+
+_OPTIONS = "_nvscope_options"  # in the __dict__ of each FusionDefinition nvscope built for an option set
+
+
+def carry(fd: Any, options: OptionSet) -> None:
+    """Mark ``fd`` (built by nvscope for ``options``) so that executions and repro scripts that omit them get them."""
+    try:
+        setattr(fd, _OPTIONS, options)
+    except AttributeError as error:  # a frontend whose definitions take no attributes: DTensor runs would lose them
+        raise UnsupportedError(
+            f"nvscope cannot mark this {type(fd).__module__} FusionDefinition with its options ({error}); run it "
+            "outside the scope, or set NVFUSER_ENABLE/NVFUSER_DISABLE for the whole process"
+        ) from None
+    _repro.attach(fd, options)
+
+
+class _WithOptions:
+    """A partition's FusionDefinition as nvFuser's ``execute_with_dtensors`` sees it: ``execute`` passes the options.
+
+    Everything else (``fec``, which that function reads after executing) is the definition's own.
+    """
+
+    __slots__ = ("_disable", "_enable", "_fd")
+
+    def __init__(self, fd: Any, options: OptionSet) -> None:
+        self._fd = fd
+        self._enable = options.enable_list()
+        self._disable = options.disable_list()
+
+    def execute(self, inputs: Any, **kwargs: Any) -> Any:
+        kwargs.setdefault("_enable_options", self._enable)
+        kwargs.setdefault("_disable_options", self._disable)
+        return self._fd.execute(inputs, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._fd, name)
+
+
+def make_execute_with_dtensors(original: Any) -> Any:
+    """nvFuser's ``execute_with_dtensors``, run with a partition's options when given a partition's definition.
+
+    nvFuser's function is kept whole (it unwraps the DTensors, executes, and wraps the outputs by their shardings);
+    only the definition it is handed changes. Thunder's own definitions carry no options and go through unchanged.
+    """
+
+    def execute_with_dtensors(fd: Any, in_dtensors: Any) -> Any:
+        options = getattr(fd, _OPTIONS, None)
+        if options is None:
+            return original(fd, in_dtensors)
+        return original(_WithOptions(fd, options), in_dtensors)
+
+    execute_with_dtensors.__wrapped__ = original  # type: ignore[attr-defined]
+    return execute_with_dtensors
 
 
 # --- legacy frontend: salted definitions and the reset warning ---------------------------------------------------
@@ -190,8 +259,9 @@ def rebuild(fd: Any, module: ModuleType, salt: int | None = None) -> Any:
     the global FusionCache.
     """
     namespace: dict[str, Any] = {}
-    source = f"import torch\nfrom {module.__name__} import FusionDefinition, DataType\n{fd!r}"
-    exec(source, namespace)
+    definition = repr(fd)
+    prelude = "import torch\n" if "torch." in definition else ""  # as in nvFuser's repro scripts, when it is used
+    exec(f"{prelude}from {module.__name__} import FusionDefinition, DataType\n{definition}", namespace)
     define = next((v for k, v in namespace.items() if k.startswith("nvfuser_fusion") and callable(v)), None)
     if define is None:
         raise UnsupportedError(

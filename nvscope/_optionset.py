@@ -73,8 +73,14 @@ class OptionSet:
 
     def union(self, other: OptionSet) -> OptionSet:
         """``self | other``, per list. Returns ``self`` (the same object) when ``other`` adds nothing."""
-        result = self._unions.get(other)
+        try:
+            result = self._unions.get(other)
+        except TypeError:  # unhashable, so not an OptionSet: refused below
+            result = None
         if result is None:
+            if not isinstance(other, OptionSet):
+                raise TypeError(f"OptionSet.union takes an OptionSet, not {type(other).__name__}: "
+                                "build one with OptionSet(enable=[...], disable=[...])")
             if other.enable <= self.enable and other.disable <= self.disable:
                 result = self
             elif self.enable <= other.enable and self.disable <= other.disable:
@@ -86,7 +92,12 @@ class OptionSet:
             self._unions[other] = result
         return result
 
-    __or__ = union
+    def __or__(self, other: object) -> OptionSet:
+        # NotImplemented, not an error: Python then tries other.__ror__ and else raises its own TypeError
+        # ("unsupported operand type(s) for |: 'OptionSet' and 'tuple'").
+        if not isinstance(other, OptionSet):
+            return NotImplemented
+        return self.union(other)
 
     def as_env(self) -> dict[str, str]:
         """The environment variables that reproduce this set without nvscope, e.g. for ``subprocess.run(env=...)``.

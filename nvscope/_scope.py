@@ -11,6 +11,12 @@ object is entered twice, nested or from two threads (numpy#24013 hit exactly thi
 instead pushes a frame that remembers its parent, and exit restores the parent of the frame it finds, after
 checking that the frame is its own. The instance holds only its validated options, so one object can be shared by
 any number of threads, tasks and nested entries.
+
+Generators (`_Steps`) follow what PEP 568 describes for generator context: a body runs in steps, and each step sees
+the options of whoever resumes it, then the decorator's, then the scopes the body entered and has not exited; the
+consumer never sees the body's scopes. The body's scopes are therefore kept as a list and rebuilt as frames over the
+resuming consumer's frame at every step, instead of keeping the body's suspended frames, whose parents would be the
+consumer's frames of an earlier step.
 """
 
 from __future__ import annotations
@@ -37,18 +43,23 @@ if TYPE_CHECKING:  # typing is not imported at run time: `import nvscope` must s
 
 __all__ = ["ACTIVE", "Frame", "bind", "current_options", "nv_options", "with_nv_options"]
 
+# No nvFuser option name comes close; a longer one is refused before the catalog's did-you-mean sees it.
+_MAX_NAME = 100
 
 
 class Frame:
     """One entered scope. ``options`` is the merged, effective set (None when empty, so the hot path tests ``is``)."""
 
-    __slots__ = ("options", "owner", "parent", "ran")
+    __slots__ = ("options", "owner", "parent", "ran", "ran_earlier")
 
     def __init__(self, options: OptionSet | None, parent: Frame | None, owner: object) -> None:
         self.options = options
         self.parent = parent
         self.owner = owner
         self.ran = False  # set by the adapters when a fusion executes under this frame
+        # Set on a generator body's scope rebuilt for a later step (`_Steps`) when a fusion ran under it in an earlier
+        # step: that fusion has already been counted below, so it only keeps the scope's exit from warning.
+        self.ran_earlier = False
 
 
 # The one piece of state. Adapters read ACTIVE.get() on their hot path; everything else goes through the verbs.
@@ -67,26 +78,54 @@ def current_options() -> OptionSet:
     return frame.options
 
 
+def _over(parent: Frame | None, own: OptionSet, inherit: bool, owner: object) -> Frame:
+    """A frame for ``own`` entered over ``parent``: merged with it, or alone for ``inherit=False``."""
+    if inherit and parent is not None and parent.options is not None:
+        effective = parent.options.union(own)
+    else:
+        effective = own
+    return Frame(effective if effective else None, parent, owner)
+
+
+def _shown(value: object, limit: int = 60) -> str:
+    """``repr(value)`` for an error message, cut short: a message must not echo a 10,000-character argument."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
 def _names(kind: Kind, value: object) -> frozenset[str]:
     """Validate one of ``enable=``/``disable=``: a str is one name; anything else must be an iterable of str."""
     if isinstance(value, str):
         items: list[object] = [value]
-    elif isinstance(value, (bytes, bytearray)) or isinstance(value, Mapping) or not isinstance(value, Iterable):
+    elif isinstance(value, (bytes, bytearray, memoryview)):
+        # Iterable, but of ints: without this the message would be about the int 102 (the first byte).
+        try:
+            hint = f", e.g. {kind}={_shown(bytes(value).decode())}"
+        except UnicodeDecodeError:
+            hint = ""
+        raise TypeError(f"{kind}= takes an option name (str) or an iterable of names, not {type(value).__name__} "
+                        f"(bytes-like, whose items are ints): decode it first{hint}")
+    elif isinstance(value, Mapping) or not isinstance(value, Iterable):
         raise TypeError(f"{kind}= takes an option name (str) or an iterable of names, not {type(value).__name__}: "
-                        f"{value!r}")
+                        f"{_shown(value)}")
     else:
         items = list(value)
     names = []
     known = catalog()
     for item in items:
         if not isinstance(item, str):
-            raise TypeError(f"{kind}= option names must be str, got {type(item).__name__}: {item!r}")
+            decode = " (decode bytes first)" if isinstance(item, (bytes, bytearray, memoryview)) else ""
+            raise TypeError(f"{kind}= option names must be str, got {type(item).__name__}: {_shown(item)}{decode}")
         name = item.strip()
         if not name:
             raise ValueError(f"{kind}= got an empty option name: {item!r}")
         if "," in name or any(c.isspace() for c in name):
             parts = [p for p in name.replace(",", " ").split() if p]
-            raise ValueError(f"{kind}= got {item!r}, which looks like several names: pass a list, {kind}={parts!r}")
+            raise ValueError(f"{kind}= got {_shown(item)}, which looks like several names: pass a list, "
+                             f"{kind}={_shown(parts)}")
+        if len(name) > _MAX_NAME:
+            raise UnknownOptionError(f"{kind}= got a {len(name)}-character name {_shown(name)}: no nvFuser option "
+                                     "name is that long (`nvscope options` lists them all)")
         if "(" in name:
             raise UnknownOptionError(
                 f"{kind}= got {item!r}: per-call options carry no arguments; set NVFUSER_{kind.upper()}={name} "
@@ -115,7 +154,12 @@ class nv_options:
                  inherit: bool = True) -> None:
         if not isinstance(inherit, bool):
             raise TypeError(f"inherit= takes True or False, not {inherit!r}")
-        self._options = OptionSet(_names("enable", enable), _names("disable", disable))
+        enabled, disabled = _names("enable", enable), _names("disable", disable)
+        both = enabled & disabled
+        if both:  # a few names are valid in both lists (id_model, ...); nvFuser would get both requests at once
+            raise ValueError(f"{', '.join(map(repr, sorted(both)))} in both enable= and disable= of one scope: "
+                             "keep each name in one of the lists")
+        self._options = OptionSet(enabled, disabled)
         self._inherit = inherit
 
     @property
@@ -133,22 +177,21 @@ class nv_options:
                 f"disable={sorted(self._options.disable)!r}{inherit})")
 
     def __enter__(self) -> OptionSet:
-        return self._enter(check=True)
+        frame = self._frame(ACTIVE.get(), check=True)
+        ACTIVE.set(frame)
+        return EMPTY if frame.options is None else frame.options  # not `or`: OptionSet.__bool__ is a Python call
 
-    def _enter(self, check: bool) -> OptionSet:
-        parent = ACTIVE.get()
+    def _frame(self, parent: Frame | None, check: bool) -> Frame:
+        """This scope's frame over ``parent``, after the policy check and the enter hooks (which may raise)."""
         own = self._options
         if own:
             if check:
                 _devmode.check_scope(own)  # may raise (strict mode): nothing has been entered yet
             for hook in ENTER_HOOKS:
                 hook()
-        if self._inherit and parent is not None and parent.options is not None:
-            effective = parent.options.union(own)
-        else:
-            effective = own
-        ACTIVE.set(Frame(effective if effective else None, parent, self))
-        return effective
+        if self._inherit and parent is not None and parent.options is not None:  # _over, inlined: it is hot
+            own = parent.options.union(own)
+        return Frame(own if own else None, parent, self)
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
@@ -162,7 +205,7 @@ class nv_options:
         if frame.ran:
             if frame.parent is not None:
                 frame.parent.ran = True  # the enclosing scope saw this fusion too
-        elif exc_type is None and self._options and _events.ADAPTERS:
+        elif exc_type is None and not frame.ran_earlier and self._options and _events.ADAPTERS:
             _devmode.warn_no_fusion(self)
 
     def __call__(self, func: F) -> F:
@@ -173,26 +216,32 @@ def with_nv_options(enable: Iterable[str] | str = (), disable: Iterable[str] | s
                     inherit: bool = True) -> Callable[[F], F]:
     """Decorator: run the function (or coroutine, generator, async generator) body under these options.
 
-    Names are validated once, when the decorator is built. See `nv_options` for the merge rules.
+    Names are validated once, when the decorator is built. See `nv_options` for the merge rules. A generator's body
+    sees, at each step, the options of the code that resumes it (``next``, ``send``, ...) merged with these and with
+    the scopes it entered itself. Placed above ``@staticmethod`` or ``@classmethod`` it decorates the function inside.
+    A class cannot be decorated (decorate its methods).
     """
     return nv_options(enable, disable, inherit=inherit)
 
 
 def _decorate(scope: nv_options, func: F) -> F:
-    """Wrap ``func`` so its body runs in ``scope``; right for functions, coroutines, generators, async generators.
-
-    A generator's body runs in steps, each started by the consumer's next()/send()/throw()/close(). The scope must
-    be active during each step and not in the consumer between steps, so it is entered around every resume
-    (as torch/utils/_contextlib.py does for grad modes), not once around the whole iteration.
-    """
+    """Wrap ``func`` so its body runs in ``scope``; right for functions, coroutines, generators, async generators."""
     import inspect  # here, not at the top: it costs milliseconds that `import nvscope` should not pay
 
+    if isinstance(func, type):
+        raise TypeError(
+            f"with_nv_options cannot decorate a class ({func.__qualname__}): it is ambiguous whether the constructor "
+            "or every method should run under the options, and the name would no longer be a class. Decorate the "
+            "methods that should (e.g. forward) instead."
+        )
+    if isinstance(func, (staticmethod, classmethod)):  # above @staticmethod/@classmethod: decorate what they hold
+        return type(func)(_decorate(scope, func.__func__))
     if not callable(func):
-        raise TypeError(f"with_nv_options decorates a callable, not {type(func).__name__}: {func!r}")
+        raise TypeError(f"with_nv_options decorates a callable, not {type(func).__name__}: {_shown(func)}")
     if inspect.isasyncgenfunction(func):
-        return _wrap_async_generator(scope, func)  # type: ignore[return-value]
+        return _wrap_async_generator(func, scope, None)  # type: ignore[return-value]
     if inspect.isgeneratorfunction(func):
-        return _wrap_generator(scope, func)  # type: ignore[return-value]
+        return _wrap_generator(func, scope, None)  # type: ignore[return-value]
     if inspect.iscoroutinefunction(func):
         @functools.wraps(func)
         async def coroutine_wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -210,49 +259,98 @@ def _decorate(scope: nv_options, func: F) -> F:
 
 
 class _Steps:
-    """Enters a decorator's scope around each step of one generator body, and keeps the body's own scopes.
+    """The frames of one generator body around each of its steps (a ``with`` block per resume).
 
-    A body that yields inside its own ``with nv_options(...)`` leaves that frame on top when it suspends; exiting the
-    decorator's scope then would find a frame it did not enter. So each step ends by restoring the consumer's frame
-    (whatever the body left on top), and the next step resumes the body's frame as it left it. One generator cannot
-    run two steps at once, so the per-generator state here is never shared.
+    A step's base is the decorator's frame entered over the resuming consumer's frame (``scope``), or the frame
+    `bind` captured (``captured``). On top of it go the body's own open scopes, rebuilt from ``body``: (owner, own
+    options, inherit, ran) per scope, outermost first. When the step ends, whatever the body left above the base
+    becomes the new ``body``, and the consumer's frame is restored. A fusion that ran during the step counts for
+    the consumer's frame of that step (or, for `bind`, the captured frames), as if the body were a nested ``with``.
+    One generator cannot run two steps at once, so nothing here is shared.
     """
 
-    __slots__ = ("base", "checked", "consumer", "scope", "suspended")
+    __slots__ = ("base", "body", "captured", "checked", "consumer", "ran", "scope")
 
-    def __init__(self, scope: nv_options) -> None:
+    def __init__(self, scope: nv_options | None, captured: Frame | None) -> None:
         self.scope = scope
-        self.base: Frame | None = None  # the decorator's frame of the current step
+        self.captured = captured
+        self.body: list[tuple[object, OptionSet, bool, bool]] = []
+        self.base: Frame | None = None
         self.consumer: Frame | None = None
-        self.suspended: Frame | None = None  # the body's innermost frame when it yielded inside its own scope
+        self.ran = False  # a fusion ran in some step: the decorator's NoFusionWarning looks at this
         # The development-mode policy applies once per generator, at its first step: later steps (and the close
         # at garbage collection, which has no user frame to blame and must not raise) resume a scope already let in.
         self.checked = False
 
     def __enter__(self) -> None:
         consumer = ACTIVE.get()
-        if self.suspended is None:
-            self.scope._enter(check=not self.checked)  # may raise (strict mode): nothing has been entered then
-            self.checked = True
-            self.base = ACTIVE.get()
+        if self.scope is None:
+            frame = self.captured
         else:
-            ACTIVE.set(self.suspended)
+            frame = self.scope._frame(consumer, check=not self.checked)  # may raise: nothing is entered then
+            self.checked = True
+        self.base = frame
+        for owner, own, inherit, ran in self.body:
+            frame = _over(frame, own, inherit, owner)
+            frame.ran_earlier = ran
         self.consumer = consumer
+        ACTIVE.set(frame)
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
-        top = ACTIVE.get()
-        # An exception out of a step (StopIteration included) means the body is finished: forget its frames.
-        self.suspended = None if exc_type is not None or top is self.base else top
-        ACTIVE.set(self.consumer)
-        self.consumer = None
+        base, consumer = self.base, self.consumer
+        frame = ACTIVE.get()
+        body: list[tuple[object, OptionSet, bool, bool]] = []
+        ran = False  # whether a fusion ran in this step under the frame looked at or one above it
+        while frame is not base and frame is not None:
+            ran = ran or frame.ran
+            owner = frame.owner
+            if isinstance(owner, nv_options):
+                body.append((owner, owner._options, owner._inherit, ran or frame.ran_earlier))
+            else:  # a push() left open (adapters pop within one call): keep its options as they are
+                body.append((owner, frame.options or EMPTY, False, ran or frame.ran_earlier))
+            frame = frame.parent
+        if frame is not base:
+            body = []  # the body exited below its base (the decorator's own scope): it has no scopes of its own left
+        elif base is not None:
+            ran = ran or base.ran
+        ACTIVE.set(consumer)
+        self.base = self.consumer = None
+        body.reverse()
+        self.body = [] if exc_type is not None else body  # an exception (StopIteration too) ends the body
+        if ran:
+            self.ran = True
+            if self.scope is not None:
+                if consumer is not None:
+                    consumer.ran = True
+            else:
+                _count(base)
+
+    def finished(self) -> None:
+        """The body returned: like a ``with`` block, the decorator warns if no fusion ran in any of its steps."""
+        scope = self.scope
+        if scope is not None and not self.ran and scope._options and _events.ADAPTERS:
+            _devmode.warn_no_fusion(scope)
 
 
-def _wrap_generator(scope: nv_options, func: Callable[..., Generator[Any, Any, Any]]) -> Callable[..., Any]:
+def _count(frame: Frame | None) -> None:
+    """A fusion ran under a frame `bind` captured: it counts for that scope and every one around it.
+
+    Not only the innermost, as an exit would: that scope may have exited already (the bound work runs later, or
+    elsewhere), and then it could not pass the fusion on to the enclosing scopes that are still open.
+    """
+    while frame is not None:
+        frame.ran = True
+        frame = frame.parent
+
+
+def _wrap_generator(func: Callable[..., Generator[Any, Any, Any]], scope: nv_options | None,
+                    captured: Frame | None) -> Callable[..., Any]:
+    # The shape of torch/utils/_contextlib.py's _wrap_generator: every resume of the body is one step.
     @functools.wraps(func)
     def generator_wrapper(*args: Any, **kwargs: Any) -> Generator[Any, Any, Any]:
         gen = func(*args, **kwargs)
-        steps = _Steps(scope)
+        steps = _Steps(scope, captured)
         try:
             with steps:
                 response = gen.send(None)
@@ -270,15 +368,17 @@ def _wrap_generator(scope: nv_options, func: Callable[..., Generator[Any, Any, A
                     with steps:
                         response = gen.send(request)
         except StopIteration as stop:
+            steps.finished()
             return stop.value
     return generator_wrapper
 
 
-def _wrap_async_generator(scope: nv_options, func: Callable[..., AsyncGenerator[Any, Any]]) -> Callable[..., Any]:
+def _wrap_async_generator(func: Callable[..., AsyncGenerator[Any, Any]], scope: nv_options | None,
+                          captured: Frame | None) -> Callable[..., Any]:
     @functools.wraps(func)
     async def async_generator_wrapper(*args: Any, **kwargs: Any) -> AsyncGenerator[Any, Any]:
         agen = func(*args, **kwargs)
-        steps = _Steps(scope)
+        steps = _Steps(scope, captured)
         try:
             with steps:
                 response = await agen.asend(None)
@@ -296,19 +396,39 @@ def _wrap_async_generator(scope: nv_options, func: Callable[..., AsyncGenerator[
                     with steps:
                         response = await agen.asend(request)
         except StopAsyncIteration:
-            return
+            steps.finished()
     return async_generator_wrapper
 
 
 def bind(func: Callable[P, R]) -> Callable[P, R]:
-    """Capture the scope active now and return ``func`` wrapped to run under it, wherever it is called.
+    """Capture the scope active now and return ``func`` wrapped to run under it, wherever and whenever it is called.
 
     A new thread starts with no scope (contextvars semantics), and so do executor workers. Use
     ``pool.submit(nvscope.bind(work), x)`` or ``Thread(target=nvscope.bind(work))`` to carry the caller's options
     along. Only nvscope's variable is carried, so one bound callable may run in many threads at once (unlike
-    ``contextvars.copy_context().run``, which cannot be entered twice concurrently).
+    ``contextvars.copy_context().run``, which cannot be entered twice concurrently). The body of an ``async def``
+    runs under the captured scope when awaited, and each step of a generator or async generator body runs under it,
+    whatever scope the code that resumes it is in. Fusions run by bound work count for the captured scopes.
     """
+    import inspect
+
+    if not callable(func):
+        raise TypeError(f"bind takes a function, not {type(func).__name__}: {_shown(func)} (to carry a scope into a "
+                        "generator or coroutine, bind the function that creates it, before calling it)")
     frame = ACTIVE.get()
+    if inspect.isasyncgenfunction(func):
+        return _wrap_async_generator(func, None, frame)
+    if inspect.isgeneratorfunction(func):
+        return _wrap_generator(func, None, frame)
+    if inspect.iscoroutinefunction(func):
+        @functools.wraps(func)
+        async def bound_coroutine(*args: Any, **kwargs: Any) -> Any:
+            token = ACTIVE.set(frame)
+            try:
+                return await func(*args, **kwargs)
+            finally:
+                _count_and_reset(frame, token)
+        return bound_coroutine  # type: ignore[return-value]
 
     @functools.wraps(func)
     def bound(*args: P.args, **kwargs: P.kwargs) -> R:
@@ -316,8 +436,14 @@ def bind(func: Callable[P, R]) -> Callable[P, R]:
         try:
             return func(*args, **kwargs)
         finally:
-            ACTIVE.reset(token)
+            _count_and_reset(frame, token)
     return bound
+
+
+def _count_and_reset(frame: Frame | None, token: Token[Frame | None]) -> None:
+    if frame is not None and frame.ran:
+        _count(frame)
+    ACTIVE.reset(token)
 
 
 def push(options: OptionSet) -> Token[Frame | None]:
@@ -325,9 +451,7 @@ def push(options: OptionSet) -> Token[Frame | None]:
 
     Used where nvscope itself carries a scope somewhere (a backward pass on another thread). Undo with `pop`.
     """
-    parent = ACTIVE.get()
-    effective = parent.options.union(options) if parent is not None and parent.options is not None else options
-    return ACTIVE.set(Frame(effective if effective else None, parent, push))
+    return ACTIVE.set(_over(ACTIVE.get(), options, True, push))
 
 
 def pop(token: Token[Frame | None]) -> None:

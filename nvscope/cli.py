@@ -175,8 +175,21 @@ def _split_run(argv: Sequence[str]) -> tuple[list[str], str | None, str | None, 
 
 
 def _names(values: Sequence[str]) -> list[str]:
-    """``["a,b", "c"]`` -> ``["a", "b", "c"]`` (empty items dropped)."""
-    return [name.strip() for value in values for name in value.split(",") if name.strip()]
+    """``["a,b", "c d"]`` -> ``["a", "b", "c", "d"]``: commas or spaces separate names (empty items dropped)."""
+    return [name for value in values for name in value.replace(",", " ").split()]
+
+
+def _invalid(enable: list[str], disable: list[str]) -> str | None:
+    """Why the names of ``run --enable/--disable`` are refused, with hints in the flags' syntax; None when valid."""
+    try:
+        known = nvscope.catalog()
+        for name in enable:
+            known.check("enable", name, spelling="--{kind} {name}")
+        for name in disable:
+            known.check("disable", name, spelling="--{kind} {name}")
+    except ValueError as error:  # UnknownOptionError
+        return str(error)
+    return None
 
 
 def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
@@ -205,9 +218,14 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
             return 1
     if ns.script is None and ns.module is None:
         run_parser.error("give the script to run (or -m module); `nvscope run --help` explains")  # exits with 2
+    enable, disable = _names(ns.enable), _names(ns.disable)
+    problem = _invalid(enable, disable)
+    if problem is not None:
+        print(f"nvscope run: error: {problem}", file=sys.stderr)
+        return 2
     from nvscope._runner import run
 
-    return run(ns.script, ns.module, ns.args, _names(ns.enable), _names(ns.disable), audit=not ns.no_audit)
+    return run(ns.script, ns.module, ns.args, enable, disable, audit=not ns.no_audit)
 
 
 # --- nvscope options ----------------------------------------------------------------------------------------------

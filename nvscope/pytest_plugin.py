@@ -21,7 +21,9 @@ What is scoped, and when:
   classes included), the function's, each a nested `nv_options` scope. ``inherit=False`` on a marker starts from
   no options at that level (dropping the command-line options and the outer markers too).
 * Names are validated early: an unknown name on the command line is a usage error before any test runs; an
-  unknown name in a marker makes that test error at setup, with the did-you-mean message.
+  unknown name in a marker makes that test error at setup, with one line naming the test, the marker and the fix.
+* A test that leaves a scope of its own open fails, naming the scope, and the next test starts clean (a test
+  that failed anyway gets an `UnclosedScopeWarning` instead: its failure is the news).
 * Options given on the command line turn development mode on for the whole session; a test with markers runs its
   call in development mode (restored afterwards). Either is an explicit request for developer flags, so no
   `DevelopmentModeWarning` (and no `DevelopmentModeError` under ``NVSCOPE_STRICT=1``) is raised for them.
@@ -41,8 +43,8 @@ from typing import Any
 import pytest
 
 import nvscope
-from nvscope._devmode import NoFusionWarning
-from nvscope._scope import ACTIVE
+from nvscope._errors import NoFusionWarning, UnclosedScopeWarning
+from nvscope._scope import ACTIVE, Frame
 
 __all__ = [
     "pytest_addoption",
@@ -61,8 +63,17 @@ _ITEM_SCOPES = pytest.StashKey["tuple[nvscope.nv_options, ...]"]()
 
 
 def _names(values: Sequence[str] | None) -> list[str]:
-    """``["a,b", "c"]`` -> ``["a", "b", "c"]`` (empty items dropped)."""
-    return [name.strip() for value in values or () for name in value.split(",") if name.strip()]
+    """``["a,b", "c d"]`` -> ``["a", "b", "c", "d"]``: commas or spaces separate names (empty items dropped)."""
+    return [name for value in values or () for name in value.replace(",", " ").split()]
+
+
+def _new_style_wrappers() -> bool:
+    """Whether this pluggy takes ``hookimpl(wrapper=True)`` (pluggy >= 1.2, so every pytest >= 8)."""
+    try:
+        pytest.hookimpl(wrapper=True)
+    except TypeError:
+        return False
+    return True
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -86,6 +97,10 @@ def pytest_configure(config: pytest.Config) -> None:
     if not enable and not disable:
         return
     try:
+        known = nvscope.catalog()
+        for kind, names in (("enable", enable), ("disable", disable)):
+            for name in names:  # first, so that a hint speaks the flags' syntax, not nv_options'
+                known.check(kind, name, spelling="--nv-{kind} {name}")  # type: ignore[arg-type]
         scope = nvscope.nv_options(enable, disable)
     except (ValueError, TypeError) as error:  # UnknownOptionError is a ValueError
         raise pytest.UsageError(f"--nv-enable/--nv-disable: {error}") from None
@@ -114,10 +129,23 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    """Validate the item's markers before its fixtures are set up: a bad name errors the test here."""
-    markers = list(item.iter_markers(MARKER))  # nearest first: function, class(es), module
-    if markers:
-        item.stash[_ITEM_SCOPES] = tuple(_scope(mark) for mark in reversed(markers))
+    """Validate the item's markers before its fixtures are set up: a bad name errors the test here, in one line."""
+    found = list(item.iter_markers_with_node(MARKER))  # nearest first: function, class(es), module
+    if not found:
+        return
+    scopes = []
+    for node, mark in reversed(found):
+        try:
+            scopes.append(_scope(mark))
+        except (ValueError, TypeError) as error:  # UnknownOptionError is a ValueError
+            where = "" if node is item else f" (on {node.nodeid or node.name})"
+            problem = f"{item.nodeid}: @pytest.mark.{_describe(mark)}{where}: {error}"
+            break
+    else:
+        item.stash[_ITEM_SCOPES] = tuple(scopes)
+        return
+    # Outside the except block, so that no "during handling" traceback through nvscope's code buries the message.
+    pytest.fail(problem, pytrace=False)
 
 
 def _scope(mark: pytest.Mark) -> nvscope.nv_options:
@@ -126,32 +154,89 @@ def _scope(mark: pytest.Mark) -> nvscope.nv_options:
     return nvscope.nv_options(*args, **kwargs)
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, None]:
+def _describe(mark: pytest.Mark) -> str:
+    """The marker as written, e.g. ``nv_options(enable=['fuse_matmu'])``, cut to a readable length."""
+    arguments = [repr(a) for a in mark.args] + [f"{k}={v!r}" for k, v in mark.kwargs.items()]
+    text = ", ".join(arguments)
+    return f"{mark.name}({text if len(text) <= 100 else text[:97] + '...'})"
+
+
+def _scoped_call(item: pytest.Item) -> Generator[None, object, object]:
+    """The body of the ``pytest_runtest_call`` wrapper, new-style: the test's call runs at the ``yield``."""
     session = item.config.stash.get(_SESSION_SCOPE, None)
     scopes = item.stash.get(_ITEM_SCOPES, ())
     if session is None and not scopes:
-        yield
-        return
+        return (yield)
     previous_mode = nvscope.set_development_mode(True) if session is None else None  # markers only: for this call
-    base = ACTIVE.get()
+    base = top = ACTIVE.get()
     entered: list[nvscope.nv_options] = []
+    unclosed: list[object] = []
     failed = True
     try:
         for scope in (session, *scopes) if session is not None else scopes:
             scope.__enter__()
             entered.append(scope)
-        outcome = yield
-        failed = outcome.excinfo is not None
+            top = ACTIVE.get()
+        result = yield
+        failed = False
     finally:
         try:
+            unclosed = _drop_unclosed(top)
             _exit(item, entered, session, failed)
         except BaseException:
-            ACTIVE.set(base)  # e.g. the test left a scope of its own open: report it, but let the next test start clean
+            ACTIVE.set(base)  # whatever went wrong, the next test starts clean
             raise
         finally:
             if session is None:
                 nvscope.set_development_mode(previous_mode)
+        if unclosed and failed:
+            path, lineno, _ = item.reportinfo()
+            warnings.warn_explicit(_unclosed_message(unclosed), UnclosedScopeWarning, str(path), (lineno or 0) + 1)
+    if unclosed:
+        pytest.fail(f"{item.nodeid}: {_unclosed_message(unclosed)}", pytrace=False)
+    return result
+
+
+def _drop_unclosed(top: Frame | None) -> list[object]:
+    """The scopes the test entered above the plugin's and left open (innermost first), which are then dropped, so
+    that the plugin's own scopes exit cleanly."""
+    unclosed = []
+    frame = ACTIVE.get()
+    while frame is not None and frame is not top:
+        unclosed.append(frame.owner)
+        frame = frame.parent
+    if unclosed:
+        ACTIVE.set(top)
+    return unclosed
+
+
+def _unclosed_message(unclosed: list[object]) -> str:
+    names = ", ".join(repr(owner) for owner in unclosed)
+    return (f"the test left {len(unclosed)} nvscope scope(s) open (innermost first): {names}; use `with "
+            "nv_options(...):` so that every scope it enters exits (nvscope dropped them: the next test starts clean)")
+
+
+if _new_style_wrappers():
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
+        return (yield from _scoped_call(item))
+else:  # pluggy < 1.2 (pytest 7 with an old pluggy): the same body, driven as an old-style hookwrapper
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, None]:
+        body = _scoped_call(item)
+        next(body)
+        outcome = yield
+        try:
+            if outcome.excinfo is None:
+                body.send(None)
+            else:
+                body.throw(outcome.excinfo[1])
+        except StopIteration:
+            return
+        except BaseException as error:
+            if outcome.excinfo is not None and error is outcome.excinfo[1]:
+                return  # the test's own failure, already its outcome
+            raise
 
 
 def _exit(item: pytest.Item, entered: list[nvscope.nv_options], session: nvscope.nv_options | None,

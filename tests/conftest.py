@@ -6,7 +6,9 @@ In-process tests run in development mode so that entering scopes does not fill t
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -39,3 +41,60 @@ def _no_scope_leaks() -> Iterator[None]:
     leaked = nvscope.current_options()
     ACTIVE.set(None)  # so that one leaking test does not fail every test after it
     assert leaked == nvscope.OptionSet(), f"the test left a scope active: {leaked!r}"
+
+
+@pytest.fixture
+def run_threads() -> Callable[..., list[Any]]:
+    """``run_threads(n, target, timeout=30)``: run ``target(i)`` in n threads at once; re-raise the first failure
+    (an assertion in a thread fails the test); return the results in thread order."""
+
+    def run(n: int, target: Callable[[int], Any], timeout: float = 30) -> list[Any]:
+        results: list[Any] = [None] * n
+        errors: list[BaseException] = []
+
+        def runner(i: int) -> None:
+            try:
+                results[i] = target(i)
+            except BaseException as error:
+                errors.append(error)
+
+        threads = [threading.Thread(target=runner, args=(i,)) for i in range(n)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout)
+            assert not thread.is_alive(), "a thread hung"
+        if errors:
+            raise errors[0]
+        return results
+
+    return run
+
+
+@pytest.fixture
+def fusion(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[], nvscope.OptionSet]]:
+    """``fusion()`` executes one nvFuser fusion in the active scope and returns the options nvFuser received.
+
+    The real `nvscope.nvfuser` adapter over the fake frontend (tests/fake_nvfuser_frontend.py): what a scope counts as
+    a fusion that ran under it (no NoFusionWarning) is what the adapter reports, not a stand-in.
+    """
+    pytest.importorskip("torch")  # the adapter rebuilds a definition per option set from Python that imports torch
+    from thunder_double import load_frontend, reset_nvscope
+
+    import nvscope.nvfuser
+
+    reset_nvscope()
+    frontend = load_frontend(monkeypatch, "nvfuser_direct")
+    with frontend.FusionDefinition() as fd:
+        fd.define_tensor(shape=[1], dtype=frontend.DataType.Float)
+    assert nvscope.nvfuser.install()
+
+    def run() -> nvscope.OptionSet:
+        assert fd.execute([1.0]) == [2.0]
+        last = frontend.EXECUTIONS[-1]
+        return nvscope.OptionSet(last.enable, last.disable)
+
+    try:
+        yield run
+    finally:
+        reset_nvscope()

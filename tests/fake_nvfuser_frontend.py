@@ -1,9 +1,16 @@
 """A recording double of an nvFuser Python frontend, loaded fresh per test as ``nvfuser_direct`` or ``nvfuser``.
 
 `thunder_double.load_frontend` executes this file as a module of either name, so ``FusionDefinition.__module__`` is
-that name (what ``nvscope.nvfuser.frontend_of`` looks at). Loaded as ``nvfuser`` it behaves like the legacy frontend
-where nvscope depends on it: ``execute`` warns "Reset the FusionCache manually..." through this module's global name
-``warnings`` whenever options are passed. It mimics the interface only; it computes ``2 * input`` for each input.
+that name (what ``nvscope._frontends.frontend_of`` looks at). Loaded as ``nvfuser`` it behaves like the legacy
+frontend where nvscope depends on it: ``execute`` warns "Reset the FusionCache manually..." through this module's
+global name ``warnings`` whenever options are passed. It mimics the interface only, and needs no torch: it computes
+``2 * input`` for each input (a `Tensor` stand-in, a number, or a torch tensor when a test has one).
+
+Where nvscope relies on nvFuser's shapes, the double has them: ``execute`` makes the definition's ``fec`` (its compiled
+cache) on first use, ``repro_script_for(inputs)`` prints the definition and the inputs and ends with
+``fd.execute(inputs)``, and `execute_with_dtensors` executes the local tensors without options, as nvFuser's does.
+A definition with ``define_scalar("breaks-with:<option>")`` fails in ``execute`` when that option is enabled, with
+nvFuser's message: a fusion an option breaks, and its repro script (run as a script) fails the same way.
 
 Each ``execute`` appends an `Execution` to ``EXECUTIONS``: which FusionDefinition ran, the option lists it was given
 (the very objects), the thread. ``DELAY`` makes an execution last a while and ``OVERLAPS`` counts executions that
@@ -21,6 +28,8 @@ from dataclasses import dataclass
 from typing import Any
 
 LEGACY = __name__ == "nvfuser"
+BREAKS_WITH = "breaks-with:"
+ASSERT = "INTERNAL ASSERT FAILED at csrc/scheduler/runtime_info.h:69, please report a bug with repro script"
 
 
 class DataType(enum.Enum):
@@ -29,6 +38,23 @@ class DataType(enum.Enum):
 
     def __repr__(self) -> str:
         return f"DataType.{self.name}"
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """A torch-free input: values, a shape and a dtype (what Thunder's descriptors and nvFuser's repro read)."""
+
+    values: tuple[float, ...]
+    dtype: str = "float32"
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return (len(self.values),)
+
+    def __mul__(self, factor: float) -> Tensor:
+        return Tensor(tuple(v * factor for v in self.values), self.dtype)
+
+    __rmul__ = __mul__
 
 
 @dataclass(frozen=True)
@@ -45,6 +71,16 @@ class Execution:
                 f"disable={self.disable!r}, thread={self.thread!r})")
 
 
+class ExecutorCache:
+    """A definition's compiled cache (nvFuser's FusionExecutorCache); execute_with_dtensors reads shardings off it."""
+
+    def __init__(self) -> None:
+        self.outputs = 0
+
+    def get_output_shardings(self) -> list[None]:
+        return [None] * self.outputs
+
+
 EXECUTIONS: list[Execution] = []
 DELAY = 0.0
 OVERLAPS: list[str] = []
@@ -59,6 +95,7 @@ class FusionDefinition:
         self.serial = next(_serial)
         self.finished = False
         self._selected_device = 0
+        self.fake_inputs: list[Any] | None = None
 
     def __enter__(self) -> FusionDefinition:
         return self
@@ -78,13 +115,16 @@ class FusionDefinition:
         """The values given to define_scalar, in order."""
         return [args[0] for name, args, _ in self.ops if name == "define_scalar"]
 
+    def _function_name(self) -> str:
+        return f"nvfuser_fusion_id{self.serial}" if LEGACY else "nvfuser_fusion"
+
     def __repr__(self) -> str:
         lines = []
         for name, args, kwargs in self.ops:
             parts = [repr(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs.items()]
             lines.append(f"    fd.{name}({', '.join(parts)})")
-        header = f"def nvfuser_fusion_id{self.serial}" if LEGACY else "def nvfuser_fusion"
-        return f"{header}(fd : FusionDefinition) -> None :\n" + ("\n".join(lines) or "    pass") + "\n"
+        body = "\n".join(lines) or "    pass"
+        return f"def {self._function_name()}(fd : FusionDefinition) -> None :\n{body}\n"
 
     def execute(self, inputs: Any, *, device: Any = None, save_repro_inputs: bool = False,
                 _enable_options: Any = (), _disable_options: Any = ()) -> list[Any]:
@@ -94,6 +134,13 @@ class FusionDefinition:
                 "Reset the FusionCache manually to avoid reusing kernels when re-executing the fusion definition "
                 "with different options."
             )
+        if save_repro_inputs:
+            self.fake_inputs = list(inputs)
+        if not hasattr(self, "fec"):
+            self.fec = ExecutorCache()
+        broken = {str(s)[len(BREAKS_WITH):] for s in self.scalars() if str(s).startswith(BREAKS_WITH)}
+        if broken & set(_enable_options or ()):
+            raise RuntimeError(ASSERT)
         with _running_lock:
             _running[0] += 1
             if _running[0] > 1:
@@ -103,7 +150,40 @@ class FusionDefinition:
                 time.sleep(DELAY)
             EXECUTIONS.append(Execution(self, _enable_options, _disable_options, threading.current_thread().name,
                                         device, tuple(inputs)))
-            return [a * 2 for a in inputs]
+            outputs = [a * 2 for a in inputs]
+            self.fec.outputs = len(outputs)
+            return outputs
         finally:
             with _running_lock:
                 _running[0] -= 1
+
+    def repro_script_for(self, inputs: list[Any] | None = None) -> str:
+        """A script that defines this fusion again and, given inputs, executes it on inputs like them (nvFuser's)."""
+        uses_torch = any(type(i).__module__.startswith("torch") for i in inputs or ())
+        script = ("# fake nvFuser repro script\n" + ("import torch\n" if uses_torch else "")
+                  + f"from {__name__} import FusionDefinition, DataType, Tensor\n{self!r}"
+                  f"with FusionDefinition() as fd:\n    {self._function_name()}(fd)\n")
+        if inputs is not None:
+            script += "\ninputs = [\n"
+            for i in inputs:
+                if type(i).__module__.startswith("torch"):
+                    script += f"    torch.testing.make_tensor({tuple(i.shape)}, dtype={i.dtype}, device='cpu'),\n"
+                else:
+                    script += f"    {i!r},\n"
+            script += "]\nfd.execute(inputs)\n"
+        return script
+
+    def last_repro_script(self) -> str:
+        assert self.fake_inputs is not None, "execute(inputs, save_repro_inputs=True) was not executed"
+        return self.repro_script_for(self.fake_inputs)
+
+
+def execute_with_dtensors(fd: Any, in_dtensors: Any) -> list[Any]:
+    """nvFuser's, in shape: execute the local tensors (without options), wrap the outputs as DTensors."""
+    in_dtensors = list(in_dtensors)
+    local = [d.to_local() for d in in_dtensors]
+    outputs = fd.execute(local)
+    shardings = fd.fec.get_output_shardings()
+    assert len(outputs) == len(shardings)
+    first = in_dtensors[0]
+    return [type(first).from_local(out, first.device_mesh, first.placements) for out in outputs]

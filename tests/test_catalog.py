@@ -172,8 +172,51 @@ def test_wrong_list_hint(kwargs: dict[str, list[str]], other: str) -> None:
     with pytest.raises(UnknownOptionError) as info:
         nv_options(**kwargs)
     message = str(info.value)
-    assert f"{other} option" in message
+    kind = "enable" if other == "disable" else "disable"
+    article = "an" if kind == "enable" else "a"
+    assert f"is an nvFuser {other} option, not {article} {kind} option" in message  # not "an disable"
     assert f"{other}=[{name!r}]" in message
+
+
+def test_the_hint_speaks_the_callers_syntax() -> None:
+    # The command-line tools pass their flags' syntax; Python callers get keyword arguments.
+    cat = nvscope.catalog()
+    with pytest.raises(UnknownOptionError) as info:
+        cat.check("enable", "matmul_expr_eval", spelling="--{kind} {name}")
+    assert str(info.value).endswith("pass it as --disable matmul_expr_eval")
+    assert "disable=[" not in str(info.value)
+    with pytest.raises(UnknownOptionError, match=r"pass it as enable=\['fuse_matmul'\]$"):
+        cat.check("disable", "fuse_matmul")
+
+
+@pytest.mark.parametrize(("kind", "typed", "suggested"), [
+    ("enable", "FUSE_MATMUL", "did you mean 'fuse_matmul'?"),
+    ("enable", "Fuse_Matmull", "did you mean 'fuse_matmul'"),
+    ("disable", "FMA", "did you mean 'fma'?"),
+    ("disable", "MATMUL_EXPR_EVAL", "did you mean 'matmul_expr_eval'?"),
+    # the same name but for case in the other list wins over fuzzy matches in this one
+    ("enable", "FMA", "did you mean the disable option 'fma'?"),
+])
+def test_did_you_mean_ignores_case(kind: str, typed: str, suggested: str) -> None:
+    with pytest.raises(UnknownOptionError) as info:
+        nv_options(**{kind: [typed]})
+    assert suggested in str(info.value)
+    assert repr(typed) in str(info.value)
+
+
+def test_a_very_long_name_is_not_echoed_whole() -> None:
+    name = "fuse_" + "x" * 10_000
+    with pytest.raises(UnknownOptionError) as info:
+        nvscope.catalog().check("enable", name)
+    message = str(info.value)
+    assert len(message) < 300, len(message)
+    assert "fuse_xxx" in message and "10005 characters" in message
+
+
+def test_a_name_with_arguments_is_refused_by_check_itself() -> None:
+    # The tools validate through check() before nv_options(), so check() must explain this case too.
+    with pytest.raises(UnknownOptionError, match=r"carry no arguments.*NVFUSER_ENABLE=p2p_protocol\(put\)"):
+        nvscope.catalog().check("enable", "p2p_protocol(put)")
 
 
 @pytest.mark.parametrize(
@@ -241,11 +284,11 @@ def test_installed_nvfuser_from_an_imported_module(monkeypatch: pytest.MonkeyPat
 
 
 def test_narrowed_to_0_2_35(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh_catalog: None) -> None:
+    bundled = nvscope.catalog().options  # no nvFuser installed: the whole table
+    assert len(bundled) == len(data.OPTIONS)
     fake_nvfuser(tmp_path, monkeypatch, "nvfuser_cu130_torch210-0.2.35.dev20260215.dist-info")
     cat = nvscope.catalog()
     version = Version("0.2.35")
-    bundled = option_catalog._bundled()
-    assert len(bundled) == len(data.OPTIONS)
     assert cat.options == tuple(o for o in bundled if o.available_in(version))
     assert 0 < len(cat.options) < len(bundled)
     assert "id_model" in cat.names("enable")  # 0.2.23-0.2.35 includes the 0.2.35 nightly
@@ -317,3 +360,157 @@ def test_reset_cache_forgets_the_fake_installation(tmp_path: Path, monkeypatch: 
     option_catalog._reset_cache()
     assert nvscope.catalog().nvfuser is None
     nv_options(enable=["fast_math"])
+
+
+# --- an installed nvFuser newer than the catalog ------------------------------------------------------------------
+
+NEWER = "0.2.99"  # newer than any version the bundled table covers
+assert Version(NEWER) > Version(data.VERSIONS[-1][0])
+
+
+class FakeProbe:
+    """Stands in for `probe_installed` (a child process that needs CUDA): the names "nvFuser" accepts, or an error."""
+
+    def __init__(self, enable: set[str] = frozenset(), disable: set[str] = frozenset(),  # type: ignore[assignment]
+                 error: Exception | None = None, delay: float = 0.0) -> None:
+        self.accepted = {"enable": frozenset(enable), "disable": frozenset(disable)}
+        self.error = error
+        self.delay = delay
+        self.calls = 0
+
+    def __call__(self) -> dict[str, frozenset[str]]:
+        self.calls += 1
+        if self.delay:
+            import time
+
+            time.sleep(self.delay)
+        if self.error is not None:
+            raise self.error
+        return self.accepted
+
+
+@pytest.fixture
+def newer_nvfuser(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh_catalog: None) -> None:
+    monkeypatch.delenv("NVSCOPE_TRUST_NVFUSER", raising=False)
+    fake_nvfuser(tmp_path, monkeypatch, f"nvfuser_cu130_torch210-{NEWER}.dist-info")
+
+
+def probe(monkeypatch: pytest.MonkeyPatch, **kwargs: object) -> FakeProbe:
+    fake = FakeProbe(**kwargs)  # type: ignore[arg-type]
+    monkeypatch.setattr(option_catalog, "probe_installed", fake)
+    return fake
+
+
+def test_newer_nvfuser_accepts_what_nvfuser_itself_accepts(newer_nvfuser: None,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = probe(monkeypatch, enable={"fuse_matmul", "brand_new_option", "id_model"}, disable={"later_disable"})
+    assert "checked with nvFuser itself" in nvscope.catalog().source
+    nv_options(enable=["fuse_matmul"])
+    assert fake.calls == 0  # names the catalog has never start the probe
+    with pytest.warns(nvscope.NvscopeWarning) as notes:
+        scope = nv_options(enable=["brand_new_option"], disable=["later_disable"])
+    assert scope.options == nvscope.OptionSet(["brand_new_option"], ["later_disable"])
+    text = " | ".join(str(n.message) for n in notes)
+    assert "'brand_new_option'" in text and "'later_disable'" in text
+    assert f"installed nvFuser {NEWER} accepts it" in text and "catalog is older" in text
+    assert notes[0].filename == __file__  # attributed to the user's line, not to nvscope's
+    # id_model left the catalog's table at 0.2.35; this (fake) newer nvFuser accepts it again.
+    with pytest.warns(nvscope.NvscopeWarning, match="'id_model'"):
+        nv_options(enable=["id_model"])
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the note is one-time: a second scope with the name is silent
+        nv_options(enable=["brand_new_option"])
+    assert fake.calls == 1  # asked once per process
+
+
+def test_newer_nvfuser_still_refuses_what_it_does_not_accept(newer_nvfuser: None,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = probe(monkeypatch, enable={"fuse_matmul", "p2p_protocol", "brand_new_option"})
+    with pytest.raises(UnknownOptionError, match="did you mean 'fuse_matmul'") as info:
+        nv_options(enable=["fuse_matmull"])
+    assert f"older than the installed {NEWER}, and that nvFuser does not accept it either" in str(info.value)
+    # A name that needs arguments stays refused even though nvFuser lists it.
+    with pytest.raises(UnknownOptionError, match="carry no arguments"):
+        nv_options(enable=["p2p_protocol"])
+    with pytest.raises(UnknownOptionError, match=r"carry no arguments"):
+        nvscope.catalog().check("enable", "brand_new_option(x)")
+    # Accepted in the other list only: the hint names that list, in the caller's syntax.
+    with pytest.raises(UnknownOptionError, match=r"that nvFuser accepts it as an enable option: pass it as "
+                                                 r"enable=\['brand_new_option'\]"):
+        nv_options(disable=["brand_new_option"])
+    with pytest.raises(UnknownOptionError, match=r"pass it as --enable brand_new_option\)$"):
+        nvscope.catalog().check("disable", "brand_new_option", spelling="--{kind} {name}")
+    assert fake.calls == 1
+
+
+def test_newer_nvfuser_that_cannot_be_asked_says_how_to_override(newer_nvfuser: None,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = probe(monkeypatch, error=RuntimeError("nvFuser did not list its enable options (exit 1): no CUDA"))
+    for _ in range(2):
+        with pytest.raises(UnknownOptionError) as info:
+            nv_options(enable=["brand_new_option"])
+        message = str(info.value)
+        assert f"covers nvFuser up to {data.VERSIONS[-1][0]}, older than the installed {NEWER}" in message
+        assert "could not be asked" in message and "no CUDA" in message
+        assert "NVSCOPE_TRUST_NVFUSER=1" in message
+    assert fake.calls == 1  # a failed probe is not repeated at every miss
+    monkeypatch.setenv("NVSCOPE_TRUST_NVFUSER", "1")
+    with pytest.warns(nvscope.NvscopeWarning, match=r"'brand_new_option'.*unvalidated \(NVSCOPE_TRUST_NVFUSER=1\)"):
+        assert nv_options(enable=["brand_new_option"]).options == nvscope.OptionSet(["brand_new_option"])
+    with pytest.raises(UnknownOptionError, match="carry no arguments"):
+        nv_options(enable=["p2p_protocol"])  # trusted or not, per-call options carry no arguments
+
+
+def test_trust_skips_the_probe(newer_nvfuser: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = probe(monkeypatch, enable={"fuse_matmul"})
+    monkeypatch.setenv("NVSCOPE_TRUST_NVFUSER", "1")
+    with pytest.warns(nvscope.NvscopeWarning, match="unvalidated"):
+        nv_options(enable=["brand_new_option"])
+    assert fake.calls == 0
+
+
+def test_one_probe_when_threads_miss_at_once(newer_nvfuser: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+    import warnings
+
+    fake = probe(monkeypatch, enable={"brand_new_option"}, delay=0.05)
+    barrier = threading.Barrier(4)
+    errors: list[BaseException] = []
+
+    def miss() -> None:
+        barrier.wait()
+        try:
+            nvscope.catalog().check("enable", "brand_new_option")
+        except BaseException as error:
+            errors.append(error)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", nvscope.NvscopeWarning)
+        threads = [threading.Thread(target=miss) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert errors == [] and fake.calls == 1
+
+
+def test_no_probe_when_the_catalog_covers_the_installed_version(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                fresh_catalog: None) -> None:
+    fake_nvfuser(tmp_path, monkeypatch, f"nvfuser-{data.VERSIONS[-1][0]}.dist-info")
+    fake = probe(monkeypatch, enable={"brand_new_option"})
+    with pytest.raises(UnknownOptionError) as info:
+        nv_options(enable=["brand_new_option"])
+    assert "older than the installed" not in str(info.value)
+    assert fake.calls == 0
+
+
+def test_trust_passes_unknown_names_but_never_argument_options(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                               fresh_catalog: None) -> None:
+    fake_nvfuser(tmp_path, monkeypatch, "nvfuser-0.2.35.dist-info")
+    monkeypatch.setenv("NVSCOPE_TRUST_NVFUSER", "1")
+    with pytest.warns(nvscope.NvscopeWarning, match="unvalidated"):
+        nv_options(enable=["from_a_custom_build"])
+    with pytest.raises(UnknownOptionError, match=r"0\.2\.36\+"):
+        nv_options(enable=["p2p_transport"])  # needs arguments (in 0.2.36+): refused, trusted or not

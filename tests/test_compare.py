@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
@@ -55,6 +56,8 @@ def test_table_lists_variants_and_ratios(capsys: pytest.CaptureFixture[str]) -> 
         ({"x": {"enable": ["fuse_matmull"]}}, nvscope.UnknownOptionError),
         ({"ok": {}, "x": {"enabled": ["fuse_matmul"]}}, TypeError),
         ({"x": {"enable": [1]}}, TypeError),
+        ({"ok": {}, "a": "fuse_matmul"}, TypeError),
+        ([{"enable": ["fuse_matmul"]}], TypeError),
     ],
 )
 def test_bad_variants_fail_before_anything_runs(variants: dict[str, Any], error: type[Exception]) -> None:
@@ -63,6 +66,98 @@ def test_bad_variants_fail_before_anything_runs(variants: dict[str, Any], error:
         nvscope.compare(lambda: ran.append(1), variants=variants, show=False)
     assert ran == []
     assert current_options() == nvscope.OptionSet()
+
+
+def test_a_variant_that_is_not_a_mapping_says_what_a_variant_is() -> None:
+    with pytest.raises(TypeError) as info:
+        nvscope.compare(lambda: 0, variants={"a": "fuse_matmul"}, show=False)  # type: ignore[dict-item]
+    message = str(info.value)
+    assert "variant 'a'" in message and "{'enable': [...]" in message and "not str: 'fuse_matmul'" in message
+    assert "unknown keys" not in message  # not the letters of 'fuse_matmul'
+    with pytest.raises(TypeError, match="mapping from a variant's name to its options"):
+        nvscope.compare(lambda: 0, variants=[("a", {})], show=False)  # type: ignore[arg-type]
+
+
+NAN = float("nan")
+
+
+@pytest.mark.parametrize(("first", "second"), [
+    ((1.0, NAN), (1.0, 2.0)),  # max() with a NaN depends on the order: (0.0, nan) -> 0.0 but (nan, 0.0) -> nan
+    ((1.0, 2.0), (1.0, NAN)),
+    ((NAN, 1.0), (5.0, 1.0)),
+    ([1.0, {"a": NAN}], [1.0, {"a": 1.0}]),
+])
+def test_a_nan_in_any_output_shows(first: Any, second: Any) -> None:
+    outputs = {"a": first, "b": second}
+
+    def fn() -> Any:
+        return outputs["b" if current_options() else "a"]
+
+    result = nvscope.compare(fn, variants={"a": {}, "b": {"enable": ["kernel_profile"]}}, repeat=1, show=False)
+    diff = result["b"].max_abs_diff
+    assert diff is not None and math.isnan(diff)
+    flagged = [name for name in ("a", "b") if result[name].has_nan]
+    assert flagged == [name for name, value in outputs.items() if any(map(math.isnan, _numbers(value)))]
+    assert f"NaN in the output of: {', '.join(flagged)}" in result.table()
+    assert " nan " in result.table()
+
+
+def _numbers(value: Any) -> list[float]:
+    if isinstance(value, dict):
+        return [x for v in value.values() for x in _numbers(v)]
+    if isinstance(value, (list, tuple)):
+        return [x for v in value for x in _numbers(v)]
+    return [value]
+
+
+def test_a_nan_in_tensors_shows_and_equal_infinities_do_not_differ() -> None:
+    torch = pytest.importorskip("torch")
+    outputs = {
+        "a": torch.tensor([1.0, float("inf"), NAN, 3.0]),
+        "b": torch.tensor([1.0, float("inf"), 7.0, 3.0]),
+        "c": torch.tensor([1.0, float("inf"), 7.0, 5.0]),
+    }
+
+    def fn() -> Any:
+        enabled = current_options().enable
+        return outputs["c" if "static_fusion_count" in enabled else "b" if enabled else "a"]
+
+    variants = {"a": {}, "b": {"enable": ["kernel_profile"]}, "c": {"enable": ["static_fusion_count"]}}
+    result = nvscope.compare(fn, variants=variants, repeat=1, show=False)
+    assert math.isnan(result["a"].max_abs_diff)  # type: ignore[arg-type]  # the reference itself has a NaN
+    assert math.isnan(result["b"].max_abs_diff)  # type: ignore[arg-type]
+    assert [result[n].has_nan for n in variants] == [True, False, False]
+    no_nan = nvscope.compare(lambda: outputs["c" if current_options() else "b"],
+                             variants={"b": {}, "c": {"enable": ["kernel_profile"]}}, repeat=1, show=False)
+    assert no_nan["b"].max_abs_diff == 0.0  # inf vs inf is no difference
+    assert no_nan["c"].max_abs_diff == 2.0
+    assert "NaN" not in no_nan.table()
+
+
+def test_outputs_are_copied_before_the_next_variant_runs() -> None:
+    torch = pytest.importorskip("torch")
+    buffer = torch.zeros(3)
+    numbers = [0.0, 0.0]
+
+    def reuses_its_buffers() -> Any:
+        value = 2.0 * len(current_options().enable)
+        buffer.fill_(value)  # a preallocated output, overwritten in place by every call
+        numbers[:] = [value, value]  # and a list, mutated in place
+        return {"tensor": buffer, "list": numbers}
+
+    result = nvscope.compare(reuses_its_buffers, variants={"a": {}, "b": {"enable": ["kernel_profile"]}},
+                             warmup=1, repeat=2, show=False)
+    assert result["b"].max_abs_diff == 2.0
+
+
+def test_outputs_of_different_shapes_are_an_error_not_a_broadcast() -> None:
+    torch = pytest.importorskip("torch")
+
+    def fn() -> Any:
+        return torch.ones(3) if current_options() else torch.ones(1)
+
+    with pytest.raises(ValueError, match=r"shape \(1,\) vs \(3,\)"):
+        nvscope.compare(fn, variants={"a": {}, "b": {"enable": ["kernel_profile"]}}, repeat=1, show=False)
 
 
 def test_bad_repeat_or_warmup() -> None:

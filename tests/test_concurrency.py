@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import sys
 import threading
-from collections.abc import Callable, Iterator
+import warnings
+from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -35,29 +37,10 @@ def _switch_often() -> Iterator[None]:
         sys.setswitchinterval(previous)
 
 
-def run_threads(n: int, target: Callable[[int], Any], timeout: float = 30) -> list[Any]:
-    """Run ``target(i)`` in n threads; re-raise the first failure; return the results in thread order."""
-    results: list[Any] = [None] * n
-    errors: list[BaseException] = []
-
-    def runner(i: int) -> None:
-        try:
-            results[i] = target(i)
-        except BaseException as error:  # surface assertion errors from the threads
-            errors.append(error)
-
-    threads = [threading.Thread(target=runner, args=(i,)) for i in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout)
-        assert not t.is_alive(), "a thread hung"
-    if errors:
-        raise errors[0]
-    return results
+RunThreads = Callable[..., list[Any]]  # the conftest fixture
 
 
-def test_a_new_thread_starts_with_no_scope() -> None:
+def test_a_new_thread_starts_with_no_scope(run_threads: RunThreads) -> None:
     with nv_options(enable=["fuse_matmul"]):
         assert current_options() == OptionSet(enable=["fuse_matmul"])
         seen = run_threads(1, lambda _: current_options())
@@ -84,7 +67,7 @@ def test_scopes_entered_in_a_thread_stay_in_it() -> None:
     assert results == [OptionSet(enable=["fuse_matmul"])]
 
 
-def test_eight_threads_share_scope_objects_without_cross_talk() -> None:
+def test_eight_threads_share_scope_objects_without_cross_talk(run_threads: RunThreads) -> None:
     n, iterations = 8, 200
     barrier = threading.Barrier(n)
 
@@ -191,7 +174,100 @@ def test_bind_preserves_metadata() -> None:
     assert bound(1, y=2) == 3
 
 
-def test_nested_scopes_inside_a_bound_function() -> None:
+def test_bind_carries_the_scope_into_a_coroutine_body() -> None:
+    async def work() -> list[OptionSet]:
+        seen = [current_options()]
+        await asyncio.sleep(0)
+        with nv_options(enable=["kernel_profile"]):
+            await asyncio.sleep(0)
+            seen.append(current_options())
+        return [*seen, current_options()]
+
+    with nv_options(enable=["fuse_matmul"]):
+        bound = bind(work)
+    assert inspect.iscoroutinefunction(bound)
+
+    async def main() -> tuple[list[OptionSet], OptionSet]:
+        with nv_options(disable=["fallback"]):  # the awaiting code's scope is replaced, as for a bound function
+            result = await bound()
+            return result, current_options()
+
+    fm = OptionSet(enable=["fuse_matmul"])
+    assert asyncio.run(main()) == ([fm, fm | OptionSet(enable=["kernel_profile"]), fm], OptionSet(disable=["fallback"]))
+
+
+def test_bind_carries_the_scope_into_every_step_of_a_generator() -> None:
+    def steps() -> Iterator[OptionSet]:
+        yield current_options()
+        with nv_options(enable=["kernel_profile"]):
+            yield current_options()
+            yield current_options()
+        yield current_options()
+
+    with nv_options(enable=["fuse_matmul"]):
+        bound = bind(steps)
+    assert inspect.isgeneratorfunction(bound)
+    fm, kp = OptionSet(enable=["fuse_matmul"]), OptionSet(enable=["kernel_profile"])
+    g = bound()  # created after the scope exited, stepped under other scopes: each step sees the captured one
+    assert next(g) == fm
+    with nv_options(disable=["fallback"]):
+        assert next(g) == fm | kp
+        assert current_options() == OptionSet(disable=["fallback"])  # the body's scope stays in the body
+    assert next(g) == fm | kp
+    assert current_options() == NONE
+    assert list(g) == [fm]
+
+
+def test_bind_carries_the_scope_into_an_async_generator_and_other_threads(run_threads: RunThreads) -> None:
+    async def steps() -> AsyncIterator[OptionSet]:
+        for _ in range(3):
+            await asyncio.sleep(0)
+            yield current_options()
+
+    with nv_options(enable=["fuse_matmul"]) as active:
+        bound = bind(steps)
+    assert inspect.isasyncgenfunction(bound)
+
+    async def consume() -> list[tuple[OptionSet, OptionSet]]:
+        with nv_options(disable=["fallback"]):
+            return [(inside, current_options()) async for inside in bound()]
+
+    expected = [(active, OptionSet(disable=["fallback"]))] * 3
+    assert asyncio.run(consume()) == expected
+    assert run_threads(4, lambda _: asyncio.run(consume())) == [expected] * 4
+
+
+def test_bind_refuses_what_is_not_callable() -> None:
+    def gen() -> Iterator[int]:
+        yield 1
+
+    with pytest.raises(TypeError, match="bind the function that creates it"):
+        bind(gen())  # type: ignore[arg-type]
+    assert current_options() == NONE
+
+
+def test_fusions_of_bound_work_count_for_the_captured_scopes(
+    fusion: Callable[[], OptionSet], run_threads: RunThreads
+) -> None:
+    fm, mee = OptionSet(enable=["fuse_matmul"]), OptionSet(disable=["matmul_expr_eval"])
+
+    def steps() -> Iterator[OptionSet]:
+        yield fusion()
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with nv_options(enable=["fuse_matmul"]):
+            work = bind(fusion)
+            assert run_threads(2, lambda _: work()) == [fm, fm]
+            with nv_options(disable=["matmul_expr_eval"]):  # exits before the bound work runs: it warns
+                later = bind(steps)
+            assert list(later()) == [fm | mee]  # ran under the exited scope: counts for the open one around it
+    assert [str(w.message).partition(" exited")[0] for w in caught] == [
+        "nv_options(enable=[], disable=['matmul_expr_eval'])"
+    ]
+
+
+def test_nested_scopes_inside_a_bound_function(run_threads: RunThreads) -> None:
     def work() -> tuple[OptionSet, OptionSet]:
         with nv_options(enable=["kernel_profile"]) as inner:
             pass
@@ -204,7 +280,7 @@ def test_nested_scopes_inside_a_bound_function() -> None:
     assert after == OptionSet(enable=["fuse_matmul"])
 
 
-def test_one_bound_callable_runs_concurrently_in_many_threads() -> None:
+def test_one_bound_callable_runs_concurrently_in_many_threads(run_threads: RunThreads) -> None:
     n = 8
     barrier = threading.Barrier(n)
 
@@ -311,6 +387,6 @@ def test_asyncio_task_created_in_a_scope_inherits_it_but_not_later_changes() -> 
     assert asyncio.run(main()) == [fm, fm]
 
 
-def test_dev_mode_switch_is_process_wide() -> None:
+def test_dev_mode_switch_is_process_wide(run_threads: RunThreads) -> None:
     # threads see the same development-mode setting (no warnings from worker threads in this suite)
     assert run_threads(2, lambda _: nvscope.development_mode()) == [True, True]

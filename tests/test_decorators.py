@@ -5,12 +5,13 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
-from collections.abc import AsyncIterator, Iterator
+import warnings
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import pytest
 
-from nvscope import OptionSet, current_options, nv_options, with_nv_options
+from nvscope import NoFusionWarning, OptionSet, current_options, nv_options, with_nv_options
 
 NONE = OptionSet()
 FM = OptionSet(enable=["fuse_matmul"])
@@ -115,6 +116,51 @@ def test_methods() -> None:
     assert m.klass(1) == ("Model", FM)
     assert Model.forward.__name__ == "forward"
     assert list(inspect.signature(m.forward).parameters) == ["x"]
+    assert current_options() == NONE
+
+
+def test_above_staticmethod_and_classmethod() -> None:
+    """Both orders work: @with_nv_options above @staticmethod/@classmethod decorates the function inside."""
+
+    class Model:
+        @with_nv_options(enable=["fuse_matmul"])
+        @staticmethod
+        def static(x: int) -> tuple[int, OptionSet]:
+            return x, current_options()
+
+        @with_nv_options(enable=["fuse_matmul"])
+        @classmethod
+        def klass(cls, x: int) -> tuple[str, int, OptionSet]:
+            return cls.__name__, x, current_options()
+
+        @with_nv_options(enable=["fuse_matmul"])
+        @staticmethod
+        def static_steps(n: int) -> Iterator[OptionSet]:
+            for _ in range(n):
+                yield current_options()
+
+    class Sub(Model):
+        pass
+
+    m = Model()
+    assert Model.static(4) == (4, FM) and m.static(5) == (5, FM)
+    assert Model.klass(1) == ("Model", 1, FM) and Sub().klass(2) == ("Sub", 2, FM)
+    assert list(m.static_steps(2)) == [FM, FM]
+    assert isinstance(Model.__dict__["static"], staticmethod)
+    assert isinstance(Model.__dict__["klass"], classmethod)
+    assert Model.static.__name__ == "static" and Model.klass.__name__ == "klass"
+    with nv_options(disable=["fallback"]):
+        assert Model.static(0) == (0, BOTH)
+    assert current_options() == NONE
+
+
+def test_decorating_a_class_raises() -> None:
+    with pytest.raises(TypeError, match=r"cannot decorate a class \(.*Model\).*Decorate the methods"):
+        @with_nv_options(enable=["fuse_matmul"])
+        class Model:
+            pass
+    with pytest.raises(TypeError, match="cannot decorate a class"):
+        nv_options(enable=["fuse_matmul"])(int)
     assert current_options() == NONE
 
 
@@ -533,9 +579,9 @@ def test_generator_yielding_inside_its_own_scope() -> None:
     assert next(g) == FM | profile
     assert current_options() == NONE  # the body's own scope does not leak to the consumer either
     with nv_options(disable=["fallback"]):
-        assert next(g) == FM | profile
+        assert next(g) == FM | profile | OUTER  # the consumer's scope at this resume, under the body's own
         assert current_options() == OUTER
-    assert next(g) == FM  # the body's scope exited in the body
+    assert next(g) == FM  # the consumer's scope has exited, and the body's own scope exited in the body
     assert next(g) == OUTER
     assert current_options() == NONE
     g.close()
@@ -702,3 +748,107 @@ def test_async_generator_wraps() -> None:
     wrapped = with_nv_options(enable=["fuse_matmul"])(original)
     assert wrapped.__name__ == "original" and wrapped.__doc__ == "Doc."
     assert inspect.signature(wrapped) == inspect.signature(original)
+
+
+# --- fusions run by a decorated generator count for the scopes that ran them -----------------------------------------
+
+MEE = OptionSet(disable=["matmul_expr_eval"])
+
+
+def no_fusion_warnings(caught: list[warnings.WarningMessage]) -> list[str]:
+    """The scopes (their repr) named by the NoFusionWarnings caught, in order."""
+    return [str(w.message).partition(" exited")[0] for w in caught if issubclass(w.category, NoFusionWarning)]
+
+
+@pytest.fixture
+def caught() -> Iterator[list[warnings.WarningMessage]]:
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        yield record
+
+
+def test_a_generator_step_runs_with_the_consumer_scope_of_that_step(
+    fusion: Callable[[], OptionSet], caught: list[warnings.WarningMessage]
+) -> None:
+    """The issue-9 case: a consumer scope that has exited is not seen by later steps, even under the body's scope."""
+    profile = OptionSet(enable=["kernel_profile"])
+
+    @with_nv_options(enable="fuse_matmul")
+    def steps() -> Iterator[OptionSet]:
+        with nv_options(enable="kernel_profile"):
+            yield fusion()
+            yield fusion()
+
+    g = steps()
+    with nv_options(disable="matmul_expr_eval"):
+        assert next(g) == FM | profile | MEE  # what nvFuser received
+    assert next(g) == FM | profile
+    with pytest.raises(StopIteration):
+        next(g)
+    assert no_fusion_warnings(caught) == []  # each scope saw a fusion: the consumer's too
+
+
+def test_a_consumer_scope_around_a_step_without_fusion_still_warns(
+    fusion: Callable[[], OptionSet], caught: list[warnings.WarningMessage]
+) -> None:
+    @with_nv_options(enable="fuse_matmul")
+    def steps() -> Iterator[None]:
+        with nv_options(enable="kernel_profile"):
+            fusion()
+            yield  # the body's scope saw a fusion in the first step ...
+            yield  # ... and none in this one
+        # ... and exits in the third step: no warning, it did see one
+
+    g = steps()
+    next(g)
+    with nv_options(disable="matmul_expr_eval"):
+        next(g)  # no fusion in this step
+    assert no_fusion_warnings(caught) == ["nv_options(enable=[], disable=['matmul_expr_eval'])"]
+    with pytest.raises(StopIteration):
+        next(g)
+    assert no_fusion_warnings(caught) == ["nv_options(enable=[], disable=['matmul_expr_eval'])"]
+
+
+def test_a_decorated_generator_warns_when_none_of_its_steps_ran_a_fusion(
+    fusion: Callable[[], OptionSet], caught: list[warnings.WarningMessage]
+) -> None:
+    @with_nv_options(enable="fuse_matmul")
+    def idle() -> Iterator[int]:
+        yield 1
+        yield 2
+
+    @with_nv_options(enable="fuse_matmul")
+    def busy() -> Iterator[int]:
+        yield 1
+        fusion()
+        yield 2
+
+    assert list(busy()) == [1, 2]
+    assert no_fusion_warnings(caught) == []
+    g = idle()
+    next(g)
+    g.close()  # left early, like a with block left by an exception: no verdict
+    assert no_fusion_warnings(caught) == []
+    assert list(idle()) == [1, 2]
+    assert no_fusion_warnings(caught) == ["nv_options(enable=['fuse_matmul'], disable=[])"]
+    assert caught[-1].filename == __file__  # attributed to the consuming line
+
+
+def test_async_generator_steps_count_their_fusions(
+    fusion: Callable[[], OptionSet], caught: list[warnings.WarningMessage]
+) -> None:
+    @with_nv_options(enable="fuse_matmul")
+    async def steps() -> AsyncIterator[OptionSet]:
+        with nv_options(disable="fallback", inherit=False):
+            await asyncio.sleep(0)
+            yield fusion()
+        yield fusion()
+
+    async def main() -> list[OptionSet]:
+        g = steps()
+        with nv_options(disable="matmul_expr_eval"):
+            first = await g.__anext__()
+        return [first] + [options async for options in g]
+
+    assert asyncio.run(main()) == [OUTER, FM]
+    assert no_fusion_warnings(caught) == []

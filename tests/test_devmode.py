@@ -383,8 +383,7 @@ def test_empty_scopes_never_warn(tmp_path: Path) -> None:
 
 @pytest.mark.no_development_mode
 def test_in_process_warning_outside_development_mode() -> None:
-    previous = nvscope.set_development_mode(False)
-    try:
+    with nvscope.dev_mode(False):
         with pytest.warns(nvscope.DevelopmentModeWarning) as record:
             with nvscope.nv_options(enable=["fuse_matmul"]):
                 pass
@@ -394,8 +393,17 @@ def test_in_process_warning_outside_development_mode() -> None:
             warnings.simplefilter("error")
             with nvscope.nv_options():  # empty: no warning even when warnings are errors
                 pass
-    finally:
-        nvscope.set_development_mode(previous)
+
+
+def test_dev_mode_restores_the_previous_setting_also_on_error() -> None:
+    assert nvscope.development_mode() is True  # the conftest fixture's setting
+    with pytest.raises(KeyError), nvscope.dev_mode(False):
+        assert nvscope.development_mode() is False
+        with nvscope.dev_mode():  # nested, and on by default
+            assert nvscope.development_mode() is True
+        assert nvscope.development_mode() is False
+        raise KeyError
+    assert nvscope.development_mode() is True
 
 
 def test_import_is_light(tmp_path: Path) -> None:

@@ -34,9 +34,8 @@ def test_the_pool_names_are_valid_per_call_options() -> None:
 
 @pytest.fixture(autouse=True, scope="module")
 def _development_mode_for_the_machine() -> Iterator[None]:
-    previous = nvscope.set_development_mode(True)
-    yield
-    nvscope.set_development_mode(previous)
+    with nvscope.dev_mode(True):
+        yield
 
 
 class Boom(Exception):

@@ -1,4 +1,7 @@
-"""nvscope.nvfuser (direct users, legacy hooks, version gate) and nvscope._partitions, against fake frontends."""
+"""nvscope.nvfuser (direct users, legacy hooks, version gate) and nvscope._partitions, against fake frontends.
+
+The doubles need no torch, and neither does this file.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +11,6 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-
-pytest.importorskip("torch")  # the doubles build real autograd Functions
-
 from thunder_double import ThunderDouble, load_frontend, reset_nvscope
 
 import nvscope._partitions

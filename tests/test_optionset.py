@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import copy
+import gc
 import pickle
+import weakref
 
 import pytest
 
 from nvscope import OptionSet
-from nvscope._optionset import EMPTY
+
+EMPTY = OptionSet()
 
 
 def test_fields_are_frozensets_of_the_names() -> None:
@@ -143,16 +146,30 @@ def test_union_memo_is_by_value_and_bounded() -> None:
     a = OptionSet(enable=["base"])
     first = a | OptionSet(enable=["x"])
     assert a | OptionSet(enable=["x"]) is first  # memoised: an equal operand gives the same object back
-    # many distinct operands: the results stay correct past the memo bound
-    for i in range(OptionSet._MAX_MEMO * 2 + 3):
+    assert a.union(OptionSet(enable=["x"])) is first
+    # Bounded: an operand used once is not kept alive for ever by the memo of a long-lived left operand.
+    once = OptionSet(disable=["used_once"])
+    gone = weakref.ref(once)
+    assert a | once == OptionSet(enable=["base"], disable=["used_once"])
+    del once
+    # many distinct operands: the results stay correct however many there are
+    for i in range(2000):
         assert a | OptionSet(disable=[f"d{i}"]) == OptionSet(enable=["base"], disable=[f"d{i}"])
-    assert len(a._unions) <= OptionSet._MAX_MEMO
+    gc.collect()
+    assert gone() is None
     assert a | OptionSet(enable=["x"]) == first
 
 
-def test_union_rejects_non_optionsets() -> None:
-    with pytest.raises((TypeError, AttributeError)):
-        OptionSet(enable=["a"]).union({"b"})  # type: ignore[arg-type]
+@pytest.mark.parametrize("other", [("x",), {"b"}, frozenset({"b"}), "fuse_matmul", None, 1])
+def test_union_rejects_non_optionsets_with_a_type_error(other: object) -> None:
+    s = OptionSet(enable=["a"])
+    with pytest.raises(TypeError, match=r"unsupported operand type\(s\) for \|: 'OptionSet' and"):
+        s | other  # type: ignore[operator]
+    with pytest.raises(TypeError, match=r"unsupported operand type\(s\) for \|"):
+        other | s  # type: ignore[operator]
+    with pytest.raises(TypeError, match=r"OptionSet\.union takes an OptionSet, not .*OptionSet\(enable="):
+        s.union(other)  # type: ignore[arg-type]
+    assert s == OptionSet(enable=["a"])
 
 
 def test_as_env_only_nonempty_keys_sorted_and_comma_joined() -> None:

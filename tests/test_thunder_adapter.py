@@ -1,7 +1,9 @@
 """The Thunder adapter (nvscope.thunder) against a recording double of Thunder's nvFuser executor (thunder_double).
 
 What is observed is what the fake nvFuser records at each ``execute``: which FusionDefinition ran (Thunder's own,
-from its ``get_fd`` cache, or a partition's), the option lists it got and the thread; plus nvscope's audit records.
+from its ``get_fd`` cache, or a partition's), the option lists it got and the thread; Thunder's NVTX range names;
+what Thunder's tools read off the wrapper (``last_used``, ``last_inputs``); and nvscope's audit records. Only the
+backward tests need torch (real autograd); the rest runs without it.
 """
 
 from __future__ import annotations
@@ -14,18 +16,12 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-
-torch = pytest.importorskip("torch")  # the doubles build real autograd Functions
-
+from fake_nvfuser_frontend import Tensor
 from thunder_double import AUTOGRAD, IMPL, ThunderDouble, reset_nvscope
 
 import nvscope
-import nvscope._autoinstall
-import nvscope.nvfuser
 import nvscope.thunder
 from nvscope import OptionSet, UnsupportedError, audit, nv_options
-from nvscope import _events as events
-from nvscope._frontends import salt_for
 
 FM = ["fuse_matmul"]
 SFC = ["static_fusion_count"]
@@ -38,8 +34,8 @@ RESET = "Reset the FusionCache manually"
 def make_double(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., ThunderDouble]]:
     reset_nvscope()
 
-    def make(frontend: str = "direct", version: str | None = "0.2.35") -> ThunderDouble:
-        return ThunderDouble(monkeypatch, frontend, version)
+    def make(frontend: str = "direct", version: str | None = "0.2.35", **shape: Any) -> ThunderDouble:
+        return ThunderDouble(monkeypatch, frontend, version, **shape)
 
     yield make
     reset_nvscope()
@@ -56,8 +52,8 @@ def installed(double: ThunderDouble) -> ThunderDouble:
     return double
 
 
-def t(n: int = 2) -> torch.Tensor:
-    return torch.ones(n)
+def t(n: int = 2) -> Tensor:
+    return Tensor((1.0,) * n)
 
 
 def default_fd(wrapper: Any, *args: Any) -> Any:
@@ -65,9 +61,9 @@ def default_fd(wrapper: Any, *args: Any) -> Any:
     return wrapper.get_fd(wrapper.to_descriptors(args))
 
 
-def patched_entries(double: ThunderDouble) -> tuple[Any, Any, Any]:
-    return (double.Wrapper.__dict__["__call__"], double.Function.__dict__["forward"],
-            double.Function.__dict__["backward"])
+def patched_entries(double: ThunderDouble) -> tuple[Any, Any, Any, Any]:
+    return (vars(double.Wrapper).get("__call__"), vars(double.Function).get("forward"),
+            vars(double.Function).get("backward"), double.impl.execute_with_dtensors)
 
 
 def run_in_thread(target: Callable[[], Any], name: str) -> None:
@@ -89,50 +85,82 @@ def run_in_thread(target: Callable[[], Any], name: str) -> None:
 
 # --- install / uninstall / autoinstall -----------------------------------------------------------------------------
 
-def test_install_without_thunders_executor_changes_nothing(double: ThunderDouble,
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, IMPL, None)  # import raises ImportError
+@pytest.mark.parametrize("missing", [IMPL, AUTOGRAD])
+def test_install_without_thunders_executor_changes_nothing(double: ThunderDouble, monkeypatch: pytest.MonkeyPatch,
+                                                           missing: str) -> None:
+    monkeypatch.setitem(sys.modules, missing, None)  # import raises ImportError
     before = patched_entries(double)
     assert nvscope.thunder.install() is False
     assert not nvscope.thunder.installed()
+    assert nvscope.thunder.unsupported() is None  # not "unsupported": there is nothing to drive
     assert patched_entries(double) == before
     with nv_options(enable=FM):  # the autoinstall hook tries too, and fails the same way
         assert not nvscope.thunder.installed()
     assert patched_entries(double) == before
 
 
-def test_install_without_autograd_module_changes_nothing(double: ThunderDouble,
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, AUTOGRAD, None)
-    before = patched_entries(double)
-    assert nvscope.thunder.install() is False
-    assert patched_entries(double) == before
-
-
 def test_install_patches_and_is_idempotent(double: ThunderDouble) -> None:
-    call, forward, backward = patched_entries(double)
+    call, forward, backward, with_dtensors = patched_entries(double)
+    assert nvscope.thunder.unsupported() is None
     assert nvscope.thunder.install() is True
     assert nvscope.thunder.installed()
     patched = patched_entries(double)
     assert patched[0] is not call and patched[0].__wrapped__ is call
     assert patched[1] is not forward and patched[1].__func__.__wrapped__ is forward.__func__
     assert patched[2] is not backward and patched[2].__func__.__wrapped__ is backward.__func__
+    assert patched[3] is not with_dtensors and patched[3].__wrapped__ is with_dtensors
     assert nvscope.thunder.install() is True
-    assert patched_entries(double) == patched
     assert all(a is b for a, b in zip(patched_entries(double), patched, strict=True))
 
 
 def test_uninstall_restores_the_exact_originals_and_is_idempotent(double: ThunderDouble) -> None:
     originals = patched_entries(double)
-    functions = (originals[0], originals[1].__func__, originals[2].__func__)
     nvscope.thunder.install()
     assert nvscope.thunder.uninstall() is True
     assert not nvscope.thunder.installed()
-    restored = patched_entries(double)
-    assert all(a is b for a, b in zip(restored, originals, strict=True))
-    assert (restored[0], restored[1].__func__, restored[2].__func__) == functions
+    assert all(a is b for a, b in zip(patched_entries(double), originals, strict=True))
     assert nvscope.thunder.uninstall() is False
     assert all(a is b for a, b in zip(patched_entries(double), originals, strict=True))
+
+
+# Thunder shapes nvscope does not know: each lacks one thing the adapter relies on.
+REFUSED = [
+    *[{"drop": (name,)} for name in ("get_fd", "to_descriptors", "name", "use_cache", "last_used", "last_inputs",
+                                     "store_inputs", "enable_options", "disable_options")],
+    {"drop": ("ThunderFunction.forward",)},
+    {"drop": ("ThunderFunction.backward",)},
+    {"lru_cache": True},  # closed Thunder PR 2806: create_fd through nvFuser's LruFusionCache
+]
+
+
+@pytest.mark.parametrize("shape", REFUSED, ids=lambda s: ",".join(s.get("drop", ())) or "lru_cache")
+def test_install_refuses_an_unknown_thunder_and_changes_nothing(make_double: Callable[..., ThunderDouble],
+                                                                shape: dict[str, Any]) -> None:
+    double = make_double(thunder_version="0.3.0", **shape)
+    before = patched_entries(double)
+    with pytest.raises(UnsupportedError) as raised:
+        nvscope.thunder.install()
+    message = str(raised.value)
+    what = shape["drop"][0] if "drop" in shape else "nvFuser's LruFusionCache"
+    assert what in message and "Thunder 0.3.0" in message and "Thunder 0.2.6" in message
+    assert "Nothing was patched" in message and "NVFUSER_ENABLE" in message  # what happens, and the way out
+    assert nvscope.thunder.unsupported() == message  # what `nvscope doctor` prints
+    assert not nvscope.thunder.installed()
+    assert all(a is b for a, b in zip(patched_entries(double), before, strict=True))
+
+
+def test_a_definition_that_comes_compiled_is_refused_in_a_scope(make_double: Callable[..., ThunderDouble]) -> None:
+    """A Thunder whose new definitions share compiled caches, without the create_fd marker install looks for."""
+    double = make_double(lru_cache=True)
+    del double.impl.create_fd
+    assert nvscope.thunder.install() is True
+    wrapper = double.make_wrapper()
+    with nv_options(enable=FM), pytest.raises(UnsupportedError, match="compiled cache already") as raised:
+        wrapper(t())
+    assert double.executions == []  # nothing ran with the default's kernels under the scope's name
+    assert not getattr(raised.value, "__notes__", None)  # nvscope's own refusals are not fusion failures
+    wrapper(t())  # unscoped: Thunder's own
+    assert double.executions[-1].enable == []
 
 
 def test_explicit_uninstall_stops_autoinstall_until_install(double: ThunderDouble) -> None:
@@ -167,6 +195,7 @@ def test_entering_a_scope_installs_automatically(double: ThunderDouble) -> None:
     assert double.executions[-1].enable == FM
 
 
+@pytest.mark.filterwarnings("ignore::nvscope.NoFusionWarning")  # these scopes only install; no fusion runs
 def test_thunder_imported_after_a_first_scope_is_still_found(make_double: Callable[..., ThunderDouble]) -> None:
     with nv_options(enable=FM):
         assert not nvscope.thunder.installed()
@@ -193,9 +222,10 @@ def test_unscoped_call_runs_thunders_own_fd_with_thunders_options(installed: Thu
     assert execution.fd is default_fd(wrapper, t())
     assert execution.enable is wrapper.enable_options and execution.disable is wrapper.disable_options
     assert execution.thread == threading.current_thread().name
-    assert torch.equal(out[0], 2 * t())
+    assert out[0] == 2 * t()
     assert nvscope.thunder.partitions(wrapper) is None
     assert wrapper.last_used is execution.fd  # Thunder's own __call__ ran
+    assert installed.ranges == ["nvFusion0"]
 
 
 def test_scope_merges_with_compile_time_options_in_a_partition(installed: ThunderDouble) -> None:
@@ -206,7 +236,7 @@ def test_scope_merges_with_compile_time_options_in_a_partition(installed: Thunde
     assert execution.enable == FM and execution.disable == MEE
     assert wrapper.get_fd.cache_info().currsize == 0  # Thunder's cache was not touched: a partition's FD ran
     assert execution.fd is not default_fd(wrapper, t())
-    assert torch.equal(out[0], 2 * t())
+    assert out[0] == 2 * t()
     (record,) = log.records
     assert record.partition == "new" and record.options == OptionSet(FM, MEE)
 
@@ -271,19 +301,7 @@ def test_input_descriptors_key_each_partitions_own_cache(installed: ThunderDoubl
     assert fd_a is fd_a2 and fd_a is not fd_b
     assert fd_a.descriptors == wrapper.to_descriptors((a,)) and fd_b.descriptors == wrapper.to_descriptors((b,))
     assert [call[0] for call in installed.descriptor_calls[:3]] == [a, b, a]
-    table = nvscope.thunder.partitions(wrapper)
-    assert table is not None and len(table) == 1
-    partition, new = table.get(OptionSet(FM))
-    assert not new and partition.runner.cache_info().currsize == 2
-    assert partition.runner.cache_info().maxsize == wrapper.get_fd.cache_info().maxsize == 2048
-
-
-def test_store_inputs_is_honoured_in_a_partition(installed: ThunderDouble) -> None:
-    wrapper = installed.make_wrapper(store_inputs=True)
-    x = t()
-    with nv_options(enable=FM):
-        wrapper(x)
-    assert wrapper.last_inputs == (x,)
+    assert len(installed.built) == 2 and wrapper.get_fd.cache_info().currsize == 0  # built for the partition only
 
 
 def test_partitions_are_lru_bounded(installed: ThunderDouble) -> None:
@@ -337,9 +355,116 @@ def test_first_scoped_calls_from_two_threads_share_one_table(installed: ThunderD
     assert table is not None and table.builds == 1
 
 
-# --- backward --------------------------------------------------------------------------------------------------------
+# --- Thunder's contract in a scope: last_used, last_inputs, use_cache, NVTX, get_nvfuser_repro -------------------
+
+def test_scoped_runs_leave_the_definition_that_ran_for_thunders_tools(installed: ThunderDouble) -> None:
+    x = t()
+    wrapper = installed.make_wrapper(store_inputs=True)
+    with nv_options(enable=FM, disable=MEE):
+        wrapper(x)
+    scoped = installed.executions[-1]
+    assert wrapper.last_used is scoped.fd and wrapper.last_inputs == (x,)
+    assert scoped.fd is not default_fd(wrapper, x)
+    y = t(3)
+    wrapper(y)
+    assert wrapper.last_used is installed.executions[-1].fd is default_fd(wrapper, y) and wrapper.last_inputs == (y,)
+
+
+def test_get_nvfuser_repro_after_a_scoped_run_runs_with_the_options(installed: ThunderDouble) -> None:
+    """Thunder's get_nvfuser_repro raised "needs to be executed" after scoped-only runs; now its script has them."""
+    wrapper = installed.make_wrapper(store_inputs=True)
+    with nv_options(enable=FM, disable=MEE):
+        wrapper(t(3))
+    script = installed.get_nvfuser_repro(wrapper)
+    assert "_enable_options=['fuse_matmul'], _disable_options=['matmul_expr_eval']" in script
+    exec(compile(script, "<repro>", "exec"), {"__name__": "__main__"})  # as `python repro.py` would run it
+    rerun = installed.executions[-1]
+    assert (rerun.enable, rerun.disable) == (FM, MEE) and [i.values for i in rerun.inputs] == [t(3).values]
+    assert rerun.fd.ops == installed.executions[-2].fd.ops and rerun.fd is not installed.executions[-2].fd
+
+    wrapper(t(3))  # unscoped: the default definition, whose repro has no options
+    assert "_enable_options" not in installed.get_nvfuser_repro(wrapper)
+
+
+def test_last_repro_script_of_a_partition_definition_has_its_options(installed: ThunderDouble) -> None:
+    wrapper = installed.make_wrapper(save_fake_inputs=True)
+    with nv_options(enable=SFC):
+        wrapper(t())
+    assert "_enable_options=['static_fusion_count']" in installed.executions[-1].fd.last_repro_script()
+
+
+def test_use_cache_off_is_honoured_in_a_partition(installed: ThunderDouble) -> None:
+    """nv_skip_cache: Thunder builds one definition and reuses it whatever the inputs; so does each partition."""
+    wrapper = installed.make_wrapper(use_cache=False)
+    with nv_options(enable=FM):
+        wrapper(t(2))
+        wrapper(t(3))
+    first, second = installed.executions
+    assert first.fd is second.fd and first.enable == FM
+    wrapper(t(4))  # the default path builds and keeps its own: the partition's definition never leaks into it
+    default = installed.executions[-1]
+    assert default.fd is not first.fd and default.enable == [] and wrapper.last_used is default.fd
+    with nv_options(enable=FM):
+        wrapper(t(5))
+    assert installed.executions[-1].fd is first.fd and wrapper.last_used is default.fd
+
+
+def test_nvtx_range_names_the_options(installed: ThunderDouble) -> None:
+    wrapper = installed.make_wrapper(enable=KP)
+    wrapper(t())
+    with nv_options(enable=FM, disable=MEE):
+        wrapper(t())
+    with nv_options(enable=KP):  # adds nothing: Thunder's own call, its own name
+        wrapper(t())
+    assert installed.ranges == ["nvFusion0", "nvFusion0 [+fuse_matmul +kernel_profile -matmul_expr_eval]",
+                                "nvFusion0"]
+
+
+def test_threads_under_different_scopes_never_see_each_others_options(installed: ThunderDouble) -> None:
+    """One fusion, several threads, each under its own scope: options, range names and definitions never cross.
+
+    (Real nvFuser executions cannot overlap: the execute binding holds the GIL. The double's execute is Python, so
+    threads interleave between its bytecodes, which is harsher than the real thing.)
+    """
+    wrapper = installed.make_wrapper()
+    plans: list[list[str] | None] = [None, FM, None, SFC, KP, None]
+    barrier = threading.Barrier(len(plans))
+    errors: list[BaseException] = []
+    installed.fe.DELAY = 0.0005  # long enough for other threads to run Thunder's __call__ meanwhile
+
+    def work(enable: list[str] | None) -> None:
+        try:
+            barrier.wait(10)
+            for _ in range(30):
+                if enable is None:
+                    wrapper(t())
+                else:
+                    with nv_options(enable=enable):
+                        wrapper(t())
+        except BaseException as error:
+            errors.append(error)
+
+    threads = [threading.Thread(target=work, args=(p,), name=f"worker-{i}") for i, p in enumerate(plans)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert not errors
+    assert len(installed.executions) == 30 * len(plans) and installed.fe.OVERLAPS
+    by_options: dict[tuple[str, ...], set[int]] = {}
+    for execution in installed.executions:  # each thread's executions got exactly its own options
+        plan = plans[int(execution.thread.split("-")[1])]
+        assert execution.enable == ([] if plan is None else plan)
+        by_options.setdefault(tuple(execution.enable), set()).add(id(execution.fd))
+    assert all(len(fds) == 1 for fds in by_options.values()) and len(by_options) == 4
+    assert set(installed.ranges) == {"nvFusion0", "nvFusion0 [+fuse_matmul]", "nvFusion0 [+static_fusion_count]",
+                                     "nvFusion0 [+kernel_profile]"}
+
+
+# --- backward (real autograd: needs torch) ------------------------------------------------------------------------
 
 def test_backward_outside_the_scope_gets_the_forwards_options(installed: ThunderDouble) -> None:
+    torch = pytest.importorskip("torch")
     model, _, backward_fusion = installed.make_model(disable=MEE)
     x = torch.ones(3, requires_grad=True)
     with audit() as log:
@@ -354,10 +479,11 @@ def test_backward_outside_the_scope_gets_the_forwards_options(installed: Thunder
     backward = installed.executions[-1]
     assert backward.enable == FM and backward.disable == MEE
     assert backward_fusion.get_fd.cache_info().currsize == 0
-    assert events.PHASE.get() == "forward"
+    assert nvscope.current_options() == OptionSet()
 
 
 def test_backward_inside_a_scope_gets_that_scope(installed: ThunderDouble) -> None:
+    torch = pytest.importorskip("torch")
     model, forward_fusion, backward_fusion = installed.make_model()
     x = torch.ones(3, requires_grad=True)
     with audit() as log:
@@ -373,6 +499,7 @@ def test_backward_inside_a_scope_gets_that_scope(installed: ThunderDouble) -> No
 
 
 def test_unscoped_forward_and_backward_stay_default(installed: ThunderDouble) -> None:
+    torch = pytest.importorskip("torch")
     model, _, backward_fusion = installed.make_model(enable=KP)
     x = torch.ones(3, requires_grad=True)
     with audit() as log:
@@ -384,6 +511,7 @@ def test_unscoped_forward_and_backward_stay_default(installed: ThunderDouble) ->
 
 def test_backward_on_another_thread_gets_the_forwards_options(installed: ThunderDouble) -> None:
     """PyTorch may run backward on its autograd device thread, where the caller's scope is invisible."""
+    torch = pytest.importorskip("torch")
     model, _, _ = installed.make_model()
     x = torch.ones(3, requires_grad=True)
     with audit() as log:
@@ -398,6 +526,7 @@ def test_backward_on_another_thread_gets_the_forwards_options(installed: Thunder
 
 
 def test_backward_thread_scope_is_merged_with_the_captured_options(installed: ThunderDouble) -> None:
+    torch = pytest.importorskip("torch")
     model, _, _ = installed.make_model()
     x = torch.ones(3, requires_grad=True)
     with nv_options(enable=FM):
@@ -415,7 +544,7 @@ def test_backward_thread_scope_is_merged_with_the_captured_options(installed: Th
     assert seen == [OptionSet(disable=MEE)]  # the captured options were popped after backward
 
 
-# --- version gate, DTensor, legacy frontend ------------------------------------------------------------------------
+# --- version gate, collectives, legacy frontend ----------------------------------------------------------------------
 
 def test_old_nvfuser_raises_in_a_scope_and_works_without(make_double: Callable[..., ThunderDouble]) -> None:
     double = make_double(version="0.2.22")
@@ -428,32 +557,16 @@ def test_old_nvfuser_raises_in_a_scope_and_works_without(make_double: Callable[.
     assert [e.enable for e in double.executions] == [[], []]
 
 
-@pytest.mark.skipif(not torch.distributed.is_available(), reason="torch.distributed is not available")
-def test_dtensor_inputs_in_a_scope_are_unsupported(installed: ThunderDouble,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    fake = ModuleType("torch.distributed.tensor")
-
-    class DTensor:
-        pass
-
-    fake.DTensor = DTensor  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "torch.distributed.tensor", fake)
-    wrapper = installed.make_wrapper()
-    with nv_options(enable=FM), pytest.raises(UnsupportedError, match="DTensor"):
-        wrapper(DTensor())
-    assert installed.executions == []
-
-
-@pytest.mark.skipif(not torch.distributed.is_available(), reason="torch.distributed is not available")
 def test_async_collective_tensors_are_waited_on_in_a_scope(installed: ThunderDouble,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     fake = ModuleType("torch.distributed._functional_collectives")
 
     class AsyncCollectiveTensor:
-        def __init__(self, value: torch.Tensor) -> None:
+        def __init__(self, value: Tensor) -> None:
             self.value = value
+            self.shape, self.dtype = value.shape, value.dtype
 
-        def wait(self) -> torch.Tensor:
+        def wait(self) -> Tensor:
             return self.value
 
     fake.AsyncCollectiveTensor = AsyncCollectiveTensor  # type: ignore[attr-defined]
@@ -461,8 +574,9 @@ def test_async_collective_tensors_are_waited_on_in_a_scope(installed: ThunderDou
     wrapper = installed.make_wrapper()
     with nv_options(enable=FM):
         out = wrapper(AsyncCollectiveTensor(t(4)))
-    assert torch.equal(out[0], 2 * t(4))
+    assert out[0] == 2 * t(4)
     assert installed.executions[-1].fd.descriptors == wrapper.to_descriptors((t(4),))
+    assert installed.executions[-1].inputs == (t(4),) and installed.executions[-1].enable == FM
 
 
 @pytest.fixture
@@ -484,11 +598,9 @@ def test_legacy_partitions_are_salted_per_option_set(legacy: ThunderDouble) -> N
     wrapper(t())
     fm, sfc, fm_again, other_fm, unscoped = (e.fd for e in legacy.executions)
     assert fm is fm_again
-    assert fm.scalars() == [salt_for(OptionSet(FM))] == other_fm.scalars()
-    assert sfc.scalars() == [salt_for(OptionSet(enable=list(SFC)))]
-    assert fm.scalars() != sfc.scalars()
+    assert len(fm.scalars()) == 1 and fm.scalars() == other_fm.scalars()  # one salt per option set, any fusion
+    assert len(sfc.scalars()) == 1 and fm.scalars() != sfc.scalars()
     assert unscoped.scalars() == [] and unscoped is default_fd(wrapper, t())
-    assert salt_for(OptionSet(FM)) == salt_for(OptionSet(enable=("fuse_matmul",)))  # stable per set
 
 
 def test_legacy_reset_warning_only_for_executions_nvscope_did_not_partition(legacy: ThunderDouble) -> None:
@@ -554,18 +666,15 @@ def test_uninstall_restores_the_legacy_module(legacy: ThunderDouble) -> None:
     assert fe.warnings is real_warnings and fe.FusionDefinition.__dict__["__exit__"] is real_exit
 
 
-# --- audit and concurrency -------------------------------------------------------------------------------------------
+# --- audit ---------------------------------------------------------------------------------------------------------
 
 def test_audit_records_and_summary(installed: ThunderDouble) -> None:
     wrapper = installed.make_wrapper("nvFusionAudited")
-    assert events.SINKS == []
     with audit() as log:
-        assert len(events.SINKS) == 1
         wrapper(t())
         with nv_options(enable=FM):
             wrapper(t())
             wrapper(t())
-    assert events.SINKS == []
     assert len(log) == 3
     first, second, third = log.records
     assert (first.fusion, first.options, first.partition, first.phase) == ("nvFusionAudited", OptionSet(), "default",
@@ -578,38 +687,3 @@ def test_audit_records_and_summary(installed: ThunderDouble) -> None:
     assert "3 fusion executions, 1 new partitions compiled" in summary
     wrapper(t())  # not audited any more
     assert len(log) == 3
-
-
-def test_concurrent_threads_each_get_their_own_options(installed: ThunderDouble) -> None:
-    """Scoped and unscoped threads at once: every execution carries exactly its own thread's options.
-
-    (Real nvFuser executions cannot overlap: the execute binding holds the GIL. The double's execute is Python, so
-    threads interleave between its bytecodes, which is harsher than the real thing.)
-    """
-    wrapper = installed.make_wrapper()
-    plans: list[list[str] | None] = [None, FM, None, SFC, KP, None]
-    barrier = threading.Barrier(len(plans))
-    errors: list[BaseException] = []
-
-    def work(enable: list[str] | None) -> None:
-        try:
-            barrier.wait(10)
-            for _ in range(50):
-                if enable is None:
-                    wrapper(t())
-                else:
-                    with nv_options(enable=enable):
-                        wrapper(t())
-        except BaseException as error:
-            errors.append(error)
-
-    threads = [threading.Thread(target=work, args=(p,), name=f"worker-{i}") for i, p in enumerate(plans)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(30)
-    assert not errors
-    assert len(installed.executions) == 50 * len(plans)
-    for execution in installed.executions:  # each thread's executions got exactly its own options
-        plan = plans[int(execution.thread.split("-")[1])]
-        assert execution.enable == ([] if plan is None else plan)

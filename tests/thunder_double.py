@@ -2,39 +2,53 @@
 
 Thunder cannot be imported here, so these fakes mimic the interface nvscope patches, no more:
 
-* ``thunder.executors.nvfuserex_impl``: ``FusionDefinition`` (the chosen frontend's) and ``FusionDefinitionWrapper``,
-  a ``slots`` dataclass with Thunder's fields whose ``__call__`` does what Thunder's does: ``get_fd`` (an
-  ``lru_cache`` closure) on ``to_descriptors(args)``, then ``fd.execute`` with the compile-time options.
-* ``thunder.executors.torch_autograd.ThunderFunction``: a real ``torch.autograd.Function`` whose backward calls a
-  "compiled backward" that executes a fusion wrapper, so backward fusions run under whatever scope is active.
-* ``thunder.executors.nvfuserex.nvfuser_version()``: a LooseVersion-like object.
+* ``thunder.executors.nvfuserex_impl``: ``FusionDefinition`` (the chosen frontend's), ``execute_with_dtensors`` (the
+  frontend's), ``annotate_for_profile`` (records the NVTX range names in `ThunderDouble.ranges`) and
+  ``FusionDefinitionWrapper``, a ``slots`` dataclass with Thunder's fields whose ``__call__`` does what Thunder's
+  does: ``get_fd`` (an ``lru_cache`` closure) on ``to_descriptors(args)`` unless ``use_cache`` is off, the inputs
+  stored, collectives waited on, then inside ``annotate_for_profile(self.name)`` either ``execute_with_dtensors``
+  (DTensor inputs) or ``fd.execute`` with the compile-time options. Module globals are looked up at call time,
+  as in Thunder.
+* ``thunder.executors.torch_autograd.ThunderFunction``: with torch, a real ``torch.autograd.Function`` whose
+  backward calls a "compiled backward" that executes a fusion wrapper; without torch, a class of the same shape.
+* ``thunder.executors.nvfuserex.nvfuser_version()``: a LooseVersion-like object; ``thunder.__version__``.
+* `ThunderDouble.get_nvfuser_repro`: what ``thunder.examine.get_nvfuser_repro`` does once it found the fusion.
 
-The frontend is `fake_nvfuser_frontend`, loaded as ``nvfuser_direct`` or ``nvfuser`` (legacy). Every module goes into
-``sys.modules`` through ``monkeypatch.setitem``, so it is gone after the test; the classes are fresh per test.
+Shapes of other Thunder versions, for the refusal tests: ``drop`` leaves out wrapper fields or ThunderFunction
+methods; ``lru_cache=True`` is closed Thunder PR 2806's (create_fd through nvFuser's LruFusionCache, so new
+definitions come with a shared compiled cache).
+
+Only the autograd part needs torch: the rest (and `fake_nvfuser_frontend`) imports and runs without it. Every module
+goes into ``sys.modules`` through ``monkeypatch.setitem``, so it is gone after the test; the classes are fresh per test.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import functools
 import importlib.util
 import sys
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
-import torch
 
-import nvscope._autoinstall
-import nvscope.nvfuser
-import nvscope.thunder
+import nvscope
 
 FRONTEND_FILE = Path(__file__).with_name("fake_nvfuser_frontend.py")
 IMPL = "thunder.executors.nvfuserex_impl"
 AUTOGRAD = "thunder.executors.torch_autograd"
 VERSION = "thunder.executors.nvfuserex"
+FIELDS: list[tuple[str, Any, Any]] = [  # Thunder's FusionDefinitionWrapper, in order: (name, type, default)
+    ("get_fd", Any, dataclasses.MISSING), ("to_descriptors", Any, dataclasses.MISSING),
+    ("name", str, dataclasses.MISSING), ("use_cache", bool, dataclasses.MISSING),
+    ("cache_info", Any, None), ("cache_clear", Any, None), ("last_used", Any, None), ("last_inputs", Any, None),
+    ("store_inputs", bool, False), ("save_fake_inputs", bool, False), ("enable_options", Any, None),
+    ("disable_options", Any, None),
+]
 
 
 def load_frontend(monkeypatch: pytest.MonkeyPatch, name: str) -> Any:
@@ -60,75 +74,95 @@ class LooseVersionLike:
         return f"LooseVersion({self.vstring!r})"
 
 
-def _wrapper_class() -> type:
-    @dataclass(slots=True)
-    class FusionDefinitionWrapper:
-        get_fd: Callable[..., Any]
-        to_descriptors: Callable[..., Any]
-        name: str
-        use_cache: bool
-        cache_info: Callable[..., Any] | None = None
-        cache_clear: Callable[..., Any] | None = None
-        last_used: Any = None
-        last_inputs: Any = None
-        store_inputs: bool = False
-        save_fake_inputs: bool = False
-        enable_options: list[str] | None = None
-        disable_options: list[str] | None = None
-
-        def __call__(self, *args: Any) -> Any:
-            if self.use_cache or self.last_used is None:
-                self.last_used = self.get_fd(self.to_descriptors(args))
-            fd = self.last_used
-            if self.store_inputs:
-                self.last_inputs = args
+def _wrapper_class(impl: ModuleType, drop: tuple[str, ...]) -> type:
+    def __call__(self: Any, *args: Any) -> Any:
+        if self.use_cache or self.last_used is None:
+            self.last_used = self.get_fd(self.to_descriptors(args))
+        fd = self.last_used
+        if self.store_inputs:
+            self.last_inputs = args
+        collectives = sys.modules.get("torch.distributed._functional_collectives")
+        if collectives is not None:
+            args = tuple(a.wait() if isinstance(a, collectives.AsyncCollectiveTensor) else a for a in args)
+        tensors = sys.modules.get("torch.distributed.tensor")
+        if tensors is not None and any(isinstance(a, tensors.DTensor) for a in args):
+            with impl.annotate_for_profile(self.name):
+                return impl.execute_with_dtensors(fd, args)
+        with impl.annotate_for_profile(self.name):
             return fd.execute(args, device=fd._selected_device, save_repro_inputs=self.save_fake_inputs,
                               _enable_options=self.enable_options, _disable_options=self.disable_options)
 
-        def __repr__(self) -> str:
-            return f"FusionDefinitionWrapper({self.name})"
+    def __repr__(self: Any) -> str:
+        return f"FusionDefinitionWrapper({self.name})"
 
-    FusionDefinitionWrapper.__module__ = IMPL
-    return FusionDefinitionWrapper
+    fields = [(name, kind, dataclasses.field(default=default)) for name, kind, default in FIELDS if name not in drop]
+    cls = dataclasses.make_dataclass("FusionDefinitionWrapper", fields, slots=True, repr=False,
+                                     namespace={"__call__": __call__, "__repr__": __repr__})
+    cls.__module__ = IMPL
+    return cls
 
 
-def _thunder_function_class() -> type:
-    class ThunderFunction(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx: Any, compiled_backward: Any, flat_output: tuple[torch.Tensor, ...],
-                    *flat_args: torch.Tensor) -> tuple[torch.Tensor, ...]:
-            ctx.compiled_backward = compiled_backward
-            return flat_output
+def _thunder_function_class(drop: tuple[str, ...]) -> type:
+    def forward(ctx: Any, compiled_backward: Any, flat_output: tuple[Any, ...], *flat_args: Any) -> tuple[Any, ...]:
+        ctx.compiled_backward = compiled_backward
+        return flat_output
 
-        @staticmethod
-        @torch.autograd.function.once_differentiable
-        def backward(ctx: Any, *grads: torch.Tensor) -> tuple[Any, ...]:
-            return (None, None, *ctx.compiled_backward(list(grads)))
+    def backward(ctx: Any, *grads: Any) -> tuple[Any, ...]:
+        return (None, None, *ctx.compiled_backward(list(grads)))
 
-    ThunderFunction.__module__ = AUTOGRAD
-    return ThunderFunction
+    try:
+        import torch
+    except ImportError:
+        base: type = object
+    else:
+        base = torch.autograd.Function
+        backward = torch.autograd.function.once_differentiable(backward)
+    namespace = {"forward": staticmethod(forward), "backward": staticmethod(backward)}
+    for name in drop:
+        if name.startswith("ThunderFunction."):
+            del namespace[name.partition(".")[2]]
+    cls = type("ThunderFunction", (base,), namespace)
+    cls.__module__ = AUTOGRAD
+    return cls
 
 
 class ThunderDouble:
     """Fake Thunder (+ frontend) in sys.modules for one test. ``fe`` is the frontend module (records executions)."""
 
-    def __init__(self, monkeypatch: pytest.MonkeyPatch, frontend: str = "direct", version: str | None = "0.2.35"):
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, frontend: str = "direct", version: str | None = "0.2.35",
+                 *, thunder_version: str = "0.2.6", drop: tuple[str, ...] = (), lru_cache: bool = False) -> None:
         self.fe = load_frontend(monkeypatch, "nvfuser_direct" if frontend == "direct" else "nvfuser")
         self.descriptor_calls: list[tuple[Any, ...]] = []
         self.built: list[Any] = []  # every FusionDefinition built by a get_fd (Thunder's cached or nvscope's uncached)
+        self.ranges: list[str] = []  # the names given to annotate_for_profile (Thunder's NVTX ranges), in order
+        self.lru_cache = lru_cache
         modules = {name: ModuleType(name) for name in ("thunder", "thunder.executors", IMPL, AUTOGRAD, VERSION)}
         for name, module in modules.items():
             parent, _, child = name.rpartition(".")
             if parent:
                 setattr(modules[parent], child, module)
             monkeypatch.setitem(sys.modules, name, module)
+        modules["thunder"].__version__ = thunder_version  # type: ignore[attr-defined]
         self.impl, self.autograd, self.nvfuserex = modules[IMPL], modules[AUTOGRAD], modules[VERSION]
         self.impl.FusionDefinition = self.fe.FusionDefinition  # type: ignore[attr-defined]
-        self.impl.FusionDefinitionWrapper = _wrapper_class()  # type: ignore[attr-defined]
-        self.autograd.ThunderFunction = _thunder_function_class()  # type: ignore[attr-defined]
+        self.impl.FusionDefinitionWrapper = _wrapper_class(self.impl, drop)  # type: ignore[attr-defined]
+        self.impl.execute_with_dtensors = self.fe.execute_with_dtensors  # type: ignore[attr-defined]
+        self.impl.annotate_for_profile = self._annotate  # type: ignore[attr-defined]
+        if lru_cache:
+            def create_fd(*args: Any) -> Any:
+                raise AssertionError("not called by the double")
+
+            create_fd.num_fusions = lambda: 0  # type: ignore[attr-defined]  # as LruFusionCache's wrapper has
+            self.impl.create_fd = create_fd  # type: ignore[attr-defined]
+        self.autograd.ThunderFunction = _thunder_function_class(drop)  # type: ignore[attr-defined]
         self.nvfuserex.nvfuser_version = (  # type: ignore[attr-defined]
             lambda: None if version is None else LooseVersionLike(version)
         )
+
+    @contextlib.contextmanager
+    def _annotate(self, name: str) -> Iterator[None]:
+        self.ranges.append(name)
+        yield
 
     @property
     def Wrapper(self) -> Any:
@@ -144,18 +178,25 @@ class ThunderDouble:
 
     def to_descriptors(self, args: tuple[Any, ...]) -> tuple[Any, ...]:
         self.descriptor_calls.append(args)
-        return tuple((tuple(a.shape), str(a.dtype)) if isinstance(a, torch.Tensor) else None for a in args)
+        return tuple((tuple(a.shape), str(a.dtype)) if hasattr(a, "shape") else None for a in args)
 
     def make_wrapper(self, name: str = "nvFusion0", enable: list[str] | None = None,
-                     disable: list[str] | None = None, **fields: Any) -> Any:
-        """A fusion as Thunder's create_fusion_definition_wrapper makes it (options default to [] as in Thunder)."""
+                     disable: list[str] | None = None, breaks_with: str | None = None, **fields: Any) -> Any:
+        """A fusion as Thunder's create_fusion_definition_wrapper makes it (options default to [] as in Thunder).
+
+        ``breaks_with``: an option under which the fusion's definition fails in nvFuser's execute.
+        """
         fe = self.fe
 
         def create_fd(descriptors: tuple[Any, ...]) -> Any:
             with fe.FusionDefinition() as fd:
                 for descriptor in descriptors:
-                    fd.define_tensor(shape=list(descriptor[0]), dtype=fe.DataType.Float)
+                    fd.define_tensor(shape=list(descriptor[0]) if descriptor else [], dtype=fe.DataType.Float)
+                if breaks_with is not None:
+                    fd.define_scalar(fe.BREAKS_WITH + breaks_with)
             fd.descriptors = descriptors
+            if self.lru_cache:  # LruFusionCache compiles (or finds) the definition's cache when it is created
+                fd.fec = fe.ExecutorCache()
             self.built.append(fd)
             return fd
 
@@ -163,15 +204,29 @@ class ThunderDouble:
         def get_fd(input_descriptors: tuple[Any, ...]) -> Any:
             return create_fd(input_descriptors)
 
-        return self.Wrapper(get_fd, self.to_descriptors, name, True, get_fd.cache_info, get_fd.cache_clear,
-                            enable_options=[] if enable is None else enable,
-                            disable_options=[] if disable is None else disable, **fields)
+        fields = {"use_cache": True, "cache_info": get_fd.cache_info, "cache_clear": get_fd.cache_clear,
+                  "enable_options": [] if enable is None else enable,
+                  "disable_options": [] if disable is None else disable, **fields}
+        return self.Wrapper(get_fd, self.to_descriptors, name, **fields)
 
-    def make_model(self, enable: list[str] | None = None, disable: list[str] | None = None
-                   ) -> tuple[Callable[[torch.Tensor], torch.Tensor], Any, Any]:
-        """``model(x) = 2 * x`` as Thunder runs it: a forward fusion, then ThunderFunction; backward is a fusion."""
+    def get_nvfuser_repro(self, fusion: Any) -> str:
+        """``thunder.examine.get_nvfuser_repro(trace, name)`` once it has found ``fusion`` in the trace."""
+        if fusion.last_used is None:
+            raise RuntimeError("Fusion definition needs to be executed to record the inputs.")
+        if fusion.last_inputs is None:
+            raise RuntimeError("Fusion definition inputs need to be recorded (nv_store_fusion_inputs=True).")
+        return fusion.last_used.repro_script_for(fusion.last_inputs)  # type: ignore[no-any-return]
+
+    def make_model(self, enable: list[str] | None = None, disable: list[str] | None = None,
+                   breaks_with: str | None = None) -> tuple[Callable[[Any], Any], Any, Any]:
+        """``model(x) = 2 * x`` as Thunder runs it: a forward fusion, then ThunderFunction; backward is a fusion.
+
+        Needs torch. ``breaks_with`` goes to the backward fusion.
+        """
+        import torch
+
         forward_fusion = self.make_wrapper("nvFusion0", enable, disable)
-        backward_fusion = self.make_wrapper("nvFusion1", enable, disable)
+        backward_fusion = self.make_wrapper("nvFusion1", enable, disable, breaks_with)
 
         def compiled_backward(grads: list[torch.Tensor]) -> list[torch.Tensor]:
             return backward_fusion(*grads)  # type: ignore[no-any-return]

@@ -1,0 +1,234 @@
+"""The documentation's examples, run: every fenced block in README.md and docs/*.md says how it was run.
+
+The marker convention (an HTML comment on the line before the block) is described in docs/README.md. Blocks marked
+``test: cpu`` run here, each in a fresh process from the repository root: ``console`` blocks as shell commands whose
+shown output is compared, ``python`` blocks as doctests (``>>>``) or scripts. ``ran: ci`` blocks must appear verbatim
+in .ci/run. Relative links between the pages must resolve, anchors included.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import NamedTuple
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+# Pages that other work in progress is writing: their marked blocks run, but markers are not required there yet.
+NOT_YET_MARKED = {"docs/search.md", "docs/failures.md", "docs/distributed.md"}
+SHELL = {"console", "bash", "sh", "shell"}
+MARKER = re.compile(r"<!--\s*(test:\s*cpu|ran:\s*ci|ran:\s*H200|sketch)((?:\s+[\w=]+)*)\s*-->")
+FENCE = re.compile(r"(`{3,})([\w-]*)\s*")
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+TIMEOUT = 180
+
+
+class Block(NamedTuple):
+    page: str  # relative to the repository root
+    line: int  # of the opening fence, 1-based
+    language: str
+    text: str
+    marker: str | None  # "test: cpu", "ran: ci", "ran: H200", "sketch"
+    exit_code: int
+
+    @property
+    def where(self) -> str:
+        return f"{self.page}:{self.line}"
+
+
+def _blocks(path: Path) -> list[Block]:
+    lines = path.read_text(encoding="utf-8").splitlines()
+    page = path.relative_to(ROOT).as_posix()
+    blocks = []
+    i = 0
+    while i < len(lines):
+        opening = FENCE.fullmatch(lines[i])
+        if opening is None:
+            i += 1
+            continue
+        end = i + 1
+        while end < len(lines) and lines[end].strip() != opening[1]:
+            end += 1
+        marker, exit_code = None, 0
+        found = MARKER.fullmatch(lines[i - 1].strip()) if i > 0 else None
+        if found is not None:
+            marker = re.sub(r"\s*:\s*", ": ", found[1])
+            for option in found[2].split():
+                key, _, value = option.partition("=")
+                if key != "exit" or not value.isdigit():
+                    raise ValueError(f"{page}:{i}: unknown marker option {option!r} (only exit=N)")
+                exit_code = int(value)
+        blocks.append(Block(page, i + 1, opening[2], "\n".join(lines[i + 1:end]), marker, exit_code))
+        i = end + 1
+    return blocks
+
+
+BLOCKS = [block for path in PAGES for block in _blocks(path)]
+CPU_BLOCKS = [block for block in BLOCKS if block.marker == "test: cpu"]
+
+
+def test_the_pages_have_blocks_of_every_kind() -> None:
+    # Guards the parser: a convention that silently matched nothing would make every test below vacuous.
+    assert {b.marker for b in BLOCKS} >= {"test: cpu", "ran: ci", "ran: H200", "sketch"}
+    assert {b.language for b in CPU_BLOCKS} >= {"console", "python"}
+
+
+def test_every_block_says_how_it_was_run() -> None:
+    problems = []
+    for block in BLOCKS:
+        if block.marker is None and block.page not in NOT_YET_MARKED:
+            problems.append(f"{block.where}: no marker before the block (docs/README.md lists them)")
+        elif block.marker == "sketch" and block.language in SHELL:
+            problems.append(f"{block.where}: a shell block cannot be a sketch: it must have run")
+        elif block.marker == "test: cpu" and block.language not in ("console", "python"):
+            problems.append(f"{block.where}: `test: cpu` runs console and python blocks, not {block.language!r}")
+    assert not problems, "\n".join(problems)
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def _anchors(path: Path) -> set[str]:
+    text = re.sub(r"^```.*?^```", "", path.read_text(encoding="utf-8"), flags=re.MULTILINE | re.DOTALL)
+    return {_slug(m[1]) for m in re.finditer(r"^#+\s+(.*)$", text, flags=re.MULTILINE)}
+
+
+def test_links_between_pages_resolve() -> None:
+    problems = []
+    for path in PAGES:
+        text = re.sub(r"^```.*?^```", "", path.read_text(encoding="utf-8"), flags=re.MULTILINE | re.DOTALL)
+        for target in LINK.findall(text):
+            if re.match(r"[a-z]+:", target):
+                continue  # an address outside the repository
+            file, _, anchor = target.partition("#")
+            resolved = (path.parent / file).resolve() if file else path
+            if not resolved.exists():
+                problems.append(f"{path.relative_to(ROOT)}: link to a missing file: {target}")
+            elif anchor and resolved.suffix == ".md" and anchor not in _anchors(resolved):
+                problems.append(f"{path.relative_to(ROOT)}: link to a missing heading: {target}")
+    assert not problems, "\n".join(problems)
+
+
+def test_setup_commands_are_what_ci_runs() -> None:
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    commands = [line.strip() for b in BLOCKS if b.marker == "ran: ci" for line in b.text.splitlines()
+                if line.strip() and not line.startswith("#")]
+    assert commands
+    missing = [command for command in commands if command not in ci]
+    assert not missing, f".ci/run does not run these documented commands verbatim: {missing}"
+
+
+# --- running the `test: cpu` blocks -------------------------------------------------------------------------------
+
+def _nvfuser_installed() -> bool:
+    return any(importlib.util.find_spec(name) is not None for name in ("nvfuser_direct", "nvfuser"))
+
+
+@pytest.fixture(scope="module")
+def shell_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """The environment of a documented command: `nvscope` and `python` are this checkout's, run by this Python."""
+    bin_dir = tmp_path_factory.mktemp("bin")
+    launchers = {
+        "nvscope": f'exec "{sys.executable}" -c "import sys; from nvscope.cli import main; sys.exit(main())" "$@"',
+        "python": f'exec "{sys.executable}" "$@"',
+    }
+    for name, body in launchers.items():
+        launcher = bin_dir / name
+        launcher.write_text(f"#!/bin/sh\n{body}\n")
+        launcher.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NVSCOPE_", "NVFUSER_"))}
+    env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
+    env["COLUMNS"] = "80"
+    return env
+
+
+def _match(expected: list[str], actual: list[str]) -> bool:
+    """Whether ``actual`` has the shown lines, a ``...`` line standing for any number of lines."""
+    segments: list[list[str]] = [[]]
+    for line in expected:
+        if line == "...":
+            segments.append([])
+        else:
+            segments[-1].append(line)
+    if len(segments) == 1:
+        return actual == segments[0]
+    first, *middle, last = segments
+    if actual[:len(first)] != first:
+        return False
+    position = len(first)
+    for segment in middle:
+        for start in range(position, len(actual) - len(segment) + 1):
+            if actual[start:start + len(segment)] == segment:
+                position = start + len(segment)
+                break
+        else:
+            return False
+    return not last or (len(actual) - len(last) >= position and actual[len(actual) - len(last):] == last)
+
+
+def _commands(text: str) -> list[tuple[str, list[str]]]:
+    commands: list[tuple[str, list[str]]] = []
+    for line in text.splitlines():
+        if line.startswith("$ "):
+            commands.append((line[2:], []))
+        elif commands:
+            commands[-1][1].append(line.rstrip())
+        elif line.strip():
+            raise ValueError(f"output before the first `$ ` command: {line!r}")
+    return commands
+
+
+def _run_console(block: Block, env: dict[str, str]) -> None:
+    commands = _commands(block.text)
+    assert commands, f"{block.where}: a console block without a `$ ` command"
+    for command, shown in commands:
+        done = subprocess.run(["bash", "-c", command], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, timeout=TIMEOUT)
+        actual = [line.rstrip() for line in done.stdout.rstrip("\n").splitlines()]
+        context = f"{block.where}: `$ {command}` exited with {done.returncode}; its output:\n{done.stdout}"
+        assert done.returncode == block.exit_code, context
+        while shown and not shown[-1]:
+            shown.pop()
+        if shown and not _nvfuser_installed():  # with nvFuser installed, the catalog (and so output) differs
+            assert _match(shown, actual), f"{context}\nexpected (`...`: any lines):\n" + "\n".join(shown)
+
+
+def _run_python(block: Block, env: dict[str, str], tmp_path: Path) -> None:
+    if block.text.lstrip().startswith(">>>"):
+        page = tmp_path / "block.txt"
+        page.write_text(block.text + "\n", encoding="utf-8")
+        argv = [sys.executable, "-m", "doctest", "-o", "ELLIPSIS", str(page)]
+    else:
+        argv = [sys.executable, "-c", block.text]
+    done = subprocess.run(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          timeout=TIMEOUT)
+    assert done.returncode == block.exit_code, f"{block.where}: exited with {done.returncode}:\n{done.stdout}"
+
+
+@pytest.mark.parametrize("block", CPU_BLOCKS, ids=[b.where for b in CPU_BLOCKS])
+def test_documented_example_runs(block: Block, shell_env: dict[str, str], tmp_path: Path) -> None:
+    if block.language == "console":
+        _run_console(block, shell_env)
+    else:
+        _run_python(block, shell_env, tmp_path)
+
+
+def test_output_matching_follows_the_convention() -> None:
+    actual = ["a", "b", "c", "d"]
+    assert _match(["a", "b", "c", "d"], actual)
+    assert not _match(["a", "b"], actual)  # no `...`: the whole output
+    assert _match(["a", "..."], actual)
+    assert _match(["...", "c", "d"], actual)
+    assert not _match(["...", "c"], actual)  # the last segment ends the output
+    assert _match(["a", "...", "c", "..."], actual)
+    assert not _match(["b", "..."], actual)  # the first segment starts it
+    assert not _match(["...", "c", "...", "b", "..."], actual)  # segments in order
