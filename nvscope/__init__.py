@@ -35,6 +35,8 @@ TYPE_CHECKING = False  # not typing's: `import nvscope` does not import typing (
 if TYPE_CHECKING:  # what __getattr__ loads on first use, spelled out for type checkers
     from nvscope._compare import CompareResult, compare
     from nvscope._kernels import kernel_names
+    from nvscope._search import search
+    from nvscope._search_report import SearchResult
 
     __version__: str
 
@@ -51,6 +53,7 @@ __all__ = [
     "NvscopeWarning",
     "OptionInfo",
     "OptionSet",
+    "SearchResult",
     "UnclosedScopeWarning",
     "UnknownOptionError",
     "UnsupportedError",
@@ -64,6 +67,7 @@ __all__ = [
     "development_mode",
     "kernel_names",
     "nv_options",
+    "search",
     "set_development_mode",
     "uninstall",
     "with_nv_options",
@@ -76,6 +80,8 @@ _LAZY = {
     "compare": ("nvscope._compare", "compare"),
     "CompareResult": ("nvscope._compare", "CompareResult"),
     "kernel_names": ("nvscope._kernels", "kernel_names"),
+    "search": ("nvscope._search", "search"),
+    "SearchResult": ("nvscope._search_report", "SearchResult"),
 }
 
 

@@ -129,6 +129,10 @@ def _parser(prog: str | None = None) -> tuple[argparse.ArgumentParser, argparse.
     doctor.add_argument("--require-gpu-stack", action="store_true",
                         help="also fail (exit 1) unless torch with a CUDA device, nvFuser and Thunder all work")
 
+    from nvscope import _search_cli
+
+    _search_cli.add_parser(commands)
+
     run = commands.add_parser("run", help="run a script or module under nvFuser options, with an audit summary",
                               description=_RUN_DESCRIPTION, epilog=_RUN_EPILOG, formatter_class=formatter,
                               usage="%(prog)s [--enable NAME]... [--disable NAME]... [--no-audit] "
@@ -216,6 +220,10 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())
             return 1
+    if ns.command == "search":
+        from nvscope import _search_cli
+
+        return _search_cli.command(ns)
     if ns.script is None and ns.module is None:
         run_parser.error("give the script to run (or -m module); `nvscope run --help` explains")  # exits with 2
     enable, disable = _names(ns.enable), _names(ns.disable)
