@@ -276,3 +276,9 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+    # nvFuser 0.2.35's multidevice Communicator aborts in its destructor at interpreter teardown after a process
+    # group (seen on the H200, both ranks after "ok"): every check has passed and been printed by now, so leave
+    # without running module teardown.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)

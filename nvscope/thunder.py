@@ -257,16 +257,15 @@ def _make_call(original: Any, frontend: str, version_error: UnsupportedError | N
     # scoped execution, which changes nvFuser's process-global options for its duration, never overlaps another.
     def __call__(self: Any, *args: Any) -> Any:
         frame = get_active()
-        if frame is None:
-            if sinks:
+        if frame is None or frame.options is None:  # no scope, or an empty one (inherit=False): Thunder's own call
+            if sinks:  # audited like any other execution (an empty scope's fusions used to go unrecorded)
                 _emit(self, OptionSet(self.enable_options or (), self.disable_options or ()), "default", frontend)
             return original(self, *args)
         return _scoped_call(self, args, frame)
 
     def _scoped_call(self: Any, args: tuple[Any, ...], frame: Frame) -> Any:
         scope = frame.options
-        if scope is None:  # an empty scope (inherit=False): Thunder's own behaviour
-            return original(self, *args)
+        assert scope is not None  # __call__ runs empty scopes itself
         frame.ran = True
         table = getattr(self.get_fd, _TABLE, None)
         if table is None:
