@@ -240,7 +240,7 @@ def describe(rank: int, world: int, r: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--parallel", choices=["ddp", "torch-ddp", "fsdp"], default="ddp")
     parser.add_argument("--steps", type=int, default=4)
@@ -271,14 +271,14 @@ def main() -> None:
         tdist.barrier()
     timer.cancel()
     tdist.destroy_process_group()
-    sys.exit(0 if result["ok"] else 1)
+    return 0 if result["ok"] else 1
 
 
 if __name__ == "__main__":
-    main()
+    code = main()
     # nvFuser 0.2.35's multidevice Communicator aborts in its destructor at interpreter teardown after a process
-    # group (seen on the H200, both ranks after "ok"): every check has passed and been printed by now, so leave
-    # without running module teardown.
+    # group (seen on the H200, both ranks after "ok"): every result has been printed by now, so leave without
+    # running module teardown.
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(0)
+    os._exit(code)
