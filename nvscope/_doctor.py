@@ -183,8 +183,9 @@ def doctor(require_gpu_stack: bool) -> int:
 
     found = installed_nvfuser()
     if found is None and not frontends:
-        report.gpu("nvFuser not installed", "install the nvFuser wheel built for your CUDA and torch versions "
-                   "(see https://github.com/NVIDIA/Fuser)")
+        from nvscope._install import install_hint
+
+        report.gpu("nvFuser not installed", install_hint())
     else:
         version = ("version unknown (no *.dist-info found)" if found is None
                    else f"{found.version} ({found.distribution})")
@@ -225,9 +226,14 @@ def doctor(require_gpu_stack: bool) -> int:
         try:
             _import_quietly(thunder_adapter.IMPL_MODULE)
             _import_quietly(thunder_adapter.AUTOGRAD_MODULE)
-            how = ("it installs itself at the first scope entered after `import thunder`" if autoinstall else
-                   "NVSCOPE_AUTOINSTALL=0: call nvscope.thunder.install() after `import thunder`")
-            report.line("ok", f"Thunder adapter: installable ({how})")
+            refusal = thunder_adapter.unsupported()
+            if refusal is not None:
+                report.gpu(f"Thunder adapter: {refusal}",
+                           'use a Thunder listed in docs/failures.md ("Thunder versions")', status="warn")
+            else:
+                how = ("it installs itself at the first scope entered after `import thunder`" if autoinstall else
+                       "NVSCOPE_AUTOINSTALL=0: call nvscope.thunder.install() after `import thunder`")
+                report.line("ok", f"Thunder adapter: installable ({how})")
         except (Exception, SystemExit) as error:
             report.gpu(f"Thunder adapter: Thunder's nvFuser executor does not import: {type(error).__name__}: "
                        f"{error}", "install an nvFuser that this Thunder supports", status="warn")
