@@ -13,7 +13,6 @@ import os
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -23,32 +22,12 @@ import pytest
 torch = pytest.importorskip("torch")  # the doubles build real autograd Functions
 
 import torch.distributed as tdist
-from thunder_double import ThunderDouble, reset_nvscope
+from gloo_group import installed, process_group  # noqa: F401 (pytest fixtures)
+from thunder_double import ThunderDouble
 
-import nvscope
-import nvscope.thunder
 from nvscope import nv_options
 
 pytestmark = pytest.mark.skipif(not tdist.is_available(), reason="torch.distributed is not available")
-
-
-@pytest.fixture(scope="module")
-def process_group() -> Iterator[None]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    tdist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
-    yield
-    tdist.destroy_process_group()
-
-
-@pytest.fixture
-def installed(monkeypatch: pytest.MonkeyPatch, process_group: None) -> Iterator[ThunderDouble]:
-    reset_nvscope()
-    double = ThunderDouble(monkeypatch)
-    assert nvscope.thunder.install()
-    yield double
-    reset_nvscope()
 
 
 def test_async_collective_tensors_are_waited_for(installed: ThunderDouble) -> None:

@@ -8,8 +8,6 @@ H200 by tests/gpu/test_failures_gpu.py (one-rank NCCL mesh).
 
 from __future__ import annotations
 
-import socket
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -19,35 +17,14 @@ tdist = pytest.importorskip("torch.distributed")
 if not tdist.is_available():
     pytest.skip("torch.distributed is not available", allow_module_level=True)
 
-from thunder_double import ThunderDouble, reset_nvscope  # noqa: E402
+from gloo_group import installed, process_group  # noqa: F401 (pytest fixtures)
+from thunder_double import ThunderDouble
 
-import nvscope  # noqa: E402
-import nvscope.thunder  # noqa: E402
-from nvscope import OptionSet, audit, nv_options  # noqa: E402
+import nvscope
+import nvscope.thunder
+from nvscope import OptionSet, audit, nv_options
 
 SFC = ["static_fusion_count"]
-
-
-@pytest.fixture(scope="module")
-def process_group() -> Iterator[None]:
-    if tdist.is_initialized():  # another module's group: use it, leave it
-        yield
-        return
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    tdist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
-    yield
-    tdist.destroy_process_group()
-
-
-@pytest.fixture
-def installed(monkeypatch: pytest.MonkeyPatch, process_group: None) -> Iterator[ThunderDouble]:
-    reset_nvscope()
-    double = ThunderDouble(monkeypatch)
-    assert nvscope.thunder.install()
-    yield double
-    reset_nvscope()
 
 
 def sharded(*values: float) -> Any:
