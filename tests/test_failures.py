@@ -85,6 +85,13 @@ def test_the_error_keeps_its_type_and_names_fusion_phase_and_options(double: Thu
     assert script_path(note).is_file()
 
 
+def test_a_name_with_ops_is_shortened_to_the_fusion_in_the_note_and_the_script_name(double: ThunderDouble) -> None:
+    wrapper = double.make_wrapper(name="nvFusion3: (linear, gelu, linear)", breaks_with="fuse_matmul")
+    note = note_of(fail(wrapper, t()))
+    assert note.startswith("nvscope: Thunder fusion nvFusion3 (forward) failed with nvFuser options ")
+    assert script_path(note).name.startswith("nvFusion3-forward-")
+
+
 def test_compile_time_and_scope_options_are_named_apart(double: ThunderDouble) -> None:
     wrapper = double.make_wrapper(enable=["kernel_profile"], breaks_with="fuse_matmul")
     note = note_of(fail(wrapper, t(), enable=["fuse_matmul"]))

@@ -420,6 +420,16 @@ def test_nvtx_range_names_the_options(installed: ThunderDouble) -> None:
                                 "nvFusion0"]
 
 
+def test_a_name_with_ops_keeps_the_options_next_to_the_fusion_name(installed: ThunderDouble) -> None:
+    """Thunder >= 0.2.7 names the wrapper "nvFusion0: (add, mul)": the range keeps the ops, the record the fusion."""
+    wrapper = installed.make_wrapper(name="nvFusion0: (add, mul)")
+    with audit() as log, nv_options(enable=FM):
+        wrapper(t())
+    wrapper(t())
+    assert installed.ranges == ["nvFusion0 [+fuse_matmul]: (add, mul)", "nvFusion0: (add, mul)"]
+    assert [r.fusion for r in log.records] == ["nvFusion0"]
+
+
 def test_threads_under_different_scopes_never_see_each_others_options(installed: ThunderDouble) -> None:
     """One fusion, several threads, each under its own scope: options, range names and definitions never cross.
 
