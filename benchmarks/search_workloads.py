@@ -79,14 +79,17 @@ def block() -> tuple[Callable[[], Any], torch.nn.Module, dict[str, Any]]:
     setup = {"model": f"{DEPTH} x (LayerNorm, Linear {HIDDEN}->{4 * HIDDEN}, GELU, Linear {4 * HIDDEN}->{HIDDEN}, "
                       f"residual), bf16, input {BATCH} x {SEQUENCE} x {HIDDEN}"}
     for jit_kwargs in ({"nv_enable_linear": True}, {}):
-        jitted = thunder.jit(model, **jit_kwargs)
-
-        def loss(jitted: Any = jitted) -> Any:
+        def loss(jitted: Any = thunder.jit(model, **jit_kwargs)) -> Any:
             return jitted(x).float().square().mean()
 
         try:
-            loss().backward()  # the default must work in this configuration, or the search has no baseline
+            # The default must work in this configuration, or the search has no baseline. Probed on a jit of its
+            # own, so that the search's first call of the default is a real compile, like every candidate's.
+            probe = thunder.jit(model, **jit_kwargs)
+            probe(x).float().square().mean().backward()
             torch.cuda.synchronize()
+            del probe
+            model.zero_grad(set_to_none=True)
         except Exception as error:
             print(f"block: thunder.jit(model, {jit_kwargs}) fails here ({type(error).__name__}: "
                   f"{str(error).splitlines()[0][:200]}); trying plain thunder.jit", file=sys.stderr)

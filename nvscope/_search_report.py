@@ -268,6 +268,7 @@ class SearchResult:
         Needs matplotlib (``pip install matplotlib``); the search itself does not.
         """
         import importlib
+        import textwrap
 
         try:
             # The object API: no pyplot, so no GUI backend and no global figure state in the caller's process.
@@ -298,7 +299,8 @@ class SearchResult:
         ax.set_yticks(range(len(rows)), labels, fontsize=8)
         ax.set_xlabel(f"time / default time per round (median, 95% bootstrap interval; {self.rounds} rounds); "
                       "< 1 is faster", fontsize=8)
-        ax.set_title(title or f"nvscope search: {self.recommendation()}", fontsize=9)
+        # Wrapped: a recommendation with its reason is longer than the figure is wide.
+        ax.set_title(textwrap.fill(title or f"nvscope search: {self.recommendation()}", 100), fontsize=9)
         fig.savefig(path, dpi=130)
         return path
 
