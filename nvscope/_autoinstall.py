@@ -54,16 +54,22 @@ def ensure_adapters(direct: bool = False) -> None:
     _seen_modules = count
     if not _env.flag("NVSCOPE_AUTOINSTALL"):
         return
-    if "thunder" in sys.modules:
-        from nvscope import thunder
+    try:
+        if "thunder" in sys.modules:
+            from nvscope import thunder
 
-        if "thunder" not in _declined and not thunder.installed():
-            thunder.install()
-    elif direct and ("nvfuser_direct" in sys.modules or "nvfuser" in sys.modules):
-        # Thunder imports nvFuser while it is itself being imported; its own adapter then covers it.
-        from nvscope import nvfuser
+            if "thunder" not in _declined and not thunder.installed():
+                thunder.install()
+        elif direct and ("nvfuser_direct" in sys.modules or "nvfuser" in sys.modules):
+            # Thunder imports nvFuser while it is itself being imported; its own adapter then covers it.
+            from nvscope import nvfuser
 
-        nvfuser.install()
+            nvfuser.install()
+    except BaseException:
+        # A refusal (an unknown Thunder: UnsupportedError) must meet every later scope too, not only the first:
+        # otherwise the second scope would run its fusions silently without the options.
+        _seen_modules = -1
+        raise
     _seen_modules = len(sys.modules)  # installing may import more; those need no second look
 
 

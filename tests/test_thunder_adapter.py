@@ -149,6 +149,20 @@ def test_install_refuses_an_unknown_thunder_and_changes_nothing(make_double: Cal
     assert all(a is b for a, b in zip(patched_entries(double), before, strict=True))
 
 
+def test_every_scope_is_refused_under_an_unknown_thunder_not_only_the_first(
+        make_double: Callable[..., ThunderDouble]) -> None:
+    """Automatic installation meets the refusal at each scope entry: no later scope runs silently without options."""
+    double = make_double(thunder_version="0.3.0", drop=("ThunderFunction.backward",))
+    for _ in range(3):
+        with pytest.raises(UnsupportedError, match="Thunder 0.3.0"):
+            with nv_options(enable=FM):
+                pass  # pragma: no cover - the entry raises
+        assert nvscope.current_options() == OptionSet()  # the active scope is unchanged
+    assert not nvscope.thunder.installed()
+    double.make_wrapper()(t())  # unscoped fusions still run, Thunder's own way
+    assert double.executions[-1].enable == []
+
+
 def test_a_definition_that_comes_compiled_is_refused_in_a_scope(make_double: Callable[..., ThunderDouble]) -> None:
     """A Thunder whose new definitions share compiled caches, without the create_fd marker install looks for."""
     double = make_double(lru_cache=True)
