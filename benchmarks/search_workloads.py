@@ -79,7 +79,9 @@ def block() -> tuple[Callable[[], Any], torch.nn.Module, dict[str, Any]]:
     setup = {"model": f"{DEPTH} x (LayerNorm, Linear {HIDDEN}->{4 * HIDDEN}, GELU, Linear {4 * HIDDEN}->{HIDDEN}, "
                       f"residual), bf16, input {BATCH} x {SEQUENCE} x {HIDDEN}"}
     for jit_kwargs in ({"nv_enable_linear": True}, {}):
-        def loss(jitted: Any = thunder.jit(model, **jit_kwargs)) -> Any:
+        jitted = thunder.jit(model, **jit_kwargs)
+
+        def loss(jitted: Any = jitted) -> Any:
             return jitted(x).float().square().mean()
 
         try:

@@ -22,30 +22,24 @@ consumer's frames of an earlier step.
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncGenerator, Callable, Generator, Iterable, Mapping
+from collections.abc import AsyncGenerator, Callable, Generator, Iterable
 from contextvars import ContextVar, Token
 from types import TracebackType
 
 from nvscope import _devmode, _events
-from nvscope._catalog import catalog
-from nvscope._errors import UnknownOptionError
+from nvscope._names import names as _names
+from nvscope._names import shown as _shown
 from nvscope._optionset import EMPTY, OptionSet
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported at run time: `import nvscope` must stay light (nvscope/_record.py)
     from typing import Any, ParamSpec, TypeVar
 
-    from nvscope._catalog import Kind
-
     P = ParamSpec("P")
     R = TypeVar("R")
     F = TypeVar("F", bound=Callable[..., Any])
 
 __all__ = ["ACTIVE", "Frame", "bind", "current_options", "nv_options", "with_nv_options"]
-
-# No nvFuser option name comes close; a longer one is refused before the catalog's did-you-mean sees it.
-_MAX_NAME = 100
-
 
 class Frame:
     """One entered scope. ``options`` is the merged, effective set (None when empty, so the hot path tests ``is``)."""
@@ -85,55 +79,6 @@ def _over(parent: Frame | None, own: OptionSet, inherit: bool, owner: object) ->
     else:
         effective = own
     return Frame(effective if effective else None, parent, owner)
-
-
-def _shown(value: object, limit: int = 60) -> str:
-    """``repr(value)`` for an error message, cut short: a message must not echo a 10,000-character argument."""
-    text = repr(value)
-    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
-
-
-def _names(kind: Kind, value: object) -> frozenset[str]:
-    """Validate one of ``enable=``/``disable=``: a str is one name; anything else must be an iterable of str."""
-    if isinstance(value, str):
-        items: list[object] = [value]
-    elif isinstance(value, (bytes, bytearray, memoryview)):
-        # Iterable, but of ints: without this the message would be about the int 102 (the first byte).
-        try:
-            hint = f", e.g. {kind}={_shown(bytes(value).decode())}"
-        except UnicodeDecodeError:
-            hint = ""
-        raise TypeError(f"{kind}= takes an option name (str) or an iterable of names, not {type(value).__name__} "
-                        f"(bytes-like, whose items are ints): decode it first{hint}")
-    elif isinstance(value, Mapping) or not isinstance(value, Iterable):
-        raise TypeError(f"{kind}= takes an option name (str) or an iterable of names, not {type(value).__name__}: "
-                        f"{_shown(value)}")
-    else:
-        items = list(value)
-    names = []
-    known = catalog()
-    for item in items:
-        if not isinstance(item, str):
-            decode = " (decode bytes first)" if isinstance(item, (bytes, bytearray, memoryview)) else ""
-            raise TypeError(f"{kind}= option names must be str, got {type(item).__name__}: {_shown(item)}{decode}")
-        name = item.strip()
-        if not name:
-            raise ValueError(f"{kind}= got an empty option name: {item!r}")
-        if "," in name or any(c.isspace() for c in name):
-            parts = [p for p in name.replace(",", " ").split() if p]
-            raise ValueError(f"{kind}= got {_shown(item)}, which looks like several names: pass a list, "
-                             f"{kind}={_shown(parts)}")
-        if len(name) > _MAX_NAME:
-            raise UnknownOptionError(f"{kind}= got a {len(name)}-character name {_shown(name)}: no nvFuser option "
-                                     "name is that long (`nvscope options` lists them all)")
-        if "(" in name:
-            raise UnknownOptionError(
-                f"{kind}= got {item!r}: per-call options carry no arguments; set NVFUSER_{kind.upper()}={name} "
-                "in the environment before the process starts"
-            )
-        known.check(kind, name)
-        names.append(name)
-    return frozenset(names)
 
 
 class nv_options:

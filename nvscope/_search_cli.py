@@ -122,7 +122,7 @@ def _error(message: str, code: int = 2) -> int:
 
 def command(ns: argparse.Namespace) -> int:
     """Run ``nvscope search`` for parsed arguments; returns the exit code."""
-    from nvscope._search import default_candidates, parse_candidate
+    from nvscope._candidates import default_candidates, parse_candidate
 
     if ns.list:
         for spec in default_candidates():

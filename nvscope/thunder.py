@@ -199,9 +199,9 @@ def _new_table(fusion: Any, frontend: str) -> Partitions[_frontends.Partition]:
     uncached = getattr(get_fd, "__wrapped__", None)
     if uncached is None:
         raise UnsupportedError(
-            f"{_thunder_version()}, fusion {_short(fusion.name)}: get_fd is not an lru_cache wrapper, so nvscope cannot build "
-            f"a separate FusionDefinition per option set (proven with {PROVEN}); run it outside the scope, or set "
-            "NVFUSER_ENABLE/NVFUSER_DISABLE for the whole process"
+            f"{_thunder_version()}, fusion {_short(fusion.name)}: get_fd is not an lru_cache wrapper, so nvscope "
+            f"cannot build a separate FusionDefinition per option set (proven with {PROVEN}); run it outside the "
+            "scope, or set NVFUSER_ENABLE/NVFUSER_DISABLE for the whole process"
         )
     cache_info = getattr(get_fd, "cache_info", None)
     maxsize = cache_info().maxsize if cache_info is not None else 2048
@@ -219,9 +219,10 @@ def _new_table(fusion: Any, frontend: str) -> Partitions[_frontends.Partition]:
             if frontend == "direct" and "fec" in getattr(fd, "__dict__", ()):
                 # Compiled before it ever ran: its cache came from a shared one (an LruFusionCache), not its own.
                 raise UnsupportedError(
-                    f"{_thunder_version()}, fusion {_short(fusion.name)}: a new FusionDefinition came with a compiled cache "
-                    "already, so it may share kernels compiled for other options; nvscope cannot give this option set "
-                    "kernels of its own. Set NVFUSER_ENABLE/NVFUSER_DISABLE for the whole process instead"
+                    f"{_thunder_version()}, fusion {_short(fusion.name)}: a new FusionDefinition came with a "
+                    "compiled cache already, so it may share kernels compiled for other options; nvscope cannot give "
+                    "this option set kernels of its own. Set NVFUSER_ENABLE/NVFUSER_DISABLE for the whole process "
+                    "instead"
                 )
             _frontends.carry(fd, options)
             return fd
@@ -322,7 +323,8 @@ def _annotate(error: Exception, fusion: Any, runner: Any, effective: OptionSet, 
             fd = runner.last_used
         return _repro.with_options(type(fd).repro_script_for(fd, _local_inputs(args)), effective)
 
-    _repro.annotate(error, f"Thunder fusion {_short(fusion.name)}", _events.PHASE.get(), static, scope, effective, script)
+    _repro.annotate(error, f"Thunder fusion {_short(fusion.name)}", _events.PHASE.get(), static, scope, effective,
+                    script)
 
 
 def _local_inputs(args: tuple[Any, ...]) -> list[Any]:

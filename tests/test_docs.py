@@ -232,3 +232,10 @@ def test_output_matching_follows_the_convention() -> None:
     assert _match(["a", "...", "c", "..."], actual)
     assert not _match(["b", "..."], actual)  # the first segment starts it
     assert not _match(["...", "c", "...", "b", "..."], actual)  # segments in order
+
+
+def test_how_it_works_names_every_module() -> None:
+    """The layer table is the map of the package: a module missing from it is a module a newcomer cannot place."""
+    table = (ROOT / "docs" / "how-it-works.md").read_text(encoding="utf-8")
+    modules = sorted(p.name for p in (ROOT / "nvscope").glob("*.py"))
+    assert [m for m in modules if f"`{m}`" not in table] == []

@@ -13,7 +13,8 @@ import pytest
 
 import nvscope
 from nvscope import OptionSet, UnknownOptionError, current_options
-from nvscope._search import default_candidates, parse_candidate, search
+from nvscope._candidates import default_candidates, parse_candidate
+from nvscope._search import search
 from nvscope._search_report import SearchResult
 
 torch = pytest.importorskip("torch")

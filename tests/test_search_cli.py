@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from nvscope._search import default_candidates
+from nvscope._candidates import default_candidates
 from nvscope._search_cli import add_parser, command
 
 SCRIPT = '''\
