@@ -83,10 +83,11 @@ def attach(fd: Any, options: OptionSet) -> None:
 
 
 def annotate(error: BaseException, fusion: str, phase: str, compile_time: OptionSet, scope: OptionSet,
-             effective: OptionSet, script: Callable[[], str]) -> None:
+             effective: OptionSet, script: Callable[[], str], *, given_as: str = "compile-time") -> None:
     """Add nvscope's note to ``error``, unless it has one: ``script()`` makes the repro script's text (may raise).
 
-    ``fusion`` names the fusion for a person ("Thunder fusion nvFusion1"); ``phase`` is "forward" or "backward".
+    ``fusion`` names the fusion for a person ("Thunder fusion nvFusion1"); ``phase`` is "forward" or "backward";
+    ``given_as`` says where ``compile_time`` came from ("passed to execute" for a direct nvFuser call).
     """
     notes = getattr(error, "__notes__", None)
     if isinstance(notes, list) and any(isinstance(n, str) and n.startswith(MARK) for n in notes):
@@ -97,7 +98,7 @@ def annotate(error: BaseException, fusion: str, phase: str, compile_time: Option
         repro = f"not written ({type(problem).__name__}: {_first_line(problem)})"
     lines = [
         f"{MARK} {fusion} ({phase}) failed with nvFuser options {label(effective) or '(none)'}",
-        f"  compile-time: {label(compile_time) or '(none)'}; scope: {label(scope) or '(none)'}",
+        f"  {given_as}: {label(compile_time) or '(none)'}; scope: {label(scope) or '(none)'}",
         f"  for a whole process: {effective.as_shell() or '(no options)'}",
         f"  repro script: {repro}",
     ]

@@ -17,8 +17,8 @@ import threading
 from types import ModuleType
 from typing import Any
 
-from nvscope import _events, _frontends, _patches
-from nvscope._errors import UnsupportedError
+from nvscope import _events, _frontends, _patches, _repro
+from nvscope._errors import NvscopeError, UnsupportedError
 from nvscope._optionset import OptionSet
 from nvscope._partitions import Partitions
 from nvscope._scope import ACTIVE
@@ -70,7 +70,18 @@ def _make_execute(module: ModuleType, original: Any) -> Any:
             _events.emit(_events.FusionRecord(type(self).__name__, effective, "new" if new else "reused",
                                               threading.current_thread().name, _events.PHASE.get(), frontend))
         rest = {k: v for k, v in kwargs.items() if k not in ("_enable_options", "_disable_options")}
-        return _frontends.execute(original, partition, frontend, partition.runner, inputs, *args, **rest)
+        runner = partition.runner
+        try:
+            return _frontends.execute(original, partition, frontend, runner, inputs, *args, **rest)
+        except NvscopeError:
+            raise
+        except Exception as error:  # the same note as a Thunder fusion's: the options, and a repro that has them
+            def script() -> str:
+                return _repro.with_options(type(runner).repro_script_for(runner, list(inputs)), effective)
+
+            _repro.annotate(error, f"nvFuser {type(self).__name__}", _events.PHASE.get(), passed, frame.options,
+                            effective, script, given_as="passed to execute")
+            raise
 
     execute.__wrapped__ = original  # type: ignore[attr-defined]
     return execute

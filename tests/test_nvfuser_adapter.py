@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 import warnings
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -222,6 +223,28 @@ def test_direct_execute_with_options_covering_the_scope_runs_as_is(load: Callabl
     with nv_options(enable=FM):
         fd.execute([1.0], _enable_options=enable)
     assert fe.EXECUTIONS[-1].fd is fd and fe.EXECUTIONS[-1].enable is enable
+
+
+def test_a_failing_scoped_execute_names_its_options_and_writes_a_repro_with_them(
+        load: Callable[[str], Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NVSCOPE_REPRO_DIR", str(tmp_path))
+    fe = load("nvfuser_direct")
+    nvscope.nvfuser.install()
+    with fe.FusionDefinition() as fd:
+        fd.define_tensor(shape=[1], dtype=fe.DataType.Float)
+        fd.define_scalar(fe.BREAKS_WITH + "fuse_matmul")
+    with nv_options(enable=FM), pytest.raises(RuntimeError) as raised:
+        fd.execute([1.0], _disable_options=MEE)
+    assert str(raised.value) == fe.ASSERT  # nvFuser's own error, untouched; the note says the rest
+    (note,) = raised.value.__notes__
+    assert note.startswith("nvscope: nvFuser FusionDefinition (forward) failed with nvFuser options "
+                           "+fuse_matmul -matmul_expr_eval\n")
+    assert "passed to execute: -matmul_expr_eval; scope: +fuse_matmul" in note
+    script = Path(note.split("python ", 1)[1].splitlines()[0].strip())
+    assert script.parent == tmp_path
+    assert "fd.execute(inputs, _enable_options=['fuse_matmul'], _disable_options=['matmul_expr_eval'])" in \
+        script.read_text()
+    assert fd.execute([1.0]) == [2.0]  # unscoped, the same definition runs with its default options
 
 
 def test_after_uninstall_scopes_no_longer_reach_direct_calls(load: Callable[[str], Any]) -> None:
