@@ -90,7 +90,9 @@ def annotate(error: BaseException, fusion: str, phase: str, compile_time: Option
     ``given_as`` says where ``compile_time`` came from ("passed to execute" for a direct nvFuser call).
     """
     notes = getattr(error, "__notes__", None)
-    if isinstance(notes, list) and any(isinstance(n, str) and n.startswith(MARK) for n in notes):
+    if notes is not None and not isinstance(notes, list):
+        return  # someone's non-list __notes__: add_note would raise TypeError over the user's error
+    if notes is not None and any(isinstance(n, str) and n.startswith(MARK) for n in notes):
         return
     try:
         repro = _repro_line(error, fusion, phase, effective, script)

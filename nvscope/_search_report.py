@@ -260,8 +260,9 @@ class SearchResult:
         ax.set_yticks(range(len(rows)), labels, fontsize=8)
         ax.set_xlabel(f"time / default time per round (median, 95% bootstrap interval; {self.rounds} rounds); "
                       "< 1 is faster", fontsize=8)
-        # Wrapped: a recommendation with its reason is longer than the figure is wide.
-        ax.set_title(textwrap.fill(title or f"nvscope search: {self.recommendation()}", 100), fontsize=9)
+        # Over the whole figure (long candidate labels narrow the axes), wrapped: a recommendation with its reason is
+        # longer than the figure is wide.
+        fig.suptitle(textwrap.fill(title or f"nvscope search: {self.recommendation()}", 90), fontsize=9)
         fig.savefig(path, dpi=130)
         return path
 

@@ -10,9 +10,9 @@ Three patches, all undone exactly by `uninstall` (`nvscope._patches`):
    ``lru_cache`` of FusionDefinitions built by Thunder's own uncached ``get_fd.__wrapped__`` (nvFuser does not key
    compiled kernels on options, so each option set needs definitions of its own; salted on the legacy frontend),
    its option fields are the effective options, and its ``name`` carries them. Thunder's *original* ``__call__``
-   runs on that copy, so ``use_cache``, ``last_used``/``last_inputs``, the NVTX range
-   (``annotate_for_profile(self.name)``, here ``nvFusion0 [+fuse_matmul -matmul_expr_eval]``) and the DTensor path
-   stay Thunder's own code. Afterwards ``last_used``/``last_inputs`` are copied to the real wrapper, so
+   runs on that copy, so ``use_cache``, ``last_used``/``last_inputs``, the NVTX range (``annotate_for_profile
+   (self.name)``, here ``nvFusion0 [+fuse_matmul -matmul_expr_eval]: (matmul, ...)``) and the DTensor path stay
+   Thunder's own code. Afterwards ``last_used``/``last_inputs`` are copied to the real wrapper, so
    ``thunder.examine.get_nvfuser_repro`` returns the definition that ran, whose repro script passes its options.
    One copy per partition, never a field swapped per call: threads running one fusion under different scopes
    cannot see each other's options. Partitions live on the fusion's ``get_fd`` and are LRU-bounded.
@@ -229,7 +229,7 @@ def _new_table(fusion: Any, frontend: str) -> Partitions[_frontends.Partition]:
 
         runner = copy.copy(fusion)
         runner.get_fd = partition_get_fd
-        # The options go right after the fusion's own name, before the ops Thunder >= 0.2.7 appends
+        # The options go right after the fusion's own name, before the ops Thunder appends
         # ("nvFusion0: (add, mul)" becomes "nvFusion0 [+fast_math]: (add, mul)"): visible in a narrow timeline row.
         short, colon, ops = fusion.name.partition(": ")
         runner.name = f"{short} [{_repro.label(options)}]{colon}{ops}"
@@ -342,7 +342,7 @@ def _local_inputs(args: tuple[Any, ...]) -> list[Any]:
 
 
 def _short(name: str) -> str:
-    """The fusion's name as the trace calls it: Thunder >= 0.2.7 names the wrapper "nvFusion0: (op, op, ...)"."""
+    """The fusion's name as the trace calls it: Thunder (0.2.6, 0.2.7.dev) names the wrapper "nvFusion0: (op, ...)"."""
     return name.partition(": ")[0]
 
 

@@ -210,3 +210,14 @@ def test_a_partition_definitions_own_repro_carries_its_options(double: ThunderDo
     own = double.make_wrapper("nvFusion1")
     own(t())
     assert "_enable_options" not in double.executions[-1].fd.repro_script_for([t()])  # Thunder's own: untouched
+
+
+def test_an_error_whose_notes_are_not_a_list_is_raised_untouched() -> None:
+    """PEP 678: add_note raises TypeError when __notes__ is not a list; that must never replace the user's error."""
+    from nvscope import _repro
+
+    error = RuntimeError("nvFuser's own")
+    error.__notes__ = ("set by someone else",)  # type: ignore[attr-defined]
+    _repro.annotate(error, "Thunder fusion nvFusion0", "forward", OptionSet(), OptionSet(["fuse_matmul"]),
+                    OptionSet(["fuse_matmul"]), lambda: "print('repro')\n")
+    assert error.__notes__ == ("set by someone else",)  # type: ignore[attr-defined]

@@ -115,8 +115,8 @@ def test_thunders_tools_see_what_ran_in_a_scope(tmp_path: Path, monkeypatch: pyt
     fusions = [s.sym.name for s in trace.bound_symbols if s.sym.is_fusion and s.sym.name.startswith("nvFusion")]
     assert fusions, trace
     name = fusions[0]
-    # Thunder (0.2.6 and 0.2.7.dev) names the range after the fusion and its ops ("nvFusion0: (matmul, ...)"); the options go
-    # right after the fusion's name.
+    # Thunder (0.2.6 and 0.2.7.dev) names the range after the fusion and its ops ("nvFusion0: (matmul, ...)");
+    # the options go right after the fusion's name.
     assert any(r.startswith(f"{name} [+fuse_matmul -matmul_expr_eval]") for r in ranges), ranges
 
     script = get_nvfuser_repro(trace, name)  # raised "needs to be executed" before issue 10
