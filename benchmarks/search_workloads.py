@@ -33,8 +33,7 @@ import thunder_steps  # the MLP workload; importable because Python puts this sc
 import torch
 
 import nvscope
-from nvscope._search import search
-from nvscope._search_report import SearchResult
+from nvscope import SearchResult, search
 
 CANDIDATES = {
     "mlp": (["fast_math", "tma_pointwise", "ws_normalization"],

@@ -190,7 +190,7 @@ def run(args: argparse.Namespace, where: Placement, rank: int, world: int) -> di
     if thunder_ok:
         import thunder
 
-        from nvscope._kernels import kernel_names  # the same name cutting as the library and the GPU tests
+        from nvscope import kernel_names  # the same name cutting as the library and the GPU tests
 
         def nvfuser_kernels(run_step: Step) -> list[str]:
             optimizer = torch.optim.SGD(model.parameters(), lr=LR)
