@@ -1,0 +1,85 @@
+"""A 1-minimal failing subset in O(k log n) tests: the search behind `nvscope.bisect`, for options and for fusions.
+
+Given items (option names, or fusion ids) and a test ``bad(subset) -> bool`` that is True for all of them, find a
+subset ``R`` with ``bad(R)`` such that removing any one element makes it good. Delta debugging (ddmin) does this in
+O(n^2) tests at worst; when ``bad`` is monotone (a superset of a bad set is bad, as for "some fusion with some
+option breaks"), the progressive binary search below needs at most ``k * (ceil(log2 n) + 1)`` tests for a
+result of ``k`` elements (`probe_budget`):
+
+* keep a set ``required`` (empty at first: the caller knows that no item at all is good) and the ordered
+  ``candidates`` (all items: the caller knows that they are bad), with ``bad(required + candidates)``;
+* while ``required`` alone is good, binary-search the shortest prefix of ``candidates`` that makes it bad: its last
+  element is needed, so it joins ``required`` and the candidates become the prefix before it;
+* the result is bad by construction, and 1-minimal for a monotone test: every later element came from before the
+  one removed, and that prefix was good.
+
+The invariants ("the full prefix is bad, the empty prefix is good") hold without monotonicity, so for any test the
+result is bad. 1-minimality is then checked with one test per element (``verify=True``): an element whose removal
+still fails is dropped and the search resumes from there, so the result is 1-minimal for any test, and the check
+costs ``k`` tests more (none for a single element). Coarse to fine: the halves are contiguous ranges of the given
+order, so items that tend to fail together should be given next to each other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+__all__ = ["minimize", "probe_budget"]
+
+T = TypeVar("T")
+
+
+def probe_budget(n: int, k: int, *, verify: bool = True) -> int:
+    """The most tests `minimize` makes for ``n`` items and a result of ``k`` (k >= 1), with a monotone test whose
+    empty set is good and whose full set is known to be bad."""
+    log = max(0, (n - 1).bit_length())  # ceil(log2 n)
+    return k * (log + 1) + (k if verify and k > 1 else 0)
+
+
+def minimize(items: Sequence[T], bad: Callable[[list[T]], bool], *, verify: bool = True) -> list[T]:
+    """A 1-minimal subset of ``items`` for which ``bad`` is True, in the items' order.
+
+    The caller has seen ``bad(items)`` True and ``bad([])`` False (neither is tested again). ``bad`` receives subsets
+    in the items' order. See the module docstring for the method and the number of tests.
+    """
+    items = list(items)
+    if not items:
+        raise ValueError("nothing to minimize: no items")
+
+    def test(indices: list[int]) -> bool:
+        return bad([items[i] for i in sorted(indices)])
+
+    required: list[int] = []
+    candidates = list(range(len(items)))
+    while True:
+        required = _grow(required, candidates, test)
+        if not verify or len(required) <= 1:
+            return [items[i] for i in sorted(required)]
+        for element in required:
+            rest = [i for i in required if i != element]
+            if test(rest):
+                # Not needed after all (a test that is not monotone): minimize what is left, which is bad.
+                required, candidates = [], sorted(rest)
+                break
+        else:
+            return [items[i] for i in sorted(required)]
+
+
+def _grow(required: list[int], candidates: list[int], test: Callable[[list[int]], bool]) -> list[int]:
+    """Elements of ``candidates`` added to ``required`` until it is bad; ``required + candidates`` is bad and
+    ``required`` is good on entry."""
+    required = list(required)
+    while candidates:
+        low, high = 0, len(candidates)  # bad with candidates[:high], good with candidates[:low]
+        while high - low > 1:
+            middle = (low + high) // 2
+            if test([*required, *candidates[:middle]]):
+                high = middle
+            else:
+                low = middle
+        required.append(candidates[high - 1])
+        candidates = candidates[:high - 1]
+        if not candidates or test(required):
+            break
+    return required

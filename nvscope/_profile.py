@@ -1,0 +1,275 @@
+"""Profile per fusion: what an option set does to each fusion of a step, against the defaults.
+
+    result = nvscope.profile(step, enable=["fuse_matmul"], disable=["matmul_expr_eval"], backward=True)
+    print(result.table())            # one row per fusion id: times, ratio with 95% interval, schedulers, outputs
+
+The method (docs/profile.md), built on the search's runner and statistics:
+
+1. The default's first call, audited: the fusions (ids, in first-execution order), their outputs (copies), the
+   schedulers nvFuser chose for their segments (`nvscope._schedulers`) and their wall time (compile included). Then
+   the same for the options (``nv_options(..., on_error="fallback")``): a fusion that fails under them runs again
+   with its defaults, and its row says so.
+2. Outputs, fusion by fusion: the step once more per fusion with the options on that fusion only
+   (``fusions=[id]``), its outputs compared with the default's; upstream fusions run their defaults, so a difference
+   belongs to this fusion. The whole step's outputs and gradients are compared too, as the search does.
+3. Rounds: the default and the options (on the fusions they did not break) in a random order, ``steps_per_round``
+   calls each; each fusion's executions are timed (CUDA events on the GPU, ``time.perf_counter`` on CPU) through
+   nvscope's per-fusion timing hook (`nvscope._events.TIMERS`), summed per call of the step. Per fusion, the
+   per-round ratio options/default, its median and 95% bootstrap interval (`nvscope._stats`).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import sys
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from typing import Any
+
+import nvscope
+from nvscope import OptionSet, nv_options
+from nvscope._numerics import compare_leaves, flatten_outputs
+from nvscope._profile_report import ProfileResult, ProfileRow
+from nvscope._schedulers import Recorder, Segment, recorder
+from nvscope._search import _first_line, _install_adapters, _Runner, _Variant
+from nvscope._stats import MIN_ROUNDS, median, summarize
+
+__all__ = ["profile"]
+
+
+def _exact(fusion_id: str) -> str:
+    """A glob that matches exactly this fusion id."""
+    return "".join(f"[{c}]" if c in "*?[" else c for c in fusion_id)
+
+
+class _Clock:
+    """The per-fusion timing hook (an entry of ``_events.TIMERS``) and what it collects, switched per pass."""
+
+    def __init__(self, cuda: bool, rec: Recorder | None) -> None:
+        self.cuda, self.recorder = cuda, rec
+        self.times: dict[str, list[Any]] | None = None  # per fusion: CUDA event pairs or ms, while timing
+        self.segments: dict[str, tuple[Segment, ...]] | None = None  # first execution's segments, while first calls
+        self.wall: dict[str, float] | None = None  # ms per fusion (synchronised), while first calls
+        self.outputs: dict[str, list[list[tuple[str, Any]]]] | None = None  # output copies per execution
+        self.capture: str | None = None  # capture only this fusion's outputs (None: every fusion's)
+
+    def __call__(self, record: Any) -> Any:
+        return self._measure(record.fusion)
+
+    def _keep(self, fusion: str) -> Callable[[Any], None] | None:
+        outputs = self.outputs
+        if outputs is None or (self.capture is not None and fusion != self.capture):
+            return None
+
+        def keep(values: Any) -> None:
+            calls = outputs.setdefault(fusion, [])
+            calls.append(flatten_outputs(values, f"execution{len(calls)}.out"))
+
+        return keep
+
+    @contextmanager
+    def _measure(self, fusion: str) -> Iterator[Callable[[Any], None] | None]:
+        torch = sys.modules.get("torch") if self.cuda else None
+        with ExitStack() as stack:
+            segments = None
+            if self.segments is not None and self.recorder is not None and fusion not in self.segments:
+                segments = stack.enter_context(self.recorder.record())
+            if self.wall is not None and torch is not None:
+                torch.cuda.synchronize()
+            start: Any = None
+            if self.times is not None and torch is not None:
+                start = torch.cuda.Event(enable_timing=True)
+                start.record()
+            began = time.perf_counter()
+            yield self._keep(fusion)
+            if self.times is not None:
+                if torch is not None:
+                    end = torch.cuda.Event(enable_timing=True)
+                    end.record()
+                    self.times.setdefault(fusion, []).append((start, end))
+                else:
+                    self.times.setdefault(fusion, []).append((time.perf_counter() - began) * 1e3)
+            if self.wall is not None:
+                if torch is not None:
+                    torch.cuda.synchronize()
+                self.wall[fusion] = self.wall.get(fusion, 0.0) + (time.perf_counter() - began) * 1e3
+        if segments is not None and self.segments is not None:
+            self.segments[fusion] = tuple(segments) if segments else None  # type: ignore[assignment]
+
+    def per_call(self, steps: int) -> dict[str, float]:
+        """ms per step of each fusion in the block just timed (the device has been synchronised)."""
+        times, self.times = self.times or {}, {}
+        return {fusion: sum(float(v[0].elapsed_time(v[1])) if isinstance(v, tuple) else v for v in values) / steps
+                for fusion, values in times.items()}
+
+
+def profile(fn: Callable[..., Any], /, *args: Any, enable: Any = (), disable: Any = (), fusions: object = None,
+            rounds: int = 20, steps_per_round: int = 1, warmup: int = 2, tolerance: float | None = None,
+            backward: bool = False, module: Any = None, seed: int = 0, progress: bool = True,
+            **kwargs: Any) -> ProfileResult:
+    """Profile ``fn(*args, **kwargs)`` fusion by fusion under ``enable``/``disable`` against the defaults.
+
+    ``fusions``: only these fusions get the options (a glob over ids, a list, a callable or a selector, as
+    ``nv_options(fusions=...)``); the rows are theirs. ``rounds`` x ``steps_per_round``: the paired timing;
+    ``warmup``: calls of each variant after its first. ``tolerance``, ``backward``, ``module``: as for
+    `nvscope.search`. Runs in development mode; no scope and no timing hook stays behind.
+    """
+    from nvscope import _events
+
+    if not callable(fn):
+        raise TypeError(f"profile() needs a callable, not {type(fn).__name__}: {fn!r}")
+    for name, value, least in (("rounds", rounds, MIN_ROUNDS), ("steps_per_round", steps_per_round, 1),
+                               ("warmup", warmup, 0)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < least:
+            raise ValueError(f"{name} must be an int >= {least}, got {value!r}")
+    if tolerance is not None and not (isinstance(tolerance, (int, float)) and math.isfinite(tolerance)
+                                      and tolerance >= 0):
+        raise ValueError(f"tolerance must be a finite number >= 0 or None, got {tolerance!r}")
+    scope = nv_options(enable, disable, fusions=fusions, on_error="fallback")  # validated before anything runs
+    options = scope.options
+    if not options:
+        raise ValueError("profile() needs the options to profile: enable=[...] and/or disable=[...]")
+
+    def say(message: str) -> None:
+        if progress:
+            print(f"nvscope profile: {message}", file=sys.stderr, flush=True)
+
+    began = time.perf_counter()
+    runner = _Runner(fn, args, kwargs, backward, module, tolerance, steps_per_round, warmup, say)
+    default, variant = _Variant("default", OptionSet(), "default"), _Variant("options", options, "candidate")
+    variant.scope = scope
+    torch = sys.modules.get("torch")
+    runner.cuda = torch is not None and torch.cuda.is_available()
+    clock = _Clock(runner.cuda, recorder() if runner.cuda else None)
+    notes: list[str] = []
+    previous = nvscope.set_development_mode(True)
+    _events.TIMERS.append(clock)
+    try:
+        with warnings.catch_warnings():
+            for quiet in (nvscope.NoFusionWarning, nvscope.NoEffectWarning, nvscope.FallbackWarning):
+                warnings.simplefilter("ignore", quiet)  # the rows say which fusions ran, changed and failed
+            _install_adapters()
+            first = {name: _first(runner, v, clock) for name, v in (("default", default), ("options", variant))}
+            infos, segs, wall, outs, leaves, partitions, _ = first["default"]
+            runner.reference = leaves
+            step_numerics = compare_leaves(leaves, first["options"][4], tolerance)
+            chosen = [i for i in infos if scope.fusions is None or scope.fusions(i)]
+            say(f"{len(infos)} fusions ran; {len(chosen)} selected; the options broke "
+                f"{len(first['options'][6])} of them")
+            numerics = _isolated(runner, clock, options, chosen, first["options"][5], outs, tolerance, say)
+            broken = first["options"][6]
+            if broken:  # time the options where they work: the broken ones run their defaults in both variants
+                kept = [_exact(i.id) for i in chosen if i.id not in broken]
+                variant.scope = nv_options(options, fusions=kept, on_error="fallback") if kept else \
+                    nv_options(options, fusions=lambda info: False)
+            say(f"timing default and options x {rounds} rounds x {steps_per_round} calls, per fusion")
+            fusion_times, step_times = _rounds(runner, clock, default, variant, rounds, random.Random(seed))
+    finally:
+        _events.TIMERS.remove(clock)
+        nvscope.set_development_mode(previous)
+    rows = []
+    for info in chosen:
+        d, o = fusion_times["default"].get(info.id), fusion_times["options"].get(info.id)
+        timed = d is not None and o is not None and len(d) == len(o) == rounds and all(x > 0 for x in (*d, *o))
+        rows.append(ProfileRow(
+            info.id, info.phase, tuple(info.ops or ()), partitions.get(info.id, 0),
+            median(d) if d else None, median(o) if o else None,
+            summarize(o, d, seed=seed) if timed and info.id not in broken else None,  # type: ignore[arg-type]
+            segs.get(info.id), first["options"][1].get(info.id), wall.get(info.id), first["options"][2].get(info.id),
+            numerics.get(info.id), broken.get(info.id), first["options"][5].get(info.id, 0) > 0))
+    if default.numerics is not None and not default.numerics.ok:
+        notes.append(f"the default is not repeatable ({default.numerics.detail}): output differences may be its own")
+    if clock.recorder is None:
+        notes.append("no schedulers: they need CUDA and nvFuser (`nvscope._schedulers`)")
+    step = summarize(step_times["options"], step_times["default"], seed=seed)
+    result = ProfileResult(tuple(rows), options, "CUDA events" if runner.cuda else "time.perf_counter", rounds,
+                           steps_per_round, warmup, tolerance, seed, time.perf_counter() - began, step, step_numerics,
+                           None if clock.recorder is None else clock.recorder.source, tuple(notes))
+    say(f"done in {result.elapsed_s:.1f} s")
+    return result
+
+
+def _first(runner: _Runner, v: _Variant, clock: _Clock) -> tuple[Any, ...]:
+    """A variant's first call (audited, segments, wall times, outputs of the default's fusions), then its warm-up."""
+    segments: dict[str, tuple[Segment, ...]] = {}
+    wall: dict[str, float] = {}
+    outputs: dict[str, list[list[tuple[str, Any]]]] = {}
+    clock.segments, clock.wall = segments, wall
+    clock.outputs, clock.capture = (outputs, None) if v.stage == "default" else (None, None)
+    try:
+        with nvscope.audit() as log, v.scope:
+            runner.sync()
+            out = runner.invoke()
+            runner.sync()
+        leaves = runner.snapshot(out)
+        del out
+    finally:
+        clock.segments = clock.wall = clock.outputs = None
+    if v.stage == "default":
+        v.numerics = compare_leaves(leaves, runner.snapshot(runner.invoke()), runner.tolerance)
+    with v.scope:
+        for _ in range(runner.warmup):
+            runner.invoke()
+    runner.sync()
+    infos = log.fusions()
+    if v.stage == "default":
+        counts = {i.id: sum(r.fusion == i.id for r in log.records) for i in infos}
+    else:  # executions that ran in a partition of their own under the options
+        counts = {i.id: sum(r.fusion == i.id and r.partition in ("new", "reused") for r in log.records)
+                  for i in infos}
+    errors = {r.fusion: r.error for r in log.records if r.partition == "fallback" and r.error}
+    errors = {f: _error_line(e) for f, e in errors.items()}
+    return infos, segments, wall, outputs, leaves, counts, errors
+
+
+def _error_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    first = lines[0] if lines else "failed"
+    note = next((line for line in lines if line.startswith("nvscope:")), "")
+    script = next((line for line in lines if line.startswith("repro script:")), "")
+    return "\n".join(x for x in (first[:300], note, script) if x)
+
+
+def _isolated(runner: _Runner, clock: _Clock, options: OptionSet, chosen: list[Any], reached: dict[str, int],
+              reference: dict[str, list[list[tuple[str, Any]]]], tolerance: float | None,
+              say: Callable[[str], None]) -> dict[str, Any]:
+    """Per fusion: its outputs with only it under the options, against its outputs under the defaults."""
+    numerics = {}
+    for info in chosen:
+        if not reached.get(info.id) or info.id not in reference:
+            continue  # the options did not reach it (catalog gates), or it broke under them
+        outputs: dict[str, list[list[tuple[str, Any]]]] = {}
+        clock.outputs, clock.capture = outputs, info.id
+        try:
+            with nv_options(options, fusions=[_exact(info.id)], on_error="fallback"):
+                runner.invoke()
+        except Exception as error:
+            say(f"{info.id}: the step failed with only this fusion under the options: {_first_line(error)}")
+            continue
+        finally:
+            clock.outputs = clock.capture = None
+        flat = [leaf for execution in outputs.get(info.id, []) for leaf in execution]
+        numerics[info.id] = compare_leaves([leaf for execution in reference[info.id] for leaf in execution], flat,
+                                           tolerance)
+    return numerics
+
+
+def _rounds(runner: _Runner, clock: _Clock, default: _Variant, variant: _Variant, rounds: int,
+            rng: random.Random) -> tuple[dict[str, dict[str, list[float]]], dict[str, list[float]]]:
+    fusion_times: dict[str, dict[str, list[float]]] = {"default": {}, "options": {}}
+    step_times: dict[str, list[float]] = {"default": [], "options": []}
+    for _ in range(rounds):
+        order = [("default", default), ("options", variant)]
+        rng.shuffle(order)
+        for name, v in order:
+            clock.times = {}
+            try:
+                step_times[name].append(runner.block(v))
+                for fusion, ms in clock.per_call(runner.steps).items():
+                    fusion_times[name].setdefault(fusion, []).append(ms)
+            finally:
+                clock.times = None
+    return fusion_times, step_times
