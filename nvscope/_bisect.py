@@ -108,7 +108,7 @@ def drive(given: OptionSet, fusions: Sequence[str], run: Callable[[OptionSet, tu
             seconds = time.perf_counter() - start
             seen[key] = outcome
             log.append(Probe(len(log) + 1, stage[0], options, selected, outcome.bad, outcome.detail, seconds))
-            first = outcome.detail.splitlines()[0] if outcome.detail else ""
+            first = outcome.detail.splitlines()[0][:160] if outcome.detail else ""
             say(f"probe {len(log)} ({stage[0]}): {label(options)} on {where}: "
                 f"{'BAD' if outcome.bad else 'ok'} in {seconds:.1f} s{f' ({first})' if first else ''}")
         if outcome.bad:

@@ -102,7 +102,7 @@ class BisectResult:
                  f"({self.mode}); check: {self.check}"]
         for p in self.log:
             where = "every fusion" if p.fusions is None else f"{len(p.fusions)} fusion{'s' * (len(p.fusions) != 1)}"
-            detail = p.detail.splitlines()[0] if p.detail else ""
+            detail = p.detail.splitlines()[0][:100] if p.detail else ""
             lines.append(f"  probe {p.number:>2} {p.stage:<8} {label(p.options) or '(none)':<36} {where:<14} "
                          f"{'BAD' if p.bad else 'ok '}  {p.seconds:6.2f} s  {detail}")
         if not self.reproduced:

@@ -1,0 +1,189 @@
+"""nvscope.profile against the Thunder double: per-fusion times through the timing hook, per-fusion outputs, a
+fusion that fails under the options as a row, the schedulers plumbing (a fake nvFuser profiler), report and JSON.
+
+The fake nvFuser's ``execute`` is wrapped so that each fusion's speed and output depend on the options it runs
+with: fusion k holds the op ``tag<k>``, and `Behaviour` says what each tag does under which option."""
+
+from __future__ import annotations
+
+import json
+import time
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from thunder_double import ThunderDouble, reset_nvscope
+
+import nvscope
+from nvscope import OptionSet
+from nvscope._profile import profile
+from nvscope._profile_report import ProfileResult
+from nvscope._schedulers import Recorder
+
+QUICK = {"rounds": 6, "steps_per_round": 1, "warmup": 1, "progress": False}
+
+
+@pytest.fixture
+def double(monkeypatch: pytest.MonkeyPatch) -> Iterator[ThunderDouble]:
+    reset_nvscope()
+    yield ThunderDouble(monkeypatch)
+    reset_nvscope()
+
+
+class Model:
+    """Four fusions in a row; tag k's execute sleeps ``sleep[k]`` seconds, times ``factor[k]`` under ``option[k]``,
+    and multiplies its output by ``scale[k]`` under that option."""
+
+    def __init__(self, double: ThunderDouble, monkeypatch: pytest.MonkeyPatch, behaviour: dict[int, dict[str, Any]],
+                 breaks: dict[int, str] | None = None) -> None:
+        fe = double.fe
+        original = fe.FusionDefinition.execute
+
+        def execute(fd: Any, inputs: Any, **kwargs: Any) -> Any:
+            enabled = set(kwargs.get("_enable_options") or ())
+            tag = next(int(c[0][len("ops.tag"):]) for c in fd.calls if c[0].startswith("ops.tag"))
+            b = behaviour.get(tag, {})
+            on = b.get("option") in enabled
+            time.sleep(b.get("sleep", 0.001) * (b.get("factor", 1.0) if on else 1.0))
+            outputs = original(fd, inputs, **kwargs)
+            return [o * b.get("scale", 1.0) for o in outputs] if on else outputs
+
+        monkeypatch.setattr(fe.FusionDefinition, "execute", execute)
+        breaks = breaks or {}
+        self.wrappers = [double.make_wrapper(f"nvFusion{k}", ops=("linear", f"tag{k}"), breaks_with=breaks.get(k))
+                         for k in range(4)]
+
+    def __call__(self, x: float) -> float:
+        for wrapper in self.wrappers:
+            (x,) = wrapper(x)
+        return x
+
+
+def test_rows_per_fusion_with_ratios_outputs_and_a_failure(double: ThunderDouble,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    behaviour = {0: {"option": "fast_math", "sleep": 0.004, "factor": 0.5},  # twice as fast
+                 1: {"option": "fast_math", "sleep": 0.002, "factor": 2.0},  # twice as slow
+                 2: {"option": "fast_math", "scale": 1.01}}  # its outputs move by 1 %
+    model = Model(double, monkeypatch, behaviour, breaks={3: "fast_math"})
+    filters = list(warnings.filters)
+    result = profile(model, 1.0, enable=["fast_math"], **QUICK)
+    assert [r.fusion for r in result.rows] == [f"forward/nvFusion{k}" for k in range(4)]
+    fast, slow, moved, broken = (result[f"forward/nvFusion{k}"] for k in range(4))
+    assert fast.ratio is not None and fast.ratio.verdict == "faster" and fast.ratio.median == pytest.approx(0.5, 0.2)
+    assert slow.ratio is not None and slow.ratio.verdict == "slower" and slow.ratio.median == pytest.approx(2, 0.2)
+    assert fast.interval == (fast.ratio.low, fast.ratio.high) and fast.ratio.rounds == 6
+    assert fast.default_ms == pytest.approx(4, rel=0.5) and fast.options_ms == pytest.approx(2, rel=0.5)
+    # Outputs fusion by fusion: only fusion 2 differs, and only by its own 1 % (its input is the default's).
+    assert fast.numerics is not None and fast.numerics.ok and fast.numerics.max_rel_diff == 0
+    assert moved.numerics is not None and not moved.numerics.ok
+    assert moved.numerics.max_rel_diff == pytest.approx(0.01) and moved.status == "outputs differ"
+    # The failing fusion is a row that says so; the profile went on (the step completed in every round).
+    assert broken.status == "failed" and broken.error is not None and "INTERNAL ASSERT" in broken.error
+    assert "nvscope:" in broken.error and broken.ratio is None
+    assert result.step is not None and result.step.rounds == 6
+    assert result.step_numerics is not None and not result.step_numerics.ok  # fusion 2 moved the output
+    # Ranked by the time the options save: the fast fusion first, the slow one after, the failure last.
+    assert [r.fusion for r in result.ranked()][0] == "forward/nvFusion0"
+    assert result.ranked()[-1].fusion == "forward/nvFusion3"
+    assert result.schedulers_from is None and fast.schedulers == {"default": None, "options": None}
+    # Nothing left behind.
+    assert nvscope.current_options() == OptionSet() and list(warnings.filters) == filters
+    from nvscope import _events
+
+    assert _events.TIMERS == []
+
+
+def test_the_table_json_round_trip_and_chart(double: ThunderDouble, monkeypatch: pytest.MonkeyPatch,
+                                             tmp_path: Any) -> None:
+    model = Model(double, monkeypatch, {0: {"option": "fast_math", "sleep": 0.002, "factor": 0.5}},
+                  breaks={2: "fast_math"})
+    result = profile(model, 1.0, enable=["fast_math"], **QUICK)
+    table = result.table()
+    assert table.splitlines()[0] == "nvscope profile: fast_math against the defaults, per fusion (ms per step)"
+    assert " 1 forward/nvFusion0" in table and "FAILED under the options" in table
+    assert "whole step: ratio" in table
+    again = ProfileResult.from_json(result.to_json())
+    assert again == result
+    assert json.loads(result.to_json())["rows"][0]["schedulers"] == {"default": None, "options": None}
+    pytest.importorskip("matplotlib")
+    path = result.plot(str(tmp_path / "profile.png"))
+    assert (tmp_path / "profile.png").stat().st_size > 1000 and path.endswith("profile.png")
+
+
+def test_only_the_selected_fusions_get_the_options_and_rows(double: ThunderDouble,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    model = Model(double, monkeypatch, {})
+    result = profile(model, 1.0, enable=["fast_math"], fusions=["forward/nvFusion1", "*/nvFusion3"], **QUICK)
+    assert [r.fusion for r in result.rows] == ["forward/nvFusion1", "forward/nvFusion3"]
+    enabled = {tuple(ex.enable or ()) for ex in double.executions}
+    assert enabled == {(), ("fast_math",)}
+
+
+def test_fusions_the_options_cannot_change_are_marked_not_reached(double: ThunderDouble,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    model = Model(double, monkeypatch, {})
+    model.wrappers.append(double.make_wrapper("nvFusion9", ops=("add", "tag9")))  # no matmul: fuse_matmul can't
+    result = profile(model, 1.0, enable=["fuse_matmul"], disable=["matmul_expr_eval"], **QUICK)
+    assert result["forward/nvFusion9"].reached is False and result["forward/nvFusion9"].status == "not reached"
+    assert result["forward/nvFusion0"].reached is True
+    assert result.ranked()[-1].fusion == "forward/nvFusion9"
+
+
+class FakeKernel:
+    def __init__(self, segment: int, scheduler: str, compile_ms: float) -> None:
+        self.segment_id, self.scheduler, self.name = segment, scheduler, f"nvfuser_{scheduler}_f0_c1_r0_g{segment}"
+        self.compile_time_ms, self.time_ms = compile_ms, 0.5
+
+
+def fake_profiler(double: ThunderDouble) -> type:
+    """nvFuser's PythonProfiler, as far as nvscope reads it: the segments of the execution inside it (a matmul
+    segment under fuse_matmul, else an expr_eval one, then a pointwise one), compile time on the first execution."""
+    compiled: set[int] = set()
+
+    class PythonProfiler:
+        def __enter__(self) -> PythonProfiler:
+            self.before = len(double.executions)
+            return self
+
+        def __exit__(self, *exc: Any) -> None:
+            ex = double.executions[-1]
+            first = id(ex.fd) not in compiled
+            compiled.add(id(ex.fd))
+            kind = "matmul" if "fuse_matmul" in (ex.enable or ()) else "expr_eval"
+            self.profile = type("FusionProfile", (), {"kernel_profiles": [
+                FakeKernel(0, kind, 120.0 if first else 0.0), FakeKernel(1, "pointwise", 30.0 if first else 0.0)]})
+
+    return PythonProfiler
+
+
+def test_schedulers_and_compile_time_per_variant(double: ThunderDouble, monkeypatch: pytest.MonkeyPatch) -> None:
+    import nvscope._profile
+
+    model = Model(double, monkeypatch, {})
+    monkeypatch.setattr(nvscope._profile, "recorder",
+                        lambda: Recorder("nvFuser's PythonProfiler", fake_profiler(double)))
+    result = profile(model, 1.0, enable=["fuse_matmul"], disable=["matmul_expr_eval"], **QUICK)
+    row = result["forward/nvFusion2"]
+    assert row.schedulers == {"default": ("expr_eval", "pointwise"), "options": ("matmul", "pointwise")}
+    assert row.compile_ms == {"default": 150.0, "options": 150.0}  # both first calls compiled
+    assert result.schedulers_from == "nvFuser's PythonProfiler"
+    assert "expr_eval+pointwise -> matmul+pointwise" in result.table()
+    assert ProfileResult.from_json(result.to_json()) == result
+
+
+def test_bad_input_fails_before_anything_runs(double: ThunderDouble, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = []
+
+    def step() -> None:
+        calls.append(1)
+
+    with pytest.raises(nvscope.UnknownOptionError):
+        profile(step, enable=["fast_maht"])
+    with pytest.raises(ValueError, match="needs the options"):
+        profile(step)
+    with pytest.raises(ValueError, match="rounds must be"):
+        profile(step, enable=["fast_math"], rounds=2)
+    with pytest.raises(TypeError, match="fusions="):
+        profile(step, enable=["fast_math"], fusions=3)
+    assert calls == []
