@@ -18,7 +18,8 @@ import nvscope._partitions
 import nvscope.nvfuser
 import nvscope.thunder
 from nvscope import OptionSet, UnsupportedError, audit, nv_options
-from nvscope._frontends import acquire_legacy, check_version, frontend_of, rebuild, release_legacy, salt_for
+from nvscope._frontends import DIRECT, check_version, frontend_of
+from nvscope._legacy import LEGACY, salt_for
 from nvscope._partitions import Partitions
 
 FM = ["fuse_matmul"]
@@ -40,10 +41,13 @@ def load(monkeypatch: pytest.MonkeyPatch) -> Callable[[str], Any]:
     return lambda name: load_frontend(monkeypatch, name)
 
 
-def define(fe: Any, *shapes: int) -> Any:
+def define(fe: Any, *shapes: int, ops: tuple[str, ...] = ("linear",)) -> Any:
+    """A definition with a tensor per shape and these ops (a linear by default: every option can affect it)."""
     with fe.FusionDefinition() as fd:
         for n in shapes:
             fd.define_tensor(shape=[n], dtype=fe.DataType.Float)
+        for op in ops:
+            getattr(fd.ops, op)(0)
     return fd
 
 
@@ -125,19 +129,21 @@ class TestPartitions:
 
 @pytest.mark.parametrize("version", ["0.2.22", "0.2.22.dev20250101", "0.1.0"])
 def test_check_version_rejects_old(version: str) -> None:
+    error = check_version(version)
+    assert isinstance(error, UnsupportedError)
     with pytest.raises(UnsupportedError, match=rf"{version}.*0\.2\.23"):
-        check_version(version)
+        raise error
 
 
 @pytest.mark.parametrize("version", ["0.2.23", "0.2.23.dev20250101", "0.2.35", "1.0"])
 def test_check_version_accepts_new_or_unknown(version: str) -> None:
-    check_version(version)
-    check_version(None)
+    assert check_version(version) is None
+    assert check_version(None) is None
 
 
 def test_frontend_of(load: Callable[[str], Any]) -> None:
-    assert frontend_of(load("nvfuser_direct").FusionDefinition) == "direct"
-    assert frontend_of(load("nvfuser").FusionDefinition) == "legacy"
+    assert frontend_of(load("nvfuser_direct").FusionDefinition) is DIRECT
+    assert frontend_of(load("nvfuser").FusionDefinition) is LEGACY
 
 
 def test_salts_are_stable_and_distinct_per_set() -> None:
@@ -151,21 +157,21 @@ def test_rebuild_replays_the_printed_definition(load: Callable[[str], Any]) -> N
     for name in ("nvfuser_direct", "nvfuser"):
         fe = load(name)
         fd = define(fe, 2, 5)
-        copy = rebuild(fd, fe)
-        assert copy is not fd and type(copy) is fe.FusionDefinition and copy.ops == fd.ops and copy.finished
+        copy = frontend_of(fe.FusionDefinition).rebuild(fd, fe, OptionSet())
+        assert copy is not fd and type(copy) is fe.FusionDefinition and copy.calls == fd.calls and copy.finished
 
 
 def test_rebuild_salts_on_the_legacy_frontend(load: Callable[[str], Any]) -> None:
     fe = load("nvfuser")
-    acquire_legacy(fe, "test")
+    LEGACY.acquire(fe, "test")
     try:
         fd = define(fe, 2)
         assert fd.scalars() == []  # definitions outside nvscope's partitions are not salted
-        salted = rebuild(fd, fe, 12345)
-        assert salted.scalars() == [12345] and salted.ops[:-1] == fd.ops
-        assert salted.ops[-1][2] == {"dtype": fe.DataType.Int}
+        salted = LEGACY.rebuild(fd, fe, OptionSet(FM))
+        assert salted.scalars() == [salt_for(OptionSet(FM))] and salted.calls[:-1] == fd.calls
+        assert salted.calls[-1][2] == {"dtype": fe.DataType.Int}
     finally:
-        release_legacy("test")
+        LEGACY.release("test")
 
 
 # --- direct users: nvscope.nvfuser.install() -------------------------------------------------------------------------
