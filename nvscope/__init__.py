@@ -15,6 +15,7 @@ import sys
 from nvscope import _autoinstall
 from nvscope._audit import AuditLog, audit, fusions
 from nvscope._catalog import Catalog, OptionInfo, catalog
+from nvscope._decorators import bind, with_nv_options
 from nvscope._devmode import dev_mode, development_mode, set_development_mode
 from nvscope._errors import (
     ConfigWarning,
@@ -29,7 +30,6 @@ from nvscope._errors import (
     UnknownOptionError,
     UnsupportedError,
 )
-from nvscope._decorators import bind, with_nv_options
 from nvscope._events import FusionRecord
 from nvscope._fusion import FusionInfo, Selector, holding, phase
 from nvscope._optionset import OptionSet

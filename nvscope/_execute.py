@@ -68,8 +68,7 @@ class Adapter:
                kwargs: dict[str, Any]) -> str:
         raise NotImplementedError
 
-    def describe(self, info: FusionInfo) -> str:
-        return f"fusion {info.id}"
+    describe = "fusion"  # what kind of fusion, for failure notes: "Thunder fusion forward/nvFusion0 failed ..."
 
 
 def table(adapter: Adapter, fusion: Any, args: tuple[Any, ...],
@@ -98,7 +97,7 @@ def _resolve(adapter: Adapter, found: Partitions[_frontends.Partition], policy: 
     key = (policy, static)
     effective = resolved.get(key, _MISSING)
     if effective is _MISSING:
-        options = _policy.effective(static, policy, found.info)
+        options = _policy.effective(static, policy, found.info)  # type: ignore[arg-type]  # `table` sets it
         effective = None if options == static else options
         if len(resolved) >= _MAX_RESOLVED:
             resolved.clear()
@@ -120,6 +119,7 @@ def execute(adapter: Adapter, fusion: Any, frame: Frame | None, args: tuple[Any,
     found = adapter.lookup(fusion)
     if found is None:
         found = table(adapter, fusion, args, kwargs)
+    info: FusionInfo = found.info  # type: ignore[assignment]  # `table` always sets it
     static = found.static if kwargs is NO_KWARGS else adapter.static(fusion, kwargs)
     policy = None if frame is None else frame.policy
     last_policy, last_static, partition = found.hot
@@ -131,14 +131,14 @@ def execute(adapter: Adapter, fusion: Any, frame: Frame | None, args: tuple[Any,
     listening = bool(_events.SINKS)
     if partition is None:
         if listening:
-            return _timed(adapter.default, _record(found.info, static, "default", adapter), fusion, args, kwargs)
+            return _timed(adapter.default, _record(info, static, "default", adapter), fusion, args, kwargs)
         return adapter.default(fusion, args, kwargs)
     fallback = frame is not None and frame.fallback
     if partition.error is not None and fallback:
-        return _fall_back(adapter, found.info, fusion, partition, static, args, kwargs)
+        return _fall_back(adapter, info, fusion, partition, static, args, kwargs)
     try:
         if listening:
-            record = _record(found.info, partition.options, "new" if new else "reused", adapter)
+            record = _record(info, partition.options, "new" if new else "reused", adapter)
             return _timed(adapter.run, record, fusion, partition, args, kwargs)
         return adapter.run(fusion, partition, args, kwargs)
     except NvscopeError:
@@ -147,17 +147,17 @@ def execute(adapter: Adapter, fusion: Any, frame: Frame | None, args: tuple[Any,
         def script() -> str:
             return adapter.script(fusion, partition, args, kwargs)
 
-        scope = _policy.resolve(policy, found.info)
-        _repro.annotate(error, adapter.describe(found.info), found.info.phase, static, scope, partition.options,
-                        script, given_as=adapter.given_as)
+        scope = _policy.resolve(policy, info)
+        _repro.annotate(error, adapter.describe, info, static, scope, partition.options, script,
+                        given_as=adapter.given_as)
         if not fallback:
             raise
         partition.error = _failure_text(error)
-        warnings.warn(f"nvscope: fusion {found.info.id} failed with nvFuser options "
+        warnings.warn(f"nvscope: fusion {info.id} failed with nvFuser options "
                       f"{_repro.label(partition.options)} and ran again with its defaults (on_error='fallback'); "
                       f"later executions of it under these options use its defaults directly.\n"
                       f"{partition.error}", FallbackWarning, stacklevel=2)
-        return _fall_back(adapter, found.info, fusion, partition, static, args, kwargs)
+        return _fall_back(adapter, info, fusion, partition, static, args, kwargs)
 
 
 def _fall_back(adapter: Adapter, info: FusionInfo, fusion: Any, partition: _frontends.Partition, static: OptionSet,
@@ -175,7 +175,8 @@ def _failure_text(error: BaseException) -> str:
 
 def _record(info: FusionInfo, options: OptionSet, partition: _events.Partition, adapter: Adapter,
             error: str | None = None) -> _events.FusionRecord:
-    return _events.FusionRecord(info, options, partition, threading.current_thread().name, adapter.name, error)
+    return _events.FusionRecord(info, options, partition, threading.current_thread().name, adapter.frontend.module,
+                                error)
 
 
 def _timed(call: Any, record: _events.FusionRecord, *args: Any) -> Any:

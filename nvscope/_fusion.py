@@ -147,7 +147,7 @@ def selector(value: object) -> Selector:
         raise TypeError(f"fusions= takes a glob (str), not bytes: {shown(value)}")
     if callable(value):
         name = getattr(value, "__qualname__", None) or repr(value)
-        return Selector(value, name)  # type: ignore[arg-type]
+        return Selector(value, name)
     if isinstance(value, Iterable) and not isinstance(value, dict):
         parts = [selector(item) if isinstance(item, (str, Selector)) or callable(item) else _not_a_selector(item)
                  for item in value]

@@ -108,8 +108,9 @@ class nv_options:
         if isinstance(enable, OptionSet):
             if disable:
                 raise TypeError("nv_options(an OptionSet) takes no disable=: the OptionSet holds both lists")
-            enable, disable = enable.enable_list(), enable.disable_list()
-        enabled, disabled = _names("enable", enable), _names("disable", disable)
+            enabled, disabled = _names("enable", enable.enable), _names("disable", enable.disable)
+        else:
+            enabled, disabled = _names("enable", enable), _names("disable", disable)
         both = enabled & disabled
         if both:  # a few names are valid in both lists (id_model, ...); nvFuser would get both requests at once
             raise ValueError(f"{', '.join(map(repr, sorted(both)))} in both enable= and disable= of one scope: "
@@ -167,6 +168,7 @@ class nv_options:
     def _make(self, parent: Frame | None) -> Frame:
         own = self._options
         below = None if parent is None else parent.policy
+        merged: OptionSet | _policy.Policy | None
         if self._selector is None and not isinstance(below, _policy.Policy):  # _policy.over, inlined: it is hot
             policy = below.override(own) if self._inherit and below is not None else own
             merged = policy if policy else None

@@ -136,8 +136,13 @@ class WrapperShape(Adapter):
             pass
 
     def identify(self, fusion: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> FusionInfo:
-        try:  # Thunder's own cached definition for these inputs: what its __call__ fetches next anyway
-            ops: tuple[str, ...] | None = ops_of_definition(repr(fusion.get_fd(fusion.to_descriptors(args))))
+        # The ops of its definition: the one Thunder last ran if any (a warm fusion costs nothing more), else one
+        # from Thunder's uncached builder for these inputs (built, not compiled; Thunder's cache stays as it was).
+        try:
+            fd = fusion.last_used
+            if fd is None:
+                fd = getattr(fusion.get_fd, "__wrapped__", fusion.get_fd)(fusion.to_descriptors(args))
+            ops: tuple[str, ...] | None = ops_of_definition(repr(fd))
         except Exception:
             ops = None  # unknown: the catalog's gates then drop nothing
         return FusionInfo(short(fusion.name), _events.PHASE.get(), ops, jitted_function())
@@ -215,8 +220,7 @@ class WrapperShape(Adapter):
             fd = runner.last_used
         return _repro.with_options(type(fd).repro_script_for(fd, _local_inputs(args)), partition.options)
 
-    def describe(self, info: FusionInfo) -> str:
-        return f"Thunder fusion {info.id}"
+    describe = "Thunder fusion"
 
 
 def _local_inputs(args: tuple[Any, ...]) -> list[Any]:

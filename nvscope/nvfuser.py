@@ -115,8 +115,7 @@ class FrontendAdapter(Adapter):
         inputs = list(args[0]) if args else list(kwargs.get("inputs", ()))
         return _repro.with_options(type(runner).repro_script_for(runner, inputs), partition.options)
 
-    def describe(self, info: FusionInfo) -> str:
-        return f"nvFuser {info.name} ({self.name})"
+    describe = "nvFuser"
 
 
 _adapters: dict[str, FrontendAdapter] = {}

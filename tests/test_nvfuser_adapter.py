@@ -5,6 +5,7 @@ The doubles need no torch, and neither does this file.
 
 from __future__ import annotations
 
+import re
 import threading
 import warnings
 from collections.abc import Callable, Iterator
@@ -212,13 +213,16 @@ def test_direct_execute_honours_the_scope_on_a_rebuilt_fd(load: Callable[[str], 
             fd.execute([3.0], _enable_options=KP)
         fd.execute([3.0])
     first, second, merged, default = fe.EXECUTIONS[-4:]
-    assert first.fd is not fd and first.fd is second.fd and first.fd.ops == fd.ops
+    assert first.fd is not fd and first.fd is second.fd and first.fd.calls == fd.calls
     assert (first.enable, first.disable, first.device) == (FM, [], "cuda:0")
     assert merged.fd not in (fd, first.fd) and (merged.enable, merged.disable) == (KP, MEE)
     assert default.fd is fd and default.enable == ()
+    direct = "nvfuser_direct"
     assert [(r.partition, r.options, r.frontend) for r in log.records] == [
-        ("new", OptionSet(FM), "direct"), ("reused", OptionSet(FM), "direct"), ("new", OptionSet(KP, MEE), "direct"),
+        ("new", OptionSet(FM), direct), ("reused", OptionSet(FM), direct), ("new", OptionSet(KP, MEE), direct),
+        ("default", OptionSet(), direct),  # audited like a Thunder fusion: unscoped executions too
     ]
+    assert len({r.fusion for r in log.records}) == 1 and log.records[0].fusion.startswith("call/FusionDefinition#")
 
 
 def test_direct_execute_with_options_covering_the_scope_runs_as_is(load: Callable[[str], Any]) -> None:
@@ -238,13 +242,14 @@ def test_a_failing_scoped_execute_names_its_options_and_writes_a_repro_with_them
     nvscope.nvfuser.install()
     with fe.FusionDefinition() as fd:
         fd.define_tensor(shape=[1], dtype=fe.DataType.Float)
+        fd.ops.linear(0)
         fd.define_scalar(fe.BREAKS_WITH + "fuse_matmul")
     with nv_options(enable=FM), pytest.raises(RuntimeError) as raised:
         fd.execute([1.0], _disable_options=MEE)
     assert str(raised.value) == fe.ASSERT  # nvFuser's own error, untouched; the note says the rest
     (note,) = raised.value.__notes__
-    assert note.startswith("nvscope: nvFuser FusionDefinition (forward) failed with nvFuser options "
-                           "+fuse_matmul -matmul_expr_eval\n")
+    assert re.match(r"nvscope: nvFuser call/FusionDefinition#\d+ failed with nvFuser options "
+                    r"\+fuse_matmul -matmul_expr_eval\n", note), note
     assert "passed to execute: -matmul_expr_eval; scope: +fuse_matmul" in note
     script = Path(note.split("python ", 1)[1].splitlines()[0].strip())
     assert script.parent == tmp_path

@@ -181,8 +181,8 @@ class ThunderDouble:
         return tuple((tuple(a.shape), str(a.dtype)) if hasattr(a, "shape") else None for a in args)
 
     def make_wrapper(self, name: str = "nvFusion0", enable: list[str] | None = None,
-                     disable: list[str] | None = None, breaks_with: str | None = None, ops: tuple[str, ...] = ("linear",),
-                     **fields: Any) -> Any:
+                     disable: list[str] | None = None, breaks_with: str | None = None,
+                     ops: tuple[str, ...] = ("linear",), **fields: Any) -> Any:
         """A fusion as Thunder's create_fusion_definition_wrapper makes it (options default to [] as in Thunder).
 
         ``breaks_with``: an option under which the fusion's definition fails in nvFuser's execute. ``ops``: the
