@@ -13,13 +13,16 @@ from __future__ import annotations
 import sys
 
 from nvscope import _autoinstall
-from nvscope._audit import AuditLog, audit
+from nvscope._audit import AuditLog, audit, fusions
 from nvscope._catalog import Catalog, OptionInfo, catalog
+from nvscope._decorators import bind, with_nv_options
 from nvscope._devmode import dev_mode, development_mode, set_development_mode
 from nvscope._errors import (
     ConfigWarning,
     DevelopmentModeError,
     DevelopmentModeWarning,
+    FallbackWarning,
+    NoEffectWarning,
     NoFusionWarning,
     NvscopeError,
     NvscopeWarning,
@@ -28,8 +31,9 @@ from nvscope._errors import (
     UnsupportedError,
 )
 from nvscope._events import FusionRecord
+from nvscope._fusion import FusionInfo, Selector, holding, phase
 from nvscope._optionset import OptionSet
-from nvscope._scope import ENTER_HOOKS, bind, current_options, nv_options, with_nv_options
+from nvscope._scope import ENTER_HOOKS, current_options, nv_options
 
 TYPE_CHECKING = False  # not typing's: `import nvscope` does not import typing (see nvscope/_record.py)
 if TYPE_CHECKING:  # what __getattr__ loads on first use, spelled out for type checkers
@@ -47,13 +51,17 @@ __all__ = [
     "ConfigWarning",
     "DevelopmentModeError",
     "DevelopmentModeWarning",
+    "FallbackWarning",
+    "FusionInfo",
     "FusionRecord",
+    "NoEffectWarning",
     "NoFusionWarning",
     "NvscopeError",
     "NvscopeWarning",
     "OptionInfo",
     "OptionSet",
     "SearchResult",
+    "Selector",
     "UnclosedScopeWarning",
     "UnknownOptionError",
     "UnsupportedError",
@@ -65,8 +73,11 @@ __all__ = [
     "current_options",
     "dev_mode",
     "development_mode",
+    "fusions",
+    "holding",
     "kernel_names",
     "nv_options",
+    "phase",
     "search",
     "set_development_mode",
     "uninstall",

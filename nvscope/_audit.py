@@ -18,8 +18,14 @@ from contextlib import contextmanager
 
 from nvscope import _events, _table
 from nvscope._events import FusionRecord
+from nvscope._fusion import FusionInfo
 
-__all__ = ["AuditLog", "FusionRecord", "audit"]
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+__all__ = ["AuditLog", "FusionRecord", "audit", "fusions"]
 
 
 class AuditLog:
@@ -38,6 +44,14 @@ class AuditLog:
     def __len__(self) -> int:
         return len(self.records)
 
+    def fusions(self) -> list[FusionInfo]:
+        """The fusions that ran, each once, in the order they first ran."""
+        return list(dict.fromkeys(record.info for record in self.records))
+
+    def failures(self) -> list[FusionRecord]:
+        """The executions that failed under their options and ran their defaults (``on_error="fallback"``)."""
+        return [record for record in self.records if record.partition == "fallback"]
+
     def summary(self) -> str:
         """A table: one row per (fusion, options, phase, partition, thread) with its execution count."""
         if not self.records:
@@ -49,7 +63,9 @@ class AuditLog:
         lines = [_table.render(header, [(*key, str(n)) for key, n in counts.items()])]
         total = len(self.records)
         compiled = sum(r.partition == "new" for r in self.records)
-        lines.append(f"{total} fusion executions, {compiled} new partitions compiled")
+        fell_back = len({r.fusion for r in self.failures()})
+        lines.append(f"{total} fusion executions, {compiled} new partitions compiled"
+                     + (f", {fell_back} fusion(s) fell back to their defaults after failing" if fell_back else ""))
         return "\n".join(lines)
 
 
@@ -63,3 +79,14 @@ def audit() -> Iterator[AuditLog]:
         yield log
     finally:
         _events.SINKS.remove(sink)
+
+
+def fusions(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> list[FusionInfo]:
+    """Call ``fn(*args, **kwargs)`` once and return the nvFuser fusions it ran (id, name, phase, ops, function), in
+    the order they first ran. Backward fusions appear when ``fn`` runs the backward (e.g. calls ``loss.backward()``).
+
+    The same list as ``nvscope fusions script.py``; the ids are what ``nv_options(fusions=...)`` selects by.
+    """
+    with audit() as log:
+        fn(*args, **kwargs)
+    return log.fusions()

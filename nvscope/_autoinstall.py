@@ -18,31 +18,20 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from nvscope import _env
+from nvscope import _env, _patches
+from nvscope._frontends import MODULES
 
-__all__ = ["accept", "decline", "ensure_adapters", "reset", "watch_imports"]
+__all__ = ["ensure_adapters", "reset", "watch_imports"]
 
 _seen_modules = -1
-_WATCHED = ("thunder", "nvfuser_direct", "nvfuser")
-# Adapters explicitly uninstalled by the user: an explicit choice that automatic installation must not undo.
-_declined: set[str] = set()
-
-
-def decline(adapter: str) -> None:
-    """``adapter`` was uninstalled explicitly: do not install it automatically any more (until `accept`)."""
-    _declined.add(adapter)
-
-
-def accept(adapter: str) -> None:
-    """``adapter`` was installed explicitly: automatic installation may install it again after a later uninstall."""
-    _declined.discard(adapter)
+_WATCHED = ("thunder", *MODULES)
 
 
 def reset() -> None:
     """Back to a fresh import's state: nothing declined, and the next scope entry looks at ``sys.modules`` again."""
     global _seen_modules
     _seen_modules = -1
-    _declined.clear()
+    _patches.forget_declined()
 
 
 def ensure_adapters(direct: bool = False) -> None:
@@ -58,9 +47,9 @@ def ensure_adapters(direct: bool = False) -> None:
         if "thunder" in sys.modules:
             from nvscope import thunder
 
-            if "thunder" not in _declined and not thunder.installed():
+            if not _patches.declined("thunder") and not thunder.installed():
                 thunder.install()
-        elif direct and ("nvfuser_direct" in sys.modules or "nvfuser" in sys.modules):
+        elif direct and any(name in sys.modules for name in MODULES):
             # Thunder imports nvFuser while it is itself being imported; its own adapter then covers it.
             from nvscope import nvfuser
 

@@ -20,7 +20,7 @@ import functools
 import os
 import sys
 import threading
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 
 from nvscope import _catalog_data, _env
 from nvscope._errors import NvscopeWarning, UnknownOptionError
@@ -172,6 +172,13 @@ def _close_matches(name: str, names: Iterable[str], n: int, cutoff: float) -> li
     return [by_lower[match] for match in difflib.get_close_matches(name.lower(), by_lower, n=n, cutoff=cutoff)]
 
 
+# Options nvFuser reads only for fusions holding some ops (placeholder until the sourced table lands).
+_GATES: dict[tuple[str, str], frozenset[str]] = {
+    ("enable", "fuse_matmul"): frozenset({"matmul", "linear"}),  # csrc/scheduler/matmul_utils.cpp
+    ("disable", "matmul_expr_eval"): frozenset({"matmul", "linear"}),  # csrc/scheduler/expr_eval_sched.cpp
+}
+
+
 class Catalog:
     """The options one nvFuser version accepts (or the whole bundled table when no nvFuser is installed).
 
@@ -209,6 +216,11 @@ class Catalog:
     def names(self, kind: Kind) -> frozenset[str]:
         """Every name accepted in the ``kind`` list."""
         return frozenset(self._by_kind[kind])
+
+    def can_affect(self, kind: str, name: str, ops: Collection[str]) -> bool:
+        """Whether option ``name`` can change a fusion holding ``ops`` (nvFuser op names); True unless gated."""
+        gate = _GATES.get((kind, name))
+        return gate is None or not gate.isdisjoint(ops)
 
     def get(self, kind: Kind, name: str) -> OptionInfo | None:
         """The option ``name`` in the ``kind`` list, or None."""

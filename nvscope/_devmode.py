@@ -18,7 +18,7 @@ import warnings
 from collections.abc import Iterator
 
 from nvscope import _env
-from nvscope._errors import DevelopmentModeError, DevelopmentModeWarning, NoFusionWarning
+from nvscope._errors import DevelopmentModeError, DevelopmentModeWarning, NoEffectWarning, NoFusionWarning
 from nvscope._optionset import OptionSet
 
 __all__ = [
@@ -101,14 +101,74 @@ def check_scope(options: OptionSet) -> None:
     warnings.warn(message, DevelopmentModeWarning, stacklevel=_user_stacklevel())
 
 
+_said: set[str] = set()  # the once-per-process messages said so far
+
+
+def _once(key: str) -> bool:
+    if key in _said:
+        return False
+    _said.add(key)
+    return True
+
+
 def warn_no_fusion(scope: object) -> None:
-    """Called at the exit of a non-empty scope under which no fusion executed, while an adapter was installed."""
+    """Called at the exit of a non-empty scope under which no fusion executed (development mode only)."""
     if not development_mode():
+        return
+    from nvscope import _patches
+
+    if not _patches.owners():
+        # Nothing could have reached a fusion: say it once per process, not at every scope of a program without
+        # Thunder (its scopes are then harmless no-ops).
+        if _once("no adapter"):
+            warnings.warn(
+                f"{scope!r} exited, and no nvscope adapter is installed, so no scope can reach an nvFuser fusion: "
+                "import thunder before entering scopes (its adapter installs itself), call nvscope.install(), or "
+                "nvscope.nvfuser.install() for direct nvFuser use (NVSCOPE_AUTOINSTALL=0 turns automatic "
+                "installation off). Said once per process.",
+                NoFusionWarning,
+                stacklevel=_user_stacklevel(),
+            )
         return
     warnings.warn(
         f"{scope!r} exited without executing any nvFuser fusion: is the call jitted (thunder.jit/thunderfx), does "
         "its path reach nvFuser, and did it run on this thread? (With thunderfx, a scope around .backward() alone "
         "does not reach backward fusions: they run on PyTorch's autograd thread under their forward's options.)",
         NoFusionWarning,
+        stacklevel=_user_stacklevel(),
+    )
+
+
+def warn_no_effect(scope: object, options: OptionSet, chosen: object) -> None:
+    """Called at the clean exit of a non-empty scope under which fusions ran but none was changed by it.
+
+    Each of them ran its default compiled kernels (nothing recompiled): its selector matched none of them, or the
+    catalog says none of its options can affect them. Said once per scope text and process.
+    """
+    if not _once(f"no effect {scope!r}"):
+        return
+    from nvscope._catalog import catalog
+
+    gated = []
+    for kind, names in (("enable", options.enable_list()), ("disable", options.disable_list())):
+        for name in names:
+            info = catalog().get(kind, name)  # type: ignore[arg-type]
+            ops = getattr(info, "ops", ()) if info is not None else ()
+            if ops:
+                gated.append(f"{'+' if kind == 'enable' else '-'}{name} only fusions holding {', '.join(ops)}")
+    reasons = []
+    if chosen is not None:
+        reasons.append(f"fusions={chosen!r} matched none of them")
+    if gated:
+        reasons.append(f"its options can affect only some fusions ({'; '.join(gated)})")
+    hint = ""
+    if any("matmul" in text or "linear" in text for text in gated):
+        hint = (" Thunder puts matmuls and linears into nvFuser fusions only when jitted with "
+                "thunder.jit(..., nv_enable_matmul=True) / nv_enable_linear=True; otherwise they run in cuBLAS.")
+    warnings.warn(
+        f"{scope!r} changed no fusion: fusions ran under it, but {' and '.join(reasons) or 'none was affected'}, so "
+        f"each ran its default kernels (nothing was recompiled). `nvscope fusions` lists each fusion's id and ops."
+        f"{hint}",
+        NoEffectWarning,
         stacklevel=_user_stacklevel(),
     )

@@ -224,8 +224,11 @@ def doctor(require_gpu_stack: bool) -> int:
         report.line("ok", "Thunder adapter: installed")
     elif thunder is not None:
         try:
-            _import_quietly(thunder_adapter.IMPL_MODULE)
-            _import_quietly(thunder_adapter.AUTOGRAD_MODULE)
+            from nvscope._thunder_autograd import AUTOGRAD_MODULE
+            from nvscope._thunder_wrapper import IMPL_MODULE
+
+            _import_quietly(IMPL_MODULE)
+            _import_quietly(AUTOGRAD_MODULE)
             refusal = thunder_adapter.unsupported()
             if refusal is not None:
                 report.gpu(f"Thunder adapter: {refusal}",

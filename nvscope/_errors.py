@@ -12,6 +12,8 @@ __all__ = [
     "ConfigWarning",
     "DevelopmentModeError",
     "DevelopmentModeWarning",
+    "FallbackWarning",
+    "NoEffectWarning",
     "NoFusionWarning",
     "NvscopeError",
     "NvscopeWarning",
@@ -47,6 +49,14 @@ class DevelopmentModeWarning(NvscopeWarning):
 
 class NoFusionWarning(NvscopeWarning):
     """A non-empty scope exited without any nvFuser fusion executing under it (development mode only)."""
+
+
+class NoEffectWarning(NvscopeWarning):
+    """Fusions ran under a non-empty scope, but its options could change none of them (selector, catalog gates)."""
+
+
+class FallbackWarning(NvscopeWarning):
+    """A fusion failed under its options and ran again with its defaults (``on_error="fallback"``)."""
 
 
 class ConfigWarning(NvscopeWarning):

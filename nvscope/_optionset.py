@@ -8,7 +8,7 @@ the left operand.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -24,7 +24,7 @@ class OptionSet:
     against the catalog). Two sets with the same names are equal and hash alike, whatever order they were given in.
     """
 
-    __slots__ = ("__weakref__", "_hash", "_unions", "disable", "enable")
+    __slots__ = ("__weakref__", "_hash", "_overrides", "_unions", "disable", "enable")
 
     enable: frozenset[str]
     disable: frozenset[str]
@@ -33,6 +33,7 @@ class OptionSet:
     # Union results, memoised per left operand. The adapters merge Thunder's compile-time options with the active
     # scope at every fusion call; with this the steady state is one dict lookup and allocates nothing.
     _unions: dict[OptionSet, OptionSet]
+    _overrides: dict[OptionSet, OptionSet]
     _MAX_MEMO: ClassVar[int] = 256
 
     def __init__(self, enable: Iterable[str] = (), disable: Iterable[str] = ()) -> None:
@@ -45,6 +46,7 @@ class OptionSet:
         object.__setattr__(self, "disable", frozenset(disable))
         object.__setattr__(self, "_hash", hash((self.enable, self.disable)))
         object.__setattr__(self, "_unions", {})
+        object.__setattr__(self, "_overrides", {})
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"OptionSet is immutable: cannot set {name!r}")
@@ -91,6 +93,35 @@ class OptionSet:
                 self._unions.clear()
             self._unions[other] = result
         return result
+
+    def override(self, inner: OptionSet) -> OptionSet:
+        """``self`` with ``inner`` laid over it: like `union`, but a name ``inner`` requests the other way wins.
+
+        The rule for nested scopes (and a scope over compile-time options): ``enable=["id_model"]`` outside and
+        ``disable=["id_model"]`` inside gives ``disable=["id_model"]`` alone, never both requests at once (which one
+        scope refuses). Returns ``self`` when ``inner`` adds nothing. Memoised like `union`: it is on the hot path.
+        """
+        result = self._overrides.get(inner) if isinstance(inner, OptionSet) else None
+        if result is None:
+            if not isinstance(inner, OptionSet):
+                raise TypeError(f"OptionSet.override takes an OptionSet, not {type(inner).__name__}")
+            if not (self.enable & inner.disable or self.disable & inner.enable):
+                result = self.union(inner)
+            else:
+                result = OptionSet((self.enable - inner.disable) | inner.enable,
+                                   (self.disable - inner.enable) | inner.disable)
+            if len(self._overrides) >= self._MAX_MEMO:
+                self._overrides.clear()
+            self._overrides[inner] = result
+        return result
+
+    def only(self, keep: Callable[[str, str], bool]) -> OptionSet:
+        """The names for which ``keep(kind, name)`` is true (``kind`` is "enable" or "disable"); ``self`` if all."""
+        enable = frozenset(name for name in self.enable if keep("enable", name))
+        disable = frozenset(name for name in self.disable if keep("disable", name))
+        if len(enable) == len(self.enable) and len(disable) == len(self.disable):
+            return self
+        return OptionSet(enable, disable)
 
     def __or__(self, other: object) -> OptionSet:
         # NotImplemented, not an error: Python then tries other.__ror__ and else raises its own TypeError

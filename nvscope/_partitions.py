@@ -19,17 +19,25 @@ from typing import Generic, TypeVar
 from nvscope import _env
 from nvscope._optionset import OptionSet
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from nvscope._fusion import FusionInfo
+
 __all__ = ["Partitions"]
 
 T = TypeVar("T")
+_NEVER = object()  # no policy is this: the first call resolves
 
 
 class Partitions(Generic[T]):
     """``options -> cache`` for one fusion; ``build(options)`` makes a missing entry."""
 
-    __slots__ = ("_entries", "_lock", "build", "builds", "evictions", "hot", "maxsize", "static")
+    __slots__ = ("_entries", "_lock", "build", "builds", "evictions", "hot", "info", "maxsize", "resolved", "static")
 
-    def __init__(self, static: OptionSet, build: Callable[[OptionSet], T], maxsize: int | None = None):
+    def __init__(self, static: OptionSet, build: Callable[[OptionSet], T], maxsize: int | None = None, *,
+                 info: FusionInfo | None = None):
         if maxsize is None:
             # Distinct option sets kept per fusion. A developer A/B-testing a handful of flag combinations stays well
             # below the default (8); each partition holds compiled kernels, so the bound keeps memory finite.
@@ -37,16 +45,19 @@ class Partitions(Generic[T]):
         if maxsize < 1:
             raise ValueError(f"maxsize must be >= 1, got {maxsize}")
         self.static = static  # the fusion's own options (Thunder's compile-time ones); its default cache serves them
+        self.info = info  # the fusion's identity, computed once when the table is made (nvscope._execute)
         self.build = build
         self.maxsize = maxsize
         self.builds = 0
         self.evictions = 0
         self._entries: OrderedDict[OptionSet, T] = OrderedDict()
         self._lock = threading.RLock()  # reentrant: a build runs user (Thunder) code
-        # A one-entry memo for the adapter's hot path: (the scope's OptionSet object, what it resolved to, None for
-        # "the fusion's own cache"). A training loop re-enters the same scope object, so one identity test replaces
-        # the merge and the LRU update. It may keep an evicted entry alive until the scope changes.
-        self.hot: tuple[OptionSet | None, T | None] = (None, None)
+        # A one-entry memo for the hot path: (the scope's policy object, the fusion's own options, the entry they
+        # resolved to or None for "the fusion's own cache"). A training loop re-enters the same scope object, so one
+        # identity test replaces the resolution and the LRU update. It may keep an evicted entry alive until the
+        # scope changes. `resolved` remembers what other pairs resolved to (an option set, or None).
+        self.hot: tuple[Any, OptionSet | None, T | None] = (_NEVER, None, None)
+        self.resolved: dict[tuple[Any, OptionSet], OptionSet | None] = {}
 
     def __len__(self) -> int:
         return len(self._entries)

@@ -9,9 +9,7 @@ tests (or users) return to a pristine process with `nvscope.uninstall()`.
 
 from __future__ import annotations
 
-from nvscope import _events
-
-__all__ = ["Patch", "active", "apply", "describe", "owners", "restore"]
+__all__ = ["Patch", "accept", "active", "apply", "decline", "declined", "describe", "owners", "restore"]
 
 _MISSING = object()
 
@@ -47,7 +45,6 @@ def apply(owner: str, target: object, attribute: str, replacement: object) -> Pa
     setattr(target, attribute, replacement)
     patch = Patch(owner, target, attribute, original, replacement)
     _PATCHES.append(patch)
-    _events.ADAPTERS.add(owner)
     return patch
 
 
@@ -60,7 +57,6 @@ def restore(owner: str) -> bool:
         else:
             setattr(patch.target, patch.attribute, patch.original)
         _PATCHES.remove(patch)
-    _events.ADAPTERS.discard(owner)
     return bool(mine)
 
 
@@ -77,3 +73,25 @@ def owners() -> list[str]:
 def describe() -> list[str]:
     """One line per patch in place, for ``nvscope doctor``."""
     return [repr(patch) for patch in _PATCHES]
+
+
+# Adapters explicitly uninstalled by the user: an explicit choice that automatic installation (nvscope._autoinstall)
+# must not undo until the adapter is installed explicitly again. Kept here, with the patches, so that an adapter
+# records it without importing the automatic installation (which imports the adapters).
+_declined: set[str] = set()
+
+
+def decline(owner: str) -> None:
+    _declined.add(owner)
+
+
+def accept(owner: str) -> None:
+    _declined.discard(owner)
+
+
+def declined(owner: str) -> bool:
+    return owner in _declined
+
+
+def forget_declined() -> None:
+    _declined.clear()

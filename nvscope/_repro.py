@@ -29,6 +29,10 @@ from typing import Any
 from nvscope import _env
 from nvscope._optionset import OptionSet
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from nvscope._fusion import FusionInfo
+
 __all__ = ["MARK", "annotate", "attach", "label", "with_options"]
 
 MARK = "nvscope:"  # every note starts with it: one note per exception, however many layers see it
@@ -82,11 +86,11 @@ def attach(fd: Any, options: OptionSet) -> None:
     fd.repro_script_for = repro_script_for
 
 
-def annotate(error: BaseException, fusion: str, phase: str, compile_time: OptionSet, scope: OptionSet,
+def annotate(error: BaseException, what: str, fusion: FusionInfo, compile_time: OptionSet, scope: OptionSet,
              effective: OptionSet, script: Callable[[], str], *, given_as: str = "compile-time") -> None:
     """Add nvscope's note to ``error``, unless it has one: ``script()`` makes the repro script's text (may raise).
 
-    ``fusion`` names the fusion for a person ("Thunder fusion nvFusion1"); ``phase`` is "forward" or "backward";
+    ``what`` says what kind of fusion for a person ("Thunder fusion"), ``fusion`` which (its id names the phase);
     ``given_as`` says where ``compile_time`` came from ("passed to execute" for a direct nvFuser call).
     """
     notes = getattr(error, "__notes__", None)
@@ -95,11 +99,11 @@ def annotate(error: BaseException, fusion: str, phase: str, compile_time: Option
     if notes is not None and any(isinstance(n, str) and n.startswith(MARK) for n in notes):
         return
     try:
-        repro = _repro_line(error, fusion, phase, effective, script)
+        repro = _repro_line(error, f"{what} {fusion.id}", f"{fusion.phase}-{fusion.name}", effective, script)
     except Exception as problem:  # the user's error matters more than the repro
         repro = f"not written ({type(problem).__name__}: {_first_line(problem)})"
     lines = [
-        f"{MARK} {fusion} ({phase}) failed with nvFuser options {label(effective) or '(none)'}",
+        f"{MARK} {what} {fusion.id} failed with nvFuser options {label(effective) or '(none)'}",
         f"  {given_as}: {label(compile_time) or '(none)'}; scope: {label(scope) or '(none)'}",
         f"  for a whole process: {effective.as_shell() or '(no options)'}",
         f"  repro script: {repro}",
@@ -120,19 +124,19 @@ def _first_line(error: BaseException) -> str:
     return line if len(line) <= 200 else line[:197] + "..."
 
 
-def _repro_line(error: BaseException, fusion: str, phase: str, effective: OptionSet,
+def _repro_line(error: BaseException, fusion: str, stem: str, effective: OptionSet,
                 script: Callable[[], str]) -> str:
     if not _env.flag("NVSCOPE_REPRO"):
         return "off (NVSCOPE_REPRO=0)"
     import hashlib
 
     body = script()
-    header = (f"# nvscope repro: {fusion} ({phase}) failed with nvFuser options {label(effective) or '(none)'}\n"
+    header = (f"# nvscope repro: {fusion} failed with nvFuser options {label(effective) or '(none)'}\n"
               f"#   {type(error).__name__}: {_first_line(error)}\n"
               "# Run as is: python <this file>. nvFuser's own repro script; the inputs have the failing inputs' shapes,"
               "\n#   dtypes and strides, not their values.\n")
     digest = hashlib.sha1(body.encode()).hexdigest()[:12]
-    safe = "".join(c if c.isalnum() or c in "_-." else "_" for c in f"{fusion.rpartition(' ')[2]}-{phase}")
+    safe = "".join(c if c.isalnum() or c in "_-." else "_" for c in stem)
     directory = _env.text("NVSCOPE_REPRO_DIR") or _default_directory()
     os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, f"{safe}-{digest}.py")

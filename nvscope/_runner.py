@@ -17,7 +17,7 @@ from types import TracebackType
 import nvscope
 from nvscope import _autoinstall, _patches
 from nvscope._errors import NoFusionWarning, UnclosedScopeWarning
-from nvscope._scope import ACTIVE, Frame
+from nvscope._scope import ACTIVE, Frame, unwind
 
 __all__ = ["run"]
 
@@ -135,17 +135,12 @@ def _close_unclosed(ours: Frame | None) -> None:
     Without this, exiting ``nvscope run``'s scope would raise nvscope's "innermost active scope is not one it entered"
     error over the program's bug, losing the program's exit code and the summary.
     """
-    unclosed = []
-    frame = ACTIVE.get()
-    while frame is not None and frame is not ours:
-        unclosed.append(frame.owner)
-        frame = frame.parent
+    unclosed = unwind(ours)
     if not unclosed:
         return
     names = ", ".join(repr(owner) for owner in unclosed)
     warnings.warn(f"the program ended with {len(unclosed)} scope(s) it entered still open (innermost first): "
                   f"{names}; use `with nv_options(...):` so that every scope exits", UnclosedScopeWarning, stacklevel=1)
-    ACTIVE.set(ours)
 
 
 def _summary(options: nvscope.OptionSet, log: nvscope.AuditLog) -> str:

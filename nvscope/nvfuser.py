@@ -6,32 +6,37 @@
         fd.execute(inputs)      # runs a FusionDefinition rebuilt for this option set, with the options
 
 Opt-in, so that Thunder, whose adapter already partitions, keeps a single hook on its hot path. Inside a scope the
-effective options are those passed to ``execute`` | the scope; each option set gets a FusionDefinition of its own,
-rebuilt from the definition nvFuser prints (salted on the legacy frontend; see `nvscope._frontends`).
+effective options are those passed to ``execute`` laid under the scope (`nvscope._policy`); each option set gets a
+FusionDefinition of its own, rebuilt from the definition nvFuser prints (salted on the legacy frontend). Each
+definition is a fusion ``call/FusionDefinition#<n>`` (numbered in the order nvscope first sees them), with the ops of
+its printed definition. The execution itself is nvscope's one path (`nvscope._execute`), as for Thunder.
 """
 
 from __future__ import annotations
 
+import itertools
 import sys
-import threading
 from types import ModuleType
 from typing import Any
 
 from nvscope import _events, _frontends, _patches, _repro
-from nvscope._errors import NvscopeError, UnsupportedError
+from nvscope._errors import UnsupportedError
+from nvscope._execute import Adapter, execute
+from nvscope._fusion import FusionInfo, ops_of_definition
 from nvscope._optionset import OptionSet
 from nvscope._partitions import Partitions
 from nvscope._scope import ACTIVE
 
 __all__ = ["UnsupportedError", "frontends", "install", "installed", "uninstall"]
 
-_FRONTENDS = ("nvfuser_direct", "nvfuser")
 _TABLE = "_nvscope_partitions"  # in each FusionDefinition's __dict__
-
+_OPTION_KWARGS = ("_enable_options", "_disable_options")
 _option_sets: dict[tuple[tuple[str, ...], tuple[str, ...]], OptionSet] = {}
+_numbers = itertools.count()
 
 
 def _passed_options(kwargs: dict[str, Any]) -> OptionSet:
+    """The options passed to ``execute``, as one interned OptionSet per distinct pair of lists (a memo key)."""
     key = (tuple(kwargs.get("_enable_options") or ()), tuple(kwargs.get("_disable_options") or ()))
     options = _option_sets.get(key)
     if options is None:
@@ -41,50 +46,79 @@ def _passed_options(kwargs: dict[str, Any]) -> OptionSet:
     return options
 
 
-def _make_execute(module: ModuleType, original: Any) -> Any:
-    frontend = _frontends.frontend_of(module.FusionDefinition)
+def _version(module: ModuleType) -> str | None:
+    version = getattr(module, "version", None)
+    try:
+        raw = version() if callable(version) else getattr(module, "__version__", None)
+    except Exception:
+        return None
+    return None if raw is None else str(raw)
 
-    def build(fd: Any) -> Any:
-        def make(options: OptionSet) -> _frontends.Partition:
-            salt = _frontends.salt_for(options) if frontend == "legacy" else None
-            return _frontends.Partition(_frontends.rebuild(fd, module, salt), options)
-        return make
 
-    def execute(self: Any, inputs: Any, *args: Any, **kwargs: Any) -> Any:
-        frame = ACTIVE.get()
-        if frame is None or frame.options is None:  # no lock needed: execute holds the GIL (see _frontends)
-            return original(self, inputs, *args, **kwargs)
-        frame.ran = True
-        passed = _passed_options(kwargs)
-        effective = passed.union(frame.options)
-        if effective is passed:
-            return original(self, inputs, *args, **kwargs)
-        table = self.__dict__.get(_TABLE)
-        if table is None:
-            with _frontends.TABLE_LOCK:  # two threads' first scoped calls must share one table
-                table = self.__dict__.get(_TABLE)
-                if table is None:
-                    table = self.__dict__[_TABLE] = Partitions(passed, build(self))
-        partition, new = table.get(effective)
-        if _events.SINKS:
-            _events.emit(_events.FusionRecord(type(self).__name__, effective, "new" if new else "reused",
-                                              threading.current_thread().name, _events.PHASE.get(), frontend))
-        rest = {k: v for k, v in kwargs.items() if k not in ("_enable_options", "_disable_options")}
-        runner = partition.runner
+class FrontendAdapter(Adapter):
+    """One frontend module's ``FusionDefinition.execute``."""
+
+    given_as = "passed to execute"
+
+    def __init__(self, module: ModuleType) -> None:
+        self.module = module
+        self.name = module.__name__
+        self.original = module.FusionDefinition.execute
+        self.frontend = _frontends.frontend_of(module.FusionDefinition)
+        self.version_error = _frontends.check_version(_version(module))
+
+    def patched_execute(self) -> Any:
+        original = self.original
+        sinks = _events.SINKS
+        get_active = ACTIVE.get
+
+        def execute_(fd: Any, *args: Any, **kwargs: Any) -> Any:
+            frame = get_active()
+            if (frame is None or frame.policy is None) and not sinks:  # no lock: execute holds the GIL
+                return original(fd, *args, **kwargs)
+            return execute(self, fd, frame, args, kwargs)
+
+        execute_.__wrapped__ = original  # type: ignore[attr-defined]
+        execute_.__name__ = "execute"
+        return execute_
+
+    def lookup(self, fusion: Any) -> Partitions[_frontends.Partition] | None:
+        return fusion.__dict__.get(_TABLE)  # type: ignore[no-any-return]
+
+    def attach(self, fusion: Any, table: Partitions[_frontends.Partition]) -> None:
+        fusion.__dict__[_TABLE] = table
+
+    def identify(self, fusion: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> FusionInfo:
         try:
-            return _frontends.execute(original, partition, frontend, runner, inputs, *args, **rest)
-        except NvscopeError:
-            raise
-        except Exception as error:  # the same note as a Thunder fusion's: the options, and a repro that has them
-            def script() -> str:
-                return _repro.with_options(type(runner).repro_script_for(runner, list(inputs)), effective)
+            ops: tuple[str, ...] | None = ops_of_definition(repr(fusion))
+        except Exception:
+            ops = None
+        return FusionInfo(f"{type(fusion).__name__}#{next(_numbers)}", "call", ops)
 
-            _repro.annotate(error, f"nvFuser {type(self).__name__}", _events.PHASE.get(), passed, frame.options,
-                            effective, script, given_as="passed to execute")
-            raise
+    def static(self, fusion: Any, kwargs: dict[str, Any]) -> OptionSet:
+        return _passed_options(kwargs)
 
-    execute.__wrapped__ = original  # type: ignore[attr-defined]
-    return execute
+    def build(self, fusion: Any, info: FusionInfo, options: OptionSet) -> _frontends.Partition:
+        return _frontends.Partition(self.frontend.rebuild(fusion, self.module, options), options)
+
+    def default(self, fusion: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        return self.original(fusion, *args, **kwargs)
+
+    def run(self, fusion: Any, partition: _frontends.Partition, args: tuple[Any, ...],
+            kwargs: dict[str, Any]) -> Any:
+        rest = {k: v for k, v in kwargs.items() if k not in _OPTION_KWARGS}
+        return self.frontend.execute(self.original, partition, partition.runner, *args, **rest)
+
+    def script(self, fusion: Any, partition: _frontends.Partition, args: tuple[Any, ...],
+               kwargs: dict[str, Any]) -> str:
+        runner = partition.runner
+        inputs = list(args[0]) if args else list(kwargs.get("inputs", ()))
+        return _repro.with_options(type(runner).repro_script_for(runner, inputs), partition.options)
+
+    describe = "nvFuser"
+
+
+_adapters: dict[str, FrontendAdapter] = {}
 
 
 def install() -> bool:
@@ -93,23 +127,25 @@ def install() -> bool:
     Returns whether at least one frontend is patched now (`frontends` says which). Import nvFuser first: this imports
     nothing.
     """
-    for name in _FRONTENDS:
+    for name in _frontends.MODULES:
         module = sys.modules.get(name)
         if module is None or not hasattr(module, "FusionDefinition") or _patches.active(name):
             continue
-        fd_class = module.FusionDefinition
-        if _frontends.frontend_of(fd_class) == "legacy":
-            _frontends.acquire_legacy(module, name)
-        _patches.apply(name, fd_class, "execute", _make_execute(module, fd_class.execute))
+        adapter = FrontendAdapter(module)
+        adapter.frontend.acquire(module, name)
+        _patches.apply(name, module.FusionDefinition, "execute", adapter.patched_execute())
+        _adapters[name] = adapter
     return installed()
 
 
 def uninstall() -> bool:
     """Restore every patched ``FusionDefinition.execute`` exactly. Idempotent; returns whether anything was restored."""
     restored = False
-    for name in _FRONTENDS:
+    for name in _frontends.MODULES:
         restored = _patches.restore(name) or restored
-        _frontends.release_legacy(name)
+        adapter = _adapters.pop(name, None)
+        if adapter is not None:
+            adapter.frontend.release(name)
     return restored
 
 
@@ -120,4 +156,4 @@ def installed() -> bool:
 
 def frontends() -> list[str]:
     """The names of the frontend modules whose ``execute`` is patched now, sorted."""
-    return sorted(name for name in _FRONTENDS if _patches.active(name))
+    return sorted(name for name in _frontends.MODULES if _patches.active(name))

@@ -44,7 +44,7 @@ import pytest
 
 import nvscope
 from nvscope._errors import NoFusionWarning, UnclosedScopeWarning
-from nvscope._scope import ACTIVE, Frame
+from nvscope._scope import ACTIVE, Frame, unwind
 
 __all__ = [
     "pytest_addoption",
@@ -184,7 +184,7 @@ def _scoped_call(item: pytest.Item) -> Generator[None, object, object]:
             unclosed = _drop_unclosed(top)
             _exit(item, entered, session, failed)
         except BaseException:
-            ACTIVE.set(base)  # whatever went wrong, the next test starts clean
+            unwind(base)  # whatever went wrong, the next test starts clean
             raise
         finally:
             if session is None:
@@ -200,14 +200,7 @@ def _scoped_call(item: pytest.Item) -> Generator[None, object, object]:
 def _drop_unclosed(top: Frame | None) -> list[object]:
     """The scopes the test entered above the plugin's and left open (innermost first), which are then dropped, so
     that the plugin's own scopes exit cleanly."""
-    unclosed = []
-    frame = ACTIVE.get()
-    while frame is not None and frame is not top:
-        unclosed.append(frame.owner)
-        frame = frame.parent
-    if unclosed:
-        ACTIVE.set(top)
-    return unclosed
+    return unwind(top)
 
 
 def _unclosed_message(unclosed: list[object]) -> str:

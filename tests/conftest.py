@@ -87,6 +87,7 @@ def fusion(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[], nvscope.Opt
     frontend = load_frontend(monkeypatch, "nvfuser_direct")
     with frontend.FusionDefinition() as fd:
         fd.define_tensor(shape=[1], dtype=frontend.DataType.Float)
+        fd.ops.linear(0)  # a fusion every option can affect (the catalog gates fuse_matmul to matmul/linear)
     assert nvscope.nvfuser.install()
 
     def run() -> nvscope.OptionSet:

@@ -89,9 +89,23 @@ _running_lock = threading.Lock()
 _serial = itertools.count()
 
 
+class _Ops:
+    """``fd.ops``: each ``fd.ops.<name>(...)`` call is recorded and printed back as such (nvFuser's printed form)."""
+
+    def __init__(self, fd: FusionDefinition) -> None:
+        self._fd = fd
+
+    def __getattr__(self, name: str) -> Any:
+        def op(*args: Any, **kwargs: Any) -> int:
+            self._fd.calls.append((f"ops.{name}", args, kwargs))
+            return len(self._fd.calls) - 1
+        return op
+
+
 class FusionDefinition:
     def __init__(self) -> None:
-        self.ops: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
+        self.calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
+        self.ops = _Ops(self)
         self.serial = next(_serial)
         self.finished = False
         self._selected_device = 0
@@ -104,23 +118,23 @@ class FusionDefinition:
         self.finished = True
 
     def define_tensor(self, *args: Any, **kwargs: Any) -> int:
-        self.ops.append(("define_tensor", args, kwargs))
-        return len(self.ops) - 1
+        self.calls.append(("define_tensor", args, kwargs))
+        return len(self.calls) - 1
 
     def define_scalar(self, *args: Any, **kwargs: Any) -> int:
-        self.ops.append(("define_scalar", args, kwargs))
-        return len(self.ops) - 1
+        self.calls.append(("define_scalar", args, kwargs))
+        return len(self.calls) - 1
 
     def scalars(self) -> list[Any]:
         """The values given to define_scalar, in order."""
-        return [args[0] for name, args, _ in self.ops if name == "define_scalar"]
+        return [args[0] for name, args, _ in self.calls if name == "define_scalar"]
 
     def _function_name(self) -> str:
         return f"nvfuser_fusion_id{self.serial}" if LEGACY else "nvfuser_fusion"
 
     def __repr__(self) -> str:
         lines = []
-        for name, args, kwargs in self.ops:
+        for name, args, kwargs in self.calls:
             parts = [repr(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs.items()]
             lines.append(f"    fd.{name}({', '.join(parts)})")
         body = "\n".join(lines) or "    pass"

@@ -77,7 +77,7 @@ def run_fresh(script: Path, tmp_path: Path) -> subprocess.CompletedProcess[str]:
 def test_the_error_keeps_its_type_and_names_fusion_phase_and_options(double: ThunderDouble) -> None:
     wrapper = double.make_wrapper(breaks_with="fuse_matmul")
     note = note_of(fail(wrapper, t()))
-    assert note.startswith("nvscope: Thunder fusion nvFusion0 (forward) failed with nvFuser options "
+    assert note.startswith("nvscope: Thunder fusion forward/nvFusion0 failed with nvFuser options "
                            "+fuse_matmul -matmul_expr_eval")
     assert "compile-time: (none); scope: +fuse_matmul -matmul_expr_eval" in note
     assert "for a whole process: NVFUSER_ENABLE=fuse_matmul NVFUSER_DISABLE=matmul_expr_eval" in note
@@ -88,8 +88,8 @@ def test_the_error_keeps_its_type_and_names_fusion_phase_and_options(double: Thu
 def test_a_name_with_ops_is_shortened_to_the_fusion_in_the_note_and_the_script_name(double: ThunderDouble) -> None:
     wrapper = double.make_wrapper(name="nvFusion3: (linear, gelu, linear)", breaks_with="fuse_matmul")
     note = note_of(fail(wrapper, t()))
-    assert note.startswith("nvscope: Thunder fusion nvFusion3 (forward) failed with nvFuser options ")
-    assert script_path(note).name.startswith("nvFusion3-forward-")
+    assert note.startswith("nvscope: Thunder fusion forward/nvFusion3 failed with nvFuser options ")
+    assert script_path(note).name.startswith("forward-nvFusion3-")
 
 
 def test_compile_time_and_scope_options_are_named_apart(double: ThunderDouble) -> None:
@@ -124,7 +124,7 @@ def test_a_backward_failure_says_backward_through_autograd(double: ThunderDouble
     with pytest.raises(RuntimeError, match="INTERNAL ASSERT FAILED") as raised:
         y.sum().backward()  # runs under the forward's options, outside the scope
     note = note_of(raised.value)  # the autograd engine re-raises the very exception, note and all
-    assert "Thunder fusion nvFusion1 (backward) failed with nvFuser options +fuse_matmul -matmul_expr_eval" in note
+    assert "Thunder fusion backward/nvFusion1 failed with nvFuser options +fuse_matmul -matmul_expr_eval" in note
     assert nvscope.current_options() == OptionSet()
 
 
@@ -218,6 +218,7 @@ def test_an_error_whose_notes_are_not_a_list_is_raised_untouched() -> None:
 
     error = RuntimeError("nvFuser's own")
     error.__notes__ = ("set by someone else",)  # type: ignore[attr-defined]
-    _repro.annotate(error, "Thunder fusion nvFusion0", "forward", OptionSet(), OptionSet(["fuse_matmul"]),
+    _repro.annotate(error, "Thunder fusion", nvscope.FusionInfo("nvFusion0", "forward"), OptionSet(),
+                    OptionSet(["fuse_matmul"]),
                     OptionSet(["fuse_matmul"]), lambda: "print('repro')\n")
     assert error.__notes__ == ("set by someone else",)  # type: ignore[attr-defined]

@@ -5,6 +5,7 @@ The doubles need no torch, and neither does this file.
 
 from __future__ import annotations
 
+import re
 import threading
 import warnings
 from collections.abc import Callable, Iterator
@@ -18,7 +19,8 @@ import nvscope._partitions
 import nvscope.nvfuser
 import nvscope.thunder
 from nvscope import OptionSet, UnsupportedError, audit, nv_options
-from nvscope._frontends import acquire_legacy, check_version, frontend_of, rebuild, release_legacy, salt_for
+from nvscope._frontends import DIRECT, check_version, frontend_of
+from nvscope._legacy import LEGACY, salt_for
 from nvscope._partitions import Partitions
 
 FM = ["fuse_matmul"]
@@ -40,10 +42,13 @@ def load(monkeypatch: pytest.MonkeyPatch) -> Callable[[str], Any]:
     return lambda name: load_frontend(monkeypatch, name)
 
 
-def define(fe: Any, *shapes: int) -> Any:
+def define(fe: Any, *shapes: int, ops: tuple[str, ...] = ("linear",)) -> Any:
+    """A definition with a tensor per shape and these ops (a linear by default: every option can affect it)."""
     with fe.FusionDefinition() as fd:
         for n in shapes:
             fd.define_tensor(shape=[n], dtype=fe.DataType.Float)
+        for op in ops:
+            getattr(fd.ops, op)(0)
     return fd
 
 
@@ -125,19 +130,21 @@ class TestPartitions:
 
 @pytest.mark.parametrize("version", ["0.2.22", "0.2.22.dev20250101", "0.1.0"])
 def test_check_version_rejects_old(version: str) -> None:
+    error = check_version(version)
+    assert isinstance(error, UnsupportedError)
     with pytest.raises(UnsupportedError, match=rf"{version}.*0\.2\.23"):
-        check_version(version)
+        raise error
 
 
 @pytest.mark.parametrize("version", ["0.2.23", "0.2.23.dev20250101", "0.2.35", "1.0"])
 def test_check_version_accepts_new_or_unknown(version: str) -> None:
-    check_version(version)
-    check_version(None)
+    assert check_version(version) is None
+    assert check_version(None) is None
 
 
 def test_frontend_of(load: Callable[[str], Any]) -> None:
-    assert frontend_of(load("nvfuser_direct").FusionDefinition) == "direct"
-    assert frontend_of(load("nvfuser").FusionDefinition) == "legacy"
+    assert frontend_of(load("nvfuser_direct").FusionDefinition) is DIRECT
+    assert frontend_of(load("nvfuser").FusionDefinition) is LEGACY
 
 
 def test_salts_are_stable_and_distinct_per_set() -> None:
@@ -151,21 +158,21 @@ def test_rebuild_replays_the_printed_definition(load: Callable[[str], Any]) -> N
     for name in ("nvfuser_direct", "nvfuser"):
         fe = load(name)
         fd = define(fe, 2, 5)
-        copy = rebuild(fd, fe)
-        assert copy is not fd and type(copy) is fe.FusionDefinition and copy.ops == fd.ops and copy.finished
+        copy = frontend_of(fe.FusionDefinition).rebuild(fd, fe, OptionSet())
+        assert copy is not fd and type(copy) is fe.FusionDefinition and copy.calls == fd.calls and copy.finished
 
 
 def test_rebuild_salts_on_the_legacy_frontend(load: Callable[[str], Any]) -> None:
     fe = load("nvfuser")
-    acquire_legacy(fe, "test")
+    LEGACY.acquire(fe, "test")
     try:
         fd = define(fe, 2)
         assert fd.scalars() == []  # definitions outside nvscope's partitions are not salted
-        salted = rebuild(fd, fe, 12345)
-        assert salted.scalars() == [12345] and salted.ops[:-1] == fd.ops
-        assert salted.ops[-1][2] == {"dtype": fe.DataType.Int}
+        salted = LEGACY.rebuild(fd, fe, OptionSet(FM))
+        assert salted.scalars() == [salt_for(OptionSet(FM))] and salted.calls[:-1] == fd.calls
+        assert salted.calls[-1][2] == {"dtype": fe.DataType.Int}
     finally:
-        release_legacy("test")
+        LEGACY.release("test")
 
 
 # --- direct users: nvscope.nvfuser.install() -------------------------------------------------------------------------
@@ -206,13 +213,16 @@ def test_direct_execute_honours_the_scope_on_a_rebuilt_fd(load: Callable[[str], 
             fd.execute([3.0], _enable_options=KP)
         fd.execute([3.0])
     first, second, merged, default = fe.EXECUTIONS[-4:]
-    assert first.fd is not fd and first.fd is second.fd and first.fd.ops == fd.ops
+    assert first.fd is not fd and first.fd is second.fd and first.fd.calls == fd.calls
     assert (first.enable, first.disable, first.device) == (FM, [], "cuda:0")
     assert merged.fd not in (fd, first.fd) and (merged.enable, merged.disable) == (KP, MEE)
     assert default.fd is fd and default.enable == ()
+    direct = "nvfuser_direct"
     assert [(r.partition, r.options, r.frontend) for r in log.records] == [
-        ("new", OptionSet(FM), "direct"), ("reused", OptionSet(FM), "direct"), ("new", OptionSet(KP, MEE), "direct"),
+        ("new", OptionSet(FM), direct), ("reused", OptionSet(FM), direct), ("new", OptionSet(KP, MEE), direct),
+        ("default", OptionSet(), direct),  # audited like a Thunder fusion: unscoped executions too
     ]
+    assert len({r.fusion for r in log.records}) == 1 and log.records[0].fusion.startswith("call/FusionDefinition#")
 
 
 def test_direct_execute_with_options_covering_the_scope_runs_as_is(load: Callable[[str], Any]) -> None:
@@ -232,13 +242,14 @@ def test_a_failing_scoped_execute_names_its_options_and_writes_a_repro_with_them
     nvscope.nvfuser.install()
     with fe.FusionDefinition() as fd:
         fd.define_tensor(shape=[1], dtype=fe.DataType.Float)
+        fd.ops.linear(0)
         fd.define_scalar(fe.BREAKS_WITH + "fuse_matmul")
     with nv_options(enable=FM), pytest.raises(RuntimeError) as raised:
         fd.execute([1.0], _disable_options=MEE)
     assert str(raised.value) == fe.ASSERT  # nvFuser's own error, untouched; the note says the rest
     (note,) = raised.value.__notes__
-    assert note.startswith("nvscope: nvFuser FusionDefinition (forward) failed with nvFuser options "
-                           "+fuse_matmul -matmul_expr_eval\n")
+    assert re.match(r"nvscope: nvFuser call/FusionDefinition#\d+ failed with nvFuser options "
+                    r"\+fuse_matmul -matmul_expr_eval\n", note), note
     assert "passed to execute: -matmul_expr_eval; scope: +fuse_matmul" in note
     script = Path(note.split("python ", 1)[1].splitlines()[0].strip())
     assert script.parent == tmp_path

@@ -206,16 +206,17 @@ def test_a_bad_class_or_module_marker_names_where_it_is(pytester: pytest.Pyteste
 
 
 def test_marker_no_fusion_warning_points_at_the_test(pytester: pytest.Pytester) -> None:
-    # NoFusionWarning needs an installed adapter (events.ADAPTERS); fake one for the duration of each test.
+    # NoFusionWarning (of this kind) needs an installed adapter; fake one's patch for the duration of each test.
     pytester.makepyfile("""
+        import types
         import pytest
-        from nvscope import _events as events
+        from nvscope import _patches
 
         @pytest.fixture(autouse=True)
         def adapter():
-            events.ADAPTERS.add("fake")
+            _patches.apply("fake", types.SimpleNamespace(), "attribute", 1)
             yield
-            events.ADAPTERS.discard("fake")
+            _patches.restore("fake")
 
         @pytest.mark.nv_options(enable=["fuse_matmul"])
         def test_marked_without_fusion():
@@ -226,7 +227,7 @@ def test_marker_no_fusion_warning_points_at_the_test(pytester: pytest.Pytester) 
     """)
     result = pytester.runpytest(*PLUGIN, "--nv-disable", "fma")
     result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines(["*test_marker_no_fusion_warning_points_at_the_test.py:10: NoFusionWarning*"])
+    result.stdout.fnmatch_lines(["*test_marker_no_fusion_warning_points_at_the_test.py:11: NoFusionWarning*"])
     assert result.stdout.str().count("NoFusionWarning") == 1  # the command-line scope's own warning is dropped
 
 

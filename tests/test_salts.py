@@ -1,4 +1,4 @@
-"""The legacy-frontend helpers of nvscope's internal ``nvscope._frontends`` (imported inside the tests): salts stay
+"""The legacy-frontend helpers of nvscope's internal ``nvscope._legacy`` (imported inside the tests): salts stay
 unique under concurrency, and a definition that cannot be rebuilt is an `UnsupportedError`, never a bare
 ``StopIteration``.
 
@@ -31,7 +31,7 @@ class SlowHash(nvscope.OptionSet):
 
 
 def salts_from_threads(options: list[nvscope.OptionSet]) -> list[int]:
-    from nvscope._frontends import salt_for
+    from nvscope._legacy import salt_for
 
     barrier = threading.Barrier(len(options))
     salts: list[int] = [0] * len(options)
@@ -65,13 +65,14 @@ def test_one_option_set_gets_one_salt_from_every_thread() -> None:
     shared = SlowHash(disable=["salt_test_shared"])
     salts = salts_from_threads([shared] * 8)
     assert len(set(salts)) == 1
-    from nvscope._frontends import salt_for
+    from nvscope._legacy import salt_for
 
     assert salt_for(nvscope.OptionSet(disable=["salt_test_shared"])) == salts[0]  # equal sets: one salt
 
 
 def test_a_definition_that_cannot_be_rebuilt_is_unsupported(monkeypatch: pytest.MonkeyPatch) -> None:
-    from nvscope._frontends import rebuild
+    from nvscope._frontends import DIRECT
+    from nvscope._legacy import LEGACY
 
     module = types.ModuleType("fake_frontend_without_fusion_functions")
     module.FusionDefinition = object  # type: ignore[attr-defined]
@@ -86,6 +87,6 @@ def test_a_definition_that_cannot_be_rebuilt_is_unsupported(monkeypatch: pytest.
 
     fd: Any = PrintsSomethingElse()
     with pytest.raises(nvscope.UnsupportedError, match=r"no `nvfuser_fusion\.\.\.` function"):
-        rebuild(fd, module)
+        DIRECT.rebuild(fd, module, nvscope.OptionSet())
     with pytest.raises(nvscope.UnsupportedError):
-        rebuild(fd, module, salt=7)
+        LEGACY.rebuild(fd, module, nvscope.OptionSet(enable=["fuse_matmul"]))

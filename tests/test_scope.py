@@ -261,10 +261,15 @@ def test_memoryview_message_says_what_is_wrong() -> None:
         nv_options(enable=memoryview(b"\xff\xfe"))
 
 
-def test_a_name_in_both_lists_of_nested_scopes_is_allowed() -> None:
-    """Only one scope's own lists must not overlap; an inner scope may ask the opposite of an outer one."""
-    with nv_options(enable=["id_model"]), nv_options(disable=["id_model"]) as inner:
-        assert inner == OptionSet(enable=["id_model"], disable=["id_model"])
+def test_an_inner_scope_asking_the_opposite_of_an_outer_one_wins_for_that_name() -> None:
+    """Only one scope's own lists must not overlap; an inner scope may ask the opposite of an outer one, and then the
+    inner request replaces the outer one: nesting never produces what one scope refuses (both lists at once)."""
+    with nv_options(enable=["id_model", "fuse_matmul"]) as outer:
+        with nv_options(disable=["id_model"]) as inner:
+            assert inner == OptionSet(enable=["fuse_matmul"], disable=["id_model"])
+            with nv_options(enable=["id_model"]) as innermost:
+                assert innermost == outer
+        assert nvscope.current_options() == outer
 
 
 def test_unknown_option_error_is_a_value_error() -> None:

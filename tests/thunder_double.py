@@ -181,10 +181,13 @@ class ThunderDouble:
         return tuple((tuple(a.shape), str(a.dtype)) if hasattr(a, "shape") else None for a in args)
 
     def make_wrapper(self, name: str = "nvFusion0", enable: list[str] | None = None,
-                     disable: list[str] | None = None, breaks_with: str | None = None, **fields: Any) -> Any:
+                     disable: list[str] | None = None, breaks_with: str | None = None,
+                     ops: tuple[str, ...] = ("linear",), **fields: Any) -> Any:
         """A fusion as Thunder's create_fusion_definition_wrapper makes it (options default to [] as in Thunder).
 
-        ``breaks_with``: an option under which the fusion's definition fails in nvFuser's execute.
+        ``breaks_with``: an option under which the fusion's definition fails in nvFuser's execute. ``ops``: the
+        nvFuser ops its definition calls (``fd.ops.<name>(...)``, as nvFuser prints them); a linear by default, which
+        every option can affect (the catalog gates ``fuse_matmul`` and ``matmul_expr_eval`` to matmul/linear).
         """
         fe = self.fe
 
@@ -192,6 +195,8 @@ class ThunderDouble:
             with fe.FusionDefinition() as fd:
                 for descriptor in descriptors:
                     fd.define_tensor(shape=list(descriptor[0]) if descriptor else [], dtype=fe.DataType.Float)
+                for op in ops:
+                    getattr(fd.ops, op)(0)
                 if breaks_with is not None:
                     fd.define_scalar(fe.BREAKS_WITH + breaks_with)
             fd.descriptors = descriptors
