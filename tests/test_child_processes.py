@@ -33,6 +33,7 @@ import nvfuser_direct as fe
 
 with fe.FusionDefinition() as fd:
     fd.define_tensor(shape=[2], dtype=fe.DataType.Float)
+    fd.ops.linear(0)  # a fusion fuse_matmul can affect (the catalog gates it to matmul/linear)
 fd.execute([1.0])
 print(f"child {os.getpid()}: {nvscope.current_options().as_shell() or '(none)'} dev={nvscope.development_mode()}",
       flush=True)
@@ -80,7 +81,7 @@ def child_pids(stdout: str) -> dict[str, str]:
 def assert_child_summary(stderr: str, pid: str) -> None:
     lines = tagged(stderr, pid)
     assert lines[0] == f"nvscope run: options {OPTIONS}", stderr
-    assert re.fullmatch(rf"FusionDefinition +{OPTIONS} +forward +new +MainThread +1", lines[3]), lines
+    assert re.fullmatch(rf"call/FusionDefinition#0 +{OPTIONS} +call +new +MainThread +1", lines[3]), lines
     assert lines[4] == "1 fusion executions, 1 new partitions compiled"
 
 
