@@ -30,6 +30,8 @@ VARIABLES: dict[str, tuple[str, object, str]] = {
     "NVSCOPE_REPRO_DIR": ("text", "", "where repro scripts go (default: a temporary directory)"),
     "NVSCOPE_TRUST_NVFUSER": ("flag", False, "option names the catalog lacks go to nvFuser unvalidated (for an "
                               "nvFuser newer than the catalog that cannot be asked, e.g. without CUDA)"),
+    "NVSCOPE_RUN": ("text", "", "set by `nvscope run` while its program runs: its options, as JSON, for the Python "
+                    "processes the program starts (read by nvscope/_carry.py, not by this parser)"),
 }
 
 _warned: set[tuple[str, str]] = set()

@@ -15,7 +15,7 @@ from contextlib import AbstractContextManager, nullcontext
 from types import TracebackType
 
 import nvscope
-from nvscope import _autoinstall, _patches
+from nvscope import _autoinstall, _carry, _patches
 from nvscope._errors import NoFusionWarning, UnclosedScopeWarning
 from nvscope._scope import ACTIVE, Frame, unwind
 
@@ -60,11 +60,12 @@ def _restore(argv: list[str], path0: str | None) -> None:
 
 
 def run(script: str | None, module: str | None, program_args: list[str], enable: list[str], disable: list[str],
-         audit: bool) -> int:
+         audit: bool, fusions: list[str] | None = None, on_error: str | None = None) -> int:
     import runpy
 
+    carried = _carry.Settings(enable, disable, fusions, on_error, audit)
     try:
-        scope = nvscope.nv_options(enable, disable)
+        scope = carried.scope()
     except (ValueError, TypeError) as error:  # UnknownOptionError is a ValueError
         print(f"nvscope run: error: {error}", file=sys.stderr)
         return 2
@@ -92,12 +93,18 @@ def run(script: str | None, module: str | None, program_args: list[str], enable:
 
     previous_mode = nvscope.set_development_mode(True)
     log: nvscope.AuditLog | None = None
+    effective = scope.options
     code = 0
     try:
         recording: AbstractContextManager[nvscope.AuditLog | None] = nvscope.audit() if audit else nullcontext()
         with recording as log, _autoinstall.watch_imports() as install_errors:
             scope.__enter__()
             ours = ACTIVE.get()
+            _carry.take_over()  # in a child of another nvscope run, this run's summary replaces the child's
+            # This run's options over those of the nvscope run that started this process, if any.
+            effective = nvscope.current_options()
+            carried.enable, carried.disable = sorted(effective.enable), sorted(effective.disable)
+            stop_carrying = _carry.export(carried)  # the Python processes the program starts get them too
             try:
                 if script is not None:
                     runpy.run_path(script, run_name="__main__")  # sys.argv[0] and __file__: the path as given
@@ -110,6 +117,7 @@ def run(script: str | None, module: str | None, program_args: list[str], enable:
                 traceback.print_exception(type(error), error, _user_traceback(error.__traceback__))
                 code = 130 if isinstance(error, KeyboardInterrupt) else 1
             finally:
+                stop_carrying()
                 _close_unclosed(ours)
                 with warnings.catch_warnings():
                     # The summary says whether fusions ran; the scope's own NoFusionWarning would point at runpy.
@@ -125,7 +133,7 @@ def run(script: str | None, module: str | None, program_args: list[str], enable:
             sys.stdout.flush()
         except Exception:  # the program may have closed stdout
             pass
-        print(_summary(scope.options, log), file=sys.stderr)
+        print(_summary(effective, log), file=sys.stderr)
     return code
 
 
@@ -153,5 +161,6 @@ def _summary(options: nvscope.OptionSet, log: nvscope.AuditLog) -> str:
             lines.append("nvscope run: no nvscope adapter was installed (NVSCOPE_AUTOINSTALL=0?), so the options "
                          "reached no fusion")
         else:
-            lines.append("nvscope run: the program imported neither Thunder nor nvFuser, so no fusion could run")
+            lines.append("nvscope run: the program imported neither Thunder nor nvFuser, so no fusion could run in "
+                         "this process")
     return "\n".join(lines)

@@ -2,8 +2,8 @@
 
     nvscope options [--enable | --disable] [--json]
     nvscope doctor [--require-gpu-stack]
-    nvscope run [--enable NAME]... [--disable NAME]... [--no-audit] [--] script.py [args...]
-    nvscope run [--enable NAME]... [--disable NAME]... [--no-audit] -m module [args...]
+    nvscope run [--enable NAME]... [--disable NAME]... [--fusions GLOB]... [--on-error {raise,fallback}] [--no-audit]
+                ([--] script.py | -m module) [args...]
 
 A tool, not part of the core: it may import everything, and nothing in the core imports it. Heavy packages
 (torch, Thunder, nvFuser) are imported only inside the command that needs them (``doctor``), never here at the top.
@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import nvscope
-from nvscope import _table
+from nvscope import _carry, _table
 from nvscope._catalog import OptionInfo
 
 TYPE_CHECKING = False
@@ -64,7 +64,13 @@ exception prints its traceback and exits with 1).
 
 Threads the program starts begin with no options (Python's contextvars), except Thunder's backward passes,
 which keep the options of their forward. Use nvscope.bind in the program to carry them into its own threads.
-NVFUSER_ENABLE/NVFUSER_DISABLE in the environment still apply, to the whole process, on top of these."""
+NVFUSER_ENABLE/NVFUSER_DISABLE in the environment still apply, to the whole process, on top of these.
+
+Python processes the program starts (subprocess, multiprocessing, torchrun's workers) get the same options on
+their main thread: nvscope run sets NVSCOPE_RUN and puts nvscope's start-up hook on PYTHONPATH while the program
+runs. Each such process that imports Thunder or nvFuser prints its own summary at exit, tagged [pid N]. Not
+reached: processes that are not Python, that are given an environment without those variables, or that ignore
+them (python -E, -I, -S)."""
 
 _RUN_EPILOG = """\
 examples:
@@ -72,8 +78,11 @@ examples:
   nvscope run --enable fuse_matmul,static_fusion_count -- train.py --enable-this-is-the-script-s-own-flag
   nvscope run --disable fma -m mypkg.train --epochs 1
   nvscope run --no-audit --enable static_fusion_count bench.py
+  nvscope run --enable fuse_matmul --fusions 'forward/*' --on-error fallback train.py
+  nvscope run --enable fuse_matmul -m torch.distributed.run --nproc-per-node 2 --standalone train.py
 
-exit codes: the program's own; 2 when an option name is unknown or the script/module cannot be found."""
+exit codes: the program's own; 2 when an option name or a --fusions/--on-error value is refused, or the
+script/module cannot be found."""
 
 _DOCTOR_DESCRIPTION = """\
 Check what nvscope needs and what it can drive: Python, the option catalog, torch and CUDA, nvFuser, Lightning
@@ -135,13 +144,20 @@ def _parser(prog: str | None = None) -> tuple[argparse.ArgumentParser, argparse.
 
     run = commands.add_parser("run", help="run a script or module under nvFuser options, with an audit summary",
                               description=_RUN_DESCRIPTION, epilog=_RUN_EPILOG, formatter_class=formatter,
-                              usage="%(prog)s [--enable NAME]... [--disable NAME]... [--no-audit] "
-                                    "([--] script.py | -m module) [args...]",
+                              usage="%(prog)s [--enable NAME]... [--disable NAME]... [--fusions GLOB]... "
+                                    "[--on-error {raise,fallback}] [--no-audit] ([--] script.py | -m module) "
+                                    "[args...]",
                               allow_abbrev=False)
     run.add_argument("--enable", action="append", default=[], metavar="NAME[,NAME...]",
                      help="an nvFuser enable option; repeat it or separate names with commas")
     run.add_argument("--disable", action="append", default=[], metavar="NAME[,NAME...]",
                      help="an nvFuser disable option; repeat it or separate names with commas")
+    run.add_argument("--fusions", action="append", default=None, metavar="GLOB[,GLOB...]",
+                     help="only fusions whose id (phase/name, e.g. forward/nvFusion0) matches a glob get the options "
+                          "(nv_options(fusions=...)); repeat it or separate globs with commas; quote it for the shell")
+    run.add_argument("--on-error", choices=_carry.ON_ERROR, default=None,
+                     help="what a fusion that fails under the options does (nv_options(on_error=...)): raise its "
+                          "error, or fall back to running without the options")
     run.add_argument("--no-audit", action="store_true",
                      help="do not record fusion executions, and print no summary at exit")
     run.add_argument("-m", dest="module", metavar="module",
@@ -149,6 +165,9 @@ def _parser(prog: str | None = None) -> tuple[argparse.ArgumentParser, argparse.
     run.add_argument("script", nargs="?", help="the Python script to run (the rest are its arguments)")
     run.add_argument("args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     return parser, run
+
+
+_TAKES_VALUE = ("--enable", "--disable", "--fusions", "--on-error")  # run's options whose value is the next word
 
 
 def _split_run(argv: Sequence[str]) -> tuple[list[str], str | None, str | None, list[str]]:
@@ -168,7 +187,7 @@ def _split_run(argv: Sequence[str]) -> tuple[list[str], str | None, str | None, 
             return list(argv[:i]), None, argv[i + 1], list(argv[i + 2:])
         if arg.startswith("-m") and not arg.startswith("--") and len(arg) > 2:
             return list(argv[:i]), None, arg[2:], list(argv[i + 1:])
-        if arg in ("--enable", "--disable"):
+        if arg in _TAKES_VALUE:
             i += 2
             continue
         if arg.startswith("-") and arg != "-":
@@ -227,13 +246,17 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     if ns.script is None and ns.module is None:
         run_parser.error("give the script to run (or -m module); `nvscope run --help` explains")  # exits with 2
     enable, disable = _names(ns.enable), _names(ns.disable)
+    fusions = None if ns.fusions is None else _names(ns.fusions)
     problem = _invalid(enable, disable)
+    if fusions == []:
+        problem = "--fusions needs a glob over fusion ids, e.g. --fusions 'forward/*' or --fusions backward/nvFusion0"
     if problem is not None:
         print(f"nvscope run: error: {problem}", file=sys.stderr)
         return 2
     from nvscope._runner import run
 
-    return run(ns.script, ns.module, ns.args, enable, disable, audit=not ns.no_audit)
+    return run(ns.script, ns.module, ns.args, enable, disable, audit=not ns.no_audit, fusions=fusions,
+               on_error=ns.on_error)
 
 
 # --- nvscope options ----------------------------------------------------------------------------------------------

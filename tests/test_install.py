@@ -220,5 +220,6 @@ def test_the_wheel_carries_the_license(tmp_path: Path) -> None:
         names = archive.namelist()
         metadata = archive.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names), names
+    assert "nvscope/_child/sitecustomize.py" in names  # nvscope run's hook for child processes (package data)
     assert "License-Expression: Apache-2.0" in metadata and "License-File: LICENSE" in metadata
     assert "Requires-Python: >=3.10" in metadata
