@@ -37,15 +37,21 @@ from nvscope._scope import ENTER_HOOKS, current_options, nv_options
 
 TYPE_CHECKING = False  # not typing's: `import nvscope` does not import typing (see nvscope/_record.py)
 if TYPE_CHECKING:  # what __getattr__ loads on first use, spelled out for type checkers
+    from nvscope._bisect import bisect
+    from nvscope._bisect_report import BisectResult
     from nvscope._compare import CompareResult, compare
     from nvscope._kernels import kernel_names
+    from nvscope._profile import profile
+    from nvscope._profile_report import ProfileResult, ProfileRow
     from nvscope._search import search
+    from nvscope._search_fusions import FusionSearchResult, search_fusions
     from nvscope._search_report import SearchResult
 
     __version__: str
 
 __all__ = [
     "AuditLog",
+    "BisectResult",
     "Catalog",
     "CompareResult",
     "ConfigWarning",
@@ -54,12 +60,15 @@ __all__ = [
     "FallbackWarning",
     "FusionInfo",
     "FusionRecord",
+    "FusionSearchResult",
     "NoEffectWarning",
     "NoFusionWarning",
     "NvscopeError",
     "NvscopeWarning",
     "OptionInfo",
     "OptionSet",
+    "ProfileResult",
+    "ProfileRow",
     "SearchResult",
     "Selector",
     "UnclosedScopeWarning",
@@ -68,6 +77,7 @@ __all__ = [
     "__version__",
     "audit",
     "bind",
+    "bisect",
     "catalog",
     "compare",
     "current_options",
@@ -78,7 +88,9 @@ __all__ = [
     "kernel_names",
     "nv_options",
     "phase",
+    "profile",
     "search",
+    "search_fusions",
     "set_development_mode",
     "uninstall",
     "with_nv_options",
@@ -93,6 +105,13 @@ _LAZY = {
     "kernel_names": ("nvscope._kernels", "kernel_names"),
     "search": ("nvscope._search", "search"),
     "SearchResult": ("nvscope._search_report", "SearchResult"),
+    "profile": ("nvscope._profile", "profile"),
+    "ProfileResult": ("nvscope._profile_report", "ProfileResult"),
+    "ProfileRow": ("nvscope._profile_report", "ProfileRow"),
+    "bisect": ("nvscope._bisect", "bisect"),
+    "BisectResult": ("nvscope._bisect_report", "BisectResult"),
+    "search_fusions": ("nvscope._search_fusions", "search_fusions"),
+    "FusionSearchResult": ("nvscope._search_fusions", "FusionSearchResult"),
 }
 
 

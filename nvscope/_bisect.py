@@ -141,27 +141,29 @@ def drive(given: OptionSet, fusions: Sequence[str], run: Callable[[OptionSet, tu
     stage[0] = "final"
     probe(chosen, culprits)  # usually run already (then free): the problem and repro scripts of the culprit itself
     final = seen[(chosen, culprits)]
-    if not final.bad:  # a flaky step: the last bad probe is the best evidence there is
-        options, culprits, final = last_bad[-1]
-        chosen, culprits = options, culprits or all_fusions
+    flaky = not final.bad
+    if flaky:  # the step went wrong under a probe and not under the same options again: keep the last evidence
+        chosen, selected, final = last_bad[-1]
+        culprits = all_fusions if selected is None else selected
     rest = tuple(f for f in all_fusions if f not in culprits)
     others_clean = None
     if rest:
         stage[0] = "rest"
         others_clean = not probe(given, rest)
-    notes = () if final.bad else ("the step did not go wrong again under the culprit: it may be flaky",)
+    notes = ("the step did not go wrong again under the culprit it found: it may be flaky, so this is the last "
+             "probe that went wrong",) if flaky else ()
     return result(chosen, culprits, final.detail, True, final.repro, others_clean, notes)
 
 
 def _check_arg(check: object) -> tuple[str, ...] | Callable[[Any], bool]:
     if callable(check):
-        return check  # type: ignore[return-value]
-    names = (check,) if isinstance(check, str) else tuple(check)  # type: ignore[arg-type]
+        return check
+    names = (check,) if isinstance(check, str) else tuple(check) if isinstance(check, Iterable) else ()
     bad = [c for c in names if c not in CHECKS]
     if bad or not names:
         raise ValueError(f"check= takes {', '.join(map(repr, CHECKS))} (or several in a list), or a callable that "
                          f"returns True for a bad result; got {check!r}")
-    return names
+    return tuple(str(c) for c in names)
 
 
 def bisect(fn: Callable[..., Any], /, *args: Any, enable: Iterable[str] | str = (), disable: Iterable[str] | str = (),

@@ -60,6 +60,14 @@ def run_line(options: OptionSet, fusions: tuple[str, ...] | None, program: Seque
     return [*words, *(["-m"] if module else ["--"]), *program]
 
 
+def _environment() -> dict[str, str]:
+    """The probes' environment: this one without ``NVSCOPE_RUN`` (a bisect started under ``nvscope run`` must not
+    hand that run's scope to its probes, which each get their own from their ``nvscope run`` line)."""
+    from nvscope._carry import VARIABLE
+
+    return {k: v for k, v in os.environ.items() if k != VARIABLE}
+
+
 def _detail(done: subprocess.CompletedProcess[str] | None, timeout: float) -> str:
     if done is None:
         return f"timed out after {timeout:g} s"
@@ -120,7 +128,7 @@ def bisect_program(program: Sequence[str], *, module: bool = False, enable: Iter
         try:
             done: subprocess.CompletedProcess[str] | None = subprocess.run(
                 run_line(options, selected, program, module, python), capture_output=True, text=True,
-                timeout=timeout, check=False)
+                timeout=timeout, check=False, env=_environment())
         except subprocess.TimeoutExpired:
             done = None
         if done is None:
@@ -140,7 +148,8 @@ def _list_fusions(program: list[str], module: bool, timeout: float, python: str)
         out = os.path.join(directory, "fusions.json")
         command = [python, "-c", _LIST, out, "module" if module else "script", *program]
         try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
+            done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False,
+                                  env=_environment())
         except subprocess.TimeoutExpired:
             raise RuntimeError(f"the program did not finish without options within {timeout:g} s: raise the "
                                "timeout") from None

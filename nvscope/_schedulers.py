@@ -66,6 +66,7 @@ class Recorder:
     def __init__(self, source: str, profiler: Any = None) -> None:
         self.source = source  # what the segments come from, for reports
         self._profiler = profiler
+        self._last_id: object = None  # nvFuser's fusion_id of the last profile read
 
     def record(self) -> AbstractContextManager[list[Segment]]:
         """A context manager whose list holds the execution's segments once it exits (empty if nothing was seen)."""
@@ -81,7 +82,12 @@ class Recorder:
         finally:
             profiler.__exit__(None, None, None)
         try:
-            kernels = list(profiler.profile.kernel_profiles)
+            profile = profiler.profile
+            fusion_id = getattr(profile, "fusion_id", None)
+            if fusion_id is not None and fusion_id == self._last_id:
+                return  # nvFuser's last profile again: this execution was not profiled (nothing is better than wrong)
+            self._last_id = fusion_id
+            kernels = list(profile.kernel_profiles)
             segments += [Segment(int(k.segment_id), str(k.scheduler), str(k.name), float(k.compile_time_ms),
                                  float(k.time_ms)) for k in kernels]
         except Exception:  # no segment profiled (nvFuser raises then), or another nvFuser: nothing to say

@@ -113,6 +113,10 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--plot", metavar="PATH", help="write a PNG chart of the ratios (needs matplotlib)")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     p.add_argument("--list", action="store_true", help="print the default candidates and exit")
+    p.add_argument("--per-fusion", action="store_true",
+                   help="recommend an option set per fusion instead: each candidate profiled fusion by fusion, the "
+                        "winners combined into nested nv_options(..., fusions=[...]) scopes, timed against the "
+                        "defaults and the best global set (docs/search.md)")
 
 
 def _error(message: str, code: int = 2) -> int:
@@ -186,6 +190,8 @@ def _load_and_search(ns: argparse.Namespace, target: str, where: str, function: 
         if params is None:
             return _error(f"--params {ns.params}: {where} has no {ns.params!r}")
     try:
+        if ns.per_fusion:
+            from nvscope._search_fusions import search_fusions as search  # type: ignore[assignment]
         result = search(fn, candidates=ns.candidates, rounds=ns.rounds, steps_per_round=ns.steps, warmup=ns.warmup,
                         tolerance=ns.tolerance, backward=ns.backward, module=params, seed=ns.seed,
                         progress=not ns.quiet)

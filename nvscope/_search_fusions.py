@@ -165,6 +165,40 @@ class FusionSearchResult:
             "profiles": [p.as_dict() for p in self.profiles],
         }
 
+    def to_json(self, indent: int | None = 2) -> str:
+        import json
+
+        return json.dumps(self.as_dict(), indent=indent, allow_nan=False)
+
+    def __str__(self) -> str:
+        return self.table()
+
+    def plot(self, path: str, *, title: str | None = None) -> str:
+        """Save a PNG: each chosen fusion's ratio under its candidate, then the map and the global set against the
+        defaults, with 95% intervals; returns ``path``. Needs matplotlib."""
+        import importlib
+
+        try:
+            Figure = importlib.import_module("matplotlib.figure").Figure  # no pyplot: no GUI, no global state
+        except ImportError:
+            raise ImportError("FusionSearchResult.plot needs matplotlib: pip install matplotlib") from None
+        bars = [(f"{c.fusion} ({label(c.options)})", c.ratio) for c in self.choices
+                if c.options is not None and c.ratio is not None]
+        bars += [(name, r) for name, r in (("per-fusion map (whole step)", self.map_vs_default),
+                                           ("best global set (whole step)", self.global_vs_default)) if r is not None]
+        fig = Figure(figsize=(8, 1.4 + 0.36 * max(1, len(bars))), layout="constrained")
+        ax = fig.add_subplot()
+        for y, (_, r) in enumerate(reversed(bars)):
+            assert r is not None
+            ax.errorbar([r.median], [y], xerr=[[r.median - r.low], [r.high - r.median]], fmt="o", capsize=3,
+                        color="tab:green" if r.verdict == "faster" else "tab:gray")
+        ax.axvline(1.0, color="black", linewidth=0.8, linestyle="--")
+        ax.set_yticks(range(len(bars)), [name for name, _ in reversed(bars)], fontsize=7)
+        ax.set_xlabel("time / default time (median, 95% interval); < 1 is faster", fontsize=8)
+        fig.suptitle(title or f"nvscope search per fusion: {self.verdict()}"[:120], fontsize=9)
+        fig.savefig(path, dpi=130)
+        return path
+
 
 def search_fusions(fn: Callable[..., Any], /, *args: Any, candidates: Iterable[object] | None = None,
                    rounds: int = 20, steps_per_round: int = 1, warmup: int = 2, tolerance: float | None = None,

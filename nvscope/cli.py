@@ -141,6 +141,9 @@ def _parser(prog: str | None = None) -> tuple[argparse.ArgumentParser, argparse.
     from nvscope import _search_cli
 
     _search_cli.add_parser(commands)
+    from nvscope import _tools_cli
+
+    _tools_cli.add_parsers(commands)  # profile, bisect
 
     run = commands.add_parser("run", help="run a script or module under nvFuser options, with an audit summary",
                               description=_RUN_DESCRIPTION, epilog=_RUN_EPILOG, formatter_class=formatter,
@@ -243,6 +246,10 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
         from nvscope import _search_cli
 
         return _search_cli.command(ns)
+    if ns.command in ("profile", "bisect"):
+        from nvscope import _tools_cli
+
+        return _tools_cli.command(ns)
     if ns.script is None and ns.module is None:
         run_parser.error("give the script to run (or -m module); `nvscope run --help` explains")  # exits with 2
     enable, disable = _names(ns.enable), _names(ns.disable)

@@ -84,7 +84,7 @@ def test_rows_per_fusion_with_ratios_outputs_and_a_failure(double: ThunderDouble
     assert result.step is not None and result.step.rounds == 6
     assert result.step_numerics is not None and not result.step_numerics.ok  # fusion 2 moved the output
     # Ranked by the time the options save: the fast fusion first, the slow one after, the failure last.
-    assert [r.fusion for r in result.ranked()][0] == "forward/nvFusion0"
+    assert result.ranked()[0].fusion == "forward/nvFusion0"
     assert result.ranked()[-1].fusion == "forward/nvFusion3"
     assert result.schedulers_from is None and fast.schedulers == {"default": None, "options": None}
     # Nothing left behind.
@@ -187,3 +187,37 @@ def test_bad_input_fails_before_anything_runs(double: ThunderDouble, monkeypatch
     with pytest.raises(TypeError, match="fusions="):
         profile(step, enable=["fast_math"], fusions=3)
     assert calls == []
+
+
+def test_scheduler_names_from_kernel_names() -> None:
+    from nvscope._schedulers import scheduler_of_kernel
+
+    assert scheduler_of_kernel("nvf::nvfuser_pointwise_f0_c1_r0_g1") == "pointwise"
+    assert scheduler_of_kernel("nvf::nvfuser_inner_persistent_f2_c1_r0_g0") == "inner_persistent"
+    assert scheduler_of_kernel("nvf::nvfuser_12") == "unknown"  # static_fusion_count: numbered, no scheduler
+    assert scheduler_of_kernel("nvjet_tst_128x256_64x4") == "expr_eval"  # cuBLAS: a segment nvFuser gave to ATen
+
+
+def test_no_recorder_without_cuda_and_a_stale_profile_is_not_reused() -> None:
+    from nvscope._schedulers import recorder
+
+    assert recorder() is None  # this machine: no CUDA
+    profiles = iter([7, 7, 8])
+
+    class Profiler:
+        def __enter__(self) -> None:
+            pass
+
+        def __exit__(self, *exc: Any) -> None:
+            fusion_id = next(profiles)
+            self.profile = type("P", (), {"fusion_id": fusion_id,
+                                          "kernel_profiles": [FakeKernel(0, f"s{fusion_id}", 1.0)]})
+
+    rec = Recorder("nvFuser's PythonProfiler", Profiler)
+    seen = []
+    for _ in range(3):
+        with rec.record() as segments:
+            pass
+        seen.append([s.scheduler for s in segments])
+    # The second execution left nvFuser's last profile as it was (same fusion_id): no segments rather than wrong ones.
+    assert seen == [["s7"], [], ["s8"]]

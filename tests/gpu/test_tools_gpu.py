@@ -1,0 +1,144 @@
+"""Issue 20 on the H200: bisect and profile on real fusions (nvscope.bisect, nvscope.profile).
+
+* bisect names the options and the fusion behind nvFuser's INTERNAL ASSERT at runtime_info.h:69 (bf16
+  Linear-GELU-Linear, fuse_matmul / -matmul_expr_eval, forward + backward); the printed line, run alone in a fresh
+  process, reproduces it; the given options on every other fusion run clean;
+* profile gives per-fusion rows with nvFuser's schedulers (its PythonProfiler), compile times, GPU times, and the
+  failing fusion as a row;
+* the schedulers themselves are checked against kernel names (torch.profiler), which do not depend on nvscope.
+
+The larger runs (the MLP numerics bisect, nanoGPT) are benchmarks/bisect_gpu.py and benchmarks/profile_nanogpt.py.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+from gpu_helpers import fresh_python
+
+import nvscope
+from nvscope import OptionSet, bisect, profile
+
+torch = pytest.importorskip("torch")
+thunder = pytest.importorskip("thunder")
+
+CODEGEN = {"enable": ["fuse_matmul"], "disable": ["matmul_expr_eval"]}
+SHAPES = ((512, 512, 256), (1024, 4096, 2048))
+MODEL = """\
+import torch, thunder
+import nvscope
+from nvscope import nv_options
+nvscope.set_development_mode(True)
+width, hidden, batch = {shape}
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(width, hidden), torch.nn.GELU(), torch.nn.Linear(hidden, width))
+model = model.cuda().to(torch.bfloat16)
+x = torch.randn(batch, width, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+jitted = thunder.jit(model, nv_enable_linear=True, nv_enable_matmul=True)
+"""
+
+
+def _model(shape: tuple[int, int, int]) -> tuple[Any, Any, Any]:
+    scope: dict[str, Any] = {}
+    exec(MODEL.format(shape=shape), scope)  # the code the fresh process runs too
+    return scope["jitted"], scope["x"], scope["model"]
+
+
+def test_bisect_names_the_runtime_info_assert_and_its_line_reproduces_alone(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NVSCOPE_REPRO_DIR", str(tmp_path))
+    for shape in SHAPES:
+        jitted, x, model = _model(shape)
+
+        def loss(jitted: Any = jitted, x: Any = x) -> Any:
+            return jitted(x).float().square().mean()
+
+        result = bisect(loss, **CODEGEN, backward=True, module=model)
+        if result.reproduced:
+            break
+    else:
+        pytest.fail("neither bf16 Linear-GELU-Linear step failed under fuse_matmul/-matmul_expr_eval: this nvFuser has "
+                    "no known failure to bisect")
+    print(result.report())
+    assert "runtime_info.h" in result.problem, result.problem
+    assert result.options and result.options.enable <= {"fuse_matmul"} and result.options.disable <= {
+        "matmul_expr_eval"}
+    assert result.fusions and all(f in result.all_fusions for f in result.fusions)
+    assert result.others_clean is True  # the given options on every other fusion: clean
+    assert result.probes < 2 * len(result.all_fusions) + 4
+    assert result.repro_scripts and all(Path(p).is_file() for p in result.repro_scripts)
+    assert nvscope.current_options() == OptionSet()
+    # The printed line, alone around the same step, in a fresh process with no NVFUSER_* variable.
+    script = tmp_path / "line.py"
+    script.write_text(MODEL.format(shape=shape) + textwrap.dedent(f"""\
+        with {result.line()}:
+            jitted(x).float().square().mean().backward()
+        torch.cuda.synchronize()
+        """))
+    done = fresh_python(str(script))
+    assert done.returncode != 0 and "runtime_info.h" in done.stdout + done.stderr, (done.stdout + done.stderr)[-3000:]
+
+
+def test_profile_rows_have_schedulers_and_the_failing_fusion_is_a_row() -> None:
+    jitted, x, model = _model(SHAPES[1])
+
+    def loss() -> Any:
+        return jitted(x).float().square().mean()
+
+    result = profile(loss, **CODEGEN, backward=True, module=model, rounds=6, steps_per_round=2)
+    print(result.table())
+    assert result.timer == "CUDA events"
+    assert result.schedulers_from == "nvFuser's PythonProfiler"  # nvFuser 0.2.34+: the direct frontend has it
+    assert result.rows and {r.phase for r in result.rows} == {"forward", "backward"}
+    reached = [r for r in result.rows if r.reached and r.error is None]
+    assert reached, result.table()
+    for row in reached:
+        assert row.ratio is not None and row.default_ms and row.options_ms
+        assert row.default_segments and row.options_segments, row  # every reached fusion: its segments, both ways
+        assert all(s.scheduler for s in row.options_segments)
+    # Matmul codegen: some fusion's segments name the matmul scheduler under the options, none without them.
+    assert any("matmul" in (row.schedulers["options"] or ()) for row in reached), result.table()
+    assert not any("matmul" in (row.schedulers["default"] or ()) for row in result.rows), result.table()
+    failed = [r for r in result.rows if r.error is not None]
+    if failed:  # the known assert: the profile went on
+        assert "nvscope:" in failed[0].error and failed[0].ratio is None
+    assert nvscope.ProfileResult.from_json(result.to_json()) == result
+    assert nvscope.current_options() == OptionSet()
+
+
+def test_schedulers_match_the_kernel_names() -> None:
+    """The PythonProfiler's scheduler per segment against what torch.profiler's kernel names say (nvfuser_<sched>_*),
+    in two passes (two CUPTI clients at once are not asked for)."""
+    from contextlib import contextmanager
+
+    from nvscope import _events
+    from nvscope._schedulers import recorder, scheduler_of_kernel
+
+    jitted, x, _ = _model(SHAPES[0])
+    with torch.no_grad():
+        jitted(x)  # compiled
+    rec = recorder()
+    assert rec is not None and rec.source == "nvFuser's PythonProfiler"
+    seen: list[Any] = []
+
+    @contextmanager
+    def timer(record: Any) -> Any:
+        with rec.record() as segments:
+            yield None
+        seen.append(segments)
+
+    _events.TIMERS.append(timer)
+    try:
+        with torch.no_grad(), nvscope.audit():
+            jitted(x)
+    finally:
+        _events.TIMERS.remove(timer)
+    with torch.no_grad():
+        names, _ = nvscope.kernel_names(lambda: jitted(x))
+    from_profiler = [s.scheduler for segments in seen for s in segments if s.scheduler != "expr_eval"]
+    from_names = [scheduler_of_kernel(n) for n in names if "nvfuser" in n]
+    print(from_profiler, names)
+    assert from_profiler and sorted(from_profiler) == sorted(from_names)
