@@ -95,12 +95,12 @@ examples:
   nvscope bisect --subprocess --enable fuse_matmul --disable matmul_expr_eval train.py --steps 1""",
                               formatter_class=_FORMATTER, allow_abbrev=False)
     _common(b)
-    b.add_argument("--check", default="raises,numerics", metavar="raises,numerics,slower",
+    b.add_argument("--check", default=None, metavar="raises,numerics,slower",
                    help="what going wrong means (default raises,numerics); not with --subprocess")
     b.add_argument("--slower-by", type=float, default=0.05, help="with --check slower: the margin (default 0.05)")
     b.add_argument("--subprocess", action="store_true",
                    help="the target is a program; one fresh process per probe, judged by its exit code")
-    b.add_argument("--timeout", type=float, default=600.0, help="with --subprocess: seconds per run (default 600)")
+    b.add_argument("--timeout", type=float, default=None, help="with --subprocess: seconds per run (default 600)")
     b.add_argument("--bad-exit", type=int, action="append", metavar="CODE",
                    help="with --subprocess: only these exit codes are bad (default: any but 0)")
 
@@ -138,8 +138,19 @@ def command(ns: argparse.Namespace) -> int:
             return _error(name, f"{flag} {path}: the directory does not exist")
     if getattr(ns, "plot", None) and importlib.util.find_spec("matplotlib") is None:
         return _error(name, "--plot needs matplotlib: pip install matplotlib (or leave --plot out)")
-    if name == "bisect" and ns.subprocess:
-        return _bisect_program(ns, enable, disable)
+    if name == "bisect":
+        only = "--check, --backward, --params, --tolerance, --rounds, --steps" if ns.subprocess else \
+            "--timeout, --bad-exit"
+        given = [flag for flag, value in (("--check", ns.check), ("--backward", ns.backward), ("--params", ns.params),
+                                          ("--tolerance", ns.tolerance), ("--rounds", ns.rounds),
+                                          ("--steps", ns.steps))
+                 if value not in (None, False)] if ns.subprocess else \
+            [flag for flag, value in (("--timeout", ns.timeout), ("--bad-exit", ns.bad_exit)) if value is not None]
+        if given:
+            return _error(name, f"{', '.join(given)}: not with{'' if ns.subprocess else 'out'} --subprocess "
+                                f"({only} {'judge a function in process' if ns.subprocess else 'judge a program'})")
+        if ns.subprocess:
+            return _bisect_program(ns, enable, disable)
     target = ns.target if ns.module is None else ns.module
     where, _, function = target.rpartition(":")
     if not where or not function:
@@ -191,7 +202,7 @@ def _load_and_run(ns: argparse.Namespace, enable: list[str], disable: list[str],
     else:
         from nvscope._bisect import bisect
 
-        checks = _names([ns.check])
+        checks = _names([ns.check or "raises,numerics"])
 
         def run() -> Any:
             return bisect(fn, check=checks, slower_by=ns.slower_by, **common)
@@ -211,7 +222,8 @@ def _bisect_program(ns: argparse.Namespace, enable: list[str], disable: list[str
     program = [ns.target if ns.module is None else ns.module, *ns.args]
     try:
         result = bisect_program(program, module=ns.module is not None, enable=enable, disable=disable,
-                                timeout=ns.timeout, bad_exit=ns.bad_exit, progress=not ns.quiet)
+                                timeout=600.0 if ns.timeout is None else ns.timeout, bad_exit=ns.bad_exit,
+                                progress=not ns.quiet)
     except (ValueError, FileNotFoundError) as error:
         return _error("bisect", str(error))
     except RuntimeError as error:

@@ -104,6 +104,9 @@ def test_profile_a_script_function_writes_table_json_and_chart(script: Path,
     (["bisect", "--enable", "fast_math", "nope.py"], "names no function"),
     (["profile", "--enable", "fast_math", "nope.py:step"], "no such file"),
     (["bisect", "--enable", "fast_math", "--subprocess", "nope.py"], "no such file"),
+    (["bisect", "--enable", "fast_math", "--subprocess", "--check", "numerics", "nope.py"],
+     "--check: not with --subprocess"),
+    (["bisect", "--enable", "fast_math", "--timeout", "5", "nope.py:step"], "--timeout: not without --subprocess"),
 ])
 def test_bad_command_lines_exit_with_2(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(argv) == 2
