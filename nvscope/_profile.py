@@ -72,7 +72,9 @@ class _Clock:
 
     @contextmanager
     def _measure(self, fusion: str) -> Iterator[Callable[[Any], None] | None]:
-        torch = sys.modules.get("torch") if self.cuda else None
+        torch = sys.modules.get("torch")
+        if torch is not None and not (self.cuda or (self.wall is not None and torch.cuda.is_initialized())):
+            torch = None  # CUDA events while timing a CUDA step; a synchronised wall clock in first calls that use it
         with ExitStack() as stack:
             segments = None
             if self.segments is not None and self.recorder is not None and fusion not in self.segments:
@@ -141,9 +143,7 @@ def profile(fn: Callable[..., Any], /, *args: Any, enable: Any = (), disable: An
     runner = _Runner(fn, args, kwargs, backward, module, tolerance, steps_per_round, warmup, say)
     default, variant = _Variant("default", OptionSet(), "default"), _Variant("options", options, "candidate")
     variant.scope = scope
-    torch = sys.modules.get("torch")
-    runner.cuda = torch is not None and torch.cuda.is_available()
-    clock = _Clock(runner.cuda, recorder())  # None on CPU or without nvFuser
+    clock = _Clock(False, recorder())  # no recorder on CPU or without nvFuser
     notes: list[str] = []
     previous = nvscope.set_development_mode(True)
     _events.TIMERS.append(clock)
@@ -153,7 +153,10 @@ def profile(fn: Callable[..., Any], /, *args: Any, enable: Any = (), disable: An
             for quiet in (nvscope.NoFusionWarning, nvscope.NoEffectWarning, nvscope.FallbackWarning):
                 warnings.simplefilter("ignore", quiet)  # the rows say which fusions ran, changed and failed
             _install_adapters()
-            first = {name: _first(runner, v, clock) for name, v in (("default", default), ("options", variant))}
+            first = {"default": _first(runner, default, clock)}
+            torch = sys.modules.get("torch")  # CUDA events once the default used CUDA, as the search decides
+            runner.cuda = clock.cuda = torch is not None and torch.cuda.is_initialized()
+            first["options"] = _first(runner, variant, clock)
             infos, segs, wall, outs, leaves, partitions, _ = first["default"]
             runner.reference = leaves
             step_numerics = compare_leaves(leaves, first["options"][4], tolerance)

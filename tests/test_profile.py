@@ -36,7 +36,7 @@ class Model:
     and multiplies its output by ``scale[k]`` under that option."""
 
     def __init__(self, double: ThunderDouble, monkeypatch: pytest.MonkeyPatch, behaviour: dict[int, dict[str, Any]],
-                 breaks: dict[int, str] | None = None) -> None:
+                 breaks: dict[int, str] | None = None, n: int = 4) -> None:
         fe = double.fe
         original = fe.FusionDefinition.execute
 
@@ -52,7 +52,7 @@ class Model:
         monkeypatch.setattr(fe.FusionDefinition, "execute", execute)
         breaks = breaks or {}
         self.wrappers = [double.make_wrapper(f"nvFusion{k}", ops=("linear", f"tag{k}"), breaks_with=breaks.get(k))
-                         for k in range(4)]
+                         for k in range(n)]
 
     def __call__(self, x: float) -> float:
         for wrapper in self.wrappers:
@@ -65,10 +65,10 @@ def test_rows_per_fusion_with_ratios_outputs_and_a_failure(double: ThunderDouble
     behaviour = {0: {"option": "fast_math", "sleep": 0.004, "factor": 0.5},  # twice as fast
                  1: {"option": "fast_math", "sleep": 0.002, "factor": 2.0},  # twice as slow
                  2: {"option": "fast_math", "scale": 1.01}}  # its outputs move by 1 %
-    model = Model(double, monkeypatch, behaviour, breaks={3: "fast_math"})
+    model = Model(double, monkeypatch, behaviour, breaks={3: "fast_math"}, n=5)
     filters = list(warnings.filters)
     result = profile(model, 1.0, enable=["fast_math"], **QUICK)
-    assert [r.fusion for r in result.rows] == [f"forward/nvFusion{k}" for k in range(4)]
+    assert [r.fusion for r in result.rows] == [f"forward/nvFusion{k}" for k in range(5)]
     fast, slow, moved, broken = (result[f"forward/nvFusion{k}"] for k in range(4))
     assert fast.ratio is not None and fast.ratio.verdict == "faster" and fast.ratio.median == pytest.approx(0.5, 0.2)
     assert slow.ratio is not None and slow.ratio.verdict == "slower" and slow.ratio.median == pytest.approx(2, 0.2)
@@ -78,6 +78,8 @@ def test_rows_per_fusion_with_ratios_outputs_and_a_failure(double: ThunderDouble
     assert fast.numerics is not None and fast.numerics.ok and fast.numerics.max_rel_diff == 0
     assert moved.numerics is not None and not moved.numerics.ok
     assert moved.numerics.max_rel_diff == pytest.approx(0.01) and moved.status == "outputs differ"
+    downstream = result["forward/nvFusion4"]  # its input moved under the options, but not when it alone has them
+    assert downstream.numerics is not None and downstream.numerics.ok, downstream.numerics
     # The failing fusion is a row that says so; the profile went on (the step completed in every round).
     assert broken.status == "failed" and broken.error is not None and "INTERNAL ASSERT" in broken.error
     assert "nvscope:" in broken.error and broken.ratio is None
@@ -85,7 +87,7 @@ def test_rows_per_fusion_with_ratios_outputs_and_a_failure(double: ThunderDouble
     assert result.step_numerics is not None and not result.step_numerics.ok  # fusion 2 moved the output
     # Ranked by the time the options save: the fast fusion first, the slow one after, the failure last.
     assert result.ranked()[0].fusion == "forward/nvFusion0"
-    assert result.ranked()[-1].fusion == "forward/nvFusion3"
+    assert result.ranked()[-1].fusion == "forward/nvFusion3"  # the failure last
     assert result.schedulers_from is None and fast.schedulers == {"default": None, "options": None}
     # Nothing left behind.
     assert nvscope.current_options() == OptionSet() and list(warnings.filters) == filters
