@@ -201,7 +201,8 @@ def bisect(fn: Callable[..., Any], /, *args: Any, enable: Iterable[str] | str = 
     previous = nvscope.set_development_mode(True)
     try:
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore", nvscope.NoFusionWarning)  # probes on fusions that do not run: expected
+            for quiet in (nvscope.NoFusionWarning, nvscope.NoEffectWarning):  # probes that change nothing: expected
+                warnings.simplefilter("ignore", quiet)
             oracle = InProcess(fn, args, kwargs, checks, tolerance, slower_by, rounds, steps_per_round, backward,
                                module, seed)
             fusions = oracle.baseline()

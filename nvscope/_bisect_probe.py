@@ -16,6 +16,7 @@ from typing import Any
 import nvscope
 from nvscope import OptionSet, nv_options
 from nvscope._bisect import Outcome, repro_paths
+from nvscope._bisect_report import exact_glob
 from nvscope._numerics import Numerics, compare_leaves
 from nvscope._search import _first_line, _install_adapters, _Runner, _Variant
 from nvscope._stats import summarize
@@ -65,7 +66,7 @@ class InProcess:
         """One probe: the step under ``options`` on ``fusions`` (None: all), judged by the checks."""
         variant = _Variant("probe", options, "candidate")
         variant.scope = nv_options(options.enable, options.disable, inherit=False,
-                                   fusions=None if fusions is None else list(fusions))
+                                   fusions=None if fusions is None else [exact_glob(f) for f in fusions])
         error: Exception | None = None
         out: Any = None
         leaves: list[tuple[str, Any]] = []

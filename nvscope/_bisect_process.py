@@ -25,9 +25,9 @@ from collections.abc import Iterable, Sequence
 
 from nvscope import OptionSet, nv_options
 from nvscope._bisect import Outcome, drive
-from nvscope._bisect_report import BisectResult
+from nvscope._bisect_report import BisectResult, exact_glob
 
-__all__ = ["bisect_program", "glob_escape", "run_line"]
+__all__ = ["bisect_program", "run_line"]
 
 # The child that lists the fusions: the program as `nvscope run` runs it (no options), inside an audit.
 _LIST = """\
@@ -43,11 +43,6 @@ sys.exit(code)
 """
 
 
-def glob_escape(fusion_id: str) -> str:
-    """A glob (``fusions=``) that matches exactly ``fusion_id``: ``*``, ``?`` and ``[`` in brackets."""
-    return "".join(f"[{c}]" if c in "*?[" else c for c in fusion_id)
-
-
 def run_line(options: OptionSet, fusions: tuple[str, ...] | None, program: Sequence[str], module: bool,
              python: str = sys.executable) -> list[str]:
     """The ``python -m nvscope run`` command of one probe (every flag as one ``--flag=value`` word)."""
@@ -56,7 +51,7 @@ def run_line(options: OptionSet, fusions: tuple[str, ...] | None, program: Seque
         words.append(f"--enable={','.join(options.enable_list())}")
     if options.disable:
         words.append(f"--disable={','.join(options.disable_list())}")
-    words += [f"--fusions={glob_escape(f)}" for f in fusions or ()]
+    words += [f"--fusions={exact_glob(f)}" for f in fusions or ()]
     return [*words, *(["-m"] if module else ["--"]), *program]
 
 

@@ -13,7 +13,12 @@ from typing import Any
 from nvscope import OptionSet
 from nvscope._search_report import _options, _options_dict
 
-__all__ = ["BisectResult", "Probe"]
+__all__ = ["BisectResult", "Probe", "exact_glob"]
+
+
+def exact_glob(fusion_id: str) -> str:
+    """A glob (``fusions=``) that matches exactly ``fusion_id``: ``*``, ``?`` and ``[`` in brackets."""
+    return "".join(f"[{c}]" if c in "*?[" else c for c in fusion_id)
 
 
 @dataclass(frozen=True)
@@ -38,7 +43,7 @@ def nv_options_line(options: OptionSet, fusions: tuple[str, ...] | None) -> str:
     if options.disable:
         parts.append(f"disable={options.disable_list()!r}")
     if fusions is not None:
-        parts.append(f"fusions={list(fusions)!r}")
+        parts.append(f"fusions={[exact_glob(f) for f in fusions]!r}")
     return f"nv_options({', '.join(parts)})"
 
 
@@ -50,7 +55,7 @@ def run_command(options: OptionSet, fusions: tuple[str, ...] | None, program: li
     if options.disable:
         words += ["--disable", ",".join(options.disable_list())]
     for fusion in fusions or ():
-        words += ["--fusions", fusion]
+        words += ["--fusions", exact_glob(fusion)]
     return shlex.join([*words, *program])
 
 

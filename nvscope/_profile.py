@@ -31,6 +31,7 @@ from typing import Any
 
 import nvscope
 from nvscope import OptionSet, nv_options
+from nvscope._bisect_report import exact_glob
 from nvscope._numerics import compare_leaves, flatten_outputs
 from nvscope._profile_report import ProfileResult, ProfileRow
 from nvscope._schedulers import Recorder, Segment, recorder
@@ -38,11 +39,6 @@ from nvscope._search import _first_line, _install_adapters, _Runner, _Variant
 from nvscope._stats import MIN_ROUNDS, median, summarize
 
 __all__ = ["profile"]
-
-
-def _exact(fusion_id: str) -> str:
-    """A glob that matches exactly this fusion id."""
-    return "".join(f"[{c}]" if c in "*?[" else c for c in fusion_id)
 
 
 class _Clock:
@@ -166,7 +162,7 @@ def profile(fn: Callable[..., Any], /, *args: Any, enable: Any = (), disable: An
             numerics = _isolated(runner, clock, options, chosen, first["options"][5], outs, tolerance, say)
             broken = first["options"][6]
             if broken:  # time the options where they work: the broken ones run their defaults in both variants
-                kept = [_exact(i.id) for i in chosen if i.id not in broken]
+                kept = [exact_glob(i.id) for i in chosen if i.id not in broken]
                 variant.scope = nv_options(options, fusions=kept, on_error="fallback") if kept else \
                     nv_options(options, fusions=lambda info: False)
             say(f"timing default and options x {rounds} rounds x {steps_per_round} calls, per fusion")
@@ -253,7 +249,7 @@ def _isolated(runner: _Runner, clock: _Clock, options: OptionSet, chosen: list[A
         outputs: dict[str, list[list[tuple[str, Any]]]] = {}
         clock.outputs, clock.capture = outputs, info.id
         try:
-            with nv_options(options, fusions=[_exact(info.id)], on_error="fallback"):
+            with nv_options(options, fusions=[exact_glob(info.id)], on_error="fallback"):
                 runner.invoke()
         except Exception as error:
             say(f"{info.id}: the step failed with only this fusion under the options: {_first_line(error)}")

@@ -30,9 +30,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from nvscope import OptionSet, nv_options
+from nvscope._bisect_report import exact_glob
 from nvscope._candidates import label, resolve
 from nvscope._numerics import Numerics
-from nvscope._profile import _exact, profile
+from nvscope._profile import profile
 from nvscope._profile_report import ProfileResult
 from nvscope._search import _install_adapters, _Runner, _Variant
 from nvscope._stats import RatioSummary, summarize
@@ -53,7 +54,7 @@ class _Map:
     """The selector map as one re-enterable context manager: the candidates' scopes, nested."""
 
     def __init__(self, groups: list[tuple[OptionSet, list[str]]]) -> None:
-        self.scopes = [nv_options(options, fusions=[_exact(f) for f in fusions]) for options, fusions in groups]
+        self.scopes = [nv_options(options, fusions=[exact_glob(f) for f in fusions]) for options, fusions in groups]
         self.entered: list[list[nv_options]] = []
 
     def __enter__(self) -> None:
@@ -80,7 +81,7 @@ def _code(groups: list[tuple[OptionSet, list[str]]]) -> str:
     for options, fusions in groups:
         parts = [f"enable={options.enable_list()!r}"] if options.enable else []
         parts += [f"disable={options.disable_list()!r}"] if options.disable else []
-        scopes.append(f"nv_options({', '.join(parts)}, fusions={fusions!r})")
+        scopes.append(f"nv_options({', '.join(parts)}, fusions={[exact_glob(f) for f in fusions]!r})")
     return "with " + ", \\\n     ".join(scopes) + ":"
 
 

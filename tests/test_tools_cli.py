@@ -14,7 +14,8 @@ import pytest
 from thunder_double import reset_nvscope
 
 from nvscope import OptionSet
-from nvscope._bisect_process import bisect_program, glob_escape, run_line
+from nvscope._bisect_process import bisect_program, run_line
+from nvscope._bisect_report import exact_glob, nv_options_line
 from nvscope.cli import main
 
 TESTS = Path(__file__).resolve().parent
@@ -119,7 +120,9 @@ def test_probe_command_lines() -> None:
     assert line == ["python", "-m", "nvscope", "run", "--no-audit", "--enable=fast_math,fuse_matmul",
                     "--disable=matmul_expr_eval", "--fusions=backward/nvFusion3", "--fusions=a/b[*][[]1]", "--",
                     "train.py", "--steps", "1"]
-    assert glob_escape("forward/nvFusion0") == "forward/nvFusion0"
+    assert exact_glob("forward/nvFusion0") == "forward/nvFusion0"
+    assert nv_options_line(OptionSet(["fast_math"]), ("call/FusionDefinition#2", "x/a*")) == (
+        "nv_options(enable=['fast_math'], fusions=['call/FusionDefinition#2', 'x/a[*]'])")
 
 
 @pytest.mark.parametrize("crash", [False, True])
