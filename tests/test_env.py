@@ -115,6 +115,36 @@ def test_a_bad_count_warns_and_its_default_applies(monkeypatch: pytest.MonkeyPat
     assert ("NVSCOPE_MAX_PARTITIONS", message) in _env.problems()
 
 
+# Non-ASCII digits: str.isdigit() accepts them all; int() refuses '²' (a crash, not a warning) and reads '٣' as 3.
+@pytest.mark.parametrize("bad", ["\u00b2", "\u0663", "\uff13", "1\u00b2", "\u0968"])
+def test_a_count_takes_ascii_digits_only(monkeypatch: pytest.MonkeyPatch, bad: str) -> None:
+    _env = env_module()
+    monkeypatch.setenv("NVSCOPE_MAX_PARTITIONS", bad)
+    message = f"NVSCOPE_MAX_PARTITIONS={bad!r} is not a positive integer; using the default (8)"
+    assert ("NVSCOPE_MAX_PARTITIONS", message) in _env.problems()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert _env.integer("NVSCOPE_MAX_PARTITIONS") == 8
+    assert [str(w.message) for w in caught] == [message]
+
+
+def test_doctor_and_search_survive_a_superscript_count(tmp_path: Path) -> None:
+    env = clean_env(NVSCOPE_MAX_PARTITIONS="\u00b2", PYTHONIOENCODING="utf-8")
+    doctor = subprocess.run([sys.executable, "-m", "nvscope", "doctor"], env=env, cwd=tmp_path, capture_output=True,
+                            text=True, encoding="utf-8", timeout=120)
+    assert "Traceback" not in doctor.stderr, doctor.stderr
+    assert "warn  NVSCOPE_MAX_PARTITIONS='\u00b2' is not a positive integer; using the default (8)" in \
+        doctor.stdout.splitlines(), doctor.stdout
+    search = subprocess.run([sys.executable, "-c", "import nvscope, warnings\n"
+                             "warnings.simplefilter('ignore')\n"
+                             "r = nvscope.search(lambda: None, candidates=['fast_math'], rounds=5, "
+                             "steps_per_round=1, warmup=0, progress=False)\n"
+                             "print('searched:', r.recommendation())"],
+                            env=env, cwd=tmp_path, capture_output=True, text=True, encoding="utf-8", timeout=120)
+    assert search.returncode == 0, search.stderr
+    assert search.stdout.startswith("searched: keep the defaults"), search.stdout
+
+
 def test_a_refused_value_warns_once_and_a_new_one_warns_again(monkeypatch: pytest.MonkeyPatch) -> None:
     _env = env_module()
     first, second = fresh("bogus"), fresh("bogus")
