@@ -14,6 +14,7 @@ import sys
 
 from nvscope import _autoinstall
 from nvscope._audit import AuditLog, audit
+from nvscope._autoinstall import install
 from nvscope._catalog import Catalog, OptionInfo, catalog
 from nvscope._devmode import dev_mode, development_mode, set_development_mode
 from nvscope._errors import (
@@ -65,6 +66,7 @@ __all__ = [
     "current_options",
     "dev_mode",
     "development_mode",
+    "install",
     "kernel_names",
     "nv_options",
     "search",
@@ -101,7 +103,7 @@ def __getattr__(name: str) -> object:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+    return sorted(__all__)  # the public names only: not the imports, the submodules or the lazy-loading machinery
 
 
 def uninstall() -> bool:

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 
 from nvscope import _env
 
-__all__ = ["accept", "decline", "ensure_adapters", "reset", "watch_imports"]
+__all__ = ["accept", "decline", "ensure_adapters", "install", "reset", "watch_imports"]
 
 _seen_modules = -1
 _WATCHED = ("thunder", "nvfuser_direct", "nvfuser")
@@ -71,6 +71,25 @@ def ensure_adapters(direct: bool = False) -> None:
         _seen_modules = -1
         raise
     _seen_modules = len(sys.modules)  # installing may import more; those need no second look
+
+
+def install() -> list[str]:
+    """Install now the adapter of every framework already imported; returns the adapters in place, e.g.
+    ``["nvscope.thunder"]`` (``[]``: import Thunder or nvFuser first).
+
+    Thunder's adapter when ``thunder`` is imported (it covers the nvFuser that Thunder uses), else the direct nvFuser
+    adapter for the imported nvFuser frontends. Explicit, so it works under ``NVSCOPE_AUTOINSTALL=0`` and after an
+    explicit uninstall; idempotent. Raises `UnsupportedError`, patching nothing, for a Thunder nvscope cannot drive.
+    """
+    if "thunder" in sys.modules:
+        from nvscope import thunder
+
+        return ["nvscope.thunder"] if thunder.install() else []
+    if "nvfuser_direct" in sys.modules or "nvfuser" in sys.modules:
+        from nvscope import nvfuser
+
+        return ["nvscope.nvfuser"] if nvfuser.install() else []
+    return []
 
 
 def _imported(name: str) -> None:
