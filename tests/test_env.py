@@ -198,3 +198,18 @@ def test_every_variable_is_declared_with_a_kind_a_default_and_a_description() ->
         assert kind in ("flag", "count", "text")
         assert isinstance(default, {"flag": bool, "count": int, "text": str}[kind])
         assert description.strip()
+
+
+def test_every_variable_nvscope_reads_is_documented() -> None:
+    """docs/environment.md claims to list every NVSCOPE_* variable: each one declared or read in nvscope/ has a row."""
+    import re
+
+    _env = env_module()
+    read = set(_env.VARIABLES)
+    for path in (REPO / "nvscope").glob("*.py"):
+        read |= set(re.findall(r"_env\.(?:flag|integer|text)\(\s*\"(NVSCOPE_\w+)\"", path.read_text()))
+    assert {"NVSCOPE_DEV", "NVSCOPE_MAX_PARTITIONS", "NVSCOPE_REPRO_DIR"} <= read  # the scan finds them
+    assert read <= set(_env.VARIABLES), read - set(_env.VARIABLES)  # a variable read is a variable declared
+    rows = set(re.findall(r"^\| `(NVSCOPE_\w+)` \|", (REPO / "docs" / "environment.md").read_text(), re.M))
+    assert read - rows == set(), f"docs/environment.md lacks {sorted(read - rows)}"
+    assert rows - read == set(), f"docs/environment.md lists variables nvscope does not read: {sorted(rows - read)}"
