@@ -251,16 +251,26 @@ class Catalog:
             raise UnknownOptionError(f"nvFuser {kind} option {shown}: per-call options carry no arguments; "
                                      f"set {env} in the environment before the process starts")
         anywhere = [o for o in self._all if o.name == name and o.kind == kind]
+        other = _OTHER[kind]
+        # A name this version has in the other list is the wrong list, not a name the catalog lacks: trusting nvFuser
+        # lets it through only when nvFuser is newer than the catalog (names move between the lists), and says so.
+        wrong_list = name in self._by_kind[other]
         if not any(o.requires_args for o in anywhere):  # those stay refused, whatever nvFuser accepts
-            if _env.flag("NVSCOPE_TRUST_NVFUSER"):
-                self._note(kind, name, "passed to nvFuser unvalidated (NVSCOPE_TRUST_NVFUSER=1)")
+            if _env.flag("NVSCOPE_TRUST_NVFUSER") and (self._newer or not wrong_list):
+                if wrong_list:
+                    self._note(kind, name, "passed to nvFuser unvalidated (NVSCOPE_TRUST_NVFUSER=1); if it is "
+                                           f"still {_ARTICLE[other]} option there, pass it as "
+                                           + spelling.format(kind=other, name=name),
+                               f"is {_ARTICLE[other]} option in nvscope's catalog (which covers nvFuser up to "
+                               f"{_catalog_data.VERSIONS[-1][0]}), not {_ARTICLE[kind]} option")
+                else:
+                    self._note(kind, name, "passed to nvFuser unvalidated (NVSCOPE_TRUST_NVFUSER=1)")
                 return
             if self._newer and self._nvfuser_accepts(kind, name):
                 self._note(kind, name, f"accepted because the installed nvFuser {self._installed()} accepts it per "
                                        f"call; the bundled catalog is older (it covers nvFuser up to "
                                        f"{_catalog_data.VERSIONS[-1][0]})")
                 return
-        other = _OTHER[kind]
         # The version check comes first: a name can move between lists across versions (disable parallel_serde
         # until 0.2.35, enable parallel_serde from 0.2.35), and "pass it as enable=" would invert the request.
         if anywhere and self.nvfuser is not None:
@@ -325,8 +335,8 @@ class Catalog:
                     "NVSCOPE_TRUST_NVFUSER=1 to pass names the catalog lacks to nvFuser unvalidated)")
         return ""  # not asked (a name that needs arguments): nothing to add
 
-    def _note(self, kind: Kind, name: str, why: str) -> None:
-        """Say once per process that ``name`` was let through although the catalog lacks it."""
+    def _note(self, kind: Kind, name: str, why: str, what: str = "is not in nvscope's option catalog") -> None:
+        """Say once per process that ``name`` was let through although the catalog lacks it (``what``: how so)."""
         with _probe_lock:
             if (kind, name) in _noted:
                 return
@@ -335,7 +345,7 @@ class Catalog:
 
         from nvscope._devmode import _user_stacklevel
 
-        warnings.warn(f"nvFuser {kind} option {_shown(name)} is not in nvscope's option catalog: {why}",
+        warnings.warn(f"nvFuser {kind} option {_shown(name)} {what}: {why}",
                       NvscopeWarning, stacklevel=_user_stacklevel())
 
 

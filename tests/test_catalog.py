@@ -514,3 +514,32 @@ def test_trust_passes_unknown_names_but_never_argument_options(tmp_path: Path, m
         nv_options(enable=["from_a_custom_build"])
     with pytest.raises(UnknownOptionError, match=r"0\.2\.36\+"):
         nv_options(enable=["p2p_transport"])  # needs arguments (in 0.2.36+): refused, trusted or not
+
+
+def test_trust_refuses_a_name_in_the_wrong_list_of_a_covered_nvfuser(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                     fresh_catalog: None) -> None:
+    """The catalog has matmul_expr_eval (as a disable option): trusting nvFuser is for names it lacks."""
+    import warnings
+
+    fake_nvfuser(tmp_path, monkeypatch, f"nvfuser-{data.VERSIONS[-1][0]}.dist-info")
+    monkeypatch.setenv("NVSCOPE_TRUST_NVFUSER", "1")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # and no "not in nvscope's option catalog" warning on the way
+        with pytest.raises(UnknownOptionError) as info:
+            nv_options(enable=["matmul_expr_eval"])
+    assert str(info.value) == ("'matmul_expr_eval' is an nvFuser disable option, not an enable option: pass it as "
+                               "disable=['matmul_expr_eval']")
+
+
+def test_trust_on_a_newer_nvfuser_passes_a_name_in_the_other_list_and_says_so(newer_nvfuser: None,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = probe(monkeypatch, enable={"fuse_matmul"})
+    monkeypatch.setenv("NVSCOPE_TRUST_NVFUSER", "1")  # that nvFuser may have moved it between the lists
+    with pytest.warns(nvscope.NvscopeWarning) as notes:
+        assert nv_options(enable=["matmul_expr_eval"]).options == nvscope.OptionSet(["matmul_expr_eval"])
+    (note,) = [str(n.message) for n in notes]
+    assert note == (f"nvFuser enable option 'matmul_expr_eval' is a disable option in nvscope's catalog (which covers "
+                    f"nvFuser up to {data.VERSIONS[-1][0]}), not an enable option: passed to nvFuser unvalidated "
+                    "(NVSCOPE_TRUST_NVFUSER=1); if it is still a disable option there, pass it as "
+                    "disable=['matmul_expr_eval']")
+    assert "not in nvscope's option catalog" not in note and fake.calls == 0
