@@ -131,6 +131,13 @@ def test_repr_mentions_count_and_source() -> None:
     assert cat.source in repr(cat)
 
 
+def test_option_info_pickles() -> None:
+    import pickle
+
+    for info in nvscope.catalog().options:
+        assert pickle.loads(pickle.dumps(info)) == info
+
+
 # --- rejected names ------------------------------------------------------------------------------------------------
 
 
