@@ -31,6 +31,7 @@ def _clean(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 def define(fe: Any) -> Any:
     with fe.FusionDefinition() as fd:
         fd.define_tensor(shape=[2], dtype=fe.DataType.Float)
+        fd.ops.linear(0)  # a fusion fuse_matmul can affect (the catalog gates it to matmul/linear)
     return fd
 
 
