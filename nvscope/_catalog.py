@@ -123,7 +123,7 @@ def installed_nvfuser() -> InstalledNvFuser | None:
 
     from packaging.version import InvalidVersion, Version
 
-    for module_name in ("nvfuser_direct", "nvfuser"):
+    for module_name in NVFUSER_MODULES:
         module = sys.modules.get(module_name)
         version_fn = getattr(module, "version", None)
         if callable(version_fn):
@@ -177,6 +177,10 @@ def _close_matches(name: str, names: Iterable[str], n: int, cutoff: float) -> li
 
     by_lower = {candidate.lower(): candidate for candidate in names}
     return [by_lower[match] for match in difflib.get_close_matches(name.lower(), by_lower, n=n, cutoff=cutoff)]
+
+
+# nvFuser's Python frontend modules, newest first (the one list; nvscope._frontends.MODULES is this).
+NVFUSER_MODULES = ("nvfuser_direct", "nvfuser")
 
 
 class Catalog:
