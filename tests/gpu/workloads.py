@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
 import thunder
+import torch
 
 CODEGEN = {"enable": ["fuse_matmul"], "disable": ["matmul_expr_eval"]}
 
