@@ -1,34 +1,44 @@
 """CPU microbenchmark: what nvscope's Thunder hook adds to each fusion call, with a no-op executor double.
 
-    python benchmarks/hook_overhead.py
+    python benchmarks/hook_overhead.py [--rounds 200] [--calls 20000] [--seed 0]
 
 Thunder's FusionDefinitionWrapper.__call__ is reproduced (same shape: lru_cache'd get_fd on the input descriptors,
-then fd.execute(...)) over an FD whose execute does nothing, so the numbers are the hook's own cost. Measures, in one
-run, per call: a bare function call and a bare ContextVar.get() (the floor), the unpatched wrapper, and the patched
-wrapper with (a) no scope, (b) one scope, (c) five nested scopes; then the per-call cost against the number of
-option sets used round-robin on one fusion; net allocations on the steady-state path; and `import nvscope` time.
-Prints ratios and differences measured here; no numbers are hard-coded.
+then fd.execute(...)) over an FD whose execute does nothing, so the differences are the hook's own cost. Two copies
+of the wrapper class exist: nvscope patches one (registered as Thunder's) and leaves the other alone, so the unpatched
+and the patched call are measured in the same run, side by side.
+
+Method, paired and interleaved (as `nvscope.search` and benchmarks/thunder_steps.py do, with nvscope._stats): in each
+round every variant runs one block of ``--calls`` calls, in an order shuffled per round, with the garbage collector
+off; a round's variants share whatever the machine did during it, so per-round differences (ns added per call) and
+ratios to the unpatched wrapper cancel it. Printed: their medians over the rounds with 95% bootstrap intervals. The
+variants: a bare function call (the loop's floor), the unpatched wrapper, and the patched wrapper with (a) no scope,
+(b) one scope, (c) five nested scopes; (c) - (b) is paired too. Then, paired the same way: the per-call cost against
+the number of option sets used round-robin on one fusion; net allocations on the steady-state path; and
+`import nvscope` time against bare Python in fresh interpreters. No numbers are hard-coded.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import functools
 import gc
+import itertools
 import os
-import statistics
+import random
 import subprocess
 import sys
-import timeit
+import time
 import tracemalloc
 import types
 import warnings
-from contextvars import ContextVar
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-REPEAT = 7
-NUMBER = 200_000
+from nvscope._stats import bootstrap_median_ci, median, summarize
+
+WARMUP_ROUNDS = 5
 
 
 class NoOpFD:
@@ -41,27 +51,34 @@ class NoOpFD:
         return None
 
 
-@dataclass(slots=True)
-class FusionDefinitionWrapper:
-    """Thunder's wrapper, reduced to what its __call__ does on the no-DTensor path."""
+def wrapper_class() -> type:
+    """A fresh copy of Thunder's wrapper, reduced to what its __call__ does on the no-DTensor path."""
 
-    get_fd: Any
-    to_descriptors: Any
-    name: str
-    use_cache: bool = True
-    store_inputs: bool = False
-    save_fake_inputs: bool = False
-    enable_options: Any = None
-    disable_options: Any = None
-    last_used: Any = None
-    last_inputs: Any = None
+    @dataclass(slots=True)
+    class FusionDefinitionWrapper:
+        get_fd: Any
+        to_descriptors: Any
+        name: str
+        use_cache: bool = True
+        store_inputs: bool = False
+        save_fake_inputs: bool = False
+        enable_options: Any = None
+        disable_options: Any = None
+        last_used: Any = None
+        last_inputs: Any = None
 
-    def __call__(self, *args: Any) -> Any:
-        if self.use_cache or self.last_used is None:
-            self.last_used = self.get_fd(self.to_descriptors(args))
-        fd = self.last_used
-        return fd.execute(args, device=fd._selected_device, save_repro_inputs=self.save_fake_inputs,
-                          _enable_options=self.enable_options, _disable_options=self.disable_options)
+        def __call__(self, *args: Any) -> Any:
+            if self.use_cache or self.last_used is None:
+                self.last_used = self.get_fd(self.to_descriptors(args))
+            fd = self.last_used
+            return fd.execute(args, device=fd._selected_device, save_repro_inputs=self.save_fake_inputs,
+                              _enable_options=self.enable_options, _disable_options=self.disable_options)
+
+    return FusionDefinitionWrapper
+
+
+PATCHED = wrapper_class()  # registered as Thunder's: nvscope.thunder.install() patches it
+UNPATCHED = wrapper_class()  # the same code, never patched
 
 
 class ThunderFunction:
@@ -76,7 +93,7 @@ class ThunderFunction:
 
 def install_fake_thunder() -> None:
     impl = types.ModuleType("thunder.executors.nvfuserex_impl")
-    impl.FusionDefinitionWrapper = FusionDefinitionWrapper  # type: ignore[attr-defined]
+    impl.FusionDefinitionWrapper = PATCHED  # type: ignore[attr-defined]
     impl.FusionDefinition = NoOpFD  # type: ignore[attr-defined]
     autograd = types.ModuleType("thunder.executors.torch_autograd")
     autograd.ThunderFunction = ThunderFunction  # type: ignore[attr-defined]
@@ -87,17 +104,57 @@ def install_fake_thunder() -> None:
         sys.modules[name] = module
 
 
-def make_fusion() -> FusionDefinitionWrapper:
+def make_fusion(cls: type = PATCHED) -> Any:
     @functools.lru_cache(maxsize=2048)
     def get_fd(descriptors: Any) -> NoOpFD:
         return NoOpFD()
 
-    return FusionDefinitionWrapper(get_fd, lambda args: (len(args),), "nvFusion0", enable_options=[],
-                                   disable_options=[])
+    return cls(get_fd, lambda args: (len(args),), "nvFusion0", enable_options=[], disable_options=[])
 
 
-def per_call_ns(stmt: Any, number: int = NUMBER) -> float:
-    return min(timeit.repeat(stmt, number=number, repeat=REPEAT)) / number * 1e9
+def block(call: Callable[[], Any], calls: int, scopes: Sequence[Any] = ()) -> Callable[[], None]:
+    """``calls`` calls of ``call`` inside ``scopes`` (entered once per block: a few us over thousands of calls)."""
+
+    def run() -> None:
+        with contextlib.ExitStack() as stack:
+            for scope in scopes:
+                stack.enter_context(scope)
+            for _ in itertools.repeat(None, calls):
+                call()
+
+    return run
+
+
+def paired_rounds(variants: dict[str, Callable[[], Any]], rounds: int, rng: random.Random,
+                  warmup: int = WARMUP_ROUNDS) -> dict[str, list[float]]:
+    """Seconds per run of each variant, one run of each per round, in an order shuffled per round, GC off."""
+    names = list(variants)
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(warmup + rounds):
+        rng.shuffle(names)
+        gc.collect()
+        gc.disable()
+        try:
+            for name in names:
+                start = time.perf_counter()
+                variants[name]()
+                elapsed = time.perf_counter() - start
+                if r >= warmup:
+                    times[name].append(elapsed)
+        finally:
+            gc.enable()
+    return times
+
+
+def added_ns(times: Sequence[float], base: Sequence[float], per: int, seed: int) -> tuple[float, float, float]:
+    """Median over the rounds of (times - base) / per, in ns, with its 95% bootstrap interval."""
+    differences = [(t - b) / per * 1e9 for t, b in zip(times, base, strict=True)]
+    low, high = bootstrap_median_ci(differences, seed=seed)
+    return median(differences), low, high
+
+
+def interval(mid: float, low: float, high: float, digits: int = 1) -> str:
+    return f"{mid:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
 
 
 def net_blocks(call: Any, n: int = 100_000) -> tuple[int, int]:
@@ -117,23 +174,31 @@ def net_blocks(call: Any, n: int = 100_000) -> tuple[int, int]:
     return sys.getallocatedblocks() - before, peak - base
 
 
-def import_ms() -> tuple[float, float]:
+def import_ms(rounds: int, rng: random.Random, seed: int) -> tuple[float, float, float]:
+    """``import nvscope`` minus ``pass`` in fresh interpreters, paired per round (random order): median, interval."""
     def run(code: str) -> float:
-        times = []
-        for _ in range(15):
-            out = subprocess.run([sys.executable, "-c", f"import time; t=time.perf_counter(); {code}; "
-                                  "print(time.perf_counter()-t)"], capture_output=True, text=True, check=True)
-            times.append(float(out.stdout) * 1e3)
-        return statistics.median(times)
+        out = subprocess.run([sys.executable, "-c", f"import time; t=time.perf_counter(); {code}; "
+                              "print(time.perf_counter()-t)"], capture_output=True, text=True, check=True)
+        return float(out.stdout)
 
     heavy = subprocess.run([sys.executable, "-c", "import nvscope, sys; print(sorted(m for m in sys.modules if "
                             "m.split('.')[0] in ('torch', 'thunder', 'nvfuser', 'nvfuser_direct')))"],
                            capture_output=True, text=True, check=True).stdout.strip()
     assert heavy == "[]", heavy
-    return run("import nvscope"), run("pass")
+    times = paired_rounds({"nvscope": lambda: run("import nvscope"), "bare": lambda: run("pass")}, rounds, rng,
+                          warmup=1)
+    differences = [(a - b) * 1e3 for a, b in zip(times["nvscope"], times["bare"], strict=True)]
+    low, high = bootstrap_median_ci(differences, seed=seed)
+    return median(differences), low, high
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=200, help="paired rounds of the per-call cases (default 200)")
+    parser.add_argument("--calls", type=int, default=20_000, help="calls per variant per round (default 20000)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the round order and the bootstrap")
+    args = parser.parse_args()
+    rng = random.Random(args.seed)
     install_fake_thunder()
     import nvscope
     import nvscope.thunder
@@ -142,78 +207,88 @@ def main() -> None:
     nvscope.set_development_mode(True)
     # Scopes entered below only to bind callables run no fusion: that is expected here, not a finding.
     warnings.simplefilter("ignore", nvscope.NoFusionWarning)
-    fusion = make_fusion()
-    var: ContextVar[int | None] = ContextVar("floor", default=None)
+    assert nvscope.thunder.install()
+    patched, unpatched = make_fusion(PATCHED), make_fusion(UNPATCHED)
+    assert hasattr(PATCHED.__call__, "__wrapped__") and not hasattr(UNPATCHED.__call__, "__wrapped__")
 
     def bare() -> None:
         return None
 
-    floor_call = per_call_ns(bare)
-    floor_var = per_call_ns(var.get)
-    unpatched = per_call_ns(fusion)
-    assert nvscope.thunder.install()
-    patched_none = per_call_ns(fusion)
-    blocks_none = net_blocks(fusion)
-    with nv_options(enable=["static_fusion_count"]):
-        patched_one = per_call_ns(fusion)
-        blocks_one = net_blocks(fusion)
-    names = ["static_fusion_count", "kernel_profile", "kernel_lineinfo", "fuse_matmul", "memory_promotion"]
+    one = [nv_options(enable=["static_fusion_count"])]
+    five = [nv_options(enable=[name]) for name in
+            ("static_fusion_count", "kernel_profile", "kernel_lineinfo", "fuse_matmul", "memory_promotion")]
+    n = args.calls
+    variants = {
+        "bare function call (floor)": block(bare, n),
+        "Thunder wrapper, unpatched": block(unpatched, n),
+        "(a) patched, no scope": block(patched, n),
+        "(b) patched, one scope": block(patched, n, one),
+        "(c) patched, 5 nested scopes": block(patched, n, five),
+    }
+    times = paired_rounds(variants, args.rounds, rng)
+    base = times["Thunder wrapper, unpatched"]
     with contextlib.ExitStack() as stack:
-        for name in names:
-            stack.enter_context(nv_options(enable=[name]))
-        patched_five = per_call_ns(fusion)
-        blocks_five = net_blocks(fusion)
+        blocks = {"(a) patched, no scope": net_blocks(patched)}
+        for scope in one:
+            stack.enter_context(scope)
+        blocks["(b) patched, one scope"] = net_blocks(patched)
+        for scope in five[1:]:
+            stack.enter_context(scope)
+        blocks["(c) patched, 5 nested scopes"] = net_blocks(patched)
 
-    print(f"python {sys.version.split()[0]}, best of {REPEAT} x {NUMBER:,} calls, ns per call")
-    print(f"{'bare function call':<42}{floor_call:8.1f}")
-    print(f"{'bare ContextVar.get()':<42}{floor_var:8.1f}")
-    print(f"{'Thunder wrapper, unpatched':<42}{unpatched:8.1f}")
-    rows = [("(a) patched, no scope", patched_none, 150, blocks_none),
-            ("(b) patched, one scope", patched_one, 500, blocks_one),
-            ("(c) patched, 5 nested scopes", patched_five, 500, blocks_five)]
-    print(f"\n{'case':<32}{'ns/call':>9}{'added ns':>10}{'target':>8}{'ratio':>8}{'net blocks':>12}{'peak B':>8}")
-    for label, ns, target, (blocks, peak) in rows:
-        added = ns - unpatched
-        print(f"{label:<32}{ns:9.1f}{added:10.1f}{'<=' + str(target):>8}{ns / unpatched:8.3f}{blocks:12d}{peak:8d}")
+    print(f"python {sys.version.split()[0]}; {args.rounds} paired rounds (+{WARMUP_ROUNDS} warm-up) x {n:,} calls "
+          f"per variant, variants in a random order per round (seed {args.seed}); medians over the rounds, "
+          "[95% bootstrap interval]")
+    print(f"\n{'case':<30}{'ns/call':>9}  {'added ns/call vs unpatched':<28}{'ratio to unpatched':<26}"
+          f"{'net blocks':>10}{'peak B':>8}")
+    for name, run_times in times.items():
+        per_call = median(run_times) / n * 1e9
+        if name in blocks:
+            ratio = summarize(run_times, base, seed=args.seed)
+            added = interval(*added_ns(run_times, base, n, args.seed))
+            shown = f"{interval(ratio.median, ratio.low, ratio.high, 3)} {ratio.verdict}"
+            net, peak = blocks[name]
+            print(f"{name:<30}{per_call:9.1f}  {added:<28}{shown:<26}{net:10d}{peak:8d}")
+        else:
+            print(f"{name:<30}{per_call:9.1f}")
+    nested = added_ns(times["(c) patched, 5 nested scopes"], times["(b) patched, one scope"], n, args.seed)
+    print(f"(c) - (b), 5 nested scopes against one: {interval(*nested)} ns/call")
 
-    print("\nscaling: per-call cost with N option sets used round-robin on one fusion (LRU maxsize 64)")
+    print("\nscaling: added ns per call with N option sets used round-robin on one fusion (LRU maxsize 64); each "
+          "call switches option set; paired against the unpatched wrapper called the same way, 60 rounds")
     nvscope.thunder.uninstall()
     os.environ["NVSCOPE_MAX_PARTITIONS"] = str(64)
     nvscope.thunder.install()
     pool = [n for n in nvscope.catalog().names("enable") if not nvscope.catalog().get("enable", n).requires_args]
-    scopes_by_n = {}
-    for n in (1, 4, 16, 64):
-        sets = []
-        for i in range(n):  # distinct non-empty subsets of the pool
-            chosen = [pool[j] for j in range(len(pool)) if (i + 1) >> j & 1]
-            sets.append(nv_options(enable=chosen))
-        scopes_by_n[n] = sets
-    for n, sets in scopes_by_n.items():
-        fusion = make_fusion()
-        os.environ["NVSCOPE_MAX_PARTITIONS"] = str(64)
+    for count in (1, 4, 16, 64):
+        sets = [nv_options(enable=[pool[j] for j in range(len(pool)) if (i + 1) >> j & 1]) for i in range(count)]
+        fusion, plain = make_fusion(), make_fusion(UNPATCHED)
         # One callable per option set, bound to its scope (nvscope.bind), called round-robin: every call switches
         # option set, the worst case for the hook (no one-entry memo hit: a merge lookup and an LRU update each).
+        # The unpatched wrapper, bound and called the same way, is the pair: bind's own cost cancels.
         calls, floors = [], []
         for scope in sets:
             with scope:
                 calls.append(nvscope.bind(fusion))
-                floors.append(nvscope.bind(bare))
+                floors.append(nvscope.bind(plain))
+        loops = max(1, n // count)
 
-        def round_robin(calls: list[Any] = calls) -> None:
-            for call in calls:
-                call()
+        def round_robin(fns: list[Any] = calls, loops: int = loops) -> None:
+            for _ in itertools.repeat(None, loops):
+                for fn in fns:
+                    fn()
 
-        def round_robin_floor(floors: list[Any] = floors) -> None:
-            for call in floors:
-                call()
+        def round_robin_floor(fns: list[Any] = floors, loops: int = loops) -> None:
+            for _ in itertools.repeat(None, loops):
+                for fn in fns:
+                    fn()
 
         round_robin()  # build every partition once
-        number = max(1, 40_000 // n)
-        hook = (per_call_ns(round_robin, number) - per_call_ns(round_robin_floor, number)) / n
+        scaled = paired_rounds({"hook": round_robin, "floor": round_robin_floor}, 60, rng)
+        mid, low, high = added_ns(scaled["hook"], scaled["floor"], loops * count, args.seed)
         table = nvscope.thunder.partitions(fusion)
         assert table is not None
-        print(f"  N={n:<3} {hook:7.1f} ns per call (fusion call in a switching scope, bind overhead subtracted; "
-              f"unpatched {unpatched:.0f}), partitions {len(table)}")
+        print(f"  N={count:<3} {interval(mid, low, high):>24} ns added per call, partitions {len(table)}")
 
     print("\nmemory: partitions kept per fusion, 128 option sets used, by LRU bound")
     for bound in (8, 64):
@@ -231,8 +306,8 @@ def main() -> None:
         print(f"  maxsize {bound:<3} partitions kept {len(table):3d}, evicted {table.evictions:3d}, "
               f"traced {current / 1024:7.1f} KiB")
 
-    with_nvscope, bare_python = import_ms()
-    print(f"\nimport nvscope: {with_nvscope - bare_python:.1f} ms over bare python (target <= 10), median of 15 "
+    mid, low, high = import_ms(21, rng, args.seed)
+    print(f"\nimport nvscope: {interval(mid, low, high)} ms over bare python (target <= 10), 21 paired rounds of "
           "fresh interpreters; no torch/thunder/nvfuser imported")
 
 

@@ -81,7 +81,7 @@ def wrap(model: torch.nn.Module, parallel: str, device: torch.device, thunder_ok
         # broadcasts under torch.no_grad (thunder/distributed/transforms/fsdp_v2.py), so gloo with CUDA works.
         return (thunder.distributed.fsdp(jitted, device=device, broadcast_from=0),
                 "thunder.distributed.fsdp(thunder.jit)")
-    if broadcast_with_grad:  # Thunder's ddp as a plain call makes it: fails over gloo with CUDA tensors (issue 12)
+    if broadcast_with_grad:  # Thunder's ddp as a plain call makes it: fails over gloo with CUDA tensors (see below)
         return thunder.distributed.ddp(jitted), "thunder.distributed.ddp(thunder.jit), broadcast with grad mode on"
     # thunder.distributed.ddp broadcasts rank 0's parameters into the leaf parameters (requires_grad) with grad mode
     # on (DDPTransform.transform_module, thunder/distributed/transforms/ddp_v2.py), at this call. NCCL writes them in
@@ -247,7 +247,8 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds, for each collective")
     parser.add_argument("--deadline", type=float, default=300.0, help="seconds, for the whole process")
     parser.add_argument("--broadcast-with-grad", action="store_true",
-                        help="build Thunder's ddp with grad mode on (a plain call): shows issue 12's failure")
+                        help="build Thunder's ddp with grad mode on (a plain call): shows the failure that "
+                             "docs/distributed.md explains")
     args = parser.parse_args()
 
     start = time.monotonic()

@@ -14,6 +14,7 @@ import sys
 
 from nvscope import _autoinstall
 from nvscope._audit import AuditLog, audit, fusions
+from nvscope._autoinstall import install
 from nvscope._catalog import Catalog, OptionInfo, catalog
 from nvscope._decorators import bind, with_nv_options
 from nvscope._devmode import dev_mode, development_mode, set_development_mode
@@ -85,6 +86,7 @@ __all__ = [
     "development_mode",
     "fusions",
     "holding",
+    "install",
     "kernel_names",
     "nv_options",
     "phase",
@@ -131,7 +133,7 @@ def __getattr__(name: str) -> object:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+    return sorted(__all__)  # the public names only: not the imports, the submodules or the lazy-loading machinery
 
 
 def uninstall() -> bool:

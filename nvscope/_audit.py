@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from nvscope import _events, _table
+from nvscope import _events, _texttable
 from nvscope._events import FusionRecord
 from nvscope._fusion import FusionInfo
 
@@ -60,7 +60,7 @@ class AuditLog:
             (r.fusion, r.options.as_shell() or "(none)", r.phase, r.partition, r.thread) for r in self.records
         )
         header = ("fusion", "options", "phase", "partition", "thread", "calls")
-        lines = [_table.render(header, [(*key, str(n)) for key, n in counts.items()])]
+        lines = [_texttable.render(header, [(*key, str(n)) for key, n in counts.items()])]
         total = len(self.records)
         compiled = sum(r.partition == "new" for r in self.records)
         fell_back = len({r.fusion for r in self.failures()})

@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from nvscope import _env, _patches
 from nvscope._frontends import MODULES
 
-__all__ = ["ensure_adapters", "reset", "watch_imports"]
+__all__ = ["ensure_adapters", "install", "reset", "watch_imports"]
 
 _seen_modules = -1
 _WATCHED = ("thunder", *MODULES)
@@ -60,6 +60,25 @@ def ensure_adapters(direct: bool = False) -> None:
         _seen_modules = -1
         raise
     _seen_modules = len(sys.modules)  # installing may import more; those need no second look
+
+
+def install() -> list[str]:
+    """Install now the adapter of every framework already imported; returns the adapters in place, e.g.
+    ``["nvscope.thunder"]`` (``[]``: import Thunder or nvFuser first).
+
+    Thunder's adapter when ``thunder`` is imported (it covers the nvFuser that Thunder uses), else the direct nvFuser
+    adapter for the imported nvFuser frontends. Explicit, so it works under ``NVSCOPE_AUTOINSTALL=0`` and after an
+    explicit uninstall; idempotent. Raises `UnsupportedError`, patching nothing, for a Thunder nvscope cannot drive.
+    """
+    if "thunder" in sys.modules:
+        from nvscope import thunder
+
+        return ["nvscope.thunder"] if thunder.install() else []
+    if any(name in sys.modules for name in MODULES):
+        from nvscope import nvfuser
+
+        return ["nvscope.nvfuser"] if nvfuser.install() else []
+    return []
 
 
 def _imported(name: str) -> None:

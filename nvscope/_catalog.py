@@ -53,9 +53,12 @@ class OptionInfo(Record):
     ``effect`` is ``"codegen"`` (can change the compiled kernels or which executor runs), ``"runtime"`` (changes
     runtime behaviour only) or ``"debug"`` (output, profiling, validation). ``since``/``until`` are the first and
     last nvFuser versions the bundled table has the name in (``until`` is None when the newest covered one has it).
+    ``ops``: the option can only affect a fusion holding one of these ops (nvFuser frontend op names, as
+    ``fd.ops.<name>(...)`` in a printed FusionDefinition), as the nvFuser files in ``source`` show; empty (and
+    ``source`` None) when it can affect every fusion.
     """
 
-    __slots__ = ("description", "effect", "kind", "name", "requires_args", "since", "until")
+    __slots__ = ("description", "effect", "kind", "name", "ops", "requires_args", "since", "source", "until")
 
     kind: Kind
     name: str
@@ -64,11 +67,13 @@ class OptionInfo(Record):
     since: str
     until: str | None
     requires_args: bool
+    ops: tuple[str, ...]
+    source: str | None
 
     def __init__(self, kind: Kind, name: str, effect: Effect, description: str, since: str, until: str | None,
-                 requires_args: bool) -> None:
+                 requires_args: bool, ops: tuple[str, ...] = (), source: str | None = None) -> None:
         self._init(kind=kind, name=name, effect=effect, description=description, since=since, until=until,
-                   requires_args=requires_args)
+                   requires_args=requires_args, ops=ops, source=source)
 
     def available_in(self, version: Version) -> bool:
         """Whether nvFuser ``version`` (compared by its release, ignoring dev/local parts) has this option."""
@@ -98,8 +103,10 @@ class InstalledNvFuser(Record):
 
 
 def _bundled() -> tuple[OptionInfo, ...]:
+    gates = {(kind, name): (ops, source) for kind, name, ops, source in _catalog_data.OP_GATES}
     return tuple(
-        OptionInfo(kind, name, effect, description, since, until, requires_args)  # type: ignore[arg-type]
+        OptionInfo(kind, name, effect, description, since, until, requires_args,  # type: ignore[arg-type]
+                   *gates.get((kind, name), ((), None)))
         for kind, name, effect, since, until, requires_args, description in _catalog_data.OPTIONS
     )
 
@@ -116,7 +123,7 @@ def installed_nvfuser() -> InstalledNvFuser | None:
 
     from packaging.version import InvalidVersion, Version
 
-    for module_name in ("nvfuser_direct", "nvfuser"):
+    for module_name in NVFUSER_MODULES:
         module = sys.modules.get(module_name)
         version_fn = getattr(module, "version", None)
         if callable(version_fn):
@@ -172,11 +179,8 @@ def _close_matches(name: str, names: Iterable[str], n: int, cutoff: float) -> li
     return [by_lower[match] for match in difflib.get_close_matches(name.lower(), by_lower, n=n, cutoff=cutoff)]
 
 
-# Options nvFuser reads only for fusions holding some ops (placeholder until the sourced table lands).
-_GATES: dict[tuple[str, str], frozenset[str]] = {
-    ("enable", "fuse_matmul"): frozenset({"matmul", "linear"}),  # csrc/scheduler/matmul_utils.cpp
-    ("disable", "matmul_expr_eval"): frozenset({"matmul", "linear"}),  # csrc/scheduler/expr_eval_sched.cpp
-}
+# nvFuser's Python frontend modules, newest first (the one list; nvscope._frontends.MODULES is this).
+NVFUSER_MODULES = ("nvfuser_direct", "nvfuser")
 
 
 class Catalog:
@@ -187,7 +191,7 @@ class Catalog:
     (`probe_installed`), and those names pass, with a one-time `NvscopeWarning`.
     """
 
-    __slots__ = ("_all", "_by_kind", "_newer", "nvfuser", "options", "source")
+    __slots__ = ("_all", "_by_kind", "_gates", "_newer", "nvfuser", "options", "source")
 
     def __init__(self, options: Iterable[OptionInfo], nvfuser: InstalledNvFuser | None) -> None:
         everything = tuple(options)
@@ -209,6 +213,10 @@ class Catalog:
         self._all = everything
         for option in self.options:
             self._by_kind[option.kind][option.name] = option
+        # The gates were read in nvFuser's source up to the newest version covered; a newer one may read more.
+        self._gates: dict[tuple[str, str], frozenset[str]] = {} if self._newer else {
+            (o.kind, o.name): frozenset(o.ops) for o in self.options if o.ops
+        }
 
     def __repr__(self) -> str:
         return f"<nvscope Catalog: {len(self.options)} options, {self.source}>"
@@ -218,8 +226,13 @@ class Catalog:
         return frozenset(self._by_kind[kind])
 
     def can_affect(self, kind: str, name: str, ops: Collection[str]) -> bool:
-        """Whether option ``name`` can change a fusion holding ``ops`` (nvFuser op names); True unless gated."""
-        gate = _GATES.get((kind, name))
+        """Whether option ``name`` in the ``kind`` list can affect a fusion holding ``ops`` (frontend op names, as
+        ``fd.ops.<name>(`` in its printed definition): False only when the option is gated (`OptionInfo.ops`) on ops
+        the fusion lacks; True for an ungated or unknown name, and for every name on an nvFuser newer than the catalog.
+        """
+        if isinstance(ops, str):  # a lone name would be read as its letters
+            raise TypeError(f"can_affect: ops must be a collection of op names, not the string {ops!r}")
+        gate = self._gates.get((kind, name))
         return gate is None or not gate.isdisjoint(ops)
 
     def get(self, kind: Kind, name: str) -> OptionInfo | None:
@@ -251,16 +264,26 @@ class Catalog:
             raise UnknownOptionError(f"nvFuser {kind} option {shown}: per-call options carry no arguments; "
                                      f"set {env} in the environment before the process starts")
         anywhere = [o for o in self._all if o.name == name and o.kind == kind]
+        other = _OTHER[kind]
+        # A name this version has in the other list is the wrong list, not a name the catalog lacks: trusting nvFuser
+        # lets it through only when nvFuser is newer than the catalog (names move between the lists), and says so.
+        wrong_list = name in self._by_kind[other]
         if not any(o.requires_args for o in anywhere):  # those stay refused, whatever nvFuser accepts
-            if _env.flag("NVSCOPE_TRUST_NVFUSER"):
-                self._note(kind, name, "passed to nvFuser unvalidated (NVSCOPE_TRUST_NVFUSER=1)")
+            if _env.flag("NVSCOPE_TRUST_NVFUSER") and (self._newer or not wrong_list):
+                if wrong_list:
+                    self._note(kind, name, "passed to nvFuser unvalidated (NVSCOPE_TRUST_NVFUSER=1); if it is "
+                                           f"still {_ARTICLE[other]} option there, pass it as "
+                                           + spelling.format(kind=other, name=name),
+                               f"is {_ARTICLE[other]} option in nvscope's catalog (which covers nvFuser up to "
+                               f"{_catalog_data.VERSIONS[-1][0]}), not {_ARTICLE[kind]} option")
+                else:
+                    self._note(kind, name, "passed to nvFuser unvalidated (NVSCOPE_TRUST_NVFUSER=1)")
                 return
             if self._newer and self._nvfuser_accepts(kind, name):
                 self._note(kind, name, f"accepted because the installed nvFuser {self._installed()} accepts it per "
                                        f"call; the bundled catalog is older (it covers nvFuser up to "
                                        f"{_catalog_data.VERSIONS[-1][0]})")
                 return
-        other = _OTHER[kind]
         # The version check comes first: a name can move between lists across versions (disable parallel_serde
         # until 0.2.35, enable parallel_serde from 0.2.35), and "pass it as enable=" would invert the request.
         if anywhere and self.nvfuser is not None:
@@ -325,8 +348,8 @@ class Catalog:
                     "NVSCOPE_TRUST_NVFUSER=1 to pass names the catalog lacks to nvFuser unvalidated)")
         return ""  # not asked (a name that needs arguments): nothing to add
 
-    def _note(self, kind: Kind, name: str, why: str) -> None:
-        """Say once per process that ``name`` was let through although the catalog lacks it."""
+    def _note(self, kind: Kind, name: str, why: str, what: str = "is not in nvscope's option catalog") -> None:
+        """Say once per process that ``name`` was let through although the catalog lacks it (``what``: how so)."""
         with _probe_lock:
             if (kind, name) in _noted:
                 return
@@ -335,7 +358,7 @@ class Catalog:
 
         from nvscope._devmode import _user_stacklevel
 
-        warnings.warn(f"nvFuser {kind} option {_shown(name)} is not in nvscope's option catalog: {why}",
+        warnings.warn(f"nvFuser {kind} option {_shown(name)} {what}: {why}",
                       NvscopeWarning, stacklevel=_user_stacklevel())
 
 

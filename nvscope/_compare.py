@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from nvscope import _table
+from nvscope import _texttable
 from nvscope._optionset import OptionSet
 from nvscope._scope import nv_options
 
@@ -72,7 +72,7 @@ class CompareResult:
                           r.options.as_shell() or "(no options)"))
             table.extend(("", "", "", "", "", f"  {kernel}") for kernel in r.kernels)
         header = ("variant", "median ms", "min ms", "ratio", "max|diff|", "options / kernels")
-        lines = [_table.render(header, table, right=(1, 2, 3, 4))]
+        lines = [_texttable.render(header, table, right=(1, 2, 3, 4))]
         with_nan = [r.name for r in rows if r.has_nan]
         if with_nan:
             lines.append(f"NaN in the output of: {', '.join(with_nan)} (so max|diff| against it is nan)")

@@ -152,10 +152,9 @@ def warn_no_effect(scope: object, options: OptionSet, chosen: object) -> None:
     gated = []
     for kind, names in (("enable", options.enable_list()), ("disable", options.disable_list())):
         for name in names:
-            info = catalog().get(kind, name)  # type: ignore[arg-type]
-            ops = getattr(info, "ops", ()) if info is not None else ()
-            if ops:
-                gated.append(f"{'+' if kind == 'enable' else '-'}{name} only fusions holding {', '.join(ops)}")
+            info = catalog().get("enable" if kind == "enable" else "disable", name)
+            if info is not None and info.ops:
+                gated.append(f"{'+' if kind == 'enable' else '-'}{name} only fusions holding {', '.join(info.ops)}")
     reasons = []
     if chosen is not None:
         reasons.append(f"fusions={chosen!r} matched none of them")

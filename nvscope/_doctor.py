@@ -174,7 +174,7 @@ def doctor(require_gpu_stack: bool) -> int:
                            "use a machine with an NVIDIA GPU and a CUDA build of torch")
 
     # nvFuser, found without importing it (that would import torch and load CUDA libraries)
-    frontends = [name for name in ("nvfuser_direct", "nvfuser") if importlib.util.find_spec(name) is not None]
+    frontends = [name for name in _frontends.MODULES if importlib.util.find_spec(name) is not None]
     from packaging.version import Version
 
     from nvscope._catalog import installed_nvfuser
@@ -183,7 +183,7 @@ def doctor(require_gpu_stack: bool) -> int:
 
     found = installed_nvfuser()
     if found is None and not frontends:
-        from nvscope._install import install_hint
+        from nvscope._wheels import install_hint
 
         report.gpu("nvFuser not installed", install_hint())
     else:

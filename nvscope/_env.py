@@ -52,7 +52,8 @@ def _parse(name: str, raw: str) -> tuple[object, str | None]:
         if lowered in _FALSE:
             return False if value else default, None
     elif kind == "count":
-        if value.isdigit() and int(value) >= 1:
+        # ASCII digits only: str.isdigit() also accepts '²' (which int() then refuses) and '٣' (which int() reads as 3).
+        if value.isascii() and value.isdigit() and int(value) >= 1:
             return int(value), None
     else:
         return value, None

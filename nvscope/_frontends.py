@@ -26,6 +26,7 @@ from types import ModuleType
 from typing import Any
 
 from nvscope import _repro
+from nvscope._catalog import NVFUSER_MODULES
 from nvscope._errors import UnsupportedError
 from nvscope._optionset import OptionSet
 
@@ -46,7 +47,7 @@ __all__ = [
 MIN_VERSION = "0.2.23"
 
 # The frontend module names, newest first: what nvscope looks for in sys.modules (install, doctor, catalog probe).
-MODULES = ("nvfuser_direct", "nvfuser")
+MODULES = NVFUSER_MODULES
 
 # Reentrant: table creation may run while a partition of another fusion is being built.
 TABLE_LOCK = threading.RLock()

@@ -65,6 +65,9 @@ def grad_targets(args: tuple[Any, ...], kwargs: dict[str, Any], module: Any) -> 
     found: list[tuple[str, Any]] = []
     if module is not None:
         named = getattr(module, "named_parameters", None)
+        if not callable(named) and (isinstance(module, (str, bytes)) or not hasattr(module, "__iter__")):
+            raise TypeError(f"module= takes an nn.Module (or anything with named_parameters()) or an iterable of "
+                            f"tensors, not {type(module).__name__}: {module!r:.80}")
         pairs = list(named()) if callable(named) else [(f"param{i}", t) for i, t in enumerate(module)]
         for name, tensor in pairs:
             if torch is None or not isinstance(tensor, torch.Tensor):

@@ -8,13 +8,17 @@ the left operand.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import ClassVar
 
 __all__ = ["EMPTY", "OptionSet"]
+
+_VARIABLES = {"NVFUSER_ENABLE": "enable", "NVFUSER_DISABLE": "disable"}
+_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+_EXAMPLE = "'NVFUSER_ENABLE=fuse_matmul NVFUSER_DISABLE=matmul_expr_eval'"
 
 
 class OptionSet:
@@ -146,6 +150,60 @@ class OptionSet:
         """``as_env()`` as a shell prefix: ``NVFUSER_ENABLE=a,b NVFUSER_DISABLE=c`` (empty string for no options)."""
         return " ".join(f"{key}={value}" for key, value in self.as_env().items())
 
+    @classmethod
+    def parse(cls, line: str) -> OptionSet:
+        """The set that a shell line of ``NVFUSER_ENABLE=...``/``NVFUSER_DISABLE=...`` sets (`as_shell`'s inverse).
+
+        ``OptionSet.parse("NVFUSER_ENABLE=fuse_matmul NVFUSER_DISABLE=matmul_expr_eval")``. Shell quoting is
+        understood; anything else on the line (a command, another variable, a variable given twice, an option with
+        arguments) raises ValueError naming the fix. Names are checked for form only: ``nv_options`` checks them
+        against the catalog.
+        """
+        if not isinstance(line, str):
+            raise TypeError(f"OptionSet.parse takes a str such as {_EXAMPLE}, not {type(line).__name__}")
+        import shlex
+
+        try:
+            words = shlex.split(line)
+        except ValueError as error:  # "No closing quotation"
+            raise ValueError(f"OptionSet.parse: {line!r} is not a shell line ({error}): close the quote") from None
+        lists: dict[str, list[str]] = {}
+        for word in words:
+            variable, equals, value = word.partition("=")
+            if not equals or variable not in _VARIABLES:
+                raise ValueError(f"OptionSet.parse: {word!r} is not an NVFUSER_ENABLE=... or NVFUSER_DISABLE=... "
+                                 f"assignment; the line holds only those, e.g. {_EXAMPLE}")
+            if variable in lists:
+                raise ValueError(f"OptionSet.parse: {variable} is given twice in {line!r}: give it once, with the "
+                                 "names separated by commas")
+            lists[variable] = _names(variable, value)
+        return cls(lists.get("NVFUSER_ENABLE", ()), lists.get("NVFUSER_DISABLE", ()))
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> OptionSet:
+        """The set ``NVFUSER_ENABLE`` and ``NVFUSER_DISABLE`` hold in ``environ`` (default: ``os.environ``).
+
+        Unset or empty variables hold no names. A malformed value (an empty name, a space, an option with arguments)
+        raises ValueError naming the variable and the fix; names are checked for form only, as in `parse`.
+        """
+        if environ is None:
+            import os
+
+            environ = os.environ
+        elif not isinstance(environ, Mapping):
+            raise TypeError(f"OptionSet.from_env takes a mapping such as os.environ (or None for it), not "
+                            f"{type(environ).__name__}")
+        lists = {variable: _names(variable, environ.get(variable) or "") for variable in _VARIABLES}
+        return cls(lists["NVFUSER_ENABLE"], lists["NVFUSER_DISABLE"])
+
+    def thunder_kwargs(self) -> dict[str, list[str]]:
+        """Thunder's compile options for this set: ``thunder.jit(fn, **options.thunder_kwargs())``.
+
+        ``{"nv_enable_options": [...], "nv_disable_options": [...]}``, sorted lists. Fixed for the jitted function's
+        life, unlike a scope.
+        """
+        return {"nv_enable_options": self.enable_list(), "nv_disable_options": self.disable_list()}
+
     def enable_list(self) -> list[str]:
         """The enable names, sorted: what nvFuser's ``_enable_options`` takes."""
         return sorted(self.enable)
@@ -153,6 +211,27 @@ class OptionSet:
     def disable_list(self) -> list[str]:
         """The disable names, sorted: what nvFuser's ``_disable_options`` takes."""
         return sorted(self.disable)
+
+
+def _names(variable: str, value: str) -> list[str]:
+    """The option names of ``variable=value`` (comma-separated), or ValueError naming what is wrong and the fix."""
+    if not value:
+        return []
+    shown = f"{variable}={value!r}"
+    if "(" in value or ")" in value:
+        option = value[:value.find("(")].rpartition(",")[2] if "(" in value else value
+        raise ValueError(f"{shown}: {option!r} takes arguments, which an OptionSet (and so a scope) cannot carry: "
+                         "set that option in the environment of the whole process and leave it out here")
+    names = value.split(",")
+    for name in names:
+        if not name:
+            raise ValueError(f"{shown} has an empty name: separate names with single commas, e.g. "
+                             f"{variable}=fuse_matmul,kernel_profile")
+        if not _NAME_CHARS.issuperset(name):
+            fix = ("separate names with commas and no spaces" if any(c.isspace() for c in name) else
+                   "nvFuser's option names use underscores (`nvscope options` lists them)")
+            raise ValueError(f"{shown}: {name!r} is not an option name (letters, digits and underscores): {fix}")
+    return names
 
 
 EMPTY = OptionSet()

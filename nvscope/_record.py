@@ -7,6 +7,10 @@ the subclass's ``__init__`` assigns them through `Record._init`; equality, hashi
 
 from __future__ import annotations
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 __all__ = ["Record"]
 
 
@@ -41,5 +45,12 @@ class Record:
         fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._fields())
         return f"{type(self).__name__}({fields})"
 
-    def __reduce__(self) -> tuple[type[Record], tuple[object, ...]]:
-        return (type(self), self._values())
+    def __reduce__(self) -> tuple[Callable[[type[Record], tuple[object, ...]], Record], tuple[object, ...]]:
+        # Rebuilt field by field: a subclass's __init__ need not take its fields in __slots__ order.
+        return (_rebuild, (type(self), self._values()))
+
+
+def _rebuild(cls: type[Record], values: tuple[object, ...]) -> Record:
+    record = object.__new__(cls)
+    record._init(**dict(zip(cls.__slots__, values, strict=True)))
+    return record

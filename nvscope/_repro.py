@@ -22,6 +22,7 @@ Nothing here may raise over the user's error: whatever goes wrong making the scr
 from __future__ import annotations
 
 import os
+import shlex
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -137,7 +138,7 @@ def _repro_line(error: BaseException, fusion: str, stem: str, effective: OptionS
               "\n#   dtypes and strides, not their values.\n")
     digest = hashlib.sha1(body.encode()).hexdigest()[:12]
     safe = "".join(c if c.isalnum() or c in "_-." else "_" for c in stem)
-    directory = _env.text("NVSCOPE_REPRO_DIR") or _default_directory()
+    directory = os.path.abspath(_env.text("NVSCOPE_REPRO_DIR") or _default_directory())  # runnable from anywhere
     os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, f"{safe}-{digest}.py")
     if not os.path.exists(path):
@@ -145,8 +146,9 @@ def _repro_line(error: BaseException, fusion: str, stem: str, effective: OptionS
         with open(partial, "w", encoding="utf-8") as file:
             file.write(header + body)
         os.replace(partial, path)  # atomic: two processes sharing NVSCOPE_REPRO_DIR never see half a script
-    environment = " ".join(f"{k}={os.environ[k]}" for k in ("NVFUSER_ENABLE", "NVFUSER_DISABLE") if os.environ.get(k))
-    run = f"{environment} python {path}" if environment else f"python {path}"
+    # One shell word per item: a directory with spaces or a value like p2p_protocol(put) must not split or misparse.
+    words = [f"{k}={shlex.quote(os.environ[k])}" for k in ("NVFUSER_ENABLE", "NVFUSER_DISABLE") if os.environ.get(k)]
+    run = " ".join([*words, "python", shlex.quote(path)])
     where = "NVSCOPE_REPRO_DIR chooses the directory" if _env.text("NVSCOPE_REPRO_DIR") else \
         "a temporary directory; NVSCOPE_REPRO_DIR chooses another"
     return f"{run}\n    ({where}; NVSCOPE_REPRO=0 turns repro scripts off)"

@@ -17,6 +17,7 @@ from types import TracebackType
 import nvscope
 from nvscope import _autoinstall, _carry, _patches
 from nvscope._errors import NoFusionWarning, UnclosedScopeWarning
+from nvscope._frontends import MODULES
 from nvscope._scope import ACTIVE, Frame, unwind
 
 __all__ = ["run"]
@@ -157,7 +158,7 @@ def _summary(options: nvscope.OptionSet, log: nvscope.AuditLog) -> str:
              + (f" (and {env} from the environment, for the whole process)" if env else "")]
     lines.append(log.summary())
     if not log.records and not _patches.owners():
-        if any(name in sys.modules for name in ("thunder", "nvfuser_direct", "nvfuser")):
+        if any(name in sys.modules for name in ("thunder", *MODULES)):
             lines.append("nvscope run: no nvscope adapter was installed (NVSCOPE_AUTOINSTALL=0?), so the options "
                          "reached no fusion")
         else:

@@ -126,7 +126,7 @@ def _error(message: str, code: int = 2) -> int:
 
 def command(ns: argparse.Namespace) -> int:
     """Run ``nvscope search`` for parsed arguments; returns the exit code."""
-    from nvscope._candidates import default_candidates, parse_candidate
+    from nvscope._candidates import default_candidates, resolve
 
     if ns.list:
         for spec in default_candidates():
@@ -142,11 +142,14 @@ def command(ns: argparse.Namespace) -> int:
     where, _, function = target.rpartition(":")
     if not where or not function:
         return _error(f"{target!r} names no function: write {target.rstrip(':') or 'script.py'}:FUNCTION")
-    try:  # before the script is imported, which may take long: a typo costs nothing
-        for spec in ns.candidates or ():
-            parse_candidate(spec)
+    try:  # before the script is imported, which may take long: a typo (or a repeated set) costs nothing
+        if ns.candidates is not None:
+            resolve(ns.candidates)
     except (ValueError, TypeError) as error:  # UnknownOptionError is a ValueError
         return _error(str(error))
+    if ns.params is not None and not all(part.isidentifier() for part in ns.params.split(".")):
+        return _error(f"--params {ns.params!r} is not a Python name: give the name of the script's nn.Module (or of "
+                      "an iterable of its tensors), e.g. --params model")
     if ns.plot and importlib.util.find_spec("matplotlib") is None:
         return _error("--plot needs matplotlib: pip install matplotlib (or leave --plot out)")
     for path, flag in ((ns.json, "--json"), (ns.plot, "--plot")):
@@ -162,6 +165,7 @@ def command(ns: argparse.Namespace) -> int:
 
 
 def _load_and_search(ns: argparse.Namespace, target: str, where: str, function: str) -> int:
+    from nvscope._numerics import grad_targets
     from nvscope._search import search
 
     try:
@@ -189,6 +193,10 @@ def _load_and_search(ns: argparse.Namespace, target: str, where: str, function: 
         params = _attribute(loaded, ns.params)
         if params is None:
             return _error(f"--params {ns.params}: {where} has no {ns.params!r}")
+        try:
+            grad_targets((), {}, params)
+        except TypeError as error:
+            return _error(f"--params {ns.params}: {str(error).replace('module= takes', 'takes', 1)}")
     try:
         if ns.per_fusion:
             from nvscope._search_fusions import search_fusions as search  # type: ignore[assignment]

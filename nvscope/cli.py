@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import nvscope
-from nvscope import _carry, _table
+from nvscope import _carry, _texttable
 from nvscope._catalog import OptionInfo
 
 TYPE_CHECKING = False
@@ -272,6 +272,7 @@ def _option_json(option: OptionInfo) -> dict[str, Any]:
     return {
         "kind": option.kind, "name": option.name, "effect": option.effect, "description": option.description,
         "since": option.since, "until": option.until, "requires_args": option.requires_args,
+        "ops": list(option.ops), "source": option.source,
     }
 
 
@@ -297,12 +298,19 @@ def _options(kind: Kind | None, as_json: bool) -> int:
         group = [o for o in selected if o.kind == k]
         print()
         print(f"{k} options ({len(group)}):")
-        rows = [(o.name + (" (args)" if o.requires_args else ""), o.effect, o.versions, o.description) for o in group]
-        print(_table.render(("name", "effect", "versions", "description"), rows, indent="  "))
+        rows = [(o.name + (" (args)" if o.requires_args else "") + (" (ops)" if o.ops else ""), o.effect, o.versions,
+                 o.description) for o in group]
+        print(_texttable.render(("name", "effect", "versions", "description"), rows, indent="  "))
     print()
     if any(o.requires_args for o in selected):
         print("(args): needs arguments, e.g. NVFUSER_ENABLE=name(args): set it in the environment before the process "
               "starts; scopes cannot pass arguments")
+    gated = [o for o in selected if o.ops]
+    if gated:
+        print("(ops): can only affect a fusion holding one of these ops (fd.ops.<op> in its printed definition), as "
+              "these nvFuser files show:")
+        print(_texttable.render(("option", "ops", "source"),
+                            [(f"{o.kind} {o.name}", ", ".join(o.ops), o.source or "") for o in gated], indent="  "))
     print(_EFFECTS)
     return 0
 

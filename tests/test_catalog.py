@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -129,6 +130,117 @@ def test_repr_mentions_count_and_source() -> None:
     cat = nvscope.catalog()
     assert str(len(cat.options)) in repr(cat)
     assert cat.source in repr(cat)
+
+
+def test_option_info_pickles() -> None:
+    import pickle
+
+    for info in nvscope.catalog().options:
+        assert pickle.loads(pickle.dumps(info)) == info
+
+
+# --- which fusions an option can affect ----------------------------------------------------------------------------
+
+REDUCTIONS = ("batch_norm", "fmax", "fmin", "max", "min", "prod", "sum", "var", "var_mean", "welford")
+
+
+def test_gates_are_consistent() -> None:
+    frontend = {name: (nodes, source) for name, nodes, source in data.FRONTEND_OPS}
+    assert len(frontend) == len(data.FRONTEND_OPS)
+    for name, (nodes, source) in frontend.items():
+        assert name.isidentifier() and name == name.lower(), name
+        assert nodes and all(node.endswith("Op") for node in nodes.split(", ")), name
+        assert source and all(path.startswith("python/") for path in source.split(", ")), name
+    options = {(o[0], o[1]) for o in data.OPTIONS}
+    gated = [(kind, name) for kind, name, _, _ in data.OP_GATES]
+    assert len(gated) == len(set(gated))
+    used = set()
+    for kind, name, ops, source in data.OP_GATES:
+        assert (kind, name) in options, (kind, name)
+        assert ops and list(ops) == sorted(set(ops)), (kind, name)
+        assert set(ops) <= set(frontend), (kind, name, set(ops) - set(frontend))  # every op is a listed frontend op
+        assert source and all(path.startswith("csrc/") and path.endswith(".cpp") for path in source.split(", "))
+        used |= set(ops)
+    assert used == set(frontend)  # the table lists the ops the gates name, and no other
+
+
+def test_option_info_ops_and_source() -> None:
+    cat = nvscope.catalog()
+    fuse = cat.get("enable", "fuse_matmul")
+    assert fuse is not None
+    assert fuse.ops == ("linear", "matmul") and fuse.source == "csrc/scheduler/matmul_utils.cpp"
+    expr_eval = cat.get("disable", "matmul_expr_eval")
+    assert expr_eval is not None and expr_eval.ops == ("linear", "matmul")
+    assert expr_eval.source == "csrc/scheduler/expr_eval_sched.cpp"
+    tma = cat.get("enable", "tma_reduction")
+    assert tma is not None and tma.ops == REDUCTIONS
+    fma = cat.get("disable", "fma")
+    assert fma is not None and fma.ops == () and fma.source is None
+    assert sum(1 for o in cat.options if o.ops) == len(data.OP_GATES)
+    assert all((o.source is None) == (not o.ops) for o in cat.options)
+
+
+@pytest.mark.parametrize(("kind", "name", "ops", "expected"), [
+    ("enable", "fuse_matmul", {"add", "linear"}, True),
+    ("enable", "fuse_matmul", ["matmul"], True),
+    ("enable", "fuse_matmul", {"add", "sum", "cast"}, False),
+    ("enable", "fuse_matmul", (), False),
+    ("disable", "matmul_expr_eval", frozenset({"mul"}), False),
+    ("disable", "matmul_expr_eval", {"linear": 1}.keys(), True),
+    ("enable", "tma_reduction", {"var_mean"}, True),
+    ("enable", "tma_reduction", {"add", "matmul"}, False),
+    ("disable", "resize_scheduler", {"cat"}, True),
+    ("disable", "resize_scheduler", {"reshape", "permute"}, False),
+    ("enable", "cutlass_scheduler", {"matmul"}, False),
+    ("disable", "fma", (), True),  # not gated: every fusion
+    ("enable", "kernel_profile", {"add"}, True),
+    ("enable", "no_such_option", (), True),  # unknown: assume it can
+    ("disable", "fuse_matmul", (), True),  # fuse_matmul is no disable option: unknown there
+])
+def test_can_affect(kind: str, name: str, ops: object, expected: bool) -> None:
+    assert nvscope.catalog().can_affect(kind, name, ops) is expected  # type: ignore[arg-type]
+
+
+def test_can_affect_refuses_a_lone_string() -> None:
+    with pytest.raises(TypeError, match="collection of op names"):
+        nvscope.catalog().can_affect("enable", "fuse_matmul", "linear")
+
+
+def test_can_affect_on_a_newer_nvfuser_assumes_every_fusion(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            fresh_catalog: None) -> None:
+    fake_nvfuser(tmp_path, monkeypatch, "nvfuser-0.2.99.dist-info")
+    cat = nvscope.catalog()
+    fuse = cat.get("enable", "fuse_matmul")
+    assert fuse is not None and fuse.ops  # the data is still shown ...
+    assert cat.can_affect("enable", "fuse_matmul", {"add"})  # ... but not relied on: nvFuser's source was not read
+    fake_nvfuser(tmp_path / "covered", monkeypatch, f"nvfuser-{data.VERSIONS[-1][0]}.dist-info")
+    assert not nvscope.catalog().can_affect("enable", "fuse_matmul", {"add"})
+
+
+def test_can_affect_follows_the_installed_version(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                  fresh_catalog: None) -> None:
+    fake_nvfuser(tmp_path, monkeypatch, "nvfuser-0.2.30.dist-info")  # greedy_scheduler: an enable option, with pad
+    cat = nvscope.catalog()
+    assert cat.can_affect("enable", "greedy_scheduler", {"pad"})
+    assert not cat.can_affect("enable", "greedy_scheduler", {"add"})
+    assert cat.can_affect("disable", "greedy_scheduler", {"add"})  # not in 0.2.30: unknown
+    fake_nvfuser(tmp_path / "later", monkeypatch, "nvfuser-0.2.35.dist-info")
+    cat = nvscope.catalog()
+    assert not cat.can_affect("disable", "greedy_scheduler", {"pad", "add"})
+    assert cat.can_affect("disable", "greedy_scheduler", {"topk"})
+
+
+def test_the_docs_table_lists_every_gate() -> None:
+    text = (Path(__file__).resolve().parent.parent / "docs" / "catalog.md").read_text(encoding="utf-8")
+    assert f'"reductions" are `{", ".join(REDUCTIONS)}`' in text.replace("\n", " ")
+    rows = [line for line in text.splitlines() if line.startswith("| ") and "`" in line.split("|")[1]]
+    for kind, name, ops, _ in data.OP_GATES:
+        row = next((r for r in rows if f"`{name}`" in r.split("|")[1] and kind in r.split("|")[1]), None)
+        assert row is not None, (kind, name)
+        shown = {op for cell in re.findall(r"`([^`]*)`", row.split("|")[2]) for op in cell.split(", ")}
+        if "reductions" in row.split("|")[2]:
+            shown |= set(REDUCTIONS)
+        assert set(ops) <= shown, (kind, name, set(ops) - shown)
 
 
 # --- rejected names ------------------------------------------------------------------------------------------------
@@ -514,3 +626,32 @@ def test_trust_passes_unknown_names_but_never_argument_options(tmp_path: Path, m
         nv_options(enable=["from_a_custom_build"])
     with pytest.raises(UnknownOptionError, match=r"0\.2\.36\+"):
         nv_options(enable=["p2p_transport"])  # needs arguments (in 0.2.36+): refused, trusted or not
+
+
+def test_trust_refuses_a_name_in_the_wrong_list_of_a_covered_nvfuser(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                     fresh_catalog: None) -> None:
+    """The catalog has matmul_expr_eval (as a disable option): trusting nvFuser is for names it lacks."""
+    import warnings
+
+    fake_nvfuser(tmp_path, monkeypatch, f"nvfuser-{data.VERSIONS[-1][0]}.dist-info")
+    monkeypatch.setenv("NVSCOPE_TRUST_NVFUSER", "1")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # and no "not in nvscope's option catalog" warning on the way
+        with pytest.raises(UnknownOptionError) as info:
+            nv_options(enable=["matmul_expr_eval"])
+    assert str(info.value) == ("'matmul_expr_eval' is an nvFuser disable option, not an enable option: pass it as "
+                               "disable=['matmul_expr_eval']")
+
+
+def test_trust_on_a_newer_nvfuser_passes_a_name_in_the_other_list_and_says_so(newer_nvfuser: None,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = probe(monkeypatch, enable={"fuse_matmul"})
+    monkeypatch.setenv("NVSCOPE_TRUST_NVFUSER", "1")  # that nvFuser may have moved it between the lists
+    with pytest.warns(nvscope.NvscopeWarning) as notes:
+        assert nv_options(enable=["matmul_expr_eval"]).options == nvscope.OptionSet(["matmul_expr_eval"])
+    (note,) = [str(n.message) for n in notes]
+    assert note == (f"nvFuser enable option 'matmul_expr_eval' is a disable option in nvscope's catalog (which covers "
+                    f"nvFuser up to {data.VERSIONS[-1][0]}), not an enable option: passed to nvFuser unvalidated "
+                    "(NVSCOPE_TRUST_NVFUSER=1); if it is still a disable option there, pass it as "
+                    "disable=['matmul_expr_eval']")
+    assert "not in nvscope's option catalog" not in note and fake.calls == 0

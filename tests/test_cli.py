@@ -61,10 +61,18 @@ def test_options_table(tmp_path: Path) -> None:
     assert lines[0] == f"source: {nvscope.catalog().source}"
     assert "enable options (" in result.stdout and "disable options (" in result.stdout
     row = next(line for line in lines if line.split()[:1] == ["fuse_matmul"])
-    assert row.split()[1:3] == ["codegen", "0.2.23+"]
+    assert row.split()[1:4] == ["(ops)", "codegen", "0.2.23+"]  # can only affect some fusions
     assert any(line.split()[:2] == ["p2p_protocol", "(args)"] for line in lines)  # needs arguments
+    assert next(line for line in lines if line.split()[:1] == ["fma"]).split()[1] == "codegen"  # every fusion
     for option in nvscope.catalog().options:
         assert f" {option.name} " in result.stdout
+    # The gated options, at the end: which ops, and the nvFuser files that show it
+    gates = lines[next(i for i, line in enumerate(lines) if line.startswith("(ops): ")):]
+    gated = [o for o in nvscope.catalog().options if o.ops]
+    for option in gated:
+        assert any(line.split()[:2] == [option.kind, option.name] and f" {', '.join(option.ops)} " in line
+                   and line.endswith(str(option.source)) for line in gates), option.name
+    assert sum(1 for line in gates if line.split()[:1] in (["enable"], ["disable"])) == len(gated)
 
 
 def test_options_one_kind(tmp_path: Path) -> None:
@@ -86,7 +94,9 @@ def test_options_json(tmp_path: Path) -> None:
         "kind": "enable", "name": "fuse_matmul", "effect": "codegen",
         "description": nvscope.catalog().get("enable", "fuse_matmul").description,  # type: ignore[union-attr]
         "since": "0.2.23", "until": None, "requires_args": False,
+        "ops": ["linear", "matmul"], "source": "csrc/scheduler/matmul_utils.cpp",
     }
+    assert by_name["disable", "fma"]["ops"] == [] and by_name["disable", "fma"]["source"] is None
     assert by_name["enable", "p2p_protocol"]["requires_args"] is True
     only_enable = json.loads(nvscope_cmd("options", "--enable", "--json", cwd=tmp_path).stdout)
     assert {o["kind"] for o in only_enable["options"]} == {"enable"}

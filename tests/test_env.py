@@ -115,6 +115,36 @@ def test_a_bad_count_warns_and_its_default_applies(monkeypatch: pytest.MonkeyPat
     assert ("NVSCOPE_MAX_PARTITIONS", message) in _env.problems()
 
 
+# Non-ASCII digits: str.isdigit() accepts them all; int() refuses '²' (a crash, not a warning) and reads '٣' as 3.
+@pytest.mark.parametrize("bad", ["\u00b2", "\u0663", "\uff13", "1\u00b2", "\u0968"])
+def test_a_count_takes_ascii_digits_only(monkeypatch: pytest.MonkeyPatch, bad: str) -> None:
+    _env = env_module()
+    monkeypatch.setenv("NVSCOPE_MAX_PARTITIONS", bad)
+    message = f"NVSCOPE_MAX_PARTITIONS={bad!r} is not a positive integer; using the default (8)"
+    assert ("NVSCOPE_MAX_PARTITIONS", message) in _env.problems()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert _env.integer("NVSCOPE_MAX_PARTITIONS") == 8
+    assert [str(w.message) for w in caught] == [message]
+
+
+def test_doctor_and_search_survive_a_superscript_count(tmp_path: Path) -> None:
+    env = clean_env(NVSCOPE_MAX_PARTITIONS="\u00b2", PYTHONIOENCODING="utf-8")
+    doctor = subprocess.run([sys.executable, "-m", "nvscope", "doctor"], env=env, cwd=tmp_path, capture_output=True,
+                            text=True, encoding="utf-8", timeout=120)
+    assert "Traceback" not in doctor.stderr, doctor.stderr
+    assert "warn  NVSCOPE_MAX_PARTITIONS='\u00b2' is not a positive integer; using the default (8)" in \
+        doctor.stdout.splitlines(), doctor.stdout
+    search = subprocess.run([sys.executable, "-c", "import nvscope, warnings\n"
+                             "warnings.simplefilter('ignore')\n"
+                             "r = nvscope.search(lambda: None, candidates=['fast_math'], rounds=5, "
+                             "steps_per_round=1, warmup=0, progress=False)\n"
+                             "print('searched:', r.recommendation())"],
+                            env=env, cwd=tmp_path, capture_output=True, text=True, encoding="utf-8", timeout=120)
+    assert search.returncode == 0, search.stderr
+    assert search.stdout.startswith("searched: keep the defaults"), search.stdout
+
+
 def test_a_refused_value_warns_once_and_a_new_one_warns_again(monkeypatch: pytest.MonkeyPatch) -> None:
     _env = env_module()
     first, second = fresh("bogus"), fresh("bogus")
@@ -168,3 +198,18 @@ def test_every_variable_is_declared_with_a_kind_a_default_and_a_description() ->
         assert kind in ("flag", "count", "text")
         assert isinstance(default, {"flag": bool, "count": int, "text": str}[kind])
         assert description.strip()
+
+
+def test_every_variable_nvscope_reads_is_documented() -> None:
+    """docs/environment.md claims to list every NVSCOPE_* variable: each one declared or read in nvscope/ has a row."""
+    import re
+
+    _env = env_module()
+    read = set(_env.VARIABLES)
+    for path in (REPO / "nvscope").glob("*.py"):
+        read |= set(re.findall(r"_env\.(?:flag|integer|text)\(\s*\"(NVSCOPE_\w+)\"", path.read_text()))
+    assert {"NVSCOPE_DEV", "NVSCOPE_MAX_PARTITIONS", "NVSCOPE_REPRO_DIR"} <= read  # the scan finds them
+    assert read <= set(_env.VARIABLES), read - set(_env.VARIABLES)  # a variable read is a variable declared
+    rows = set(re.findall(r"^\| `(NVSCOPE_\w+)` \|", (REPO / "docs" / "environment.md").read_text(), re.M))
+    assert read - rows == set(), f"docs/environment.md lacks {sorted(read - rows)}"
+    assert rows - read == set(), f"docs/environment.md lists variables nvscope does not read: {sorted(rows - read)}"

@@ -9,6 +9,7 @@ a fresh process without NVFUSER_* variables, with the fake frontend installed th
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -58,9 +59,16 @@ def note_of(error: BaseException) -> str:
     return str(notes[0])
 
 
-def script_path(note: str) -> Path:
+def repro_command(note: str) -> list[str]:
+    """The note's repro command, split into words as a POSIX shell would."""
     line = next(line for line in note.splitlines() if "repro script:" in line)
-    return Path(line.split("python ", 1)[1].strip())
+    return shlex.split(line.split("repro script: ", 1)[1])
+
+
+def script_path(note: str) -> Path:
+    words = repro_command(note)
+    assert words[-2] == "python", words
+    return Path(words[-1])
 
 
 def run_fresh(script: Path, tmp_path: Path) -> subprocess.CompletedProcess[str]:
@@ -174,6 +182,28 @@ def test_process_wide_nvfuser_variables_are_part_of_the_repro_command(double: Th
     monkeypatch.setenv("NVFUSER_DISABLE", "kernel_reuse")
     note = note_of(fail(double.make_wrapper(breaks_with="fuse_matmul"), t()))
     assert "repro script: NVFUSER_DISABLE=kernel_reuse python " in note
+
+
+def test_the_repro_command_is_one_absolute_shell_word_per_item(double: ThunderDouble, monkeypatch: pytest.MonkeyPatch,
+                                                               tmp_path: Path) -> None:
+    """A relative NVSCOPE_REPRO_DIR with spaces, and an NVFUSER_* value with shell syntax in it: the command line,
+    pasted into a shell from another directory, runs that script with that value."""
+    here = tmp_path / "work dir"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    monkeypatch.setenv("NVSCOPE_REPRO_DIR", "my repros/today")
+    monkeypatch.setenv("NVFUSER_ENABLE", "p2p_protocol(put)")
+    note = note_of(fail(double.make_wrapper(breaks_with="fuse_matmul"), t()))
+    words = repro_command(note)
+    assert words[:2] == ["NVFUSER_ENABLE=p2p_protocol(put)", "python"] and len(words) == 3, words
+    script = Path(words[2])
+    assert script.is_absolute() and script.parent == here / "my repros" / "today" and script.is_file()
+    shown = subprocess.run(["sh", "-c", f"printf '%s\\n' {note.split('repro script: ', 1)[1].splitlines()[0]}"],
+                           capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert shown.returncode == 0 and shown.stdout.splitlines() == words, shown.stdout + shown.stderr
+    monkeypatch.chdir(tmp_path)
+    done = run_fresh(script, tmp_path)
+    assert done.returncode != 0 and ASSERT in done.stderr, done.stdout + done.stderr
 
 
 def test_failures_outside_a_scope_are_thunders_own(double: ThunderDouble) -> None:

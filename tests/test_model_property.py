@@ -1,7 +1,11 @@
 """Model-based test: random programs of enters, exits, nesting, exceptions and re-entry against a reference model.
 
-The model is a stack of (enable, disable) frozenset pairs; an entry pushes ``own`` merged with the top (or ``own``
-alone for ``inherit=False``), an exit pops. After every step ``current_options()`` must equal the top of the model.
+The model is the stack of entered scopes; what a fusion gets is computed from it by a reference resolver written
+here from the documented rules, not from nvscope's code: from the outermost scope in, a scope whose ``fusions=``
+selector (a reference predicate here) does not match the fusion is skipped; ``inherit=False`` starts again from
+its own options; otherwise its options are laid over what is below, a name it requests the other way replacing the
+outer request. After every step ``current_options()`` (scopes that reach every fusion) and ``current_options(info)``
+for a few fusions must equal the model's.
 """
 
 from __future__ import annotations
@@ -17,11 +21,48 @@ from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invar
 import nvscope
 from nvscope import OptionSet, current_options, nv_options
 
-ENABLE = ("fuse_matmul", "static_fusion_count", "kernel_profile")
-DISABLE = ("matmul_expr_eval", "fallback", "parallel_compile")
+# id_model is valid in both lists: nested scopes may ask for it both ways (the inner request wins).
+ENABLE = ("fuse_matmul", "static_fusion_count", "kernel_profile", "id_model")
+DISABLE = ("matmul_expr_eval", "fallback", "parallel_compile", "id_model")
 
 Pair = tuple[frozenset[str], frozenset[str]]
 EMPTY_PAIR: Pair = (frozenset(), frozenset())
+
+FUSIONS = (
+    nvscope.FusionInfo("nvFusion0", "forward", ("linear", "add")),
+    nvscope.FusionInfo("nvFusion1", "backward", ("add",)),
+    nvscope.FusionInfo("nvFusion1", "forward", ()),
+    nvscope.FusionInfo("FusionDefinition#3", "call", None),
+)
+# fusions= values with a reference predicate each (written without nvscope's selector code).
+SELECTORS: dict[str, tuple[Any, Any]] = {
+    "none": (None, None),
+    "forward glob": ("forward/*", lambda f: f.phase == "forward"),
+    "one id": ("backward/nvFusion1", lambda f: f.phase == "backward" and f.name == "nvFusion1"),
+    "list": (["backward/*", "*/nvFusion0"], lambda f: f.phase == "backward" or f.name == "nvFusion0"),
+    "phase": (nvscope.phase("call", "backward"), lambda f: f.phase in ("call", "backward")),
+    "holding": (nvscope.holding("linear"), lambda f: "linear" in (f.ops or ())),
+    "callable": (lambda f: f.name.endswith("1"), lambda f: f.name.endswith("1")),
+    "combined": (nvscope.phase("forward") & ~nvscope.holding("add"),
+                 lambda f: f.phase == "forward" and "add" not in (f.ops or ())),
+}
+_predicates: dict[int, Any] = {}  # id(nv_options) -> the reference predicate of its selector (None: every fusion)
+
+
+def resolve(scopes: list[nv_options], fusion: nvscope.FusionInfo | None) -> Pair:
+    """The reference resolver (see the module docstring); ``fusion=None`` matches no selector."""
+    enable: frozenset[str] = frozenset()
+    disable: frozenset[str] = frozenset()
+    for scope in scopes:
+        predicate = _predicates[id(scope)]
+        if predicate is not None and (fusion is None or not predicate(fusion)):
+            continue
+        own_enable, own_disable = scope.options.enable, scope.options.disable
+        if scope.inherit:
+            enable, disable = (enable - own_disable) | own_enable, (disable - own_enable) | own_disable
+        else:
+            enable, disable = own_enable, own_disable
+    return enable, disable
 
 
 def test_the_pool_names_are_valid_per_call_options() -> None:
@@ -56,20 +97,16 @@ class ScopeMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.entered: list[nv_options] = []  # the objects entered by hand, innermost last
-        self.model: list[Pair] = []  # the reference: effective (enable, disable) per entered scope
+        self.model: list[nv_options] = []  # the reference: every entered scope, hand-entered or in a block
         self.all_scopes: list[nv_options] = []
 
     # -- the reference model --
 
     def top(self) -> Pair:
-        return self.model[-1] if self.model else EMPTY_PAIR
+        return resolve(self.model, None)
 
-    @staticmethod
-    def merged(top: Pair, scope: nv_options) -> Pair:
-        own = (scope.options.enable, scope.options.disable)
-        if not scope.inherit:
-            return own
-        return top[0] | own[0], top[1] | own[1]
+    def merged(self, scope: nv_options) -> Pair:
+        return resolve([*self.model, scope], None)
 
     def expected(self) -> OptionSet:
         enable, disable = self.top()
@@ -79,12 +116,15 @@ class ScopeMachine(RuleBasedStateMachine):
         got = current_options()
         enable, disable = self.top()
         assert got.enable == enable and got.disable == disable, (got, self.top())
+        for fusion in FUSIONS:
+            got = current_options(fusion)
+            assert (got.enable, got.disable) == resolve(self.model, fusion), (fusion, got)
 
     # -- rules --
 
     @initialize(target=scopes, enable=st.sampled_from(ENABLE), disable=st.sampled_from(DISABLE))
     def first_scope(self, enable: str, disable: str) -> nv_options:
-        return self.make_scope([enable], [disable], True, False)
+        return self.make_scope([enable], [disable], True, False, "none")
 
     @rule(
         target=scopes,
@@ -92,11 +132,16 @@ class ScopeMachine(RuleBasedStateMachine):
         disable=st.lists(st.sampled_from(DISABLE), max_size=3),
         inherit=st.booleans(),
         as_str=st.booleans(),
+        chosen=st.sampled_from(sorted(SELECTORS)),
     )
-    def make_scope(self, enable: list[str], disable: list[str], inherit: bool, as_str: bool) -> nv_options:
+    def make_scope(self, enable: list[str], disable: list[str], inherit: bool, as_str: bool,
+                   chosen: str) -> nv_options:
+        disable = [name for name in disable if name not in enable]  # one scope takes a name in one list only
         before = current_options()
         enable_arg: Any = enable[0] if as_str and len(enable) == 1 else enable
-        scope = nv_options(enable=enable_arg, disable=tuple(disable), inherit=inherit)
+        value, predicate = SELECTORS[chosen]
+        scope = nv_options(enable=enable_arg, disable=tuple(disable), inherit=inherit, fusions=value)
+        _predicates[id(scope)] = predicate
         assert scope.options == OptionSet(enable, disable)
         assert current_options() == before  # construction enters nothing
         self.all_scopes.append(scope)
@@ -104,10 +149,9 @@ class ScopeMachine(RuleBasedStateMachine):
 
     @rule(scope=scopes)
     def enter(self, scope: nv_options) -> None:
-        expected = self.merged(self.top(), scope)
         result = scope.__enter__()
         self.entered.append(scope)
-        self.model.append(expected)
+        self.model.append(scope)
         assert result == self.expected()
 
     @precondition(lambda self: bool(self.entered))
@@ -155,11 +199,11 @@ class ScopeMachine(RuleBasedStateMachine):
         def run(node: Any) -> None:
             index, raises, children = node
             scope = pool[index % len(pool)]
-            expected = self.merged(self.top(), scope)
+            _predicates.setdefault(id(scope), None)
             outer = self.top()
             try:
                 with scope as active:
-                    self.model.append(expected)
+                    self.model.append(scope)
                     try:
                         self.check()
                         assert active == self.expected()
@@ -182,14 +226,17 @@ class ScopeMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def decorated_call(self, data: st.DataObject) -> None:
         scope = data.draw(st.sampled_from(self.all_scopes))
-        expected = self.merged(self.top(), scope)
+        expected = self.merged(scope)
+        fusion = data.draw(st.sampled_from(FUSIONS))
+        expected_for_fusion = resolve([*self.model, scope], fusion)
 
         @scope
-        def body() -> OptionSet:
-            return current_options()
+        def body() -> tuple[OptionSet, OptionSet]:
+            return current_options(), current_options(fusion)
 
-        got = body()
+        got, got_for_fusion = body()
         assert (got.enable, got.disable) == expected
+        assert (got_for_fusion.enable, got_for_fusion.disable) == expected_for_fusion
 
     @invariant()
     def matches_the_model(self) -> None:

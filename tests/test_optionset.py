@@ -8,6 +8,8 @@ import pickle
 import weakref
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from nvscope import OptionSet
 
@@ -242,3 +244,89 @@ def test_repr_is_readable_and_sorted() -> None:
 def test_repr_evaluates_back_to_an_equal_value() -> None:
     s = OptionSet(enable=["b", "a"], disable=["c"])
     assert eval(repr(s), {"OptionSet": OptionSet}) == s
+
+
+# --- parse, from_env, thunder_kwargs --------------------------------------------------------------------------------
+
+CODEGEN = OptionSet(enable=["fuse_matmul", "kernel_profile"], disable=["matmul_expr_eval"])
+NAMES = st.lists(st.from_regex(r"[a-z_][a-z0-9_]{0,20}", fullmatch=True), max_size=4)
+
+
+def test_parse_reads_a_shell_line() -> None:
+    assert OptionSet.parse("NVFUSER_ENABLE=fuse_matmul,kernel_profile NVFUSER_DISABLE=matmul_expr_eval") == CODEGEN
+    assert OptionSet.parse("  NVFUSER_DISABLE='matmul_expr_eval'\tNVFUSER_ENABLE=\"kernel_profile,fuse_matmul\"") == \
+        CODEGEN
+    assert OptionSet.parse("NVFUSER_ENABLE=fuse_matmul") == OptionSet(enable=["fuse_matmul"])
+    assert OptionSet.parse("") == OptionSet() == OptionSet.parse("NVFUSER_ENABLE= NVFUSER_DISABLE=")
+
+
+@given(enable=NAMES, disable=NAMES)
+def test_parse_and_from_env_invert_as_shell_and_as_env(enable: list[str], disable: list[str]) -> None:
+    options = OptionSet(enable, disable)
+    assert OptionSet.parse(options.as_shell()) == options
+    assert OptionSet.from_env(options.as_env()) == options
+
+
+@pytest.mark.parametrize(("line", "message"), [
+    ("NVFUSER_ENABLE=a NVFUSER_ENABLE=b", "NVFUSER_ENABLE is given twice in 'NVFUSER_ENABLE=a NVFUSER_ENABLE=b': give "
+                                          "it once, with the names separated by commas"),
+    ("NVFUSER_ENABLED=fuse_matmul", "'NVFUSER_ENABLED=fuse_matmul' is not an NVFUSER_ENABLE=... or "
+                                    "NVFUSER_DISABLE=... assignment; the line holds only those, e.g. "
+                                    "'NVFUSER_ENABLE=fuse_matmul NVFUSER_DISABLE=matmul_expr_eval'"),
+    ("NVFUSER_ENABLE=fuse_matmul python train.py", "'python' is not an NVFUSER_ENABLE=... or NVFUSER_DISABLE=..."),
+    ("export NVFUSER_ENABLE=fuse_matmul", "'export' is not an NVFUSER_ENABLE=... or NVFUSER_DISABLE=..."),
+    ("NVFUSER_ENABLE 'fuse_matmul'", "'NVFUSER_ENABLE' is not an NVFUSER_ENABLE=... or NVFUSER_DISABLE=..."),
+    ("NVFUSER_ENABLE='fuse_matmul", "is not a shell line (No closing quotation): close the quote"),
+    ("NVFUSER_ENABLE=fuse_matmul,,kernel_profile", "NVFUSER_ENABLE='fuse_matmul,,kernel_profile' has an empty name: "
+                                                   "separate names with single commas"),
+    ("NVFUSER_DISABLE=matmul_expr_eval,", "NVFUSER_DISABLE='matmul_expr_eval,' has an empty name"),
+    ("NVFUSER_ENABLE='fuse_matmul, kernel_profile'", "' kernel_profile' is not an option name (letters, digits and "
+                                                     "underscores): separate names with commas and no spaces"),
+    ("NVFUSER_ENABLE=fuse-matmul", "'fuse-matmul' is not an option name (letters, digits and underscores): "
+                                   "nvFuser's option names use underscores"),
+    ("NVFUSER_ENABLE='fuse_matmul,p2p_protocol(put)'", "'p2p_protocol' takes arguments, which an OptionSet (and so a "
+                                                       "scope) cannot carry: set that option in the environment"),
+])
+def test_parse_refuses_a_malformed_line_naming_the_fix(line: str, message: str) -> None:
+    with pytest.raises(ValueError) as raised:
+        OptionSet.parse(line)
+    assert message in str(raised.value)
+
+
+def test_parse_takes_a_str() -> None:
+    with pytest.raises(TypeError, match=r"OptionSet\.parse takes a str such as 'NVFUSER_ENABLE=fuse_matmul"):
+        OptionSet.parse(["NVFUSER_ENABLE=fuse_matmul"])  # type: ignore[arg-type]
+
+
+def test_from_env_reads_the_two_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    environ = {"NVFUSER_ENABLE": "kernel_profile,fuse_matmul", "NVFUSER_DISABLE": "matmul_expr_eval", "PATH": "/bin"}
+    assert OptionSet.from_env(environ) == CODEGEN
+    assert OptionSet.from_env({}) == OptionSet() == OptionSet.from_env({"NVFUSER_ENABLE": ""})
+    monkeypatch.setenv("NVFUSER_ENABLE", "fuse_matmul")
+    monkeypatch.delenv("NVFUSER_DISABLE", raising=False)
+    assert OptionSet.from_env() == OptionSet(enable=["fuse_matmul"])  # None: os.environ, read at the call
+
+
+@pytest.mark.parametrize(("environ", "message"), [
+    ({"NVFUSER_DISABLE": "a,,b"}, "NVFUSER_DISABLE='a,,b' has an empty name"),
+    ({"NVFUSER_ENABLE": "p2p_protocol(put)"}, "NVFUSER_ENABLE='p2p_protocol(put)': 'p2p_protocol' takes arguments"),
+    ({"NVFUSER_ENABLE": "fuse_matmul kernel_profile"}, "separate names with commas and no spaces"),
+])
+def test_from_env_refuses_a_malformed_value_naming_the_variable(environ: dict[str, str], message: str) -> None:
+    with pytest.raises(ValueError) as raised:
+        OptionSet.from_env(environ)
+    assert message in str(raised.value)
+
+
+def test_from_env_takes_a_mapping() -> None:
+    with pytest.raises(TypeError, match=r"OptionSet\.from_env takes a mapping such as os\.environ"):
+        OptionSet.from_env("NVFUSER_ENABLE=fuse_matmul")  # type: ignore[arg-type]
+
+
+def test_thunder_kwargs() -> None:
+    assert CODEGEN.thunder_kwargs() == {"nv_enable_options": ["fuse_matmul", "kernel_profile"],
+                                        "nv_disable_options": ["matmul_expr_eval"]}
+    assert OptionSet().thunder_kwargs() == {"nv_enable_options": [], "nv_disable_options": []}
+    first = CODEGEN.thunder_kwargs()
+    first["nv_enable_options"].append("x")
+    assert CODEGEN.thunder_kwargs()["nv_enable_options"] == ["fuse_matmul", "kernel_profile"]  # fresh lists

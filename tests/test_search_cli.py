@@ -122,9 +122,36 @@ def test_bad_command_lines_exit_2_with_the_fix(script: Path, argv: list[str], me
     assert message in capsys.readouterr().err
 
 
-def test_an_unknown_option_fails_before_the_script_is_imported(script: Path) -> None:
-    assert command(parse("--candidates", "fast_maht", f"{script}:step")) == 2
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--candidates", "fast_maht"], "did you mean 'fast_math'"),
+    (["--candidates", "fuse_matmul", "--candidates", "fuse_matmul"],
+     "error: candidates 'fuse_matmul' and 'fuse_matmul' are the same option set"),
+    (["--candidates", "fast_math,-fma", "--candidates=-fma,+fast_math"], "are the same option set"),
+    (["--params", "3"], "--params '3' is not a Python name: give the name of the script's nn.Module"),
+    (["--params", "model-1"], "is not a Python name"),
+    (["--params", "model."], "is not a Python name"),
+])
+def test_a_bad_command_line_fails_before_the_script_is_imported(script: Path, argv: list[str], message: str,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    assert command(parse("--quiet", *argv, f"{script}:step")) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err, err
     assert not script.with_suffix(".argv").exists()
+
+
+def test_params_that_hold_no_tensors_are_a_usage_error(script: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert command(parse("--quiet", "--candidates", "fast_math", "--params", "not_a_function", f"{script}:step")) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert ("--params not_a_function: takes an nn.Module (or anything with named_parameters()) or an iterable of "
+            "tensors, not int: 3") in err
+
+
+def test_search_names_a_module_that_is_neither_a_module_nor_tensors() -> None:
+    import nvscope
+
+    with pytest.raises(TypeError, match=r"module= takes an nn\.Module .* not int: 3"):
+        nvscope.search(lambda: 1.0, candidates=["fast_math"], rounds=5, module=3, progress=False)
 
 
 def test_plot_without_matplotlib_fails_early(script: Path, monkeypatch: pytest.MonkeyPatch,

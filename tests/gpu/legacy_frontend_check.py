@@ -11,7 +11,7 @@ from gpu_helpers import cublas, kernels, nvfuser_matmul
 
 import nvscope
 import nvscope.nvfuser
-from nvscope import _frontends
+from nvscope._legacy import LEGACY
 from nvscope._optionset import OptionSet
 
 nvscope.set_development_mode(True)
@@ -45,9 +45,9 @@ result["scoped_kernels_nvfuser_matmul"] = bool(nvfuser_matmul(names)) and not cu
 names, _ = kernels(lambda: fd.execute([x, y]))
 result["default_again_cublas"] = bool(cublas(names)) and not nvfuser_matmul(names)
 
-salted_a = _frontends.rebuild(fd, nvfuser, _frontends.salt_for(OptionSet(["fuse_matmul"])))
-salted_b = _frontends.rebuild(fd, nvfuser, _frontends.salt_for(OptionSet(["static_fusion_count"])))
-salted_a2 = _frontends.rebuild(fd, nvfuser, _frontends.salt_for(OptionSet(["fuse_matmul"])))
+salted_a = LEGACY.rebuild(fd, nvfuser, OptionSet(["fuse_matmul"]))
+salted_b = LEGACY.rebuild(fd, nvfuser, OptionSet(["static_fusion_count"]))
+salted_a2 = LEGACY.rebuild(fd, nvfuser, OptionSet(["fuse_matmul"]))
 result["ids"] = [fd.id(), salted_a.id(), salted_b.id(), salted_a2.id()]
 result["salted_ids_distinct"] = len({fd.id(), salted_a.id(), salted_b.id()}) == 3
 result["same_set_same_id"] = salted_a.id() == salted_a2.id()

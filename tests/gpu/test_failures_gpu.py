@@ -8,6 +8,7 @@ repro.py`` in a fresh process with no NVFUSER_* variable, so options can only co
 from __future__ import annotations
 
 import json
+import re
 import warnings
 from pathlib import Path
 from typing import Any
@@ -68,7 +69,8 @@ def test_a_failing_scoped_backward_names_its_options_and_its_repro_reproduces(
     assert len(notes) == 1, getattr(error, "__notes__", None)
     note = notes[0]
     print(note)
-    assert "(backward) failed with nvFuser options +fuse_matmul -matmul_expr_eval" in note, note
+    assert re.search(r"Thunder fusion backward/nvFusion\d+ failed with nvFuser options \+fuse_matmul -matmul_expr_eval",
+                     note), note
     assert "scope: +fuse_matmul -matmul_expr_eval" in note, note
     assert "NVFUSER_ENABLE=fuse_matmul NVFUSER_DISABLE=matmul_expr_eval" in note, note
     script = Path(note.split("repro script: python ", 1)[1].split()[0])

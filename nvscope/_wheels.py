@@ -17,6 +17,8 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
+from nvscope._frontends import MIN_VERSION
+
 __all__ = ["LISTED", "NIGHTLY", "PYTHONS", "WheelHint", "install_hint", "mismatch", "nvfuser_wheel"]
 
 # (CUDA, torch) -> the newest nvFuser version under nvfuser-cu<CUDA>-torch<torch>, as PyPI listed them in 2026
@@ -42,7 +44,7 @@ NIGHTLY = frozenset({(12, 6), (12, 8), (13, 0)})
 # the four names tried, and no aarch64 wheel of nvfuser-cu130-torch210.
 PYTHONS = ((3, 10), (3, 12))
 PLATFORM = ("Linux", "x86_64")
-MIN_NVFUSER = "0.2.23"  # the first nvFuser with per-call options (nvscope._frontends.MIN_VERSION)
+MIN_NVFUSER = MIN_VERSION  # the first nvFuser with per-call options
 
 _TORCH = re.compile(r"(\d+)\.(\d+)(?:\.\d+)?([^+]*)(?:\+(.*))?")
 _CUDA = re.compile(r"(\d+)\.(\d)(?:\.\d+)*")

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from nvscope import _install, _version
+from nvscope import _version
+from nvscope import _wheels as _install
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_WHEELS = ROOT.parent / "shared" / "gpu" / "wheels"

@@ -1,0 +1,45 @@
+"""pyproject.toml's ``test`` extra brings everything the CPU suite uses, so that the README's test command
+(``pip install -e ".[test]" && python -m pytest``) runs every CPU test on a fresh machine instead of skipping some."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+# A module the tests import -> the distribution that provides it, where the two names differ.
+DISTRIBUTION = {"torch.distributed": "torch"}
+
+
+def extra(name: str) -> set[str]:
+    """The distribution names in ``name = [...]`` of pyproject's optional dependencies (a regex: no tomllib on 3.10)."""
+    text = (REPO / "pyproject.toml").read_text()
+    section = text.split("[project.optional-dependencies]", 1)[1].split("\n[", 1)[0]
+    match = re.search(rf"^{name} = \[(.*?)\]", section, re.M | re.S)
+    assert match, f"no {name} extra in pyproject.toml"
+    return {re.split(r"[<>=!~; \[]", item.strip().strip('"'), maxsplit=1)[0].lower()
+            for item in match[1].split(",") if item.strip()}
+
+
+def skipped_without() -> set[str]:
+    """The modules the CPU tests skip without (``pytest.importorskip("name")``)."""
+    found = set()
+    for path in (REPO / "tests").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr == "importorskip" and node.args and isinstance(node.args[0], ast.Constant)):
+                found.add(str(node.args[0].value))
+    return found
+
+
+def test_the_test_extra_brings_every_module_a_cpu_test_skips_without() -> None:
+    needed = {DISTRIBUTION.get(module, module.partition(".")[0]) for module in skipped_without()}
+    assert {"torch", "matplotlib", "mypy"} <= needed  # the scan finds them (else this test checks nothing)
+    assert needed - extra("test") == set()
+
+
+def test_the_test_extra_brings_numpy_for_torch() -> None:
+    # Without numpy, torch warns "Failed to initialize NumPy: No module named 'numpy'" in every test run.
+    assert "numpy" in extra("test")
+

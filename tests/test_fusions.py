@@ -1,0 +1,300 @@
+"""Per-fusion control against the Thunder double: identity, selectors, the catalog's gates, fallback, listing.
+
+Observed: which FusionDefinition each fake nvFuser execution ran (Thunder's own or a partition's) and the options it
+got, nvscope's audit records, warnings, and the fusions' outputs.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_nvfuser_frontend import Tensor
+from thunder_double import ThunderDouble, jit, reset_nvscope
+
+import nvscope
+import nvscope.thunder
+from nvscope import FusionInfo, NvscopeError, OptionSet, audit, holding, nv_options, phase
+
+FM = ["fuse_matmul"]
+SFC = ["static_fusion_count"]
+MEE = ["matmul_expr_eval"]
+
+
+@pytest.fixture
+def double(monkeypatch: pytest.MonkeyPatch) -> Iterator[ThunderDouble]:
+    reset_nvscope()
+    made = ThunderDouble(monkeypatch)
+    assert nvscope.thunder.install()
+    yield made
+    reset_nvscope()
+
+
+def t(n: int = 2) -> Tensor:
+    return Tensor((1.0,) * n)
+
+
+def options_of(double: ThunderDouble, since: int = 0) -> list[OptionSet]:
+    return [OptionSet(e.enable or (), e.disable or ()) for e in double.executions[since:]]
+
+
+# --- identity ----------------------------------------------------------------------------------------------------
+
+def test_fusions_lists_ids_phases_ops_and_the_jitted_function(double: ThunderDouble) -> None:
+    torch = pytest.importorskip("torch")
+    model, _, _ = double.make_model()
+
+    def train_step(x: Any) -> None:
+        model(x).sum().backward()
+
+    step = jit(train_step)
+    found = nvscope.fusions(step, torch.ones(3, requires_grad=True))
+    assert [f.id for f in found] == ["forward/nvFusion0", "backward/nvFusion1"]
+    assert [f.phase for f in found] == ["forward", "backward"] and all(f.ops == ("linear",) for f in found)
+    assert found[0].function == "test_fusions_lists_ids_phases_ops_and_the_jitted_function.<locals>.train_step"
+    assert found[0] == FusionInfo("nvFusion0", "forward", ["linear"], found[0].function)
+
+
+def test_a_backwards_function_is_its_forwards_when_the_forward_ran_scoped(double: ThunderDouble) -> None:
+    torch = pytest.importorskip("torch")
+    model, _, _ = double.make_model()
+    step = jit(model)
+    x = torch.ones(3, requires_grad=True)
+    with audit() as log:
+        with nv_options(enable=SFC):
+            y = step(x)
+        y.sum().backward()  # on another line, outside the jitted function: named after its forward's
+    assert [f.function for f in log.fusions()] == ["ThunderDouble.make_model.<locals>.model"] * 2
+
+
+def test_ops_come_from_the_printed_definition(double: ThunderDouble) -> None:
+    wrapper = double.make_wrapper(ops=("matmul", "add", "matmul"))
+    (info,) = nvscope.fusions(wrapper, t())
+    assert info.ops == ("add", "matmul") and info.id == "forward/nvFusion0"
+
+
+# --- selectors ---------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("fusions", ["forward/*", ["forward/nvFusion0"], phase("forward"),
+                                     lambda f: f.phase == "forward", ~phase("backward")])
+def test_a_selector_limits_the_options_to_the_fusions_it_matches(double: ThunderDouble, fusions: Any) -> None:
+    torch = pytest.importorskip("torch")
+    model, _, _ = double.make_model()
+    x = torch.ones(3, requires_grad=True)
+    with audit() as log, nv_options(enable=SFC, fusions=fusions):
+        model(x).sum().backward()
+    assert [(r.fusion, r.options, r.partition) for r in log.records] == [
+        ("forward/nvFusion0", OptionSet(SFC), "new"), ("backward/nvFusion1", OptionSet(), "default")]
+    assert options_of(double) == [OptionSet(SFC), OptionSet()]
+    assert torch.equal(x.grad, torch.full((3,), 2.0))
+
+
+def test_the_reverse_selector_reaches_only_the_backward(double: ThunderDouble) -> None:
+    torch = pytest.importorskip("torch")
+    model, _, _ = double.make_model()
+    with nv_options(enable=SFC, fusions="backward/*"):
+        model(torch.ones(3, requires_grad=True)).sum().backward()
+    assert options_of(double) == [OptionSet(), OptionSet(SFC)]
+
+
+def test_nested_selective_scopes_each_reach_their_own_fusions(double: ThunderDouble) -> None:
+    a = double.make_wrapper("nvFusion0", ops=("linear",))
+    b = double.make_wrapper("nvFusion1", ops=("add",))
+    with nv_options(enable=SFC, fusions=holding("linear")), nv_options(disable=["fallback"], fusions="*/nvFusion1"):
+        a(t())
+        b(t())
+        with nv_options(inherit=False, fusions="forward/nvFusion0"):  # cuts below, for that fusion only
+            a(t())
+            b(t())
+    assert options_of(double) == [OptionSet(SFC), OptionSet((), ["fallback"]), OptionSet(),
+                                  OptionSet((), ["fallback"])]
+
+
+def test_a_selector_is_matched_once_per_scope_and_fusion(double: ThunderDouble) -> None:
+    wrapper = double.make_wrapper()
+    seen: list[str] = []
+
+    def chosen(info: FusionInfo) -> bool:
+        seen.append(info.id)
+        return True
+
+    scope = nv_options(enable=SFC, fusions=chosen)
+    for _ in range(5):
+        with scope:
+            for _ in range(3):
+                wrapper(t())
+    other = nv_options(disable=MEE)
+    for _ in range(3):  # alternating scopes: each pair resolves through the fusion's memo, not the selector
+        with scope:
+            wrapper(t())
+        with other:
+            wrapper(t())
+    assert seen == ["forward/nvFusion0"]
+    assert options_of(double)[-2:] == [OptionSet(SFC), OptionSet((), MEE)]
+
+
+@pytest.mark.parametrize(("fusions", "error", "match"), [
+    ("nvFusion0", ValueError, r"'\*/nvFusion0'"),
+    ("forward/[x", ValueError, "unbalanced"),
+    ("", ValueError, "empty glob"),
+    ([], ValueError, "empty list"),
+    (3, TypeError, "not int: 3"),
+    ([3], TypeError, "not int: 3"),
+    (b"forward/*", TypeError, "not bytes"),
+])
+def test_bad_selectors_fail_when_the_scope_is_built(fusions: Any, error: type[Exception], match: str) -> None:
+    with pytest.raises(error, match=match):
+        nv_options(enable=SFC, fusions=fusions)
+    assert nvscope.current_options() == OptionSet()
+
+
+def test_a_selector_that_raises_names_itself_and_the_fusion_and_leaves_the_scope_whole(double: ThunderDouble) -> None:
+    wrapper = double.make_wrapper()
+
+    def broken(info: FusionInfo) -> bool:
+        raise KeyError("oops")
+
+    scope = nv_options(enable=SFC, fusions=broken)
+    with scope:
+        message = r"fusions=.*broken raised KeyError on fusion forward/nvFusion0"
+        with pytest.raises(NvscopeError, match=message) as raised:
+            wrapper(t())
+        assert isinstance(raised.value.__cause__, KeyError)
+        assert nvscope.current_options() == OptionSet()  # the selective scope is still the active one
+    assert double.executions == []
+    with nv_options(enable=SFC):
+        wrapper(t())  # the fusion is fine afterwards
+    assert options_of(double) == [OptionSet(SFC)]
+
+
+def test_current_options_for_a_fusion() -> None:
+    forward, backward = FusionInfo("nvFusion0", "forward"), FusionInfo("nvFusion0", "backward")
+    with nv_options(enable=SFC), nv_options(disable=MEE, fusions="backward/*") as active:
+        assert active == OptionSet(SFC)
+        assert nvscope.current_options(forward) == OptionSet(SFC)
+        assert nvscope.current_options(backward) == OptionSet(SFC, MEE)
+
+
+# --- the catalog's gates -----------------------------------------------------------------------------------------
+
+def test_an_option_that_cannot_affect_a_fusion_keeps_it_on_its_defaults_and_says_so(double: ThunderDouble) -> None:
+    pointwise = double.make_wrapper("nvFusion0", ops=("add", "mul"))
+    pointwise(t())  # warm: Thunder compiled it already
+    before = len(double.built)
+    with audit() as log, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with nv_options(enable=FM, disable=MEE):
+            pointwise(t())
+            pointwise(t())
+    assert [r.partition for r in log.records] == ["default", "default"]
+    assert options_of(double, 1) == [OptionSet(), OptionSet()]
+    assert len(double.built) == before and nvscope.thunder.partitions(pointwise) is not None
+    assert len(nvscope.thunder.partitions(pointwise)) == 0  # type: ignore[arg-type]
+    (warning,) = [w for w in caught if issubclass(w.category, nvscope.NoEffectWarning)]
+    text = str(warning.message)
+    assert "changed no fusion" in text and "+fuse_matmul only fusions holding" in text
+    assert "nv_enable_matmul=True" in text and warning.filename == __file__
+
+
+def test_gated_options_still_reach_the_fusions_they_can_affect(double: ThunderDouble) -> None:
+    pointwise = double.make_wrapper("nvFusion0", ops=("add",))
+    matmul = double.make_wrapper("nvFusion1", ops=("matmul",))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", nvscope.NoEffectWarning)  # one fusion changed: no warning
+        with nv_options(enable=[*FM, *SFC], disable=MEE):
+            pointwise(t())
+            matmul(t())
+    assert options_of(double) == [OptionSet(SFC), OptionSet([*FM, *SFC], MEE)]
+
+
+def test_a_selector_that_matches_nothing_says_so(double: ThunderDouble) -> None:
+    wrapper = double.make_wrapper()
+    with pytest.warns(nvscope.NoEffectWarning, match=r"fusions='backward/\*' matched none of them"):
+        with nv_options(enable=SFC, fusions="backward/*"):
+            wrapper(t())
+
+
+# --- failure policy ----------------------------------------------------------------------------------------------
+
+def test_fallback_completes_the_step_and_keeps_the_failure(double: ThunderDouble, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    torch = pytest.importorskip("torch")
+    monkeypatch.setenv("NVSCOPE_REPRO_DIR", str(tmp_path))
+    model, _, _ = double.make_model(breaks_with="fuse_matmul")  # the backward fusion breaks under fuse_matmul
+
+    def step() -> Any:
+        x = torch.ones(3, requires_grad=True)
+        model(x).sum().backward()
+        return x.grad
+
+    expected = step()
+    with audit() as log, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with nv_options(enable=FM, disable=MEE, on_error="fallback"):
+            first = step()
+            executions = len(double.executions)
+            second = step()
+    assert torch.equal(first, expected) and torch.equal(second, expected)
+    # The failed attempt is recorded as its partition (built, so "new"), then the defaults' run as "fallback"; the
+    # second step goes to the defaults directly.
+    assert [(r.fusion, r.partition) for r in log.records] == [
+        ("forward/nvFusion0", "new"), ("backward/nvFusion1", "new"), ("backward/nvFusion1", "fallback"),
+        ("forward/nvFusion0", "reused"), ("backward/nvFusion1", "fallback")]
+    failure = log.failures()[0]
+    assert "INTERNAL ASSERT FAILED" in (failure.error or "") and "repro script:" in (failure.error or "")
+    assert failure.options == OptionSet(FM, MEE)
+    assert len(double.executions) - executions == 2  # the second step does not try the broken partition again
+    fallbacks = [w for w in caught if issubclass(w.category, nvscope.FallbackWarning)]
+    assert len(fallbacks) == 1 and "backward/nvFusion1" in str(fallbacks[0].message)
+    assert [p.name for p in tmp_path.iterdir()] and all(p.name.startswith("backward-nvFusion1-")
+                                                        for p in tmp_path.iterdir())
+
+
+def test_raise_is_the_default_and_an_inner_scope_can_ask_for_it(double: ThunderDouble) -> None:
+    wrapper = double.make_wrapper(breaks_with="fuse_matmul")
+    with pytest.raises(RuntimeError, match="INTERNAL ASSERT"), nv_options(enable=FM):
+        wrapper(t())
+    with nv_options(on_error="fallback"):
+        with pytest.warns(nvscope.FallbackWarning):
+            with nv_options(enable=FM):  # inherits fallback
+                assert wrapper(t()) == [t() * 2]
+        with pytest.raises(RuntimeError, match="INTERNAL ASSERT"), nv_options(enable=FM, on_error="raise"):
+            wrapper(t())
+
+
+def test_on_error_is_validated(double: ThunderDouble) -> None:
+    with pytest.raises(ValueError, match="on_error= takes 'raise' or 'fallback'"):
+        nv_options(enable=FM, on_error="ignore")
+
+
+# --- state --------------------------------------------------------------------------------------------------------
+
+def test_uninstall_drops_every_fusions_table(double: ThunderDouble) -> None:
+    wrapper = double.make_wrapper()
+    with nv_options(enable=SFC):
+        wrapper(t())
+    assert nvscope.thunder.partitions(wrapper) is not None
+    get_fd = wrapper.get_fd
+    nvscope.thunder.uninstall()
+    assert "_nvscope_partitions" not in vars(get_fd)
+    nvscope.thunder.install()
+    assert nvscope.thunder.partitions(wrapper) is None
+
+
+def test_an_option_set_as_a_scope(double: ThunderDouble) -> None:
+    recommended = OptionSet(SFC, MEE)
+    with nv_options(recommended) as active:
+        assert active == recommended
+    with pytest.raises(TypeError, match="takes no disable="):
+        nv_options(recommended, disable=["fallback"])
+
+
+def test_with_nv_options_without_parentheses_says_how() -> None:
+    with pytest.raises(TypeError, match=r"write @with_nv_options\(enable=\[\.\.\.\]\) \(with parentheses\)"):
+        @nvscope.with_nv_options  # type: ignore[arg-type]
+        def step() -> None:
+            pass
+
