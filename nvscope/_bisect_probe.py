@@ -114,12 +114,17 @@ class InProcess:
 
         problems = []
         selected = None if fusions is None else set(fusions)
+        gate = nvscope.catalog().can_affect
         for r in records:
             chosen = selected is None or r.fusion in selected
-            has = options.enable <= r.options.enable and options.disable <= r.options.disable
-            if chosen and (not has or r.partition not in ("new", "reused")):
+            ops = r.info.ops
+            # What the catalog's gates let through to this fusion (all of it when its ops are unknown).
+            wanted = options if ops is None else options.only(_affects(gate, ops))
+            has = wanted.enable <= r.options.enable and wanted.disable <= r.options.disable
+            own = r.partition in ("new", "reused") or (r.partition == "default" and has)
+            if chosen and not (has and own):
                 problems.append(f"{r.fusion} ran with {r.options!r} in partition {r.partition!r}, not with "
-                                f"{options!r} in a partition of its own")
+                                f"{wanted!r} in a partition of its own")
             elif not chosen and r.partition != "default":
                 problems.append(f"{r.fusion} was not selected but ran in partition {r.partition!r}")
         if nvscope.current_options():
@@ -130,3 +135,7 @@ class InProcess:
             raise RuntimeError("nvscope bisect: a probe did not run as intended (a bug in nvscope, please report "
                                "it): " + "; ".join(problems[:3]))
 
+
+def _affects(gate: Callable[[str, str, Any], bool], ops: Any) -> Callable[[str, str], bool]:
+    """``OptionSet.only``'s test: whether the catalog says an option can change a fusion holding ``ops``."""
+    return lambda kind, name: gate(kind, name, ops)

@@ -100,16 +100,16 @@ def test_names_the_option_and_the_fusion_that_raise_and_writes_their_repro(doubl
 
 
 def test_a_numerics_change_that_needs_two_fusions_is_found_as_the_pair(double: ThunderDouble) -> None:
-    # Each of fusions 2 and 5 moves the output by 1e-8 relative under ws_normalization: alone, within the tolerance
+    # Each of fusions 2 and 5 moves the output by 1e-8 relative under tma_pointwise: alone, within the tolerance
     # (1.5e-8); together, over it. So the culprit is both of them, and only that option.
-    step = Step(double, 8, drift={2: ("ws_normalization", 1 + 1e-8), 5: ("ws_normalization", 1 + 1e-8)})
-    result = bisect(step, 1.0, enable=["ws_normalization", "fast_math"], check="numerics", tolerance=1.5e-8,
+    step = Step(double, 8, drift={2: ("tma_pointwise", 1 + 1e-8), 5: ("tma_pointwise", 1 + 1e-8)})
+    result = bisect(step, 1.0, enable=["tma_pointwise", "fast_math"], check="numerics", tolerance=1.5e-8,
                     progress=False)
     assert result.reproduced
-    assert result.options == OptionSet(["ws_normalization"])
+    assert result.options == OptionSet(["tma_pointwise"])
     assert result.fusions == ("forward/nvFusion2", "forward/nvFusion5")
     assert "numerics over tolerance" in result.problem and result.repro_scripts == ()
-    assert result.line() == ("nv_options(enable=['ws_normalization'], fusions=['forward/nvFusion2', "
+    assert result.line() == ("nv_options(enable=['tma_pointwise'], fusions=['forward/nvFusion2', "
                              "'forward/nvFusion5'])")
 
 
