@@ -95,7 +95,8 @@ def part_assert(out: str) -> bool:
         def loss(jitted: Any = jitted, x: Any = x) -> Any:
             return jitted(x).float().square().mean()
 
-        result = bisect(loss, **CODEGEN, backward=True, module=model)
+        # check="raises": the assert is the problem; a bf16 matmul-codegen difference is not what is bisected here.
+        result = bisect(loss, **CODEGEN, check="raises", backward=True, module=model)
         if result.reproduced:
             break
         print(f"== assert: shape {shape} runs clean under the options; trying the next", flush=True)

@@ -56,7 +56,8 @@ def test_bisect_names_the_runtime_info_assert_and_its_line_reproduces_alone(tmp_
         def loss(jitted: Any = jitted, x: Any = x) -> Any:
             return jitted(x).float().square().mean()
 
-        result = bisect(loss, **CODEGEN, backward=True, module=model)
+        # check="raises": the assert is the problem; a bf16 matmul-codegen difference is not what is bisected here.
+        result = bisect(loss, **CODEGEN, check="raises", backward=True, module=model)
         if result.reproduced:
             break
     else:
