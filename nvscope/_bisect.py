@@ -177,7 +177,8 @@ def bisect(fn: Callable[..., Any], /, *args: Any, enable: Iterable[str] | str = 
     ``slower_by``, i.e. the 95% interval of the paired time ratio lies above ``1 + slower_by``, timed in ``rounds``
     randomized rounds of ``steps_per_round`` calls), several of them in a list, or a callable taking the step's
     return value and returning True when it is bad (an exception is then bad too). ``backward``/``module``: as for
-    `nvscope.search`. Runs in development mode; every probe leaves no scope, warning filter or patch behind.
+    `nvscope.search`. Runs in development mode, outside any scope of the caller's (the default is the defaults);
+    every probe leaves no scope, warning filter or patch behind.
     """
     from nvscope._bisect_probe import InProcess
 
@@ -198,7 +199,10 @@ def bisect(fn: Callable[..., Any], /, *args: Any, enable: Iterable[str] | str = 
         if progress:
             print(f"nvscope bisect: {message}", file=sys.stderr, flush=True)
 
+    from nvscope._scope import ACTIVE
+
     previous = nvscope.set_development_mode(True)
+    outside = ACTIVE.set(None)  # the caller's scopes do not apply: the default is the defaults, a probe is its options
     try:
         with warnings.catch_warnings():
             for quiet in (nvscope.NoFusionWarning, nvscope.NoEffectWarning):  # probes that change nothing: expected
@@ -213,6 +217,7 @@ def bisect(fn: Callable[..., Any], /, *args: Any, enable: Iterable[str] | str = 
                                        for c in checks))
             result = drive(given, fusions, oracle.run, say, description)
     finally:
+        ACTIVE.reset(outside)
         nvscope.set_development_mode(previous)
     say(f"done: {result.line() if result.reproduced else 'not reproduced'} ({result.probes} probes)")
     return result

@@ -65,7 +65,8 @@ class InProcess:
     def run(self, options: OptionSet, fusions: tuple[str, ...] | None) -> Outcome:
         """One probe: the step under ``options`` on ``fusions`` (None: all), judged by the checks."""
         variant = _Variant("probe", options, "candidate")
-        variant.scope = nv_options(options.enable, options.disable, inherit=False,
+        # inherit=False and on_error="raise": an enclosing scope of the caller's changes nothing a probe sees.
+        variant.scope = nv_options(options.enable, options.disable, inherit=False, on_error="raise",
                                    fusions=None if fusions is None else [exact_glob(f) for f in fusions])
         error: Exception | None = None
         out: Any = None

@@ -181,3 +181,14 @@ def test_property_1_minimal_options_and_fusions_that_reproduce_within_o_k_log_n(
             reset_nvscope()
 
 
+
+
+def test_an_enclosing_scope_of_the_caller_changes_no_probe(double: ThunderDouble) -> None:
+    step = Step(double, 6, breaks={3: "fuse_matmul"})
+    # The caller's scope would add an option and swallow the failure: the bisect runs outside it, so the scope saw
+    # no fusion at all.
+    with pytest.warns(nvscope.NoFusionWarning), nv_options(enable=["tma_pointwise"], on_error="fallback"):
+        result = bisect(step, 1.0, enable=["fuse_matmul", "fast_math"], progress=False)
+    assert result.reproduced and result.fusions == ("forward/nvFusion3",)
+    assert result.options == OptionSet(["fuse_matmul"])
+    assert not any("tma_pointwise" in (ex.enable or ()) for ex in double.executions[-5:])
