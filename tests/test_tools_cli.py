@@ -142,3 +142,17 @@ def test_bisect_a_program_one_process_per_probe(script: Path, monkeypatch: pytes
     assert result.command() == f"python -m nvscope run --enable fuse_matmul --fusions forward/nvFusion2 {script}"
     if not crash:
         assert result.repro_scripts and Path(result.repro_scripts[0]).is_file()
+
+
+def test_search_per_fusion_from_the_command_line(script: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = script.with_name("per_fusion.json")
+    code = main(["search", "--per-fusion", "--candidates", "fast_math", "--candidates", "fuse_matmul",
+                 "--rounds", "5", "--steps", "1", "--warmup", "1", "--quiet", "--json", str(out), f"{script}:step"])
+    stdout = capsys.readouterr().out
+    assert code == 0, stdout
+    assert "best candidate" in stdout and "\nverdict: " in stdout
+    data = json.loads(out.read_text())
+    assert [p["options"] for p in data["profiles"]] == [{"enable": ["fast_math"], "disable": []},
+                                                        {"enable": ["fuse_matmul"], "disable": []}]
+    # fuse_matmul breaks fusion 2: never its choice.
+    assert all(c["options"] != "fuse_matmul" for c in data["choices"] if c["fusion"] == "forward/nvFusion2")
