@@ -156,3 +156,20 @@ def test_search_per_fusion_from_the_command_line(script: Path, capsys: pytest.Ca
                                                         {"enable": ["fuse_matmul"], "disable": []}]
     # fuse_matmul breaks fusion 2: never its choice.
     assert all(c["options"] != "fuse_matmul" for c in data["choices"] if c["fusion"] == "forward/nvFusion2")
+
+
+def test_the_tools_are_public_names_loaded_on_first_use() -> None:
+    import subprocess
+
+    code = (
+        "import sys, nvscope\n"
+        "tools = ('nvscope._profile', 'nvscope._bisect', 'nvscope._search_fusions', 'nvscope._minimize')\n"
+        "assert not any(m in sys.modules for m in tools), [m for m in tools if m in sys.modules]\n"
+        "names = ('profile', 'ProfileResult', 'ProfileRow', 'bisect', 'BisectResult', 'search_fusions',\n"
+        "         'FusionSearchResult')\n"
+        "assert all(n in nvscope.__all__ and n in dir(nvscope) for n in names)\n"
+        "assert nvscope.profile.__module__ == 'nvscope._profile' and nvscope.bisect.__module__ == 'nvscope._bisect'\n"
+        "assert nvscope.search_fusions.__module__ == 'nvscope._search_fusions'\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr
