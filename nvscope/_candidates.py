@@ -12,6 +12,7 @@ from typing import Any
 
 import nvscope
 from nvscope import OptionSet, UnknownOptionError, nv_options
+from nvscope._names import shown
 
 __all__ = ["default_candidates", "label", "parse_candidate", "resolve"]
 
@@ -53,14 +54,15 @@ def parse_candidate(spec: object) -> OptionSet:
     elif isinstance(spec, Mapping):
         unknown = set(spec) - {"enable", "disable"}
         if unknown:
-            raise TypeError(f"candidate {dict(spec)!r}: unknown keys {sorted(unknown)}; use 'enable' and 'disable'")
+            raise TypeError(f"candidate {shown(dict(spec))}: unknown keys {shown(sorted(unknown, key=repr))}; use "
+                            "'enable' and 'disable'")
         options = _validated(spec, spec.get("enable", ()), spec.get("disable", ()))
     elif isinstance(spec, str):
         enable: list[str] = []
         disable: list[str] = []
         for token in (t.strip() for t in spec.split(",")):
             if not token:
-                raise ValueError(f"candidate {spec!r} has an empty name: separate names with single commas, e.g. "
+                raise ValueError(f"candidate {shown(spec)} has an empty name: separate names with single commas, e.g. "
                                  "'fuse_matmul,-matmul_expr_eval'")
             kind, _, name = token.partition(":") if token.startswith(("enable:", "disable:")) else ("", "", token)
             if not kind:
@@ -69,15 +71,15 @@ def parse_candidate(spec: object) -> OptionSet:
             known = nvscope.catalog()
             if known.get(kind, name) is None and known.get(other, name) is not None:  # type: ignore[arg-type]
                 fix = name if other == "enable" else f"-{name}"
-                raise UnknownOptionError(f"candidate {spec!r}: {name!r} is an nvFuser {other} option: write "
+                raise UnknownOptionError(f"candidate {shown(spec)}: {name!r} is an nvFuser {other} option: write "
                                          f"{fix!r} (or '{other}:{name}')")
             (enable if kind == "enable" else disable).append(name)
         options = _validated(spec, enable, disable)
     else:
         raise TypeError(f"a candidate is a str like 'fuse_matmul,-matmul_expr_eval', a dict with 'enable'/'disable', "
-                        f"an OptionSet or an nv_options object, not {type(spec).__name__}: {spec!r}")
+                        f"an OptionSet or an nv_options object, not {type(spec).__name__}: {shown(spec)}")
     if not options:
-        raise ValueError(f"candidate {spec!r} has no options: the default (no options) is always measured")
+        raise ValueError(f"candidate {shown(spec)} has no options: the default (no options) is always measured")
     return options
 
 
@@ -85,19 +87,19 @@ def _validated(spec: object, enable: Any, disable: Any) -> OptionSet:
     try:
         return nv_options(enable, disable).options
     except UnknownOptionError as error:
-        raise UnknownOptionError(f"candidate {spec!r}: {error}") from None
+        raise UnknownOptionError(f"candidate {shown(spec)}: {error}") from None
 
 
 def resolve(candidates: Iterable[object] | None) -> list[OptionSet]:
     if candidates is None:
         candidates = default_candidates()
     elif isinstance(candidates, (str, Mapping, OptionSet, nv_options)):
-        raise TypeError(f"candidates= takes a list of candidates, e.g. candidates=[{candidates!r}]")
+        raise TypeError(f"candidates= takes a list of candidates, e.g. candidates=[{shown(candidates)}]")
     resolved: dict[OptionSet, object] = {}
     for spec in candidates:
         options = parse_candidate(spec)
         if options in resolved:
-            raise ValueError(f"candidates {resolved[options]!r} and {spec!r} are the same option set")
+            raise ValueError(f"candidates {shown(resolved[options])} and {shown(spec)} are the same option set")
         resolved[options] = spec
     if not resolved:
         raise ValueError("candidates= is empty: pass None for the catalog's codegen options, or a list of candidates")

@@ -112,8 +112,8 @@ class Frontend:
         """Executions on this thread inside are partitioned (the legacy frontend drops its reset warning)."""
         return nullcontext()
 
-    def acquire(self, module: ModuleType, user: str) -> None:
-        """``user`` (an adapter) starts driving this frontend: install what it needs."""
+    def acquire(self, module: ModuleType | None, user: str) -> None:
+        """``user`` (an adapter) starts driving this frontend (``module``, if imported): install what it needs."""
 
     def release(self, user: str) -> None:
         """``user`` stopped: the last release removes what `acquire` installed."""

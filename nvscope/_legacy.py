@@ -94,7 +94,9 @@ class LegacyFrontend(Frontend):
     def quiet(self) -> AbstractContextManager[None]:
         return _thread_flag("quiet", True)
 
-    def acquire(self, module: ModuleType, user: str) -> None:
+    def acquire(self, module: ModuleType | None, user: str) -> None:
+        if module is None:  # a FusionDefinition whose module is gone from sys.modules: nothing to hook
+            raise RuntimeError("the legacy nvfuser module is not imported")
         if not _patches.active(_OWNER):
             fd_class = module.FusionDefinition
             original_exit = fd_class.__exit__

@@ -17,7 +17,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported at run time: `import nvscope` must stay light (nvscope/_record.py)
     from nvscope._catalog import Kind
 
-__all__ = ["MAX_NAME", "names", "shown"]
+__all__ = ["MAX_NAME", "first_line", "names", "shown"]
 
 # No nvFuser option name comes close; a longer one is refused before the catalog's did-you-mean sees it.
 MAX_NAME = 100
@@ -27,6 +27,19 @@ def shown(value: object, limit: int = 60) -> str:
     """``repr(value)`` for an error message, cut short: a message must not echo a 10,000-character argument."""
     text = repr(value)
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
+def first_line(error: BaseException, limit: int = 200) -> str:
+    """``Type: first line of the message`` (and the first line of the first note, add_note), each cut short: what a
+    table row says of a failure, which must not hold a 100,000-character message."""
+
+    def cut(line: str) -> str:
+        return line if len(line) <= limit else f"{line[:limit]}... ({len(line)} characters)"
+
+    text = str(error).strip()
+    line = f"{type(error).__name__}: {cut(text.splitlines()[0])}" if text else type(error).__name__
+    notes = [n.strip() for n in getattr(error, "__notes__", ()) if isinstance(n, str) and n.strip()]
+    return f"{line} ({cut(notes[0].splitlines()[0])})" if notes else line
 
 
 def names(kind: Kind, value: object) -> frozenset[str]:

@@ -61,7 +61,7 @@ def _restore(argv: list[str], path0: str | None) -> None:
 
 
 def run(script: str | None, module: str | None, program_args: list[str], enable: list[str], disable: list[str],
-         audit: bool, fusions: list[str] | None = None, on_error: str | None = None) -> int:
+         audit: bool, fusions: list[str] | None = None, on_error: str | None = None, listing: bool = False) -> int:
     import runpy
 
     carried = _carry.Settings(enable, disable, fusions, on_error, audit)
@@ -135,6 +135,8 @@ def run(script: str | None, module: str | None, program_args: list[str], enable:
         except Exception:  # the program may have closed stdout
             pass
         print(_summary(effective, log), file=sys.stderr)
+        if listing:
+            print(fusion_listing(log), file=sys.stderr)
     return code
 
 
@@ -150,6 +152,25 @@ def _close_unclosed(ours: Frame | None) -> None:
     names = ", ".join(repr(owner) for owner in unclosed)
     warnings.warn(f"the program ended with {len(unclosed)} scope(s) it entered still open (innermost first): "
                   f"{names}; use `with nv_options(...):` so that every scope exits", UnclosedScopeWarning, stacklevel=1)
+
+
+def fusion_listing(log: nvscope.AuditLog) -> str:
+    """``nvscope fusions``: every fusion that ran, in first-run order, with what selects it and how often it ran."""
+    from collections import Counter
+
+    from nvscope import _texttable
+
+    fusions = log.fusions()
+    if not fusions:
+        return "nvscope fusions: no nvFuser fusion ran"
+    calls = Counter(record.fusion for record in log.records)
+    phases = Counter(info.phase for info in fusions)
+    rows = [(info.id, "?" if info.ops is None else ", ".join(info.ops), info.function or "", str(calls[info.id]))
+            for info in fusions]
+    head = ", ".join(f"{n} {phase}" for phase, n in phases.items())
+    return "\n".join([f"nvscope fusions: {len(fusions)} fusions ({head}); select them with "
+                      "nv_options(fusions=[...]) or nvscope run --fusions GLOB",
+                      _texttable.render(("id", "ops", "function", "calls"), rows, right=(3,))])
 
 
 def _summary(options: nvscope.OptionSet, log: nvscope.AuditLog) -> str:

@@ -8,10 +8,15 @@ the default and all candidates can be timed side by side, interleaved. The metho
 
 1. Every variant (the default, each candidate alone) is called once, timed on its own as its *first call* (nvFuser
    compiles there), its outputs and gradients copied and compared with the default's, then warmed up.
-2. Rounds: in each, every variant runs ``steps_per_round`` calls back to back, the variants in a random order;
+2. Rounds: in each, every variant runs ``steps_per_round`` calls back to back (more when a call is short: the
+   number is calibrated so that a sample lasts `nvscope._timer.MIN_SAMPLE_S`), the variants in a random order;
    the per-round ratio variant/default cancels what the machine does to the whole round (`nvscope._stats`).
 3. The winners (faster, numerics within tolerance) are combined greedily, best first: a winner joins the set if
-   the union is faster than the set without it, measured in the same rounds.
+   the union is faster than the set without it, measured in the same rounds. A union that would enable and
+   disable one name is not tried.
+
+A failure after the default's first call never discards what was measured: the search stops, and the result holds
+the rows measured so far, with the problem in its notes (and a warning).
 
 Candidates are measured in batches no larger than nvscope's per-fusion partition bound (NVSCOPE_MAX_PARTITIONS),
 so that no variant's kernels are evicted and recompiled in the middle of the rounds.
@@ -32,11 +37,19 @@ from typing import Any
 import nvscope
 from nvscope import OptionSet, nv_options
 from nvscope._candidates import label, resolve
+from nvscope._names import first_line, shown
 from nvscope._numerics import Numerics, compare_leaves, flatten_outputs, grad_targets
 from nvscope._search_report import SearchResult, SearchRow, Stage
-from nvscope._stats import MIN_ROUNDS, median, summarize
+from nvscope._stats import MIN_ROUNDS, RatioSummary, median, summarize
+from nvscope._timer import MIN_SAMPLE_S, Timer
 
 __all__ = ["search"]
+
+# A call is too short to judge when the search's own per-call overhead (the loop, resetting gradients, the call
+# through *args) is more than this fraction of it: the ratios are then diluted toward 1 by more than a quarter and
+# mostly measure Python's call machinery, not what the options change.
+_SHORT_CALL = 0.25
+
 
 def _partition_bound() -> int:
     # Internal on purpose: the LRU size of each fusion's partition table, read by nvscope's one env parser.
@@ -47,14 +60,6 @@ def _partition_bound() -> int:
 
 def _seconds(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f} s" if value >= 1 else f"{value * 1e3:.1f} ms"
-
-
-def _first_line(error: BaseException) -> str:
-    """``Type: first line of the message``, and the first line of the first note (add_note) if there is one."""
-    text = str(error).strip()
-    line = f"{type(error).__name__}: {text.splitlines()[0]}" if text else type(error).__name__
-    notes = [n.strip() for n in getattr(error, "__notes__", ()) if isinstance(n, str) and n.strip()]
-    return f"{line} ({notes[0].splitlines()[0]})" if notes else line
 
 
 class _Variant:
@@ -69,6 +74,7 @@ class _Variant:
         self.default_times: list[float] = []  # the default's, in the same rounds
         self.base_times: list[float] = []  # a combination's: the set it extends, in the same rounds
         self.numerics: Numerics | None = None
+        self.summaries: dict[tuple[float | int | None, ...], RatioSummary] = {}
         self.error: str | None = None
         self.fusions = self.new_partitions = 0
 
@@ -82,8 +88,7 @@ class _Runner:
         self.tolerance, self.steps, self.warmup, self.say = tolerance, steps, warmup, say
         self.targets = grad_targets(args, kwargs, module)
         self.reference: list[tuple[str, Any]] = []
-        self.cuda = False
-        self.events: tuple[Any, Any] | None = None
+        self.timer = Timer()
 
     def invoke(self) -> Any:
         for _, tensor in self.targets:
@@ -104,30 +109,24 @@ class _Runner:
         leaves += [(name, t.grad.detach().clone()) for name, t in self.targets if t.grad is not None]
         return leaves
 
-    def sync(self) -> None:
-        if self.cuda:
-            sys.modules["torch"].cuda.synchronize()
-
     def first_call(self, v: _Variant) -> list[tuple[str, Any]]:
         """The first call (timed alone: it compiles), audited, its outputs copied; then the warm-up calls."""
-        torch = sys.modules.get("torch")
         with v.scope:
             with nvscope.audit() as log:
-                if v.stage == "default" and torch is not None:  # CUDA work queued by the caller is not ours
-                    self.cuda = torch.cuda.is_initialized()
-                self.sync()
+                if v.stage == "default":  # CUDA work queued by the caller is not ours
+                    self.timer.detect()
+                self.timer.sync()
                 start = time.perf_counter()
                 out = self.invoke()
-                torch = sys.modules.get("torch")  # the function may have imported it
-                if v.stage == "default" and torch is not None:  # CUDA events once anything (the default) used CUDA
-                    self.cuda = torch.cuda.is_initialized()
-                self.sync()
+                if v.stage == "default":  # CUDA events once anything (the default) used CUDA
+                    self.timer.detect()
+                self.timer.sync()
                 v.first_call_s = time.perf_counter() - start
             leaves = self.snapshot(out)
             del out
             for _ in range(self.warmup):
                 self.invoke()
-            self.sync()
+            self.timer.sync()
         v.fusions = len(log.records)
         v.new_partitions = sum(r.partition == "new" for r in log.records)
         return leaves
@@ -135,34 +134,31 @@ class _Runner:
     def block(self, v: _Variant) -> float:
         """``steps`` calls of one variant inside its scope; milliseconds per call."""
         with v.scope:
-            if self.cuda:
-                if self.events is None:
-                    torch = sys.modules["torch"]
-                    self.events = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-                start, end = self.events
-                self.sync()
-                start.record()
-                for _ in range(self.steps):
-                    self.invoke()
-                end.record()
-                end.synchronize()
-                return float(start.elapsed_time(end)) / self.steps
-            begin = time.perf_counter()
-            for _ in range(self.steps):
-                self.invoke()
-            return (time.perf_counter() - begin) * 1e3 / self.steps
+            return self.timer.time(self.invoke, self.steps)
+
+    def calibrate(self) -> tuple[float, float]:
+        """Set ``steps`` (calls per sample) from the default's calls; (ms per call, harness ms per call)."""
+        self.steps, per_call = self.timer.calibrate(self.invoke, least=self.steps)
+        fn, backward = self.fn, self.backward
+        self.fn, self.backward = (lambda *a, **k: None), False  # the same loop and call, around a no-op
+        try:
+            _, overhead = self.timer.calibrate(self.invoke)
+        finally:
+            self.fn, self.backward = fn, backward
+        return per_call, overhead
 
     def prepare(self, v: _Variant, index: str) -> None:
         """First call, numerics and warm-up of one candidate; a failure is recorded on it, never raised."""
         try:
             leaves = self.first_call(v)
         except Exception as error:
-            v.error = _first_line(error)
+            v.error = first_line(error)
             self.say(f"{index} {v.label}: FAILED, skipped: {v.error}")
             return
         v.numerics = compare_leaves(self.reference, leaves, self.tolerance)
         n = v.numerics
-        state = "ok" if n.ok else f"OVER TOLERANCE ({n.detail})"
+        state = {"ok": "ok", "not compared": "not compared (no tensor, number or str in the outputs)"}.get(
+            n.verdict, f"OVER TOLERANCE ({n.detail})")
         self.say(f"{index} {v.label}: first call {_seconds(v.first_call_s)} ({v.new_partitions} partitions compiled), "
                  f"numerics {state}, max rel diff {n.max_rel_diff:.2g}" + (f", {n.nonfinite}" if n.nonfinite else ""))
 
@@ -189,7 +185,7 @@ class _Runner:
                     except Exception as error:
                         if v is variants[0]:
                             raise
-                        v.error = f"(while timed, round {r + 1}) {_first_line(error)}"
+                        v.error = f"(while timed, round {r + 1}) {first_line(error)}"
                         live.remove(v)
                         del times[id(v)]
                         self.say(f"{v.label}: FAILED, skipped: {v.error}")
@@ -209,7 +205,8 @@ def search(fn: Callable[..., Any], /, *args: Any, candidates: Iterable[object] |
 
     ``candidates``: a list of candidates (see `parse_candidate`: ``"fast_math"``, ``"fuse_matmul,-matmul_expr_eval"``,
     ``{"disable": ["fma"]}``, ...), all validated before anything runs; None for `default_candidates`.
-    ``rounds`` x ``steps_per_round``: the timing (see the module docstring); ``warmup``: calls after the first.
+    ``rounds`` x ``steps_per_round``: the timing (see the module docstring); ``steps_per_round`` is the least number
+    of calls per sample, raised when a call is short; ``warmup``: calls after the first.
     ``tolerance``: bound on max|diff| / max|default| for every output and gradient (None: `DEFAULT_TOLERANCES`).
     ``backward=True``: ``fn`` returns a scalar loss and the search calls ``.backward()`` on it. Gradients compared:
     those of ``module``'s parameters (an ``nn.Module``, a Thunder module, or an iterable of tensors) and of the
@@ -218,20 +215,24 @@ def search(fn: Callable[..., Any], /, *args: Any, candidates: Iterable[object] |
     restores the previous setting; no scope stays active afterwards.
     """
     if not callable(fn):
-        raise TypeError(f"search() needs a callable, not {type(fn).__name__}: {fn!r}")
+        raise TypeError(f"search() needs a callable, not {type(fn).__name__}: {shown(fn)}")
     for name, value, least in (("rounds", rounds, MIN_ROUNDS), ("steps_per_round", steps_per_round, 1),
                                ("warmup", warmup, 0), ("seed", seed, -sys.maxsize)):
         if not isinstance(value, int) or isinstance(value, bool) or value < least:
-            raise ValueError(f"{name} must be an int >= {least}, got {value!r}"
+            raise ValueError(f"{name} must be an int >= {least}, got {shown(value)}"
                              + (" (fewer rounds give no confidence interval)" if name == "rounds" else ""))
     if tolerance is not None and not (isinstance(tolerance, (int, float)) and math.isfinite(tolerance)
                                       and tolerance >= 0):
-        raise ValueError(f"tolerance must be a finite number >= 0 or None, got {tolerance!r}")
+        raise ValueError(f"tolerance must be a finite number >= 0 or None, got {shown(tolerance)}")
     options = resolve(candidates)
+    printing = [progress]
 
     def say(message: str) -> None:
-        if progress:
-            print(f"nvscope search: {message}", file=sys.stderr, flush=True)
+        if printing[0]:
+            try:
+                print(f"nvscope search: {message}", file=sys.stderr, flush=True)
+            except (OSError, ValueError):  # stderr closed or gone: progress stops, the search goes on
+                printing[0] = False
 
     began = time.perf_counter()
     rng = random.Random(seed)
@@ -240,6 +241,8 @@ def search(fn: Callable[..., Any], /, *args: Any, candidates: Iterable[object] |
     singles = [_Variant(label(o), o, "candidate") for o in options]
     combos: list[tuple[_Variant, _Variant]] = []  # (combination, the set it extends)
     notes: list[str] = []
+    chosen: list[_Variant] = []  # the set to recommend so far (the last one); none: keep the defaults
+    stopped = ""
     previous = nvscope.set_development_mode(True)  # an explicit developer action: no DevelopmentModeWarning
     try:
         with warnings.catch_warnings():
@@ -250,55 +253,95 @@ def search(fn: Callable[..., Any], /, *args: Any, candidates: Iterable[object] |
             default_leaves = runner.first_call(default)  # a default that fails is the caller's bug: it propagates
             runner.reference = default_leaves
             default.numerics = compare_leaves(default_leaves, runner.snapshot(runner.invoke()), tolerance)
+            per_call, overhead = runner.calibrate()
+            notes += _timing_notes(steps_per_round, runner.steps, per_call, overhead)
             say(f"default: first call {_seconds(default.first_call_s)}, {default.fusions} nvFuser fusion executions; "
-                f"timer {'CUDA events' if runner.cuda else 'time.perf_counter'}")
-            batch = max(1, _partition_bound() - 1)  # an enclosing scope may hold one partition per fusion too
-            for first in range(0, len(singles), batch):
-                group = singles[first:first + batch]
-                for i, v in enumerate(group, first + 1):
-                    runner.prepare(v, f"[{i}/{len(singles)}]")
-                times = runner.rounds([default, *group], rounds, rng)
-                default.times = default.times or times[id(default)]
-                for v in group:
-                    v.times, v.default_times = times.get(id(v), []), times[id(default)]
-            if len(singles) > batch:
-                notes.append(f"candidates were timed in batches of {batch} (the partition bound "
-                             "NVSCOPE_MAX_PARTITIONS less one), each against the default in the same rounds")
-            winners = sorted((v for v in singles if _wins(v, v.default_times, seed)),
-                             key=lambda v: median(_ratios(v.times, v.default_times)))
-            best = winners[0] if winners else None
-            for w in winners[1:]:
-                assert best is not None
-                union = best.options | w.options
-                if union == best.options:
-                    continue
-                trial = _Variant(f"{best.label} + {w.label}", union, "combination")
-                say(f"combining: {trial.label}")
-                runner.prepare(trial, "[combination]")
-                combos.append((trial, best))
-                if trial.error is not None:
-                    continue
-                times = runner.rounds([default, best, trial], rounds, rng)
-                if id(best) not in times:  # the set failed when run again: recommend nothing rather than it
-                    best = None
-                    break
-                if id(trial) not in times:
-                    continue
-                trial.times, trial.default_times, trial.base_times = (
-                    times[id(trial)], times[id(default)], times[id(best)])
-                if _wins(trial, trial.base_times, seed) and _wins(trial, trial.default_times, seed):
-                    best = trial
+                f"timer {runner.timer.name}, {runner.steps} calls per sample ({per_call * 1e3:.3g} us per call)")
+            try:
+                _measure(runner, default, singles, combos, chosen, notes, rounds, rng, seed)
+            except Exception as error:  # what was measured is kept: the result says where the search stopped
+                stopped = first_line(error)
     finally:
         nvscope.set_development_mode(previous)
+    if stopped:
+        say(f"stopped early: {stopped}")
+        notes.append(f"the search stopped early ({stopped}): the rows hold what was measured before, and the "
+                     "recommendation rests on them alone")
     variants = [*singles, *(c for c, _ in combos)]
-    recommended = OptionSet() if best is None else best.options
+    recommended = chosen[-1].options if chosen else OptionSet()
     rows = [_row(v, seed, recommended, None) for v in (default, *singles)]
     rows += [_row(c, seed, recommended, base) for c, base in combos]
-    result = SearchResult(tuple(rows), recommended, "CUDA events" if runner.cuda else "time.perf_counter", rounds,
-                          steps_per_round, warmup, tolerance, seed, time.perf_counter() - began,
-                          tuple(notes + _notes(default, variants)))
+    result = SearchResult(tuple(rows), recommended, runner.timer.name, rounds, runner.steps, warmup, tolerance, seed,
+                          time.perf_counter() - began, tuple(notes + _notes(default, variants)))
+    for note in notes:
+        if note.startswith(("the search stopped early", "a call of the function takes")):
+            warnings.warn(f"nvscope.search: {note}", nvscope.NvscopeWarning, stacklevel=2)
     say(f"done in {result.elapsed_s:.1f} s; recommended: {result.recommendation()}")
     return result
+
+
+def _measure(runner: _Runner, default: _Variant, singles: list[_Variant], combos: list[tuple[_Variant, _Variant]],
+             chosen: list[_Variant], notes: list[str], rounds: int, rng: random.Random, seed: int) -> None:
+    """Steps 1 to 3 after the default's first call: the candidates in batches, then the greedy combination. Each set
+    chosen is appended to ``chosen`` as soon as it is (so that a failure later keeps it); the last one is the
+    recommendation, and none means keep the defaults."""
+    say = runner.say
+    batch = max(1, _partition_bound() - 1)  # an enclosing scope may hold one partition per fusion too
+    for first in range(0, len(singles), batch):
+        group = singles[first:first + batch]
+        for i, v in enumerate(group, first + 1):
+            runner.prepare(v, f"[{i}/{len(singles)}]")
+        times = runner.rounds([default, *group], rounds, rng)
+        default.times = default.times or times[id(default)]
+        for v in group:
+            v.times, v.default_times = times.get(id(v), []), times[id(default)]
+    if len(singles) > batch:
+        notes.append(f"candidates were timed in batches of {batch} (the partition bound "
+                     "NVSCOPE_MAX_PARTITIONS less one), each against the default in the same rounds")
+    winners = sorted((v for v in singles if _wins(v, v.default_times, seed)),
+                     key=lambda v: median(_ratios(v.times, v.default_times)))
+    if not winners:
+        return
+    best = winners[0]
+    chosen.append(best)
+    for w in winners[1:]:
+        union = best.options | w.options
+        if union == best.options:
+            continue
+        both = union.enable & union.disable
+        if both:
+            notes.append(f"{best.label} + {w.label} not tried: it would enable and disable "
+                         f"{', '.join(sorted(both))}")
+            say(f"not combining {best.label} + {w.label}: contradictory")
+            continue
+        trial = _Variant(f"{best.label} + {w.label}", union, "combination")
+        say(f"combining: {trial.label}")
+        runner.prepare(trial, "[combination]")
+        combos.append((trial, best))
+        if trial.error is not None:
+            continue
+        times = runner.rounds([default, best, trial], rounds, rng)
+        if id(best) not in times:  # the set failed when run again: recommend nothing rather than it
+            chosen.clear()
+            return
+        if id(trial) not in times:
+            continue
+        trial.times, trial.default_times, trial.base_times = times[id(trial)], times[id(default)], times[id(best)]
+        if _wins(trial, trial.base_times, seed) and _wins(trial, trial.default_times, seed):
+            best = trial
+            chosen.append(best)
+
+
+def _timing_notes(asked: int, steps: int, per_call: float, overhead: float) -> list[str]:
+    notes = []
+    if steps > asked:
+        notes.append(f"{steps} calls per variant per round (steps_per_round={asked} raised) so that a timed sample "
+                     f"lasts at least {MIN_SAMPLE_S * 1e3:g} ms: a call takes {per_call * 1e3:.3g} us")
+    if overhead > _SHORT_CALL * per_call:
+        notes.append(f"a call of the function takes {per_call * 1e3:.3g} us, of which about {overhead * 1e3:.2g} us "
+                     "is the search's own per-call overhead: too short to judge (ratios are diluted toward 1 and "
+                     "mostly measure Python's call machinery); time a step that does more work per call")
+    return notes
 
 
 def _install_adapters() -> None:
@@ -315,17 +358,25 @@ def _ratios(times: list[float], base: list[float]) -> list[float]:
     return [a / b for a, b in zip(times, base, strict=True)]
 
 
+def _summary(v: _Variant, base_times: list[float], seed: int) -> RatioSummary:
+    """The paired-ratio summary of ``v`` against ``base_times``, computed once (the bootstrap is the costly part)."""
+    key = (*v.times, None, *base_times, None, seed)
+    if key not in v.summaries:
+        v.summaries[key] = summarize(v.times, base_times, seed=seed)
+    return v.summaries[key]
+
+
 def _wins(v: _Variant, base_times: list[float], seed: int) -> bool:
     """Timed, numerics within tolerance, and faster than ``base_times`` (measured in the same rounds)."""
     if v.error is not None or v.numerics is None or not v.numerics.ok or not v.times:
         return False
-    return summarize(v.times, base_times, seed=seed).verdict == "faster"
+    return _summary(v, base_times, seed).verdict == "faster"
 
 
 def _row(v: _Variant, seed: int, recommended: OptionSet, base: _Variant | None) -> SearchRow:
     timed = v.error is None and bool(v.times) and v.stage != "default"
-    ratio = summarize(v.times, v.default_times, seed=seed) if timed else None
-    versus = summarize(v.times, v.base_times, seed=seed) if timed and v.base_times else None
+    ratio = _summary(v, v.default_times, seed) if timed else None
+    versus = _summary(v, v.base_times, seed) if timed and v.base_times else None
     return SearchRow(v.label, v.options, v.stage, v.first_call_s, median(v.times) if v.times else None, ratio,
                      v.numerics, v.error, v.fusions, v.new_partitions, None if base is None else base.label, versus,
                      bool(recommended) and v.options == recommended and v.error is None)

@@ -99,7 +99,9 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--candidates", action="append", metavar="NAME[,NAME...]",
                    help="one candidate set (repeat for more); default: `nvscope search --list`")
     p.add_argument("--rounds", type=_rounds, default=30, help="randomized timing rounds (default 30)")
-    p.add_argument("--steps", type=_positive, default=5, help="calls of each variant per round (default 5)")
+    p.add_argument("--steps", type=_positive, default=5,
+                   help="least calls of each variant per round; more for a short call, so that a timed sample "
+                   "lasts half a millisecond (default 5)")
     p.add_argument("--warmup", type=_count, default=2, help="untimed calls after each first call (default 2)")
     p.add_argument("--tolerance", type=_tolerance, default=None,
                    help="bound on max|diff|/max|default| of every output and gradient (default: by dtype)")

@@ -81,7 +81,7 @@ class SearchResult:
     recommended: OptionSet
     timer: str
     rounds: int
-    steps_per_round: int
+    steps_per_round: int  # calls per variant per round, as calibrated (at least the steps_per_round asked for)
     warmup: int
     tolerance: float | None
     seed: int
@@ -142,10 +142,10 @@ class SearchResult:
             if n is None:
                 numerics = "-"
             else:
-                numerics = ("ok" if n.ok else f"OVER: {n.detail}") + (f"; {n.nonfinite}" if n.nonfinite else "")
-                if row.stage == "default":
-                    numerics = ("repeatable" if n.ok else f"NOT REPEATABLE: {n.detail}") + (
-                        f"; {n.nonfinite}" if n.nonfinite else "")
+                verdict = {"ok": "repeatable" if row.stage == "default" else "ok", "not compared": "not compared"}.get(
+                    n.verdict, f"{'NOT REPEATABLE' if row.stage == 'default' else 'OVER'}: {n.detail}")
+                numerics = verdict + (f"; {n.nonfinite}" if n.nonfinite else "") + (
+                    f"; not compared: {n.uncompared}" if n.uncompared else "")
             lines.append(f"{name:<{width}} {cells[0]:>6} {cells[1]:>13}  {cells[2]:<22} {ms:>9} {first:>10} "
                          f"{_num(n.max_abs_diff if n else None):>9} {_num(n.max_rel_diff if n else None, 2):>8}  "
                          f"{numerics}")
@@ -164,7 +164,8 @@ class SearchResult:
             f"interval; < 1 is faster); timer: {self.timer}",
             f"first call: wall time of each variant's first call (its compile), after which {self.warmup} warm-up "
             f"call{'s' * (self.warmup != 1)}; never part of ms/call",
-            f"numerics: first call against the default's; tolerance on max|diff| / max|default| {tolerance}",
+            f"numerics: first call against the default's; tolerance on max|diff| / max|default| {tolerance}; "
+            "str compared for equality; 'not compared': no tensor, number or str to compare",
             *(f"note: {note}" for note in self.notes),
             f"recommended: {self.recommendation()}",
         ]
@@ -185,7 +186,7 @@ class SearchResult:
                 "numerics": None if r.numerics is None else {
                     "max_abs_diff": _finite(r.numerics.max_abs_diff), "max_rel_diff": _finite(r.numerics.max_rel_diff),
                     "ok": r.numerics.ok, "compared": r.numerics.compared, "nonfinite": r.numerics.nonfinite,
-                    "detail": r.numerics.detail},
+                    "detail": r.numerics.detail, "uncompared": r.numerics.uncompared},
                 "error": r.error, "fusions": r.fusions, "new_partitions": r.new_partitions, "versus": r.versus,
                 "versus_ratio": None if r.versus_ratio is None else r.versus_ratio.as_dict(),
                 "recommended": r.recommended,
@@ -211,7 +212,7 @@ class SearchResult:
             rows.append(SearchRow(
                 r["label"], _options(r["options"]), r["stage"], r["first_call_s"], r["ms_per_call"], ratio(r["ratio"]),
                 None if n is None else Numerics(float(n["max_abs_diff"]), float(n["max_rel_diff"]), n["ok"],
-                                                n["compared"], n["nonfinite"], n["detail"]),
+                                                n["compared"], n["nonfinite"], n["detail"], n.get("uncompared", "")),
                 r["error"], r["fusions"], r["new_partitions"], r["versus"], ratio(r["versus_ratio"]),
                 r["recommended"]))
         return cls(tuple(rows), _options(data["recommended"]), data["timer"], data["rounds"], data["steps_per_round"],

@@ -151,6 +151,19 @@ def _parser(prog: str | None = None) -> tuple[argparse.ArgumentParser, argparse.
                                     "[--on-error {raise,fallback}] [--no-audit] ([--] script.py | -m module) "
                                     "[args...]",
                               allow_abbrev=False)
+    _run_arguments(run)
+    listing = commands.add_parser(
+        "fusions", help="run a script or module and list the nvFuser fusions it ran (ids, ops, calls)",
+        description="Run the program as `nvscope run` does (options optional) and print, at exit, every nvFuser "
+                    "fusion it ran: its id (what nv_options(fusions=...) selects by), phase, ops, jitted function "
+                    "and number of executions.",
+        usage="%(prog)s [--enable NAME]... [--disable NAME]... ([--] script.py | -m module) [args...]",
+        allow_abbrev=False)
+    _run_arguments(listing)
+    return parser, run
+
+
+def _run_arguments(run: argparse.ArgumentParser) -> None:
     run.add_argument("--enable", action="append", default=[], metavar="NAME[,NAME...]",
                      help="an nvFuser enable option; repeat it or separate names with commas")
     run.add_argument("--disable", action="append", default=[], metavar="NAME[,NAME...]",
@@ -160,14 +173,13 @@ def _parser(prog: str | None = None) -> tuple[argparse.ArgumentParser, argparse.
                           "(nv_options(fusions=...)); repeat it or separate globs with commas; quote it for the shell")
     run.add_argument("--on-error", choices=_carry.ON_ERROR, default=None,
                      help="what a fusion that fails under the options does (nv_options(on_error=...)): raise its "
-                          "error, or fall back to running without the options")
+                          "error, or run it again with its defaults")
     run.add_argument("--no-audit", action="store_true",
                      help="do not record fusion executions, and print no summary at exit")
     run.add_argument("-m", dest="module", metavar="module",
                      help="run a library module as a script, like python -m (the rest are its arguments)")
     run.add_argument("script", nargs="?", help="the Python script to run (the rest are its arguments)")
     run.add_argument("args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
-    return parser, run
 
 
 _TAKES_VALUE = ("--enable", "--disable", "--fusions", "--on-error")  # run's options whose value is the next word
@@ -222,9 +234,9 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     """The ``nvscope`` console script. Returns the exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
     parser, run_parser = _parser(prog)
-    if args and args[0] == "run":
+    if args and args[0] in ("run", "fusions"):
         own, script, module, program_args = _split_run(args[1:])
-        ns = parser.parse_args(["run", *own])
+        ns = parser.parse_args([args[0], *own])
         ns.script, ns.module, ns.args = script, module, program_args
     else:
         ns = parser.parse_args(args)
@@ -251,19 +263,20 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
 
         return _tools_cli.command(ns)
     if ns.script is None and ns.module is None:
-        run_parser.error("give the script to run (or -m module); `nvscope run --help` explains")  # exits with 2
+        run_parser.error(f"give the script to run (or -m module); `nvscope {ns.command} --help` explains")  # exit 2
     enable, disable = _names(ns.enable), _names(ns.disable)
     fusions = None if ns.fusions is None else _names(ns.fusions)
     problem = _invalid(enable, disable)
     if fusions == []:
         problem = "--fusions needs a glob over fusion ids, e.g. --fusions 'forward/*' or --fusions backward/nvFusion0"
     if problem is not None:
-        print(f"nvscope run: error: {problem}", file=sys.stderr)
+        print(f"nvscope {ns.command}: error: {problem}", file=sys.stderr)
         return 2
     from nvscope._runner import run
 
-    return run(ns.script, ns.module, ns.args, enable, disable, audit=not ns.no_audit, fusions=fusions,
-               on_error=ns.on_error)
+    listing = ns.command == "fusions"
+    return run(ns.script, ns.module, ns.args, enable, disable, audit=listing or not ns.no_audit, fusions=fusions,
+               on_error=ns.on_error, listing=listing)
 
 
 # --- nvscope options ----------------------------------------------------------------------------------------------

@@ -114,7 +114,7 @@ def install() -> bool:
         raise UnsupportedError(chosen)
     # A too-old nvFuser is refused when a scope reaches a fusion, not here: unscoped Thunder still works.
     shape = chosen(impl, _frontends.check_version(_nvfuser_version()))
-    shape.frontend.acquire(sys.modules[impl.FusionDefinition.__module__.partition(".")[0]], _OWNER)
+    shape.frontend.acquire(sys.modules.get(impl.FusionDefinition.__module__.partition(".")[0]), _OWNER)
     function_class = autograd.ThunderFunction
     original_forward = vars(function_class)["forward"]
     original_backward = vars(function_class)["backward"]

@@ -3,6 +3,8 @@ numerics depend on them. Big effects (x0.5, x2) and short sleeps, so verdicts ar
 
 from __future__ import annotations
 
+import io
+import itertools
 import json
 import sys
 import time
@@ -18,6 +20,8 @@ from nvscope._search import search
 from nvscope._search_report import SearchResult
 
 torch = pytest.importorskip("torch")
+# Most tests here search functions of a microsecond on purpose; tests/test_search_timing.py tests that warning.
+pytestmark = pytest.mark.filterwarnings("ignore:nvscope.search. a call of the function takes:nvscope.NvscopeWarning")
 
 BASE_S = 0.004
 FAST = {"fast_math": 0.5, "memory_promotion": 0.6, "tma_inner_persistent": 0.7}  # time factors, alone
@@ -149,6 +153,50 @@ def test_the_default_failing_stops_the_search() -> None:
     assert current_options() == OptionSet()
 
 
+def test_winners_that_contradict_each_other_are_not_combined() -> None:
+    def step(x: Any) -> Any:  # id_model and -id_model: both faster, alone; together they are no option set
+        options = current_options()
+        time.sleep(BASE_S * (0.5 if "id_model" in options.enable else 0.6 if "id_model" in options.disable else 1))
+        return x
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", nvscope.NvscopeWarning)  # nothing stopped early
+        result = search(step, 1.0, candidates=["id_model", "-id_model"], **TIMED)
+    assert result["id_model"].status == result["-id_model"].status == "faster"
+    assert [r.stage for r in result.rows] == ["default", "candidate", "candidate"]  # no combination was run
+    assert "id_model + -id_model not tried: it would enable and disable id_model" in result.notes
+    assert result.recommended == OptionSet(["id_model"])
+
+
+def test_a_failure_late_in_the_search_keeps_what_was_measured() -> None:
+    combined: list[bool] = []
+
+    def step(x: Any) -> Any:
+        options = current_options()
+        if len(options.enable) == 2:
+            combined.append(True)
+        elif not options and combined:
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")  # the default, at last
+        time.sleep(BASE_S * (0.5 if options.enable else 1))
+        return x
+
+    with pytest.warns(nvscope.NvscopeWarning, match="stopped early"):
+        result = search(step, 1.0, candidates=["fast_math", "memory_promotion"], **TIMED)
+    assert result["fast_math"].status == result["memory_promotion"].status == "faster"  # measured, kept
+    note = next(n for n in result.notes if n.startswith("the search stopped early"))
+    assert "RuntimeError: CUDA error: an illegal memory access was encountered" in note
+    assert result.recommended in (OptionSet(["fast_math"]), OptionSet(["memory_promotion"]))  # the best measured
+    assert "note: the search stopped early" in result.table()
+
+
+def test_progress_to_a_closed_stderr_does_not_stop_the_search(work: Workload, monkeypatch: pytest.MonkeyPatch) -> None:
+    closed = io.StringIO()
+    closed.close()
+    monkeypatch.setattr(sys, "stderr", closed)
+    result = search(work, torch.ones(1), candidates=["fast_math"], **{**QUICK, "progress": True})
+    assert result["fast_math"].ratio is not None
+
+
 # --- numerics ---------------------------------------------------------------------------------------------------
 
 def test_a_reused_output_buffer_does_not_hide_a_difference() -> None:
@@ -179,6 +227,37 @@ def test_nan_and_inf_anywhere_show(bad: float, kind: str) -> None:
     assert "NaN/Inf where the default has none" in n.detail
     assert result.recommended == OptionSet()
     assert result.recommendation().startswith("keep the defaults")
+
+
+class Opaque:
+    """An output neither tool can compare."""
+
+
+@pytest.mark.parametrize(("default", "candidate", "verdict", "detail"), [
+    (None, None, "not compared", ""),  # nothing to judge: not "ok"
+    ("text", "text", "ok", ""),  # str are compared for equality
+    ("text", "other", "over", "out: 'text' became 'other'"),
+    (1 + 2j, 1 + 3j, "over", "out: rel diff 0.45 > 1e-07"),
+    ({"y": 1.0}, {"x": 1.0}, "over", "the structure differs: out['y'] only in the default; out['x'] only in this"),
+    ([1.0, [2.0]], [[1.0], 2.0], "over", "the structure differs: out[0], out[1][0] only in the default; out[0][0], "),
+    (1.0, "a", "over", "out: a float became a str"),
+    (True, 1, "over", "out: a bool became an int"),
+])
+def test_outputs_without_numbers_are_not_called_ok(default: Any, candidate: Any, verdict: str, detail: str) -> None:
+    result = search(lambda: candidate if current_options() else default, candidates=["fast_math"], **QUICK)
+    n = result["fast_math"].numerics
+    assert n is not None and n.verdict == verdict and n.detail.startswith(detail)
+    assert (result["fast_math"].status == "over tolerance") == (verdict == "over")
+    row = next(line for line in result.table().splitlines() if " fast_math " in line)
+    assert f"  {'OVER: ' + detail if verdict == 'over' else verdict}" in row
+
+
+def test_objects_that_cannot_be_compared_are_named() -> None:
+    result = search(lambda: (torch.ones(2), Opaque()), candidates=["fast_math"], **QUICK)
+    n = result["fast_math"].numerics
+    assert n is not None and n.verdict == "ok" and n.compared == 1 and n.uncompared == "out[1] (an Opaque)"
+    assert "ok; not compared: out[1] (an Opaque)" in result.table()
+    assert SearchResult.from_json(result.to_json()) == result
 
 
 def test_tolerance_is_user_settable(work: Workload) -> None:
@@ -237,7 +316,7 @@ def test_backward_true_needs_a_scalar_loss() -> None:
 
 
 def test_an_unrepeatable_default_is_noted() -> None:
-    counter = iter(range(1000))
+    counter = itertools.count()  # the search calls the default many times: a sample lasts at least a millisecond
 
     result = search(lambda: float(next(counter)), candidates=["fast_math"], **QUICK)
     assert result.default.status == "baseline" and result.default.numerics is not None
@@ -277,6 +356,34 @@ def test_bad_candidates_fail_before_anything_runs(candidates: Any, error: type[E
     with pytest.raises(error, match=match):
         search(calls.append, 1, candidates=candidates, **QUICK)
     assert calls == [] and current_options() == OptionSet()
+
+
+@pytest.mark.parametrize(("fn", "candidates", "kwargs"), [
+    (lambda: None, ["x" * 100_000], {}),
+    (lambda: None, ["fast_math," + "x" * 100_000], {}),
+    (lambda: None, ["fast_math,," + "x" * 100_000], {}),
+    (lambda: None, "x" * 100_000, {}),
+    (lambda: None, [{"enable": ["fast_math"], "k" * 100_000: 1}], {}),
+    (lambda: None, [b"x" * 100_000], {}),
+    ("x" * 100_000, ["fast_math"], {}),
+    (lambda: None, ["fast_math"], {"rounds": "9" * 100_000}),
+    (lambda: None, ["fast_math"], {"tolerance": "9" * 100_000}),
+])
+def test_errors_do_not_echo_huge_inputs(fn: Any, candidates: Any, kwargs: dict[str, Any]) -> None:
+    with pytest.raises((TypeError, ValueError)) as info:
+        search(fn, candidates=candidates, **{**QUICK, **kwargs})
+    assert len(str(info.value)) < 500, str(info.value)[:300]
+
+
+def test_a_huge_error_message_is_cut_in_the_table() -> None:
+    def fn() -> float:
+        if current_options():
+            raise RuntimeError("x" * 100_000)
+        return 1.0
+
+    result = search(fn, candidates=["fast_math"], **QUICK)
+    assert result["fast_math"].error is not None and len(result["fast_math"].error) < 300
+    assert result["fast_math"].error.endswith("(100000 characters)")
 
 
 @pytest.mark.parametrize(("kwargs", "match"), [
