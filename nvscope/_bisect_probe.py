@@ -17,8 +17,9 @@ import nvscope
 from nvscope import OptionSet, nv_options
 from nvscope._bisect import Outcome, repro_paths
 from nvscope._bisect_report import exact_glob
+from nvscope._names import first_line
 from nvscope._numerics import Numerics, compare_leaves
-from nvscope._search import _first_line, _install_adapters, _Runner, _Variant
+from nvscope._search import _install_adapters, _Runner, _Variant
 from nvscope._stats import summarize
 
 __all__ = ["InProcess"]
@@ -59,6 +60,8 @@ class InProcess:
             raise ValueError(f"the default is not repeatable ({again.detail}): its second call differs from its "
                              "first beyond the tolerance, so numerics cannot tell a culprit; pass a larger "
                              "tolerance= or check='raises'")
+        if not callable(self.checks) and "slower" in self.checks:
+            self.runner.calibrate()  # calls per timed sample, as the search sets them (nvscope._timer)
         self.patches = _patches.describe()
         return fusions
 
@@ -82,7 +85,7 @@ class InProcess:
         checks = self.checks
         if error is not None:
             raises = callable(checks) or "raises" in checks
-            return Outcome(raises, _first_line(error), repro_paths(error))
+            return Outcome(raises, first_line(error), repro_paths(error))
         if callable(checks):
             bad = bool(checks(out))
             return Outcome(bad, "check() returned True" if bad else "")
@@ -100,7 +103,7 @@ class InProcess:
         try:
             times = self.runner.rounds([self.default, variant], self.rounds, self.rng)
         except Exception as error:  # the default failed while timed: nothing to compare with
-            raise RuntimeError(f"the default failed while timed against a probe: {_first_line(error)}") from error
+            raise RuntimeError(f"the default failed while timed against a probe: {first_line(error)}") from error
         if id(variant) not in times:
             return Outcome(True, f"failed while timed: {variant.error}")
         ratio = summarize(times[id(variant)], times[id(self.default)], seed=self.seed)

@@ -32,10 +32,11 @@ from typing import Any
 import nvscope
 from nvscope import OptionSet, nv_options
 from nvscope._bisect_report import exact_glob
+from nvscope._names import first_line
 from nvscope._numerics import compare_leaves, flatten_outputs
 from nvscope._profile_report import ProfileResult, ProfileRow
 from nvscope._schedulers import Recorder, Segment, recorder
-from nvscope._search import _first_line, _install_adapters, _Runner, _Variant
+from nvscope._search import _install_adapters, _Runner, _Variant
 from nvscope._stats import MIN_ROUNDS, median, summarize
 
 __all__ = ["profile"]
@@ -150,8 +151,7 @@ def profile(fn: Callable[..., Any], /, *args: Any, enable: Any = (), disable: An
                 warnings.simplefilter("ignore", quiet)  # the rows say which fusions ran, changed and failed
             _install_adapters()
             first = {"default": _first(runner, default, clock)}
-            torch = sys.modules.get("torch")  # CUDA events once the default used CUDA, as the search decides
-            runner.cuda = clock.cuda = torch is not None and torch.cuda.is_initialized()
+            clock.cuda = runner.timer.detect()  # CUDA events once the default used CUDA, as the search decides
             first["options"] = _first(runner, variant, clock)
             infos, segs, wall, outs, leaves, partitions, _ = first["default"]
             runner.reference = leaves
@@ -186,7 +186,7 @@ def profile(fn: Callable[..., Any], /, *args: Any, enable: Any = (), disable: An
     if clock.recorder is None:
         notes.append("no schedulers: they need CUDA and nvFuser (`nvscope._schedulers`)")
     step = summarize(step_times["options"], step_times["default"], seed=seed)
-    result = ProfileResult(tuple(rows), options, "CUDA events" if runner.cuda else "time.perf_counter", rounds,
+    result = ProfileResult(tuple(rows), options, runner.timer.name, rounds,
                            steps_per_round, warmup, tolerance, seed, time.perf_counter() - began, step, step_numerics,
                            None if clock.recorder is None else clock.recorder.source, tuple(notes))
     say(f"done in {result.elapsed_s:.1f} s")
@@ -206,9 +206,9 @@ def _first(runner: _Runner, v: _Variant, clock: _Clock) -> tuple[Any, ...]:
     clock.outputs, clock.capture = (outputs, None) if v.stage == "default" else (None, None)
     try:
         with nvscope.audit() as log, v.scope:
-            runner.sync()
+            runner.timer.sync()
             out = runner.invoke()
-            runner.sync()
+            runner.timer.sync()
         leaves = runner.snapshot(out)
         del out
     finally:
@@ -218,7 +218,7 @@ def _first(runner: _Runner, v: _Variant, clock: _Clock) -> tuple[Any, ...]:
     with v.scope:
         for _ in range(runner.warmup):
             runner.invoke()
-    runner.sync()
+    runner.timer.sync()
     infos = log.fusions()
     if v.stage == "default":
         counts = {i.id: sum(r.fusion == i.id for r in log.records) for i in infos}
@@ -252,7 +252,7 @@ def _isolated(runner: _Runner, clock: _Clock, options: OptionSet, chosen: list[A
             with nv_options(options, fusions=[exact_glob(info.id)], on_error="fallback"):
                 runner.invoke()
         except Exception as error:
-            say(f"{info.id}: the step failed with only this fusion under the options: {_first_line(error)}")
+            say(f"{info.id}: the step failed with only this fusion under the options: {first_line(error)}")
             continue
         finally:
             clock.outputs = clock.capture = None

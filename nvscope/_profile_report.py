@@ -282,12 +282,13 @@ def _ratio_dict(ratio: RatioSummary | None) -> dict[str, Any] | None:
 def _numerics_dict(n: Numerics | None) -> dict[str, Any] | None:
     return None if n is None else {
         "max_abs_diff": _finite(n.max_abs_diff), "max_rel_diff": _finite(n.max_rel_diff), "ok": n.ok,
-        "compared": n.compared, "nonfinite": n.nonfinite, "detail": n.detail}
+        "compared": n.compared, "nonfinite": n.nonfinite, "detail": n.detail, "uncompared": n.uncompared}
 
 
 def _numerics(data: dict[str, Any] | None) -> Numerics | None:
     return None if data is None else Numerics(float(data["max_abs_diff"]), float(data["max_rel_diff"]), data["ok"],
-                                              data["compared"], data["nonfinite"], data["detail"])
+                                              data["compared"], data["nonfinite"], data["detail"],
+                                              data.get("uncompared", ""))
 
 
 def _segments_dict(segments: tuple[Segment, ...] | None) -> list[dict[str, Any]] | None:

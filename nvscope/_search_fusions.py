@@ -261,6 +261,7 @@ def search_fusions(fn: Callable[..., Any], /, *args: Any, candidates: Iterable[o
             _install_adapters()
             default = _Variant("default", OptionSet(), "default")
             runner.reference = runner.first_call(default)
+            runner.calibrate()  # calls per timed sample, as the search sets them (nvscope._timer)
             mapped = _Variant("per-fusion map", OptionSet(), "combination")
             mapped.scope = _Map([(o, f) for o, f in groups])
             variants = [default, mapped]
