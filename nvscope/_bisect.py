@@ -175,8 +175,9 @@ def bisect(fn: Callable[..., Any], /, *args: Any, enable: Iterable[str] | str = 
     ``check``: what "wrong" is: ``"raises"`` (an exception), ``"numerics"`` (an output or gradient leaves
     ``tolerance`` against the default's: see `nvscope.search`), ``"slower"`` (slower than the default by more than
     ``slower_by``, i.e. the 95% interval of the paired time ratio lies above ``1 + slower_by``, timed in ``rounds``
-    randomized rounds of ``steps_per_round`` calls), several of them in a list, or a callable taking the step's
-    return value and returning True when it is bad (an exception is then bad too). ``backward``/``module``: as for
+    randomized rounds of at least ``steps_per_round`` calls, calibrated as the search does), several of them in a
+    list, or a callable taking the step's return value and returning True when it is bad (an exception is then bad
+    too). ``backward``/``module``: as for
     `nvscope.search`. Runs in development mode, outside any scope of the caller's (the default is the defaults);
     every probe leaves no scope, warning filter or patch behind.
     """
