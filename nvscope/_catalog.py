@@ -24,6 +24,7 @@ from collections.abc import Collection, Iterable
 
 from nvscope import _catalog_data, _env
 from nvscope._errors import NvscopeWarning, UnknownOptionError
+from nvscope._optionset import NVFUSER_VARIABLES
 from nvscope._record import Record
 
 TYPE_CHECKING = False
@@ -404,7 +405,7 @@ def probe_installed(timeout: float = 300.0) -> dict[str, frozenset[str]]:
 
     found: dict[str, frozenset[str]] = {}
     for kind in ("enable", "disable"):
-        env = {k: v for k, v in os.environ.items() if k not in ("NVFUSER_ENABLE", "NVFUSER_DISABLE")}
+        env = {k: v for k, v in os.environ.items() if k not in NVFUSER_VARIABLES}
         env[f"NVFUSER_{kind.upper()}"] = "__nvscope_probe__"
         done = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, env=env,
                               timeout=timeout, check=False)

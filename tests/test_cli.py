@@ -357,6 +357,17 @@ def test_run_of_a_program_that_leaves_a_scope_open(tmp_path: Path) -> None:
         result.stderr)
 
 
+def test_run_summary_names_the_process_wide_options_as_shell_words(tmp_path: Path) -> None:
+    write(tmp_path / "plain.py", "")
+    result = nvscope_cmd("run", "--enable", "fuse_matmul", "plain.py", cwd=tmp_path,
+                         NVFUSER_ENABLE="p2p_protocol(put)", NVFUSER_DISABLE="kernel_reuse")
+    assert result.returncode == 0, result.stderr
+    # Quoted as in the repro command: pasted into a shell, the line sets the same value.
+    assert result.stderr.splitlines()[0] == (
+        "nvscope run: options NVFUSER_ENABLE=fuse_matmul (and NVFUSER_ENABLE='p2p_protocol(put)' "
+        "NVFUSER_DISABLE=kernel_reuse from the environment, for the whole process)"), result.stderr
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (("missing.py",), "can't open file"),
     (("-m", "no_such_module"), "No module named 'no_such_module'"),
