@@ -306,7 +306,7 @@ def _options(kind: Kind | None, as_json: bool) -> int:
 
 def _probe() -> int:
     """``nvscope options --probe``: nvFuser's own list of names against the catalog."""
-    from nvscope._catalog import probe_installed
+    from nvscope._probe import probe_installed
 
     known = nvscope.catalog()
     print(f"catalog: {known.source}")

@@ -507,12 +507,11 @@ def test_probe_without_nvfuser_fails_clearly() -> None:
 @pytest.mark.parametrize(("extra", "code"), [(set(), 0), ({"brand_new_option"}, 1)])
 def test_probe_compares_with_the_catalog(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
                                          extra: set[str], code: int) -> None:
-    from nvscope import _catalog as option_catalog
-    from nvscope import cli
+    from nvscope import _probe, cli
 
     known = nvscope.catalog()
     accepted = {"enable": (known.names("enable") - {"fuse_matmul"}) | extra, "disable": known.names("disable")}
-    monkeypatch.setattr(option_catalog, "probe_installed", lambda: {k: frozenset(v) for k, v in accepted.items()})
+    monkeypatch.setattr(_probe, "probe_installed", lambda: {k: frozenset(v) for k, v in accepted.items()})
     assert cli.main(["options", "--probe"]) == code
     out = capsys.readouterr().out
     assert "in the catalog for this version but not accepted by this build: fuse_matmul" in out
