@@ -154,7 +154,7 @@ def execute(adapter: Adapter, fusion: Any, frame: Frame | None, args: tuple[Any,
             raise
         partition.error = _failure_text(error)
         warnings.warn(f"nvscope: fusion {info.id} failed with nvFuser options "
-                      f"{_repro.label(partition.options)} and ran again with its defaults (on_error='fallback'); "
+                      f"{partition.options.label()} and ran again with its defaults (on_error='fallback'); "
                       f"later executions of it under these options use its defaults directly.\n"
                       f"{partition.error}", FallbackWarning, stacklevel=2)
         return _fall_back(adapter, info, fusion, partition, static, args, kwargs)

@@ -182,7 +182,7 @@ class WrapperShape(Adapter):
         # The options go right after the fusion's own name, before the ops Thunder appends
         # ("nvFusion0: (add, mul)" becomes "nvFusion0 [+fast_math]: (add, mul)"): visible in a narrow timeline row.
         name, colon, ops = fusion.name.partition(": ")
-        runner.name = f"{name} [{_repro.label(options)}]{colon}{ops}"
+        runner.name = f"{name} [{options.label()}]{colon}{ops}"
         runner.enable_options = options.enable_list()
         runner.disable_options = options.disable_list()
         runner.last_used = None
