@@ -14,7 +14,7 @@ import nvscope
 from nvscope import OptionSet, UnknownOptionError, nv_options
 from nvscope._names import shown
 
-__all__ = ["default_candidates", "label", "parse_candidate", "resolve"]
+__all__ = ["default_candidates", "parse_candidate", "resolve", "spec"]
 
 # Options that only do something together: fuse_matmul brings matmuls into nvFuser's fusions, and without
 # -matmul_expr_eval nvFuser hands a fusion containing one straight back to ATen, so neither alone changes a kernel.
@@ -34,8 +34,10 @@ def default_candidates() -> list[str]:
     return specs
 
 
-def label(options: OptionSet) -> str:
-    """The spec that names an option set: enable names, then ``-``disable names, sorted, comma-separated."""
+def spec(options: OptionSet) -> str:
+    """The candidate spec of an option set, `parse_candidate`'s inverse: enable names, then ``-``disable names, each
+    sorted, comma-separated (``fuse_matmul,-matmul_expr_eval``). The search names its rows with it, so that a row's
+    name is what ``--candidates`` takes and ``result["fast_math"]`` finds; messages use `OptionSet.label`."""
     return ",".join([*options.enable_list(), *(f"-{n}" for n in options.disable_list())])
 
 

@@ -9,7 +9,7 @@ When an nvFuser distribution is installed, its version is read from the distribu
 never imported here: that would import torch) and the table is narrowed to the names that version has.
 
 nvFuser's lists change every few releases (renames, moves between the lists, removals), so an installed nvFuser newer
-than the table may accept names the table lacks. For those, nvFuser itself is asked (`probe_installed`), once per
+than the table may accept names the table lacks. For those, nvFuser itself is asked (`nvscope._probe`), once per
 process and only after such a miss; where it cannot be asked (no CUDA), the error says so and names the way out,
 ``NVSCOPE_TRUST_NVFUSER=1``.
 """
@@ -17,7 +17,6 @@ process and only after such a miss; where it cannot be asked (no CUDA), the erro
 from __future__ import annotations
 
 import functools
-import os
 import sys
 import threading
 from collections.abc import Collection, Iterable
@@ -148,11 +147,9 @@ PYTHON_SPELLING = "{kind}=[{name!r}]"
 
 _ARTICLE = {"enable": "an enable", "disable": "a disable"}
 _LONGEST_SHOWN = 60  # a name longer than this is cut in messages: nobody needs 10,000 characters echoed back
-# What the installed nvFuser said it accepts (or why it could not be asked), and the names already noted: per
-# process, not per Catalog, since threads that race on the first `catalog()` call may each build one.
-_probe_lock = threading.Lock()
-_probed: dict[str, frozenset[str]] | None = None
-_probe_error: str | None = None
+# The names already noted: per process, not per Catalog, since threads that race on the first `catalog()` call may
+# each build one.
+_noted_lock = threading.Lock()
 _noted: set[tuple[str, str]] = set()
 
 
@@ -188,7 +185,7 @@ class Catalog:
 
     When the installed nvFuser is newer than the newest version the table covers, a name the table lacks is not
     refused outright: nvFuser itself is asked, once per process and only on such a miss, which names it accepts
-    (`probe_installed`), and those names pass, with a one-time `NvscopeWarning`.
+    (`nvscope._probe`), and those names pass, with a one-time `NvscopeWarning`.
     """
 
     __slots__ = ("_all", "_by_kind", "_gates", "_newer", "nvfuser", "options", "source")
@@ -320,37 +317,34 @@ class Catalog:
 
         Asked once per process (a child process; seconds), and only after a miss, so valid names never pay for it.
         """
-        global _probed, _probe_error
-        with _probe_lock:  # one probe, also when several threads miss at once
-            if _probed is None and _probe_error is None:
-                try:
-                    _probed = probe_installed()
-                except Exception as error:  # RuntimeError (no CUDA, no list printed), a timeout, no interpreter
-                    text = f"{type(error).__name__}: {error}"
-                    _probe_error = text if len(text) <= 200 else text[:197] + "..."
-            accepted = _probed
+        from nvscope import _probe
+
+        accepted = _probe.accepted()
         return None if accepted is None else name in accepted[kind]
 
     def _newer_note(self, kind: Kind, name: str, spelling: str) -> str:
         """For a refusal on an nvFuser newer than the catalog: what nvFuser itself said, or the way out."""
         if not self._newer:
             return ""
+        from nvscope import _probe
+
+        probed, probe_error = _probe.known()
         said = (f" (the bundled catalog covers nvFuser up to {_catalog_data.VERSIONS[-1][0]}, older than the "
                 f"installed {self._installed()}")
-        if _probed is not None:
+        if probed is not None:
             other = _OTHER[kind]
-            if name in _probed[other]:  # moved between the lists since the catalog's newest version
+            if name in probed[other]:  # moved between the lists since the catalog's newest version
                 return (f"{said}; that nvFuser accepts it as {_ARTICLE[other]} option: pass it as "
                         f"{spelling.format(kind=other, name=name)})")
             return f"{said}, and that nvFuser does not accept it either)"
-        if _probe_error is not None:
-            return (f"{said}, and nvFuser could not be asked which names it accepts: {_probe_error}; set "
+        if probe_error is not None:
+            return (f"{said}, and nvFuser could not be asked which names it accepts: {probe_error}; set "
                     "NVSCOPE_TRUST_NVFUSER=1 to pass names the catalog lacks to nvFuser unvalidated)")
         return ""  # not asked (a name that needs arguments): nothing to add
 
     def _note(self, kind: Kind, name: str, why: str, what: str = "is not in nvscope's option catalog") -> None:
         """Say once per process that ``name`` was let through although the catalog lacks it (``what``: how so)."""
-        with _probe_lock:
+        with _noted_lock:
             if (kind, name) in _noted:
                 return
             _noted.add((kind, name))
@@ -370,47 +364,10 @@ def catalog() -> Catalog:
 
 def _reset_cache() -> None:
     """Forget the cached catalog, installed version and probe (for tests that fake an installation)."""
-    global _probed, _probe_error
     catalog.cache_clear()
     installed_nvfuser.cache_clear()
-    with _probe_lock:
-        _probed, _probe_error = None, None
+    with _noted_lock:
         _noted.clear()
+    from nvscope import _probe
 
-
-_PROBE = """
-import torch
-try:
-    from nvfuser_direct import DataType, FusionDefinition
-except ImportError:
-    from nvfuser import DataType, FusionDefinition
-with FusionDefinition() as fd:
-    t = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.Float)
-    fd.add_output(fd.ops.relu(t))
-fd.execute([torch.ones(4, device="cuda")])
-"""
-
-
-def probe_installed(timeout: float = 300.0) -> dict[str, frozenset[str]]:
-    """Ask the installed nvFuser itself which option names it accepts (needs CUDA; takes seconds).
-
-    nvFuser parses ``NVFUSER_ENABLE``/``NVFUSER_DISABLE`` when it first reads its options, and an invalid name makes
-    it fail with "Invalid option: ... Available options: a, b, ...". So a child process runs a one-op fusion with an
-    invalid name in each variable, and the list is read from its error output. Raises RuntimeError when the child
-    does not print that list (no CUDA, no nvFuser, or a message format this version does not know).
-    """
-    import re
-    import subprocess
-
-    found: dict[str, frozenset[str]] = {}
-    for kind in ("enable", "disable"):
-        env = {k: v for k, v in os.environ.items() if k not in ("NVFUSER_ENABLE", "NVFUSER_DISABLE")}
-        env[f"NVFUSER_{kind.upper()}"] = "__nvscope_probe__"
-        done = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, env=env,
-                              timeout=timeout, check=False)
-        match = re.search(r"Available options: ([^\n]*)", done.stdout + done.stderr)
-        if match is None:
-            tail = (done.stdout + done.stderr).strip().splitlines()[-3:]
-            raise RuntimeError(f"nvFuser did not list its {kind} options (exit {done.returncode}): {tail}")
-        found[kind] = frozenset(name.strip() for name in match.group(1).split(",") if name.strip())
-    return found
+    _probe.reset()

@@ -143,10 +143,9 @@ def warn_no_effect(scope: object, options: OptionSet, chosen: object) -> None:
     """Called at the clean exit of a non-empty scope under which fusions ran but none was changed by it.
 
     Each of them ran its default compiled kernels (nothing recompiled): its selector matched none of them, or the
-    catalog says none of its options can affect them. Said once per scope text and process.
+    catalog says none of its options can affect them. Python's warning filters make it once per scope text and line
+    (the default action), as for every warning here.
     """
-    if not _once(f"no effect {scope!r}"):
-        return
     from nvscope._catalog import catalog
 
     gated = []

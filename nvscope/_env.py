@@ -1,8 +1,8 @@
 """The one parser for nvscope's environment variables (``NVSCOPE_*``), in the manner of JAX's config flags.
 
 Why one parser: four hand-written copies read unknown values as "off" without a word, and one raised at import,
-which (since the pytest plugin loads nvscope in every pytest run) killed every test session in that environment.
-Here every variable is declared once with its type and default; a value that does not parse warns once
+which (when the pytest plugin still loaded nvscope in every pytest run) killed every test session in that
+environment. Here every variable is declared once with its type and default; a value that does not parse warns once
 (`ConfigWarning`, naming the variable, the value and what is accepted) and the default applies. Values are read at
 each use, not at import, so a launcher or a test may change them at any time; a parse is a dict lookup when the
 variable is unset.

@@ -25,11 +25,12 @@ from nvscope._errors import FallbackWarning, NvscopeError, UnsupportedError
 from nvscope._fusion import FusionInfo
 from nvscope._optionset import OptionSet
 from nvscope._partitions import Partitions
-from nvscope._scope import Frame
+from nvscope._scope import CHANGED, NO_EFFECT, NOTHING, Frame
 
 __all__ = ["Adapter", "execute", "table"]
 
 NO_KWARGS: dict[str, Any] = {}
+_SINKS = _events.SINKS  # the list itself (audit appends to it in place): one global load on the hot path
 _MISSING = object()
 _MAX_RESOLVED = 32  # (policy, own options) pairs remembered per fusion beyond the hot one
 
@@ -55,13 +56,10 @@ class Adapter:
         raise NotImplementedError
 
     def build(self, fusion: Any, info: FusionInfo, options: OptionSet) -> _frontends.Partition:
+        """A partition of ``fusion`` for ``options``, with its ``run(args, kwargs)`` bound to the fusion."""
         raise NotImplementedError
 
     def default(self, fusion: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        raise NotImplementedError
-
-    def run(self, fusion: Any, partition: _frontends.Partition, args: tuple[Any, ...],
-            kwargs: dict[str, Any]) -> Any:
         raise NotImplementedError
 
     def script(self, fusion: Any, partition: _frontends.Partition, args: tuple[Any, ...],
@@ -113,51 +111,68 @@ def _resolve(adapter: Adapter, found: Partitions[_frontends.Partition], policy: 
 
 
 def execute(adapter: Adapter, fusion: Any, frame: Frame | None, args: tuple[Any, ...],
-            kwargs: dict[str, Any] = NO_KWARGS) -> Any:
+            kwargs: dict[str, Any] = NO_KWARGS, found: Partitions[_frontends.Partition] | None = None) -> Any:
     """Run ``fusion`` (called with ``args``/``kwargs``) under ``frame``'s policy. Adapters call this for every
-    execution inside a non-empty scope, and for every execution while an audit listens."""
-    found = adapter.lookup(fusion)
+    execution inside a non-empty scope, and for every execution while an audit listens; ``found`` is the fusion's
+    table if the adapter looked it up already (it saves a call on the hot path)."""
     if found is None:
-        found = table(adapter, fusion, args, kwargs)
-    info: FusionInfo = found.info  # type: ignore[assignment]  # `table` always sets it
-    static = found.static if kwargs is NO_KWARGS else adapter.static(fusion, kwargs)
+        found = adapter.lookup(fusion)
+        if found is None:
+            found = table(adapter, fusion, args, kwargs)
     policy = None if frame is None else frame.policy
-    last_policy, last_static, partition = found.hot
+    static = found.static if kwargs is NO_KWARGS else adapter.static(fusion, kwargs)
+    hot_policy, hot_static, partition = found.hot
     new = False
-    if last_policy is not policy or last_static is not static:
+    if hot_policy is not policy or hot_static is not static:
         partition, new = _resolve(adapter, found, policy, static)
-    if policy is not None:
-        frame.ran = 1 if partition is None and frame.ran < 2 else 2  # type: ignore[union-attr]
-    listening = bool(_events.SINKS)
+    if partition is not None:
+        frame.ran = CHANGED  # type: ignore[union-attr]  # a partition means a scope: a frame
+        if partition.error is None and not _SINKS:  # the steady state of a scoped loop
+            try:
+                return partition.run(args, kwargs)
+            except NvscopeError:
+                raise
+            except Exception as error:
+                return _failed(error, adapter, found, fusion, frame, partition, static, args, kwargs)
+    elif policy is not None and frame.ran == NOTHING:  # type: ignore[union-attr]
+        frame.ran = NO_EFFECT  # type: ignore[union-attr]
+    info: FusionInfo = found.info  # type: ignore[assignment]  # `table` always sets it
     if partition is None:
-        if listening:
+        if _SINKS:
             return _timed(adapter.default, _record(info, static, "default", adapter), fusion, args, kwargs)
         return adapter.default(fusion, args, kwargs)
-    fallback = frame is not None and frame.fallback
-    if partition.error is not None and fallback:
+    if partition.error is not None and frame.fallback:  # type: ignore[union-attr]
         return _fall_back(adapter, info, fusion, partition, static, args, kwargs)
     try:
-        if listening:
+        if _SINKS:
             record = _record(info, partition.options, "new" if new else "reused", adapter)
-            return _timed(adapter.run, record, fusion, partition, args, kwargs)
-        return adapter.run(fusion, partition, args, kwargs)
+            return _timed(partition.run, record, args, kwargs)
+        return partition.run(args, kwargs)
     except NvscopeError:
         raise
     except Exception as error:
-        def script() -> str:
-            return adapter.script(fusion, partition, args, kwargs)
+        return _failed(error, adapter, found, fusion, frame, partition, static, args, kwargs)
 
-        scope = _policy.resolve(policy, info)
-        _repro.annotate(error, adapter.describe, info, static, scope, partition.options, script,
-                        given_as=adapter.given_as)
-        if not fallback:
-            raise
-        partition.error = _failure_text(error)
-        warnings.warn(f"nvscope: fusion {info.id} failed with nvFuser options "
-                      f"{_repro.label(partition.options)} and ran again with its defaults (on_error='fallback'); "
-                      f"later executions of it under these options use its defaults directly.\n"
-                      f"{partition.error}", FallbackWarning, stacklevel=2)
-        return _fall_back(adapter, info, fusion, partition, static, args, kwargs)
+
+def _failed(error: Exception, adapter: Adapter, found: Partitions[_frontends.Partition], fusion: Any,
+            frame: Frame | None, partition: _frontends.Partition, static: OptionSet, args: tuple[Any, ...],
+            kwargs: dict[str, Any]) -> Any:
+    """A partition raised: note the options and the repro on the error; re-raise it, or fall back to the defaults."""
+    info: FusionInfo = found.info  # type: ignore[assignment]
+
+    def script() -> str:
+        return adapter.script(fusion, partition, args, kwargs)
+
+    scope = _policy.resolve(None if frame is None else frame.policy, info)
+    _repro.annotate(error, adapter.describe, info, static, scope, partition.options, script,
+                    given_as=adapter.given_as)
+    if frame is None or not frame.fallback:
+        raise error
+    partition.error = _failure_text(error)
+    warnings.warn(f"nvscope: fusion {info.id} failed with nvFuser options {partition.options.label()} and ran "
+                  f"again with its defaults (on_error='fallback'); later executions of it under these options use its "
+                  f"defaults directly.\n{partition.error}", FallbackWarning, stacklevel=4)
+    return _fall_back(adapter, info, fusion, partition, static, args, kwargs)
 
 
 def _fall_back(adapter: Adapter, info: FusionInfo, fusion: Any, partition: _frontends.Partition, static: OptionSet,

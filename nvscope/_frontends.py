@@ -21,6 +21,7 @@ A frontend says how a partition gets definitions of its own (`Frontend.own_defin
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from types import ModuleType
 from typing import Any
@@ -79,18 +80,26 @@ class Partition:
 
     ``runner`` is what the adapter executes: for Thunder a copy of the fusion's ``FusionDefinitionWrapper`` whose
     ``get_fd`` is an ``lru_cache`` of FusionDefinitions for this option set (see `nvscope._thunder_wrapper`); for
-    direct users a fresh FusionDefinition. ``error`` is set when it failed under ``on_error="fallback"``: the text
-    of the failure (with nvscope's note), and later executions under a fallback policy go to the default directly.
+    direct users a fresh FusionDefinition. ``run(args, kwargs)`` executes the fusion in this partition (the adapter
+    builds it, bound to the fusion: one call on the hot path). ``error`` is set when it failed under
+    ``on_error="fallback"``: the text of the failure (with nvscope's note), and later executions under a fallback
+    policy go to the default directly.
     """
 
-    __slots__ = ("disable", "enable", "error", "options", "runner")
+    __slots__ = ("disable", "enable", "error", "options", "run", "runner")
 
-    def __init__(self, runner: Any, options: OptionSet) -> None:
+    def __init__(self, runner: Any, options: OptionSet,
+                 run: Callable[[tuple[Any, ...], dict[str, Any]], Any] | None = None) -> None:
         self.runner = runner
         self.options = options
         self.enable = options.enable_list()
         self.disable = options.disable_list()
         self.error: str | None = None
+        self.run = run if run is not None else _unbound
+
+
+def _unbound(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    raise RuntimeError("this partition was built without a run function (an adapter bug)")
 
 
 class Frontend:

@@ -17,7 +17,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported at run time: `import nvscope` must stay light (nvscope/_record.py)
     from nvscope._catalog import Kind
 
-__all__ = ["MAX_NAME", "first_line", "names", "shown"]
+__all__ = ["MAX_NAME", "first_line", "names", "shown", "split"]
 
 # No nvFuser option name comes close; a longer one is refused before the catalog's did-you-mean sees it.
 MAX_NAME = 100
@@ -40,6 +40,12 @@ def first_line(error: BaseException, limit: int = 200) -> str:
     line = f"{type(error).__name__}: {cut(text.splitlines()[0])}" if text else type(error).__name__
     notes = [n.strip() for n in getattr(error, "__notes__", ()) if isinstance(n, str) and n.strip()]
     return f"{line} ({cut(notes[0].splitlines()[0])})" if notes else line
+
+
+def split(values: Iterable[str] | None) -> list[str]:
+    """``["a,b", "c d"]`` -> ``["a", "b", "c", "d"]``: the names of repeatable command-line flags (``nvscope run
+    --enable``, pytest's ``--nv-enable``), where commas or spaces separate names; empty items are dropped."""
+    return [name for value in values or () for name in value.replace(",", " ").split()]
 
 
 def names(kind: Kind, value: object) -> frozenset[str]:

@@ -14,9 +14,10 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import ClassVar
 
-__all__ = ["EMPTY", "OptionSet"]
+__all__ = ["EMPTY", "NVFUSER_VARIABLES", "OptionSet", "process_options_shell"]
 
 _VARIABLES = {"NVFUSER_ENABLE": "enable", "NVFUSER_DISABLE": "disable"}
+NVFUSER_VARIABLES = tuple(_VARIABLES)  # the variables nvFuser reads its options from, for a whole process
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 _EXAMPLE = "'NVFUSER_ENABLE=fuse_matmul NVFUSER_DISABLE=matmul_expr_eval'"
 
@@ -147,8 +148,17 @@ class OptionSet:
         return env
 
     def as_shell(self) -> str:
-        """``as_env()`` as a shell prefix: ``NVFUSER_ENABLE=a,b NVFUSER_DISABLE=c`` (empty string for no options)."""
+        """``as_env()`` as a shell prefix: ``NVFUSER_ENABLE=a,b NVFUSER_DISABLE=c`` (empty string for no options).
+
+        The set as a whole process would get it; `label` is the short form for messages.
+        """
         return " ".join(f"{key}={value}" for key, value in self.as_env().items())
+
+    def label(self) -> str:
+        """The set in a message: ``+fuse_matmul -matmul_expr_eval`` (enable names with ``+``, then disable names with
+        ``-``, each sorted); ``(none)`` for the empty set."""
+        words = [f"+{name}" for name in sorted(self.enable)] + [f"-{name}" for name in sorted(self.disable)]
+        return " ".join(words) or "(none)"
 
     @classmethod
     def parse(cls, line: str) -> OptionSet:
@@ -211,6 +221,22 @@ class OptionSet:
     def disable_list(self) -> list[str]:
         """The disable names, sorted: what nvFuser's ``_disable_options`` takes."""
         return sorted(self.disable)
+
+
+def process_options_shell(environ: Mapping[str, str] | None = None) -> str:
+    """What ``NVFUSER_ENABLE``/``NVFUSER_DISABLE`` hold in ``environ`` (default: ``os.environ``) as a shell prefix,
+    each value one quoted shell word: ``NVFUSER_ENABLE='p2p_protocol(put)'``; empty when neither is set.
+
+    The options of the whole process, as nvFuser reads them, arguments included (which an `OptionSet` cannot hold):
+    what a repro command or a summary adds to the options nvscope passed per call.
+    """
+    import shlex
+
+    if environ is None:
+        import os
+
+        environ = os.environ
+    return " ".join(f"{name}={shlex.quote(environ[name])}" for name in NVFUSER_VARIABLES if environ.get(name))
 
 
 def _names(variable: str, value: str) -> list[str]:

@@ -1,7 +1,7 @@
 """`Record`: immutable plain data with a readable repr, for the few value classes imported with ``nvscope``.
 
 Why not ``dataclasses``: importing it pulls in ``inspect`` and costs ~6 ms, about half of what ``import nvscope`` is
-allowed to add to every pytest run (the plugin loads nvscope in each one). A record's fields are its ``__slots__``;
+allowed to cost a program or a pytest run that uses it. A record's fields are its ``__slots__``;
 the subclass's ``__init__`` assigns them through `Record._init`; equality, hashing, repr and pickling follow.
 """
 

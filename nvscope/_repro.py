@@ -28,23 +28,18 @@ from collections.abc import Callable
 from typing import Any
 
 from nvscope import _env
-from nvscope._optionset import OptionSet
+from nvscope._optionset import OptionSet, process_options_shell
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from nvscope._fusion import FusionInfo
 
-__all__ = ["MARK", "annotate", "attach", "label", "with_options"]
+__all__ = ["MARK", "annotate", "attach", "with_options"]
 
 MARK = "nvscope:"  # every note starts with it: one note per exception, however many layers see it
 _EXECUTE = "fd.execute(inputs)"  # how both frontends' repro_script_for end when given inputs
 _directory: list[str] = []
 _directory_lock = threading.Lock()
-
-
-def label(options: OptionSet) -> str:
-    """``+fuse_matmul -matmul_expr_eval``: enable names with ``+``, disable names with ``-``, sorted ("" if none)."""
-    return " ".join([f"+{name}" for name in options.enable_list()] + [f"-{name}" for name in options.disable_list()])
 
 
 def with_options(script: str, options: OptionSet) -> str:
@@ -54,7 +49,7 @@ def with_options(script: str, options: OptionSet) -> str:
     """
     call = (f"fd.execute(inputs, _enable_options={options.enable_list()!r}, "
             f"_disable_options={options.disable_list()!r})")
-    header = (f"# nvscope: this runs the fusion with nvFuser options {label(options) or '(none)'}, passed to execute "
+    header = (f"# nvscope: this runs the fusion with nvFuser options {options.label()}, passed to execute "
               f"per call\n#   (the same as {options.as_shell() or 'no NVFUSER_* variables'} for a whole process)\n")
     head, found, tail = script.rpartition(_EXECUTE)
     if found:
@@ -104,8 +99,8 @@ def annotate(error: BaseException, what: str, fusion: FusionInfo, compile_time: 
     except Exception as problem:  # the user's error matters more than the repro
         repro = f"not written ({type(problem).__name__}: {_first_line(problem)})"
     lines = [
-        f"{MARK} {what} {fusion.id} failed with nvFuser options {label(effective) or '(none)'}",
-        f"  {given_as}: {label(compile_time) or '(none)'}; scope: {label(scope) or '(none)'}",
+        f"{MARK} {what} {fusion.id} failed with nvFuser options {effective.label()}",
+        f"  {given_as}: {compile_time.label()}; scope: {scope.label()}",
         f"  for a whole process: {effective.as_shell() or '(no options)'}",
         f"  repro script: {repro}",
     ]
@@ -132,7 +127,7 @@ def _repro_line(error: BaseException, fusion: str, stem: str, effective: OptionS
     import hashlib
 
     body = script()
-    header = (f"# nvscope repro: {fusion} failed with nvFuser options {label(effective) or '(none)'}\n"
+    header = (f"# nvscope repro: {fusion} failed with nvFuser options {effective.label()}\n"
               f"#   {type(error).__name__}: {_first_line(error)}\n"
               "# Run as is: python <this file>. nvFuser's own repro script; the inputs have the failing inputs' shapes,"
               "\n#   dtypes and strides, not their values.\n")
@@ -147,8 +142,7 @@ def _repro_line(error: BaseException, fusion: str, stem: str, effective: OptionS
             file.write(header + body)
         os.replace(partial, path)  # atomic: two processes sharing NVSCOPE_REPRO_DIR never see half a script
     # One shell word per item: a directory with spaces or a value like p2p_protocol(put) must not split or misparse.
-    words = [f"{k}={shlex.quote(os.environ[k])}" for k in ("NVFUSER_ENABLE", "NVFUSER_DISABLE") if os.environ.get(k)]
-    run = " ".join([*words, "python", shlex.quote(path)])
+    run = " ".join(filter(None, [process_options_shell(), "python", shlex.quote(path)]))
     where = "NVSCOPE_REPRO_DIR chooses the directory" if _env.text("NVSCOPE_REPRO_DIR") else \
         "a temporary directory; NVSCOPE_REPRO_DIR chooses another"
     return f"{run}\n    ({where}; NVSCOPE_REPRO=0 turns repro scripts off)"

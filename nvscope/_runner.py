@@ -18,6 +18,7 @@ import nvscope
 from nvscope import _autoinstall, _carry, _patches
 from nvscope._errors import NoFusionWarning, UnclosedScopeWarning
 from nvscope._frontends import MODULES
+from nvscope._optionset import process_options_shell
 from nvscope._scope import ACTIVE, Frame, unwind
 
 __all__ = ["run"]
@@ -174,7 +175,7 @@ def fusion_listing(log: nvscope.AuditLog) -> str:
 
 
 def _summary(options: nvscope.OptionSet, log: nvscope.AuditLog) -> str:
-    env = " ".join(f"{k}={os.environ[k]}" for k in ("NVFUSER_ENABLE", "NVFUSER_DISABLE") if os.environ.get(k))
+    env = process_options_shell()
     lines = [f"nvscope run: options {options.as_shell() or '(none)'}"
              + (f" (and {env} from the environment, for the whole process)" if env else "")]
     lines.append(log.summary())

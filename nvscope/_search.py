@@ -36,7 +36,7 @@ from typing import Any
 
 import nvscope
 from nvscope import OptionSet, nv_options
-from nvscope._candidates import label, resolve
+from nvscope._candidates import resolve, spec
 from nvscope._names import first_line, shown
 from nvscope._numerics import Numerics, compare_leaves, flatten_outputs, grad_targets
 from nvscope._search_report import SearchResult, SearchRow, Stage
@@ -238,7 +238,7 @@ def search(fn: Callable[..., Any], /, *args: Any, candidates: Iterable[object] |
     rng = random.Random(seed)
     runner = _Runner(fn, args, kwargs, backward, module, tolerance, steps_per_round, warmup, say)
     default = _Variant("default", OptionSet(), "default")
-    singles = [_Variant(label(o), o, "candidate") for o in options]
+    singles = [_Variant(spec(o), o, "candidate") for o in options]
     combos: list[tuple[_Variant, _Variant]] = []  # (combination, the set it extends)
     notes: list[str] = []
     chosen: list[_Variant] = []  # the set to recommend so far (the last one); none: keep the defaults

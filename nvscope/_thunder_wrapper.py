@@ -26,7 +26,7 @@ from typing import Any
 
 from nvscope import _events, _frontends, _repro
 from nvscope._errors import UnsupportedError
-from nvscope._execute import Adapter, execute
+from nvscope._execute import NO_KWARGS, Adapter, execute
 from nvscope._fusion import FusionInfo, ops_of_definition
 from nvscope._optionset import OptionSet
 from nvscope._partitions import Partitions
@@ -82,6 +82,14 @@ class WrapperShape(Adapter):
         self.frontend = _frontends.frontend_of(impl.FusionDefinition)
         self.version_error = version_error
         self._tables: weakref.WeakSet[Any] = weakref.WeakSet()  # every get_fd holding a table, for `forget`
+        original, quiet = self.original, self.frontend.quiet
+        if self.frontend is _frontends.DIRECT:
+            self._run_runner = original  # nothing to wrap: no context manager on the hot path
+        else:
+            def run_quietly(runner: Any, *args: Any) -> Any:
+                with quiet():  # a partition follows the legacy "Reset the FusionCache" advice already
+                    return original(runner, *args)
+            self._run_runner = run_quietly
 
     @classmethod
     def refusal(cls, impl: ModuleType) -> list[str]:
@@ -112,7 +120,7 @@ class WrapperShape(Adapter):
             frame = get_active()
             if (frame is None or frame.policy is None) and not sinks:
                 return original(fusion, *args)
-            return execute(self, fusion, frame, args)
+            return execute(self, fusion, frame, args, NO_KWARGS, getattr(fusion.get_fd, _TABLE, None))
 
         __call__.__wrapped__ = original  # type: ignore[attr-defined]
         return __call__
@@ -182,7 +190,7 @@ class WrapperShape(Adapter):
         # The options go right after the fusion's own name, before the ops Thunder appends
         # ("nvFusion0: (add, mul)" becomes "nvFusion0 [+fast_math]: (add, mul)"): visible in a narrow timeline row.
         name, colon, ops = fusion.name.partition(": ")
-        runner.name = f"{name} [{_repro.label(options)}]{colon}{ops}"
+        runner.name = f"{name} [{options.label()}]{colon}{ops}"
         runner.enable_options = options.enable_list()
         runner.disable_options = options.disable_list()
         runner.last_used = None
@@ -191,24 +199,24 @@ class WrapperShape(Adapter):
                              ("cache_clear", partition_get_fd.cache_clear)):
             if hasattr(runner, field):  # Thunder's fields, pointing at this option set's cache
                 setattr(runner, field, value)
-        return _frontends.Partition(runner, options)
+        call = self._run_runner  # Thunder's own __call__ (wrapped in the legacy frontend's quiet flag)
+
+        def run(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+            try:
+                return call(runner, *args)
+            finally:
+                # What ran is what Thunder's tools should see. With use_cache off, last_used *is* Thunder's cache
+                # (the one definition it runs), so the real wrapper's own stays; get_nvfuser_repro then shows the
+                # default.
+                if runner.use_cache:
+                    fusion.last_used = runner.last_used
+                if runner.store_inputs:
+                    fusion.last_inputs = runner.last_inputs
+
+        return _frontends.Partition(runner, options, run)
 
     def default(self, fusion: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         return self.original(fusion, *args)
-
-    def run(self, fusion: Any, partition: _frontends.Partition, args: tuple[Any, ...],
-            kwargs: dict[str, Any]) -> Any:
-        runner = partition.runner
-        try:
-            with self.frontend.quiet():  # a partition follows the legacy "Reset the FusionCache" advice already
-                return self.original(runner, *args)
-        finally:
-            # What ran is what Thunder's tools should see. With use_cache off, last_used *is* Thunder's cache (the
-            # one definition it runs), so the real wrapper's own stays; get_nvfuser_repro then shows the default.
-            if runner.use_cache:
-                fusion.last_used = runner.last_used
-            if runner.store_inputs:
-                fusion.last_inputs = runner.last_inputs
 
     def script(self, fusion: Any, partition: _frontends.Partition, args: tuple[Any, ...],
                kwargs: dict[str, Any]) -> str:

@@ -21,6 +21,7 @@ from typing import Any
 import nvscope
 from nvscope import _carry, _texttable
 from nvscope._catalog import OptionInfo
+from nvscope._names import split
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -212,11 +213,6 @@ def _split_run(argv: Sequence[str]) -> tuple[list[str], str | None, str | None, 
     return list(argv), None, None, []
 
 
-def _names(values: Sequence[str]) -> list[str]:
-    """``["a,b", "c d"]`` -> ``["a", "b", "c", "d"]``: commas or spaces separate names (empty items dropped)."""
-    return [name for value in values for name in value.replace(",", " ").split()]
-
-
 def _invalid(enable: list[str], disable: list[str]) -> str | None:
     """Why the names of ``run --enable/--disable`` are refused, with hints in the flags' syntax; None when valid."""
     try:
@@ -264,8 +260,8 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
         return _tools_cli.command(ns)
     if ns.script is None and ns.module is None:
         run_parser.error(f"give the script to run (or -m module); `nvscope {ns.command} --help` explains")  # exit 2
-    enable, disable = _names(ns.enable), _names(ns.disable)
-    fusions = None if ns.fusions is None else _names(ns.fusions)
+    enable, disable = split(ns.enable), split(ns.disable)
+    fusions = None if ns.fusions is None else split(ns.fusions)
     problem = _invalid(enable, disable)
     if fusions == []:
         problem = "--fusions needs a glob over fusion ids, e.g. --fusions 'forward/*' or --fusions backward/nvFusion0"
@@ -330,7 +326,7 @@ def _options(kind: Kind | None, as_json: bool) -> int:
 
 def _probe() -> int:
     """``nvscope options --probe``: nvFuser's own list of names against the catalog."""
-    from nvscope._catalog import probe_installed
+    from nvscope._probe import probe_installed
 
     known = nvscope.catalog()
     print(f"catalog: {known.source}")

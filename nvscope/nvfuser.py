@@ -99,15 +99,18 @@ class FrontendAdapter(Adapter):
         return _passed_options(kwargs)
 
     def build(self, fusion: Any, info: FusionInfo, options: OptionSet) -> _frontends.Partition:
-        return _frontends.Partition(self.frontend.rebuild(fusion, self.module, options), options)
+        runner = self.frontend.rebuild(fusion, self.module, options)
+        execute_with, original = self.frontend.execute, self.original
+
+        def run(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+            rest = {k: v for k, v in kwargs.items() if k not in _OPTION_KWARGS}
+            return execute_with(original, partition, runner, *args, **rest)
+
+        partition = _frontends.Partition(runner, options, run)
+        return partition
 
     def default(self, fusion: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         return self.original(fusion, *args, **kwargs)
-
-    def run(self, fusion: Any, partition: _frontends.Partition, args: tuple[Any, ...],
-            kwargs: dict[str, Any]) -> Any:
-        rest = {k: v for k, v in kwargs.items() if k not in _OPTION_KWARGS}
-        return self.frontend.execute(self.original, partition, partition.runner, *args, **rest)
 
     def script(self, fusion: Any, partition: _frontends.Partition, args: tuple[Any, ...],
                kwargs: dict[str, Any]) -> str:

@@ -1,5 +1,9 @@
 """pytest plugin: run tests under nvFuser options. Loaded automatically once nvscope is installed (entry point
-``pytest11: nvscope``); ``-p nvscope.pytest_plugin`` loads it where nvscope is only on ``sys.path``.
+``pytest11: nvscope``); ``-p _nvscope_pytestplugin`` loads it where nvscope is only on ``sys.path``.
+
+What pytest registers is the top-level module ``_nvscope_pytestplugin``, which imports only pytest: its hooks call
+this module's functions, and so import nvscope, only when a run uses a flag or a marker. This module holds what they
+do. (``-p nvscope.pytest_plugin``, the older spelling, still works: it registers ``_nvscope_pytestplugin``.)
 
 Per test, class or module, with a marker (arguments as for `nvscope.nv_options`)::
 
@@ -29,73 +33,42 @@ What is scoped, and when:
   `DevelopmentModeWarning` (and no `DevelopmentModeError` under ``NVSCOPE_STRICT=1``) is raised for them.
 * Scopes follow Python's contextvars: threads a test starts begin with no options (use `nvscope.bind`).
 
-The session header says which options apply (``nvscope: options NVFUSER_ENABLE=... (scoped around each test)`` or
-``nvscope: no options``) and which catalog validates them. Without markers and command-line options the plugin
-does nothing else. Importing it imports neither torch nor Thunder nor nvFuser.
+The session header says which options apply: ``nvscope: options NVFUSER_ENABLE=... (scoped around each test)`` and
+the catalog that validates them, or ``nvscope: no options``. Without markers and command-line options the plugin
+does nothing else and imports nothing of nvscope. Importing this module imports neither torch nor Thunder nor
+nvFuser.
 """
 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Generator, Sequence
-from typing import Any
+from collections.abc import Generator
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 import nvscope
 from nvscope._errors import NoFusionWarning, UnclosedScopeWarning
+from nvscope._names import split
 from nvscope._scope import ACTIVE, Frame, unwind
 
-__all__ = [
-    "pytest_addoption",
-    "pytest_configure",
-    "pytest_report_header",
-    "pytest_runtest_call",
-    "pytest_runtest_setup",
-    "pytest_unconfigure",
-]
+if TYPE_CHECKING:
+    from _pytest.nodes import Node
 
-MARKER = "nv_options"
+__all__ = ["header", "item_scopes", "scoped_call", "session_scope"]
 
-_SESSION_SCOPE = pytest.StashKey[nvscope.nv_options]()
-_PREVIOUS_MODE = pytest.StashKey["bool | None"]()
-_ITEM_SCOPES = pytest.StashKey["tuple[nvscope.nv_options, ...]"]()
+# `-p nvscope.pytest_plugin` registers this module: it then registers the plugin itself (which has the hooks).
+pytest_plugins = ["_nvscope_pytestplugin"]
 
 
-def _names(values: Sequence[str] | None) -> list[str]:
-    """``["a,b", "c d"]`` -> ``["a", "b", "c", "d"]``: commas or spaces separate names (empty items dropped)."""
-    return [name for value in values or () for name in value.replace(",", " ").split()]
+def session_scope(enable: list[str], disable: list[str]) -> tuple[nvscope.nv_options, bool | None] | None:
+    """The command line's scope and the development mode it replaced (now on), or None when the flags name nothing.
 
-
-def _new_style_wrappers() -> bool:
-    """Whether this pluggy takes ``hookimpl(wrapper=True)`` (pluggy >= 1.2, so every pytest >= 8)."""
-    try:
-        pytest.hookimpl(wrapper=True)
-    except TypeError:
-        return False
-    return True
-
-
-def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("nvscope", "nvscope: scoped nvFuser developer options")
-    group.addoption("--nv-enable", action="append", default=[], dest="nv_enable", metavar="NAME[,NAME...]",
-                    help="run each test's call with this nvFuser enable option (repeatable; comma-separated names). "
-                         "`nvscope options --enable` lists them.")
-    group.addoption("--nv-disable", action="append", default=[], dest="nv_disable", metavar="NAME[,NAME...]",
-                    help="run each test's call with this nvFuser disable option (repeatable; comma-separated names). "
-                         "`nvscope options --disable` lists them.")
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers",
-        f"{MARKER}(enable=[...], disable=[...], inherit=True): run the test's call under these nvFuser options "
-        "(nvscope.nv_options); on a function, class or module (pytestmark), merged from the module inwards",
-    )
-    enable = _names(config.getoption("nv_enable", None))
-    disable = _names(config.getoption("nv_disable", None))
+    An unknown name is a `pytest.UsageError`, with the hint in the flags' syntax.
+    """
+    enable, disable = split(enable), split(disable)
     if not enable and not disable:
-        return
+        return None
     try:
         known = nvscope.catalog()
         for kind, names in (("enable", enable), ("disable", disable)):
@@ -104,22 +77,12 @@ def pytest_configure(config: pytest.Config) -> None:
         scope = nvscope.nv_options(enable, disable)
     except (ValueError, TypeError) as error:  # UnknownOptionError is a ValueError
         raise pytest.UsageError(f"--nv-enable/--nv-disable: {error}") from None
-    config.stash[_SESSION_SCOPE] = scope
-    config.stash[_PREVIOUS_MODE] = nvscope.set_development_mode(True)
+    return scope, nvscope.set_development_mode(True)
 
 
-def pytest_unconfigure(config: pytest.Config) -> None:
-    if _PREVIOUS_MODE in config.stash:
-        nvscope.set_development_mode(config.stash[_PREVIOUS_MODE])
-        del config.stash[_PREVIOUS_MODE]
-
-
-def pytest_report_header(config: pytest.Config) -> list[str]:
-    scope = config.stash.get(_SESSION_SCOPE, None)
-    if scope is None:
-        lines = ["nvscope: no options"]
-    else:
-        lines = [f"nvscope: options {scope.options.as_shell()} (scoped around each test)"]
+def header(scope: nvscope.nv_options) -> list[str]:
+    """The session header's lines for the command line's scope: the options and the catalog that validated them."""
+    lines = [f"nvscope: options {scope.options.as_shell()} (scoped around each test)"]
     try:
         lines.append(f"nvscope: {nvscope.catalog().source}")
     except Exception as error:  # never break an unrelated test run over the header
@@ -127,12 +90,9 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     return lines
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_setup(item: pytest.Item) -> None:
-    """Validate the item's markers before its fixtures are set up: a bad name errors the test here, in one line."""
-    found = list(item.iter_markers_with_node(MARKER))  # nearest first: function, class(es), module
-    if not found:
-        return
+def item_scopes(item: pytest.Item, found: list[tuple[Node, pytest.Mark]]) -> tuple[nvscope.nv_options, ...]:
+    """The scopes of the item's ``nv_options`` markers (``found`` nearest first), outermost first; a bad marker
+    fails the test at setup, in one line naming the test, the marker and the fix."""
     scopes = []
     for node, mark in reversed(found):
         try:
@@ -142,8 +102,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
             problem = f"{item.nodeid}: @pytest.mark.{_describe(mark)}{where}: {error}"
             break
     else:
-        item.stash[_ITEM_SCOPES] = tuple(scopes)
-        return
+        return tuple(scopes)
     # Outside the except block, so that no "during handling" traceback through nvscope's code buries the message.
     pytest.fail(problem, pytrace=False)
 
@@ -161,12 +120,10 @@ def _describe(mark: pytest.Mark) -> str:
     return f"{mark.name}({text if len(text) <= 100 else text[:97] + '...'})"
 
 
-def _scoped_call(item: pytest.Item) -> Generator[None, object, object]:
-    """The body of the ``pytest_runtest_call`` wrapper, new-style: the test's call runs at the ``yield``."""
-    session = item.config.stash.get(_SESSION_SCOPE, None)
-    scopes = item.stash.get(_ITEM_SCOPES, ())
-    if session is None and not scopes:
-        return (yield)
+def scoped_call(item: pytest.Item, session: nvscope.nv_options | None,
+                scopes: tuple[nvscope.nv_options, ...]) -> Generator[None, object, object]:
+    """The ``pytest_runtest_call`` wrapper's body when the test has options (the command line's, its markers' or
+    both), new-style: the test's call runs at the ``yield``, inside the scopes."""
     previous_mode = nvscope.set_development_mode(True) if session is None else None  # markers only: for this call
     base = top = ACTIVE.get()
     entered: list[nvscope.nv_options] = []
@@ -207,29 +164,6 @@ def _unclosed_message(unclosed: list[object]) -> str:
     names = ", ".join(repr(owner) for owner in unclosed)
     return (f"the test left {len(unclosed)} nvscope scope(s) open (innermost first): {names}; use `with "
             "nv_options(...):` so that every scope it enters exits (nvscope dropped them: the next test starts clean)")
-
-
-if _new_style_wrappers():
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
-        return (yield from _scoped_call(item))
-else:  # pluggy < 1.2 (pytest 7 with an old pluggy): the same body, driven as an old-style hookwrapper
-    @pytest.hookimpl(hookwrapper=True)
-    def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, None]:
-        body = _scoped_call(item)
-        next(body)
-        outcome = yield
-        try:
-            if outcome.excinfo is None:
-                body.send(None)
-            else:
-                body.throw(outcome.excinfo[1])
-        except StopIteration:
-            return
-        except BaseException as error:
-            if outcome.excinfo is not None and error is outcome.excinfo[1]:
-                return  # the test's own failure, already its outcome
-            raise
 
 
 def _exit(item: pytest.Item, entered: list[nvscope.nv_options], session: nvscope.nv_options | None,

@@ -11,7 +11,7 @@ import pytest
 from packaging.version import Version
 
 import nvscope
-from nvscope import UnknownOptionError, nv_options
+from nvscope import UnknownOptionError, _probe, nv_options
 from nvscope import _catalog as option_catalog
 from nvscope import _catalog_data as data
 
@@ -509,7 +509,7 @@ def newer_nvfuser(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh_catalog
 
 def probe(monkeypatch: pytest.MonkeyPatch, **kwargs: object) -> FakeProbe:
     fake = FakeProbe(**kwargs)  # type: ignore[arg-type]
-    monkeypatch.setattr(option_catalog, "probe_installed", fake)
+    monkeypatch.setattr(_probe, "probe_installed", fake)
     return fake
 
 

@@ -357,6 +357,17 @@ def test_run_of_a_program_that_leaves_a_scope_open(tmp_path: Path) -> None:
         result.stderr)
 
 
+def test_run_summary_names_the_process_wide_options_as_shell_words(tmp_path: Path) -> None:
+    write(tmp_path / "plain.py", "")
+    result = nvscope_cmd("run", "--enable", "fuse_matmul", "plain.py", cwd=tmp_path,
+                         NVFUSER_ENABLE="p2p_protocol(put)", NVFUSER_DISABLE="kernel_reuse")
+    assert result.returncode == 0, result.stderr
+    # Quoted as in the repro command: pasted into a shell, the line sets the same value.
+    assert result.stderr.splitlines()[0] == (
+        "nvscope run: options NVFUSER_ENABLE=fuse_matmul (and NVFUSER_ENABLE='p2p_protocol(put)' "
+        "NVFUSER_DISABLE=kernel_reuse from the environment, for the whole process)"), result.stderr
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (("missing.py",), "can't open file"),
     (("-m", "no_such_module"), "No module named 'no_such_module'"),
@@ -496,12 +507,11 @@ def test_probe_without_nvfuser_fails_clearly() -> None:
 @pytest.mark.parametrize(("extra", "code"), [(set(), 0), ({"brand_new_option"}, 1)])
 def test_probe_compares_with_the_catalog(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
                                          extra: set[str], code: int) -> None:
-    from nvscope import _catalog as option_catalog
-    from nvscope import cli
+    from nvscope import _probe, cli
 
     known = nvscope.catalog()
     accepted = {"enable": (known.names("enable") - {"fuse_matmul"}) | extra, "disable": known.names("disable")}
-    monkeypatch.setattr(option_catalog, "probe_installed", lambda: {k: frozenset(v) for k, v in accepted.items()})
+    monkeypatch.setattr(_probe, "probe_installed", lambda: {k: frozenset(v) for k, v in accepted.items()})
     assert cli.main(["options", "--probe"]) == code
     out = capsys.readouterr().out
     assert "in the catalog for this version but not accepted by this build: fuse_matmul" in out

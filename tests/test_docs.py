@@ -238,5 +238,13 @@ def test_how_it_works_names_every_module() -> None:
     """The layer table is the map of the package: a module missing from it is a module a newcomer cannot place."""
     page = (ROOT / "docs" / "how-it-works.md").read_text(encoding="utf-8")
     table = "\n".join(line for line in page.split("## The modules", 1)[1].splitlines() if line.startswith("|"))
-    modules = sorted(p.name for p in (ROOT / "nvscope").glob("*.py"))
+    modules = sorted(p.name for p in [*(ROOT / "nvscope").glob("*.py"), *ROOT.glob("*.py")])  # py-modules too
     assert [m for m in modules if f"`{m}`" not in table] == []
+
+
+def test_every_module_is_under_400_lines() -> None:
+    """A module a reader can hold in mind; the catalog's data table is data, not code."""
+    modules = [*(ROOT / "nvscope").rglob("*.py"), *ROOT.glob("*.py")]
+    long = {p.name: n for p in modules if p.name != "_catalog_data.py"
+            and (n := len(p.read_text(encoding="utf-8").splitlines())) >= 400}
+    assert long == {}

@@ -207,6 +207,24 @@ def test_as_shell() -> None:
     assert OptionSet(disable=["c", "b"]).as_shell() == "NVFUSER_DISABLE=b,c"
 
 
+def test_label_is_the_short_form_for_messages() -> None:
+    assert OptionSet(enable=["b", "a"], disable=["d", "c"]).label() == "+a +b -c -d"
+    assert OptionSet(disable=["fma"]).label() == "-fma"
+    assert OptionSet(enable=["fuse_matmul"]).label() == "+fuse_matmul"
+    assert OptionSet().label() == "(none)"  # never an empty string in a message
+
+
+def test_process_options_shell_quotes_each_value() -> None:
+    from nvscope._optionset import process_options_shell
+
+    assert process_options_shell({}) == ""
+    assert process_options_shell({"NVFUSER_DISABLE": "", "PATH": "/bin"}) == ""  # empty is unset
+    # Options with arguments are kept (the whole process has them), as one shell word each.
+    environ = {"NVFUSER_DISABLE": "kernel_reuse", "NVFUSER_ENABLE": "p2p_protocol(put),fuse_matmul"}
+    expected = "NVFUSER_ENABLE='p2p_protocol(put),fuse_matmul' NVFUSER_DISABLE=kernel_reuse"
+    assert process_options_shell(environ) == expected
+
+
 def test_sorted_lists() -> None:
     s = OptionSet(enable=["b", "a"], disable=["d", "c"])
     assert s.enable_list() == ["a", "b"]

@@ -1,6 +1,6 @@
-"""The pytest plugin (nvscope/pytest_plugin.py), driven through pytester.
+"""The pytest plugin (_nvscope_pytestplugin.py, nvscope/pytest_plugin.py), driven through pytester.
 
-Inner runs load the plugin with ``-p nvscope.pytest_plugin`` and entry-point autoloading off, so they behave the
+Inner runs load the plugin with ``-p _nvscope_pytestplugin`` and entry-point autoloading off, so they behave the
 same whether or not nvscope is pip-installed; `test_entry_point_autoloads` covers the installed entry point.
 """
 
@@ -12,12 +12,10 @@ from pathlib import Path
 
 import pytest
 
-import nvscope
-
 pytest_plugins = ["pytester"]
 
 REPO = Path(__file__).resolve().parents[1]
-PLUGIN = ("-p", "nvscope.pytest_plugin")
+PLUGIN = ("-p", "_nvscope_pytestplugin")
 
 
 @pytest.fixture
@@ -40,7 +38,63 @@ def test_no_options_is_a_no_op_with_a_header(pytester: pytest.Pytester) -> None:
     """)
     result = pytester.runpytest(*PLUGIN)
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["nvscope: no options", f"nvscope: {nvscope.catalog().source}"])
+    # One line: the catalog's would import nvscope in every pytest run (it comes with --nv-enable/--nv-disable).
+    assert [line for line in result.stdout.lines if line.startswith("nvscope:")] == ["nvscope: no options"]
+
+
+# Written by the inner session after every other hook: which of nvscope's modules the run imported.
+LOADED = """
+    import sys
+    import pytest
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_unconfigure(config):
+        loaded = sorted(m for m in sys.modules if m.split(".")[0] == "nvscope")
+        (config.rootpath / "loaded.txt").write_text(" ".join(loaded))
+"""
+PLAIN = "def test_plain():\n    pass\n"
+MARKED = "import pytest\n\n@pytest.mark.nv_options(enable=['fuse_matmul'])\ndef test_marked():\n    pass\n"
+
+
+@pytest.mark.parametrize(("args", "test", "imports_nvscope"), [
+    pytest.param((), PLAIN, False, id="plain"),
+    # The marker is registered without nvscope: --strict-markers accepts it, `pytest --markers` lists it.
+    pytest.param(("-v", "--strict-markers", "--collect-only"), MARKED, False, id="strict-markers"),
+    pytest.param(("--markers",), PLAIN, False, id="markers"),
+    pytest.param((), MARKED, True, id="marker"),
+    pytest.param(("--nv-disable", "fma"), PLAIN, True, id="flag"),
+    # A flag naming nothing: nvscope loads to find that out, and the run has no options.
+    pytest.param(("--nv-enable", ","), PLAIN, True, id="empty-flag"),
+])
+def test_the_plugin_imports_nvscope_only_for_a_flag_or_a_marker(pytester: pytest.Pytester, args: tuple[str, ...],
+                                                                 test: str, imports_nvscope: bool) -> None:
+    pytester.makeconftest(LOADED)
+    pytester.makepyfile(test_it=test)
+    # A subprocess: this process has imported nvscope already.
+    result = pytester.runpytest_subprocess(*PLUGIN, "-p", "no:cacheprovider", *args)
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str() + result.stderr.str()
+    loaded = (pytester.path / "loaded.txt").read_text().split()
+    assert ("nvscope.pytest_plugin" in loaded) is imports_nvscope, loaded
+    if not imports_nvscope:
+        assert loaded == []
+    if args[:1] == ("--markers",):
+        result.stdout.fnmatch_lines(["@pytest.mark.nv_options(enable=[[]...[]], disable=[[]...[]], inherit=True): *"])
+    elif "-v" in args:
+        result.stdout.fnmatch_lines(["*test_marked*"])
+
+
+def test_the_former_plugin_name_still_loads_the_plugin(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("""
+        import pytest
+        from nvscope import OptionSet, current_options
+
+        @pytest.mark.nv_options(enable=["fuse_matmul"])
+        def test_marked():
+            assert current_options() == OptionSet(enable=["fuse_matmul"], disable=["fma"])
+    """)
+    result = pytester.runpytest("-p", "nvscope.pytest_plugin", "--nv-disable", "fma", "--strict-markers")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["nvscope: options NVFUSER_DISABLE=fma (scoped around each test)"])
 
 
 def test_markers_merge_module_class_function_around_the_call_only(pytester: pytest.Pytester) -> None:
@@ -313,7 +367,8 @@ def test_entry_point_autoloads(pytester: pytest.Pytester, monkeypatch: pytest.Mo
     entry_point = _entry_point()
     if entry_point is None:
         pytest.skip("nvscope is not pip-installed here (no pytest11 entry point)")
-    assert entry_point.value == "nvscope.pytest_plugin"
+    # _nvscope_pytestplugin; nvscope.pytest_plugin in an environment installed before it (which registers it too).
+    assert entry_point.value in ("_nvscope_pytestplugin", "nvscope.pytest_plugin"), entry_point.value
     monkeypatch.delenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD")
     pytester.makepyfile("""
         import pytest

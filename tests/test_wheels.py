@@ -206,7 +206,7 @@ def test_the_wheel_carries_the_license(tmp_path: Path) -> None:
     # Built from a copy, so that the build's own files (build/, *.egg-info) stay out of the checkout.
     source = tmp_path / "source"
     source.mkdir()
-    for name in ("pyproject.toml", "README.md", "LICENSE"):
+    for name in ("pyproject.toml", "README.md", "LICENSE", "_nvscope_pytestplugin.py"):
         shutil.copy(ROOT / name, source / name)
     _copy_package(source)
     done = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path / "dist"),
@@ -220,7 +220,11 @@ def test_the_wheel_carries_the_license(tmp_path: Path) -> None:
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
         metadata = archive.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
+        entry_points = archive.read(next(n for n in names if n.endswith(".dist-info/entry_points.txt"))).decode()
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names), names
     assert "nvscope/_child/sitecustomize.py" in names  # nvscope run's hook for child processes (package data)
+    # The pytest plugin's entry point: a top-level module, so that it can load without nvscope.
+    assert "_nvscope_pytestplugin.py" in names
+    assert "[pytest11]\nnvscope = _nvscope_pytestplugin\n" in entry_points
     assert "License-Expression: Apache-2.0" in metadata and "License-File: LICENSE" in metadata
     assert "Requires-Python: >=3.10" in metadata
