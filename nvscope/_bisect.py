@@ -99,7 +99,7 @@ def drive(given: OptionSet, fusions: Sequence[str], run: Callable[[OptionSet, tu
         key = (options, selected)
         outcome = seen.get(key)
         if outcome is None:
-            from nvscope._candidates import label
+            from nvscope._candidates import spec
 
             where = "every fusion" if selected is None else ", ".join(selected) if len(selected) <= 3 else \
                 f"{len(selected)} fusions ({selected[0]} ... {selected[-1]})"
@@ -109,7 +109,7 @@ def drive(given: OptionSet, fusions: Sequence[str], run: Callable[[OptionSet, tu
             seen[key] = outcome
             log.append(Probe(len(log) + 1, stage[0], options, selected, outcome.bad, outcome.detail, seconds))
             first = outcome.detail.splitlines()[0][:160] if outcome.detail else ""
-            say(f"probe {len(log)} ({stage[0]}): {label(options)} on {where}: "
+            say(f"probe {len(log)} ({stage[0]}): {spec(options)} on {where}: "
                 f"{'BAD' if outcome.bad else 'ok'} in {seconds:.1f} s{f' ({first})' if first else ''}")
         if outcome.bad:
             last_bad.append((options, selected, outcome))

@@ -101,22 +101,22 @@ class BisectResult:
 
     def report(self) -> str:
         """The result in words: the culprit, the line to reproduce it, the repro scripts, the probes."""
-        from nvscope._candidates import label
+        from nvscope._candidates import spec
 
-        lines = [f"nvscope bisect: {label(self.given) or '(no options)'} on {len(self.all_fusions)} fusions "
+        lines = [f"nvscope bisect: {spec(self.given) or '(no options)'} on {len(self.all_fusions)} fusions "
                  f"({self.mode}); check: {self.check}"]
         for p in self.log:
             where = "every fusion" if p.fusions is None else f"{len(p.fusions)} fusion{'s' * (len(p.fusions) != 1)}"
             detail = p.detail.splitlines()[0][:100] if p.detail else ""
-            lines.append(f"  probe {p.number:>2} {p.stage:<8} {label(p.options) or '(none)':<36} {where:<14} "
+            lines.append(f"  probe {p.number:>2} {p.stage:<8} {spec(p.options) or '(none)':<36} {where:<14} "
                          f"{'BAD' if p.bad else 'ok '}  {p.seconds:6.2f} s  {detail}")
         if not self.reproduced:
-            lines.append(f"not reproduced: the step does not go wrong under {label(self.given)} ({self.problem})")
+            lines.append(f"not reproduced: the step does not go wrong under {spec(self.given)} ({self.problem})")
             lines += [f"note: {note}" for note in self.notes]
             return "\n".join(lines)
         budget = len(self.given.enable) + len(self.given.disable)
         lines += [
-            f"culprit options: {label(self.options)} (1-minimal: without any one of them it runs clean)",
+            f"culprit options: {spec(self.options)} (1-minimal: without any one of them it runs clean)",
             f"culprit fusions: {', '.join(self.fusions)} (of {len(self.all_fusions)})",
             f"problem: {self.problem.splitlines()[0] if self.problem else '?'}",
             f"reproduce: with {self.line()}:",

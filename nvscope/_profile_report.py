@@ -266,9 +266,9 @@ class ProfileResult:
 
 
 def _label(options: OptionSet) -> str:
-    from nvscope._candidates import label
+    from nvscope._candidates import spec
 
-    return label(options) or "(no options)"
+    return spec(options) or "(no options)"
 
 
 def _ratio(data: dict[str, Any] | None) -> RatioSummary | None:

@@ -31,7 +31,7 @@ from typing import Any
 
 from nvscope import OptionSet, nv_options
 from nvscope._bisect_report import exact_glob
-from nvscope._candidates import label, resolve
+from nvscope._candidates import resolve, spec
 from nvscope._numerics import Numerics
 from nvscope._profile import profile
 from nvscope._profile_report import ProfileResult
@@ -123,11 +123,11 @@ class FusionSearchResult:
         if d is None or d.verdict != "faster":
             return "the per-fusion map is NOT faster than the defaults end to end: keep the defaults"
         if self.global_best is not None and (g is None or g.verdict != "faster"):
-            return (f"the per-fusion map is NOT better than the best global set {label(self.global_best)} "
-                    f"(ratio {g.median:.3f}, {g.verdict}): use nv_options({label(self.global_best)!r}) instead"
-                    if g is not None else f"the per-fusion map was not timed against {label(self.global_best)}")
+            return (f"the per-fusion map is NOT better than the best global set {spec(self.global_best)} "
+                    f"(ratio {g.median:.3f}, {g.verdict}): use nv_options({spec(self.global_best)!r}) instead"
+                    if g is not None else f"the per-fusion map was not timed against {spec(self.global_best)}")
         return "the per-fusion map is faster than the defaults" + (
-            f" and than the best global set {label(self.global_best)}" if self.global_best is not None else "")
+            f" and than the best global set {spec(self.global_best)}" if self.global_best is not None else "")
 
     def table(self) -> str:
         width = max([len("fusion"), *(len(c.fusion) for c in self.choices)])
@@ -136,7 +136,7 @@ class FusionSearchResult:
             if c.options is None or c.ratio is None:
                 lines.append(f"{c.fusion:<{width}}  {'(defaults: no candidate helps)':<32}")
             else:
-                lines.append(f"{c.fusion:<{width}}  {label(c.options):<32} {c.ratio.median:6.3f}  "
+                lines.append(f"{c.fusion:<{width}}  {spec(c.options):<32} {c.ratio.median:6.3f}  "
                              f"{c.ratio.low:.3f}-{c.ratio.high:.3f}")
         lines.append("")
         for name, r in (("map vs defaults", self.map_vs_default), ("map vs global", self.map_vs_global),
@@ -144,8 +144,8 @@ class FusionSearchResult:
             if r is not None:
                 lines.append(f"{name:<20} ratio {r.median:.3f} ({r.low:.3f}-{r.high:.3f}), {r.verdict}")
         if self.global_best is not None:
-            lines.append(f"best global set: {label(self.global_best)}")
-        lines += [f"candidate {spec} not profiled: {error}" for spec, error in self.errors]
+            lines.append(f"best global set: {spec(self.global_best)}")
+        lines += [f"candidate {name} not profiled: {error}" for name, error in self.errors]
         lines += [f"verdict: {self.verdict()}", self.code()]
         return "\n".join(lines)
 
@@ -154,10 +154,10 @@ class FusionSearchResult:
             return None if r is None else r.as_dict()
 
         return {
-            "choices": [{"fusion": c.fusion, "options": None if c.options is None else label(c.options),
+            "choices": [{"fusion": c.fusion, "options": None if c.options is None else spec(c.options),
                          "ratio": ratio(c.ratio)} for c in self.choices],
-            "groups": [{"options": label(o), "fusions": list(f)} for o, f in self.groups],
-            "global_best": None if self.global_best is None else label(self.global_best),
+            "groups": [{"options": spec(o), "fusions": list(f)} for o, f in self.groups],
+            "global_best": None if self.global_best is None else spec(self.global_best),
             "map_vs_default": ratio(self.map_vs_default), "map_vs_global": ratio(self.map_vs_global),
             "global_vs_default": ratio(self.global_vs_default),
             "map_numerics_ok": None if self.map_numerics is None else self.map_numerics.ok,
@@ -183,7 +183,7 @@ class FusionSearchResult:
             Figure = importlib.import_module("matplotlib.figure").Figure  # no pyplot: no GUI, no global state
         except ImportError:
             raise ImportError("FusionSearchResult.plot needs matplotlib: pip install matplotlib") from None
-        bars = [(f"{c.fusion} ({label(c.options)})", c.ratio) for c in self.choices
+        bars = [(f"{c.fusion} ({spec(c.options)})", c.ratio) for c in self.choices
                 if c.options is not None and c.ratio is not None]
         bars += [(name, r) for name, r in (("per-fusion map (whole step)", self.map_vs_default),
                                            ("best global set (whole step)", self.global_vs_default)) if r is not None]
@@ -224,12 +224,12 @@ def search_fusions(fn: Callable[..., Any], /, *args: Any, candidates: Iterable[o
     profiles: list[ProfileResult] = []
     errors: list[tuple[str, str]] = []
     for i, candidate in enumerate(options, 1):
-        say(f"[{i}/{len(options)}] profiling {label(candidate)} per fusion")
+        say(f"[{i}/{len(options)}] profiling {spec(candidate)} per fusion")
         try:
             profiles.append(profile(fn, *args, enable=candidate.enable_list(), disable=candidate.disable_list(),
                                     **common, **kwargs))
         except Exception as error:  # a candidate that breaks the step outside a fusion: skipped, said
-            errors.append((label(candidate), f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"))
+            errors.append((spec(candidate), f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"))
     choices: list[FusionChoice] = []
     fusions = list(dict.fromkeys(row.fusion for p in profiles for row in p.rows))
     for fusion in fusions:
@@ -253,7 +253,7 @@ def search_fusions(fn: Callable[..., Any], /, *args: Any, candidates: Iterable[o
     numerics = None
     if groups:
         say(f"timing the per-fusion map ({len(groups)} scopes) against the defaults"
-            + (f" and {label(global_best)}" if global_best is not None else ""))
+            + (f" and {spec(global_best)}" if global_best is not None else ""))
         runner = _Runner(fn, args, kwargs, backward, module, tolerance, steps_per_round, warmup,
                          (lambda m: say(m)))
         previous = nvscope.set_development_mode(True)
@@ -266,7 +266,7 @@ def search_fusions(fn: Callable[..., Any], /, *args: Any, candidates: Iterable[o
             mapped.scope = _Map([(o, f) for o, f in groups])
             variants = [default, mapped]
             if global_best is not None:
-                variants.append(_Variant(label(global_best), global_best, "candidate"))
+                variants.append(_Variant(spec(global_best), global_best, "candidate"))
             for v in variants[1:]:
                 runner.prepare(v, "[per fusion]")
             times = runner.rounds(variants, rounds, random.Random(seed))
