@@ -77,13 +77,16 @@ def save(out: str, part: str, result: BisectResult, setup: dict[str, Any], extra
 
 def summary(part: str, result: BisectResult) -> None:
     n_options = len(result.given.enable) + len(result.given.disable)
-    print(f"== {part}: {'culprit ' + result.line() if result.reproduced else 'NOT reproduced: ' + result.problem}")
+    if not result.reproduced:
+        print(f"== {part}: NOT reproduced: {result.problem}")
+    for i, culprit in enumerate(result.culprits, 1):
+        print(f"== {part}: culprit {i}: {culprit.line()}")
     print(f"== {part}: {result.probes} probes for {n_options} options x {len(result.all_fusions)} fusions "
           f"({n_options * len(result.all_fusions)} pairs); {result.elapsed_s:.0f} s")
     if result.reproduced:
         print(f"== {part}: problem: {result.problem.splitlines()[0][:200]}")
-        print(f"== {part}: the given options on every other fusion: "
-              f"{'clean' if result.others_clean else 'NOT clean' if result.others_clean is False else 'n/a'}")
+        rest = {True: "clean", False: "NOT clean", None: "no other fusion"}[result.others_clean]
+        print(f"== {part}: the given options on every fusion but the culprits': {rest}")
         for path in result.repro_scripts:
             print(f"== {part}: repro script: {path}")
 
@@ -121,7 +124,7 @@ def part_assert(out: str) -> bool:
               f"{'reproduces the assert' if reproduced else 'does NOT reproduce the assert'}")
         extra = {"fresh_process": {"script": f.name, "exit": done.returncode, "reproduced": reproduced,
                                    "tail": output[-1500:]}}
-        ok = ok and reproduced and bool(result.others_clean)
+        ok = ok and reproduced and result.others_clean is not False
     save(out, "assert", result, {"model": f"bf16 Linear-GELU-Linear {shape}", "jit": "nv_enable_linear=True, "
                                  "nv_enable_matmul=True", "options": CODEGEN, "step": "forward + backward"}, extra)
     return ok

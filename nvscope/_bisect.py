@@ -12,7 +12,8 @@ options (their own partitions) and every other fusion runs with its defaults. Co
 2. a 1-minimal subset of the options, with every fusion ("options");
 3. a 1-minimal set of fusions with those options ("fusions"); then each culprit option is taken away once more,
    on those fusions only, to check that none is needed only elsewhere;
-4. the given options on every fusion except the culprits ("rest"): whether the rest of the step is clean.
+4. the given options on every fusion except the culprits ("rest"): if the rest still goes wrong, another culprit
+   is found among those fusions (fusions first, then options: "more"), until the rest runs clean.
 
 Steps 2 and 3 are `nvscope._minimize.minimize`: a progressive binary search, ``k * (ceil(log2 n) + 1)`` probes
 for ``k`` culprits among ``n`` (fewer than one probe per fusion as soon as n > 4). A probe that was already run is not
@@ -31,7 +32,7 @@ from typing import Any
 
 import nvscope
 from nvscope import OptionSet, nv_options
-from nvscope._bisect_report import BisectResult, Probe
+from nvscope._bisect_report import BisectResult, Culprit, Probe
 from nvscope._minimize import minimize
 
 __all__ = ["CHECKS", "Outcome", "bisect", "drive", "repro_paths"]
@@ -85,11 +86,12 @@ def _options(items: Iterable[str]) -> OptionSet:
 
 
 def drive(given: OptionSet, fusions: Sequence[str], run: Callable[[OptionSet, tuple[str, ...] | None], Outcome],
-          say: Callable[[str], None], check: str, mode: str = "in-process",
-          program: tuple[str, ...] = ()) -> BisectResult:
+          say: Callable[[str], None], check: str, mode: str = "in-process", program: tuple[str, ...] = (),
+          max_culprits: int = 4) -> BisectResult:
     """The bisect's stages (module docstring) over ``run(options, fusions) -> Outcome``; ``fusions``: the ids."""
     began = time.perf_counter()
     all_fusions = tuple(fusions)
+    items = _items(given)
     log: list[Probe] = []
     seen: dict[tuple[OptionSet, tuple[str, ...] | None], Outcome] = {}
     last_bad: list[tuple[OptionSet, tuple[str, ...] | None, Outcome]] = []
@@ -115,44 +117,66 @@ def drive(given: OptionSet, fusions: Sequence[str], run: Callable[[OptionSet, tu
             last_bad.append((options, selected, outcome))
         return outcome.bad
 
-    def result(options: OptionSet, culprits: tuple[str, ...], problem: str, reproduced: bool,
-               repro: tuple[str, ...] = (), others_clean: bool | None = None,
-               notes: tuple[str, ...] = ()) -> BisectResult:
-        return BisectResult(given, options, culprits, all_fusions, tuple(log), check, problem, reproduced, repro,
-                            others_clean, mode, program, time.perf_counter() - began, notes)
+    def fewest_options(pool: tuple[str, ...]) -> OptionSet:
+        return _options(minimize(items, lambda sub: probe(_options(sub), pool))) if len(items) > 1 else given
+
+    def fewest_fusions(options: OptionSet, pool: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(minimize(pool, lambda sub: probe(options, tuple(sub)))) if len(pool) > 1 else pool
+
+    def settle(options: OptionSet, found: tuple[str, ...]) -> tuple[Culprit, str | None]:
+        stage[0] = "final"
+        probe(options, found)  # usually run already (then free): the problem and repro scripts of this culprit
+        final = seen[(options, found)]
+        if final.bad:
+            return Culprit(options, found, final.detail, final.repro), None
+        # It went wrong under a probe and not under the same options again: keep the last evidence.
+        options, selected, final = last_bad[-1]
+        return Culprit(options, all_fusions if selected is None else selected, final.detail, final.repro), (
+            "the step did not go wrong again under a culprit it found: it may be flaky, so that culprit is the last "
+            "probe that went wrong")
 
     if not probe(given, all_fusions):
         outcome = seen[(given, all_fusions)]
-        return result(OptionSet(), (), outcome.detail or "it ran clean", False)
+        return BisectResult(given, (), all_fusions, tuple(log), check, None, mode, program,
+                            time.perf_counter() - began, (), outcome.detail or "it ran clean")
+    # The first culprit, coarse to fine: the options on every fusion, then the fusions with those options; then each
+    # option once more on those fusions only, so that none is kept that only other fusions needed.
     stage[0] = "options"
-    items = _items(given)
-    chosen = _options(minimize(items, lambda sub: probe(_options(sub), all_fusions))) if len(items) > 1 else given
+    chosen = fewest_options(all_fusions)
     stage[0] = "fusions"
-    culprits = tuple(minimize(all_fusions, lambda sub: probe(chosen, tuple(sub)))) if len(all_fusions) > 1 \
-        else all_fusions
+    found = fewest_fusions(chosen, all_fusions)
     reduced = True
-    while reduced and len(_items(chosen)) > 1:  # none of the options may be needed only on the other fusions
+    while reduced and len(_items(chosen)) > 1:
         reduced = False
         for item in _items(chosen):
             fewer = _options(i for i in _items(chosen) if i != item)
-            if probe(fewer, culprits):
+            if probe(fewer, found):
                 chosen, reduced = fewer, True
                 break
-    stage[0] = "final"
-    probe(chosen, culprits)  # usually run already (then free): the problem and repro scripts of the culprit itself
-    final = seen[(chosen, culprits)]
-    flaky = not final.bad
-    if flaky:  # the step went wrong under a probe and not under the same options again: keep the last evidence
-        chosen, selected, final = last_bad[-1]
-        culprits = all_fusions if selected is None else selected
-    rest = tuple(f for f in all_fusions if f not in culprits)
+    culprit, flaky = settle(chosen, found)
+    culprits, notes = [culprit], [flaky] if flaky else []
+    # More culprits among the other fusions, until the given options on all the rest run clean.
     others_clean = None
-    if rest:
+    while True:
+        taken = {f for c in culprits for f in c.fusions}
+        rest = tuple(f for f in all_fusions if f not in taken)
+        if not rest:  # every fusion is a culprit: there is no other fusion to run clean
+            others_clean = None
+            break
         stage[0] = "rest"
         others_clean = not probe(given, rest)
-    notes = ("the step did not go wrong again under the culprit it found: it may be flaky, so this is the last "
-             "probe that went wrong",) if flaky else ()
-    return result(chosen, culprits, final.detail, True, final.repro, others_clean, notes)
+        if others_clean or len(culprits) >= max_culprits:
+            break
+        stage[0] = "more"
+        found = fewest_fusions(given, rest)
+        chosen = fewest_options(found)
+        culprit, flaky = settle(chosen, found)
+        if set(culprit.fusions) <= taken:  # flaky: nothing new can be told apart
+            break
+        culprits.append(culprit)
+        notes += [flaky] if flaky else []
+    return BisectResult(given, tuple(culprits), all_fusions, tuple(log), check, others_clean, mode, program,
+                        time.perf_counter() - began, tuple(dict.fromkeys(notes)))
 
 
 def _check_arg(check: object) -> tuple[str, ...] | Callable[[Any], bool]:

@@ -13,7 +13,7 @@ from typing import Any
 from nvscope import OptionSet
 from nvscope._search_report import _options, _options_dict
 
-__all__ = ["BisectResult", "Probe", "exact_glob"]
+__all__ = ["BisectResult", "Culprit", "Probe", "exact_glob"]
 
 
 def exact_glob(fusion_id: str) -> str:
@@ -60,32 +60,65 @@ def run_command(options: OptionSet, fusions: tuple[str, ...] | None, program: li
 
 
 @dataclass(frozen=True)
-class BisectResult:
-    """A minimal culprit of a step that goes wrong under ``given``.
+class Culprit:
+    """One culprit: a 1-minimal set of ``options`` (removing any one makes the problem go away on ``fusions``) and a
+    1-minimal set of ``fusions`` (by id) whose options reproduce it, every other fusion running its defaults;
+    ``problem``: what went wrong in its last run; ``repro_scripts``: the scripts nvscope wrote for the fusions that
+    raised in that run (empty unless one raised)."""
 
-    ``options``: a 1-minimal subset of ``given`` (removing any one option makes the problem go away, with the culprit
-    fusions); ``fusions``: a 1-minimal set of fusion ids whose options reproduce it (the other fusions ran with their
-    defaults); ``probes``: how many runs of the step under options it took (the baseline runs apart). ``problem``:
-    what went wrong in the last run that reproduced it; ``repro_scripts``: the repro scripts nvscope wrote for the
-    failing fusions of that run (paths; empty unless a fusion raised). ``others_clean``: whether the step ran clean
-    with ``given`` on every fusion except the culprits (None: not checked). ``reproduced`` is False when the step did
-    not go wrong under ``given`` at all: there is then no culprit.
+    options: OptionSet
+    fusions: tuple[str, ...]
+    problem: str
+    repro_scripts: tuple[str, ...] = ()
+
+    def line(self) -> str:
+        """The ``nv_options(...)`` call that reproduces it."""
+        return nv_options_line(self.options, self.fusions)
+
+
+@dataclass(frozen=True)
+class BisectResult:
+    """The culprits of a step that goes wrong under ``given``.
+
+    ``culprits``: the first is a minimal culprit of the step (`Culprit`); when the given options on the other fusions
+    still go wrong, the next is a culprit among those, and so on until the rest runs clean (at most ``max_culprits``).
+    ``options``, ``fusions``, ``problem``, ``repro_scripts`` and ``line()`` are the first culprit's. ``others_clean``:
+    whether the step ran clean with ``given`` on every fusion except all the culprits (None: no other fusion).
+    ``probes``: how many runs of the step under options it took (the baseline runs apart). ``reproduced`` is False
+    when the step did not go wrong under ``given`` at all: no culprit, and ``detail`` says what that run saw.
     """
 
     given: OptionSet
-    options: OptionSet
-    fusions: tuple[str, ...]
+    culprits: tuple[Culprit, ...]
     all_fusions: tuple[str, ...]
     log: tuple[Probe, ...]
     check: str
-    problem: str
-    reproduced: bool
-    repro_scripts: tuple[str, ...] = ()
     others_clean: bool | None = None
     mode: str = "in-process"
     program: tuple[str, ...] = ()
     elapsed_s: float = 0.0
     notes: tuple[str, ...] = ()
+    detail: str = ""
+
+    @property
+    def reproduced(self) -> bool:
+        return bool(self.culprits)
+
+    @property
+    def options(self) -> OptionSet:
+        return self.culprits[0].options if self.culprits else OptionSet()
+
+    @property
+    def fusions(self) -> tuple[str, ...]:
+        return self.culprits[0].fusions if self.culprits else ()
+
+    @property
+    def problem(self) -> str:
+        return self.culprits[0].problem if self.culprits else self.detail
+
+    @property
+    def repro_scripts(self) -> tuple[str, ...]:
+        return self.culprits[0].repro_scripts if self.culprits else ()
 
     @property
     def probes(self) -> int:
@@ -100,7 +133,7 @@ class BisectResult:
         return run_command(self.options, self.fusions, list(self.program)) if self.program else None
 
     def report(self) -> str:
-        """The result in words: the culprit, the line to reproduce it, the repro scripts, the probes."""
+        """The result in words: the culprits, the line to reproduce each, the repro scripts, the probes."""
         from nvscope._candidates import spec
 
         lines = [f"nvscope bisect: {spec(self.given) or '(no options)'} on {len(self.all_fusions)} fusions "
@@ -111,22 +144,24 @@ class BisectResult:
             lines.append(f"  probe {p.number:>2} {p.stage:<8} {spec(p.options) or '(none)':<36} {where:<14} "
                          f"{'BAD' if p.bad else 'ok '}  {p.seconds:6.2f} s  {detail}")
         if not self.reproduced:
-            lines.append(f"not reproduced: the step does not go wrong under {spec(self.given)} ({self.problem})")
+            lines.append(f"not reproduced: the step does not go wrong under {spec(self.given)} ({self.detail})")
             lines += [f"note: {note}" for note in self.notes]
             return "\n".join(lines)
         budget = len(self.given.enable) + len(self.given.disable)
-        lines += [
-            f"culprit options: {spec(self.options)} (1-minimal: without any one of them it runs clean)",
-            f"culprit fusions: {', '.join(self.fusions)} (of {len(self.all_fusions)})",
-            f"problem: {self.problem.splitlines()[0] if self.problem else '?'}",
-            f"reproduce: with {self.line()}:",
-        ]
-        command = self.command()
-        if command is not None:
-            lines.append(f"reproduce the program: {command}")
-        lines += [f"repro script: {path}" for path in self.repro_scripts]
+        for i, c in enumerate(self.culprits):
+            head = "culprit" if i == 0 else f"culprit {i + 1} (among the other fusions)"
+            lines += [
+                f"{head}: options {spec(c.options)} (1-minimal: without any one of them it runs clean) on fusions "
+                f"{', '.join(c.fusions)} (of {len(self.all_fusions)})",
+                f"  problem: {c.problem.splitlines()[0] if c.problem else '?'}",
+                f"  reproduce: with {c.line()}:",
+            ]
+            if i == 0 and self.program:
+                lines.append(f"  reproduce the program: {self.command()}")
+            lines += [f"  repro script: {path}" for path in c.repro_scripts]
         if self.others_clean is not None:
-            lines.append(f"the given options on every other fusion: {'clean' if self.others_clean else 'NOT clean'}")
+            lines.append("the given options on every fusion but the culprits': "
+                         + ("clean" if self.others_clean else "NOT clean (more culprits than were looked for)"))
         lines.append(f"{self.probes} probes for {budget} options x {len(self.all_fusions)} fusions "
                      f"({budget * len(self.all_fusions)} option-fusion pairs); {self.elapsed_s:.1f} s")
         lines += [f"note: {note}" for note in self.notes]
@@ -138,11 +173,13 @@ class BisectResult:
     def as_dict(self) -> dict[str, Any]:
         return {
             "given": _options_dict(self.given), "options": _options_dict(self.options), "fusions": list(self.fusions),
+            "culprits": [{"options": _options_dict(c.options), "fusions": list(c.fusions), "problem": c.problem,
+                          "repro_scripts": list(c.repro_scripts), "line": c.line()} for c in self.culprits],
             "all_fusions": list(self.all_fusions), "probes": self.probes, "check": self.check,
-            "problem": self.problem, "reproduced": self.reproduced, "line": self.line() if self.reproduced else None,
-            "command": self.command() if self.reproduced else None, "repro_scripts": list(self.repro_scripts),
-            "others_clean": self.others_clean, "mode": self.mode, "program": list(self.program),
-            "elapsed_s": self.elapsed_s, "notes": list(self.notes),
+            "reproduced": self.reproduced, "line": self.line() if self.reproduced else None,
+            "command": self.command() if self.reproduced else None, "others_clean": self.others_clean,
+            "mode": self.mode, "program": list(self.program), "elapsed_s": self.elapsed_s, "notes": list(self.notes),
+            "detail": self.detail,
             "log": [{"number": p.number, "stage": p.stage, "options": _options_dict(p.options),
                      "fusions": None if p.fusions is None else list(p.fusions), "bad": p.bad, "detail": p.detail,
                      "seconds": p.seconds} for p in self.log],
@@ -156,10 +193,11 @@ class BisectResult:
         log = tuple(Probe(p["number"], p["stage"], _options(p["options"]),
                           None if p["fusions"] is None else tuple(p["fusions"]), p["bad"], p["detail"], p["seconds"])
                     for p in data["log"])
-        return cls(_options(data["given"]), _options(data["options"]), tuple(data["fusions"]),
-                   tuple(data["all_fusions"]), log, data["check"], data["problem"], data["reproduced"],
-                   tuple(data["repro_scripts"]), data["others_clean"], data["mode"], tuple(data["program"]),
-                   data["elapsed_s"], tuple(data["notes"]))
+        culprits = tuple(Culprit(_options(c["options"]), tuple(c["fusions"]), c["problem"], tuple(c["repro_scripts"]))
+                         for c in data["culprits"])
+        return cls(_options(data["given"]), culprits, tuple(data["all_fusions"]), log, data["check"],
+                   data["others_clean"], data["mode"], tuple(data["program"]), data["elapsed_s"], tuple(data["notes"]),
+                   data["detail"])
 
     @classmethod
     def from_json(cls, text: str) -> BisectResult:

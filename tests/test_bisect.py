@@ -168,13 +168,16 @@ def test_property_1_minimal_options_and_fusions_that_reproduce_within_o_k_log_n(
             step = Step(double, n, breaks=culprits)
             result = bisect(step, 1.0, **GIVEN, progress=False)
             assert result.reproduced
-            # 1-minimal: one option, one fusion (any culprit pair), and the pair really breaks that fusion.
-            assert len(result.options.enable) + len(result.options.disable) == 1 and len(result.fusions) == 1
-            index = int(result.fusions[0].removeprefix("forward/nvFusion"))
-            assert culprits[index] in result.options.enable
-            with pytest.raises(RuntimeError), nv_options(result.options, fusions=list(result.fusions)):
-                step(1.0)
-            budget = 2 + probe_budget(4, 1) + probe_budget(n, 1)  # confirm, options, fusions, rest: O(k log n)
+            # Every broken fusion is a culprit of its own, 1-minimal: that fusion and the one option that breaks it;
+            # and its line reproduces.
+            found = {c.fusions: c.options for c in result.culprits}
+            assert found == {(f"forward/nvFusion{i}",): OptionSet([option]) for i, option in culprits.items()}
+            for culprit in result.culprits:
+                with pytest.raises(RuntimeError), nv_options(culprit.options, fusions=list(culprit.fusions)):
+                    step(1.0)
+            assert result.others_clean is (len(culprits) < n or None)
+            # confirm; per culprit: options, fusions, final, rest: O(k log n) for k culprits.
+            budget = 1 + len(culprits) * (probe_budget(4, 1) + probe_budget(n, 1) + 2)
             assert result.probes <= budget
             one_option_set_per_compiled_definition(double)
         finally:

@@ -109,6 +109,21 @@ def test_drive_names_the_pair_that_breaks_one_backward_fusion() -> None:
     assert lines[0].startswith("probe 1 (confirm): ")
     assert result.log[-1].stage == "rest" and result.log[-1].fusions == tuple(f for f in fusions
                                                                               if f != "backward/nvFusion3")
+    assert len(result.culprits) == 1
+
+
+def test_drive_finds_each_fusion_that_fails_on_its_own() -> None:
+    fusions = [f"forward/nvFusion{i}" for i in range(12)]
+    probes, run = step_oracle([(frozenset({"fuse_matmul", "-matmul_expr_eval"}), "forward/nvFusion2"),
+                               (frozenset({"fast_math"}), "forward/nvFusion9")])
+    result = drive(OptionSet(["fuse_matmul", "fast_math"], ["matmul_expr_eval"]), fusions, run, lambda m: None,
+                   "it raises")  # type: ignore[arg-type]
+    assert [(c.options, c.fusions) for c in result.culprits] == [
+        (OptionSet(["fast_math"]), ("forward/nvFusion9",)),  # the options first: fast_math alone breaks the step
+        (OptionSet(["fuse_matmul"], ["matmul_expr_eval"]), ("forward/nvFusion2",))]
+    assert result.others_clean is True and result.fusions == ("forward/nvFusion9",)
+    assert "culprit 2 (among the other fusions): options fuse_matmul,-matmul_expr_eval" in result.report()
+    assert len(probes) == result.probes < 3 * 12
 
 
 def test_drive_reports_a_step_that_does_not_go_wrong() -> None:
@@ -135,16 +150,23 @@ def test_drive_is_1_minimal_in_options_and_fusions_within_o_k_log_n(data: st.Dat
     def bad(options: OptionSet, selected: tuple[str, ...]) -> bool:
         return run(options, selected).bad  # type: ignore[attr-defined,no-any-return]
 
-    chosen = result.options
-    assert bad(chosen, result.fusions)
-    items = [*chosen.enable_list(), *(f"-{d}" for d in chosen.disable_list())]
-    for item in items:  # removing any one option makes the problem go away (on the culprit fusions)
-        fewer = OptionSet([i for i in items if i != item and not i.startswith("-")],
-                          [i[1:] for i in items if i != item and i.startswith("-")])
-        assert not bad(fewer, result.fusions)
-    for fusion in result.fusions:  # and so does removing any one fusion
-        assert not bad(chosen, tuple(f for f in result.fusions if f != fusion))
-    k = len(items) + len(result.fusions)
-    budget = 2 + probe_budget(m, len(items)) + probe_budget(n, len(result.fusions)) + len(items) + 1
+    budget, k = 1, 0
+    for culprit in result.culprits:
+        chosen = culprit.options
+        assert bad(chosen, culprit.fusions)
+        items = [*chosen.enable_list(), *(f"-{d}" for d in chosen.disable_list())]
+        for item in items:  # removing any one option makes the problem go away (on the culprit fusions)
+            fewer = OptionSet([i for i in items if i != item and not i.startswith("-")],
+                              [i[1:] for i in items if i != item and i.startswith("-")])
+            assert not bad(fewer, culprit.fusions)
+        for fusion in culprit.fusions:  # and so does removing any one fusion
+            assert not bad(chosen, tuple(f for f in culprit.fusions if f != fusion))
+        budget += probe_budget(m, len(items)) + probe_budget(n, len(culprit.fusions)) + len(items) + 2
+        k += len(items) + len(culprit.fusions)
+    # The culprits account for every pair: the given options on all the other fusions run clean.
+    assert result.others_clean in (True, None)
+    rest = tuple(f for f in fusions if all(f not in c.fusions for c in result.culprits))
+    assert not rest or not bad(given_options, rest)
+    assert len({f for c in result.culprits for f in c.fusions}) == sum(len(c.fusions) for c in result.culprits)
     assert result.probes <= budget
-    assert result.probes <= 2 + k * (math.ceil(math.log2(max(n, m))) + 3)  # O(k log n)
+    assert result.probes <= 1 + k * (math.ceil(math.log2(max(n, m))) + 4)  # O(k log n), k = culprit options+fusions

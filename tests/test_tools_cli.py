@@ -67,10 +67,11 @@ def test_bisect_a_script_function(script: Path, capsys: pytest.CaptureFixture[st
                  "--quiet", f"{script}:step"])
     stdout = capsys.readouterr().out
     assert code == 0, stdout
-    assert "culprit options: fuse_matmul (1-minimal" in stdout
-    assert "culprit fusions: forward/nvFusion2 (of 6)" in stdout
-    assert "reproduce: with nv_options(enable=['fuse_matmul'], fusions=['forward/nvFusion2']):" in stdout
-    assert "repro script: " in stdout
+    assert ("culprit: options fuse_matmul (1-minimal: without any one of them it runs clean) on fusions "
+            "forward/nvFusion2 (of 6)") in stdout
+    assert "  reproduce: with nv_options(enable=['fuse_matmul'], fusions=['forward/nvFusion2']):" in stdout
+    assert "  repro script: " in stdout
+    assert "the given options on every fusion but the culprits': clean" in stdout
     data = json.loads(out.read_text())
     assert data["fusions"] == ["forward/nvFusion2"] and data["options"] == {"enable": ["fuse_matmul"], "disable": []}
     assert data["probes"] == len(data["log"]) and data["line"].startswith("nv_options(")
