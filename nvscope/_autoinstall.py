@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from nvscope import _env, _patches
-from nvscope._frontends import MODULES
+from nvscope._catalog import NVFUSER_MODULES as MODULES
 
 __all__ = ["ensure_adapters", "install", "reset", "watch_imports"]
 
