@@ -11,7 +11,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["kernel_name", "kernel_names"]
+__all__ = ["kernel_name", "kernel_names", "torch_profiler_used"]
+
+# Whether nvscope ran torch.profiler in this process. Once torch.profiler (kineto) has subscribed to CUPTI it keeps the
+# subscription, and nvFuser's own profiler then aborts the process (CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED,
+# measured on the H200): nvscope._schedulers asks this before choosing nvFuser's profiler.
+_used = [False]
+
+
+def torch_profiler_used() -> bool:
+    return _used[0]
 
 
 def kernel_name(raw: str) -> str:
@@ -35,6 +44,7 @@ def kernel_names(fn: Callable[[], Any]) -> tuple[list[str], Any]:
     from torch.profiler import ProfilerActivity, profile
 
     torch.cuda.synchronize()
+    _used[0] = True
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         result = fn()
         torch.cuda.synchronize()

@@ -33,6 +33,8 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from nvscope import _kernels
+
 __all__ = ["Recorder", "Segment", "recorder", "scheduler_of_kernel"]
 
 _NAMED = re.compile(r"nvfuser_(?P<scheduler>[a-z][a-z_]*?)_f\d+_c\d+")
@@ -102,6 +104,7 @@ class Recorder:
 
         segments: list[Segment] = []
         torch.cuda.synchronize()
+        _kernels._used[0] = True
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             yield segments
             torch.cuda.synchronize()
@@ -125,7 +128,9 @@ def recorder() -> Recorder | None:
         return None
     direct = sys.modules.get("nvfuser_direct")
     profiler = getattr(direct, "PythonProfiler", None) if direct is not None else None
-    if profiler is not None:
+    # CUPTI takes one subscriber: after torch.profiler ran in this process (nvscope's kernel names included), nvFuser's
+    # profiler would abort the process (measured on the H200), so kernel names it is.
+    if profiler is not None and not _kernels.torch_profiler_used():
         return Recorder("nvFuser's PythonProfiler", profiler)
     if direct is None and sys.modules.get("nvfuser") is None:
         return None
