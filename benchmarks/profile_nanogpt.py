@@ -6,8 +6,9 @@ The model: ``thunder.tests.nanogpt_model.GPT`` with 4 layers x 768 (12 heads), b
 bf16, batch 8 x 512 tokens; the step is the loss (``GPT.forward(idx, targets)``) and its backward, jitted with
 ``thunder.jit(model)``. Each option set is profiled fusion by fusion against the defaults (`nvscope.profile`): GPU
 time per fusion (CUDA events around each fusion execution, paired randomized rounds, median ratio with a 95%
-interval), the schedulers nvFuser chose for each segment with and without the options (nvFuser's PythonProfiler),
-compile time, and whether each fusion's outputs match the defaults'.
+interval), the schedulers nvFuser chose for each segment with and without the options (read off the kernel names;
+``--schedulers nvfuser`` asks nvFuser's PythonProfiler, which crashed on this model with nvFuser 0.2.35), compile
+time, and whether each fusion's outputs match the defaults'.
 
 Writes ``profile_nanogpt_<options>.txt`` (the ranked table), ``.json`` and ``.png`` under --out, and prints
 ``== <options>: ...`` summary lines: fusions, how many the options changed (faster / slower / not reached /

@@ -108,13 +108,15 @@ class _Clock:
 def profile(fn: Callable[..., Any], /, *args: Any, enable: Any = (), disable: Any = (), fusions: object = None,
             rounds: int = 20, steps_per_round: int = 1, warmup: int = 2, tolerance: float | None = None,
             backward: bool = False, module: Any = None, seed: int = 0, progress: bool = True,
-            **kwargs: Any) -> ProfileResult:
+            schedulers: str = "kernels", **kwargs: Any) -> ProfileResult:
     """Profile ``fn(*args, **kwargs)`` fusion by fusion under ``enable``/``disable`` against the defaults.
 
     ``fusions``: only these fusions get the options (a glob over ids, a list, a callable or a selector, as
     ``nv_options(fusions=...)``); the rows are theirs. ``rounds`` x ``steps_per_round``: the paired timing;
     ``warmup``: calls of each variant after its first. ``tolerance``, ``backward``, ``module``: as for
-    `nvscope.search`. Runs in development mode; no scope and no timing hook stays behind.
+    `nvscope.search`. ``schedulers``: read them off kernel names (``"kernels"``, the default) or ask nvFuser's
+    PythonProfiler (``"nvfuser"``: compile times too; fragile in nvFuser 0.2.35, see `nvscope._schedulers`). Runs in
+    development mode; no scope and no timing hook stays behind.
     """
     from nvscope import _events
 
@@ -127,6 +129,7 @@ def profile(fn: Callable[..., Any], /, *args: Any, enable: Any = (), disable: An
     if tolerance is not None and not (isinstance(tolerance, (int, float)) and math.isfinite(tolerance)
                                       and tolerance >= 0):
         raise ValueError(f"tolerance must be a finite number >= 0 or None, got {tolerance!r}")
+    recorder(schedulers)  # validates the choice before anything runs
     scope = nv_options(enable, disable, fusions=fusions, on_error="fallback")  # validated before anything runs
     options = scope.options
     if not options:
@@ -140,7 +143,7 @@ def profile(fn: Callable[..., Any], /, *args: Any, enable: Any = (), disable: An
     runner = _Runner(fn, args, kwargs, backward, module, tolerance, steps_per_round, warmup, say)
     default, variant = _Variant("default", OptionSet(), "default"), _Variant("options", options, "candidate")
     variant.scope = scope
-    clock = _Clock(False, recorder())  # no recorder on CPU or without nvFuser
+    clock = _Clock(False, recorder(schedulers))  # no recorder on CPU or without nvFuser
     notes: list[str] = []
     previous = nvscope.set_development_mode(True)
     _events.TIMERS.append(clock)

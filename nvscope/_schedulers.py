@@ -6,7 +6,7 @@
             fd.execute(inputs)
         segments                          # [Segment(segment_id=0, scheduler="pointwise", ...), ...]
 
-Two sources, the first that the installed nvFuser has:
+Two sources (`recorder`'s ``source``): kernel names by default, nvFuser's profiler on request:
 
 * nvFuser's Python profiler, ``nvfuser_direct.PythonProfiler`` (nvFuser >= 0.2.34, the direct frontend): while it is
   entered, nvFuser's FusionExecutorCache profiles every segment it runs; ``profile.kernel_profiles[i]`` then has the
@@ -35,7 +35,7 @@ from typing import Any
 
 from nvscope import _kernels
 
-__all__ = ["Recorder", "Segment", "recorder", "scheduler_of_kernel"]
+__all__ = ["SOURCES", "Recorder", "Segment", "recorder", "scheduler_of_kernel"]
 
 _NAMED = re.compile(r"nvfuser_(?P<scheduler>[a-z][a-z_]*?)_f\d+_c\d+")
 _NUMBERED = re.compile(r"nvfuser_\d+\b")
@@ -118,20 +118,29 @@ class Recorder:
             segments.clear()
 
 
-def recorder() -> Recorder | None:
+SOURCES = ("kernels", "nvfuser")
+
+
+def recorder(source: str = "kernels") -> Recorder | None:
     """What can tell nvFuser's schedulers here, or None: no torch, no CUDA device, or no nvFuser frontend imported.
 
-    Only frontends already imported count (Thunder imports its own); this never imports nvFuser.
+    ``source="kernels"`` (the default) reads them off kernel names (torch.profiler). ``"nvfuser"`` asks nvFuser's
+    PythonProfiler where the installed nvFuser has it and torch.profiler has not run in this process. Opt-in, because
+    nvFuser 0.2.35's profiler was not robust on the H200: it aborts the process when torch.profiler already holds
+    CUPTI, stays "already started" after a fusion fails inside it (the next fusion then fails too), and hit an illegal
+    memory access while profiling Thunder's nanoGPT. Only frontends already imported count; this imports nothing.
     """
+    if source not in SOURCES:
+        raise ValueError(f"schedulers= takes {' or '.join(map(repr, SOURCES))}, not {source!r}")
     torch = sys.modules.get("torch")
     if torch is None or not torch.cuda.is_available():
         return None
     direct = sys.modules.get("nvfuser_direct")
+    if direct is None and sys.modules.get("nvfuser") is None:
+        return None
     profiler = getattr(direct, "PythonProfiler", None) if direct is not None else None
     # CUPTI takes one subscriber: after torch.profiler ran in this process (nvscope's kernel names included), nvFuser's
     # profiler would abort the process (measured on the H200), so kernel names it is.
-    if profiler is not None and not _kernels.torch_profiler_used():
+    if source == "nvfuser" and profiler is not None and not _kernels.torch_profiler_used():
         return Recorder("nvFuser's PythonProfiler", profiler)
-    if direct is None and sys.modules.get("nvfuser") is None:
-        return None
     return Recorder("kernel names (torch.profiler)")

@@ -85,6 +85,9 @@ examples:
     p.add_argument("--warmup", type=_count, default=2, help="untimed calls after each first call (default 2)")
     p.add_argument("--plot", metavar="PATH", help="write a PNG chart of the ratios (needs matplotlib)")
     p.add_argument("--table", metavar="PATH", help="write the table to a file too")
+    p.add_argument("--schedulers", choices=("kernels", "nvfuser"), default="kernels",
+                   help="read schedulers off kernel names (default) or ask nvFuser's PythonProfiler (fragile in "
+                        "nvFuser 0.2.35: docs/profile.md)")
 
     b = subparsers.add_parser("bisect", help="find the options and fusions that make a step fail, minimally",
                               description=_BISECT, epilog=_EPILOG + """
@@ -198,7 +201,7 @@ def _load_and_run(ns: argparse.Namespace, enable: list[str], disable: list[str],
         from nvscope._profile import profile
 
         def run() -> Any:
-            return profile(fn, fusions=ns.fusions, warmup=ns.warmup, **common)
+            return profile(fn, fusions=ns.fusions, warmup=ns.warmup, schedulers=ns.schedulers, **common)
     else:
         from nvscope._bisect import bisect
 

@@ -164,7 +164,7 @@ def test_schedulers_and_compile_time_per_variant(double: ThunderDouble, monkeypa
 
     model = Model(double, monkeypatch, {})
     monkeypatch.setattr(nvscope._profile, "recorder",
-                        lambda: Recorder("nvFuser's PythonProfiler", fake_profiler(double)))
+                        lambda source="kernels": Recorder("nvFuser's PythonProfiler", fake_profiler(double)))
     result = profile(model, 1.0, enable=["fuse_matmul"], disable=["matmul_expr_eval"], **QUICK)
     row = result["forward/nvFusion2"]
     assert row.schedulers == {"default": ("expr_eval", "pointwise"), "options": ("matmul", "pointwise")}
@@ -203,7 +203,9 @@ def test_scheduler_names_from_kernel_names() -> None:
 def test_no_recorder_without_cuda_and_a_stale_profile_is_not_reused() -> None:
     from nvscope._schedulers import recorder
 
-    assert recorder() is None  # this machine: no CUDA
+    assert recorder() is None and recorder("nvfuser") is None  # this machine: no CUDA
+    with pytest.raises(ValueError, match="schedulers= takes 'kernels' or 'nvfuser'"):
+        recorder("cupti")
     profiles = iter([7, 7, 8])
 
     class Profiler:

@@ -97,14 +97,13 @@ def test_profile_names_the_matmul_scheduler_under_matmul_codegen() -> None:
         result = profile(jfn, a, b, **CODEGEN, rounds=6, steps_per_round=3)
     print(result.table())
     assert result.timer == "CUDA events"
-    assert result.schedulers_from == "nvFuser's PythonProfiler"  # nvFuser 0.2.34+: the direct frontend has it
+    assert result.schedulers_from == "kernel names (torch.profiler)"  # the default (nvFuser's profiler: opt-in)
     (row,) = result.rows
     assert row.phase == "forward" and row.reached and row.error is None
     assert row.ratio is not None and row.default_ms and row.options_ms
     schedulers = row.schedulers
     assert schedulers["default"] and "matmul" not in schedulers["default"], schedulers
     assert schedulers["options"] and "matmul" in schedulers["options"], schedulers
-    assert (row.compile_ms["options"] or 0) > 0  # the options' first call compiled the matmul kernel
     assert row.numerics is not None and row.numerics.ok, row.numerics  # nvFuser's matmul vs cuBLAS, bf16
     assert nvscope.ProfileResult.from_json(result.to_json()) == result
     assert nvscope.current_options() == OptionSet()
@@ -143,7 +142,7 @@ def test_schedulers_match_the_kernel_names() -> None:
     jitted, x, _ = _model(SHAPES[0])
     with torch.no_grad():
         jitted(x)  # compiled
-    rec = recorder()
+    rec = recorder("nvfuser")  # opt-in; this test runs it in a process where torch.profiler has not run yet
     assert rec is not None and rec.source == "nvFuser's PythonProfiler"
     seen: list[Any] = []
 
