@@ -32,7 +32,7 @@ __all__ = ["Adapter", "execute", "table"]
 NO_KWARGS: dict[str, Any] = {}
 _SINKS = _events.SINKS  # the list itself (audit appends to it in place): one global load on the hot path
 _MISSING = object()
-_MAX_RESOLVED = 32  # (policy, own options) pairs remembered per fusion beyond the hot one
+_MAX_RESOLVED = 256  # (policy, own options) pairs remembered per fusion beyond the hot one (above the LRU bound)
 
 
 class Adapter:
