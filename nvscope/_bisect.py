@@ -224,10 +224,10 @@ def bisect(fn: Callable[..., Any], /, *args: Any, enable: Iterable[str] | str = 
         if progress:
             print(f"nvscope bisect: {message}", file=sys.stderr, flush=True)
 
-    from nvscope._scope import ACTIVE
+    from nvscope._scope import enter_frame, reset
 
     previous = nvscope.set_development_mode(True)
-    outside = ACTIVE.set(None)  # the caller's scopes do not apply: the default is the defaults, a probe is its options
+    outside = enter_frame(None)  # the caller's scopes do not apply: the default is the defaults, a probe is its options
     try:
         with warnings.catch_warnings():
             for quiet in (nvscope.NoFusionWarning, nvscope.NoEffectWarning):  # probes that change nothing: expected
@@ -242,7 +242,7 @@ def bisect(fn: Callable[..., Any], /, *args: Any, enable: Iterable[str] | str = 
                                        for c in checks))
             result = drive(given, fusions, oracle.run, say, description)
     finally:
-        ACTIVE.reset(outside)
+        reset(outside)
         nvscope.set_development_mode(previous)
     say(f"done: {result.line() if result.reproduced else 'not reproduced'} ({result.probes} probes)")
     return result

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     # "default" (the fusion's own cache: no scope, or nothing the scope adds that can affect it), "new" (a cache for
     # this option set was built by this call: it compiles), "reused" (an existing cache for this option set),
     # "fallback" (it failed under these options, under on_error="fallback": this execution ran the defaults).
-    Partition = Literal["default", "new", "reused", "fallback"]
+    Route = Literal["default", "new", "reused", "fallback"]
 
 __all__ = ["FUNCTION", "PHASE", "SINKS", "TIMERS", "FusionRecord", "emit"]
 
@@ -44,12 +44,12 @@ class FusionRecord(Record):
 
     info: FusionInfo
     options: OptionSet
-    partition: Partition
+    partition: Route
     thread: str
     frontend: str
     error: str | None
 
-    def __init__(self, info: FusionInfo, options: OptionSet, partition: Partition, thread: str, frontend: str,
+    def __init__(self, info: FusionInfo, options: OptionSet, partition: Route, thread: str, frontend: str,
                  error: str | None = None) -> None:
         self._init(info=info, options=options, partition=partition, thread=thread, frontend=frontend, error=error)
 

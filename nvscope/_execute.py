@@ -1,13 +1,13 @@
 """Execute one fusion under the active scope: the one path every adapter uses.
 
-    effective options (`nvscope._policy`) -> partition (`nvscope._partitions`) -> audit -> run -> annotate / fall back
+    effective options (`nvscope._policy`) -> partition (`nvscope._fusion_table`) -> audit -> run -> annotate / fall back
 
 An adapter (`Adapter`: Thunder's wrapper shape, or a direct nvFuser frontend) says only what differs between them:
 where a fusion's table lives, how a fusion is identified, how a partition is built, and how the fusion runs with its
 defaults or with a partition. Everything that decides (which options, which partition, what is recorded, what a
 failure becomes) is here, once.
 
-A fusion's table (a `Partitions`) is made the first time nvscope sees the fusion scoped or audited, and keeps the
+A fusion's table (a `FusionTable`) is made the first time nvscope sees the fusion scoped or audited, and keeps the
 fusion's identity (`FusionInfo`), its own options and a memo: the last (policy, own options) it ran under and the
 partition that resolved to, so the steady state of a training loop is one identity test; other pairs resolve
 through a small dict, never through the selectors again.
@@ -23,8 +23,8 @@ from typing import Any
 from nvscope import _events, _frontends, _policy, _repro
 from nvscope._errors import FallbackWarning, NvscopeError, UnsupportedError
 from nvscope._fusion import FusionInfo
+from nvscope._fusion_table import FusionTable
 from nvscope._optionset import OptionSet
-from nvscope._partitions import Partitions
 from nvscope._scope import CHANGED, NO_EFFECT, NOTHING, Frame
 
 __all__ = ["Adapter", "execute", "table"]
@@ -43,10 +43,10 @@ class Adapter:
     frontend: _frontends.Frontend = _frontends.DIRECT
     version_error: UnsupportedError | None = None  # set at install: raised when a scope reaches a fusion
 
-    def lookup(self, fusion: Any) -> Partitions[_frontends.Partition] | None:
+    def lookup(self, fusion: Any) -> FusionTable[_frontends.Partition] | None:
         raise NotImplementedError
 
-    def attach(self, fusion: Any, table: Partitions[_frontends.Partition]) -> None:
+    def attach(self, fusion: Any, table: FusionTable[_frontends.Partition]) -> None:
         raise NotImplementedError
 
     def identify(self, fusion: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> FusionInfo:
@@ -70,7 +70,7 @@ class Adapter:
 
 
 def table(adapter: Adapter, fusion: Any, args: tuple[Any, ...],
-          kwargs: dict[str, Any]) -> Partitions[_frontends.Partition]:
+          kwargs: dict[str, Any]) -> FusionTable[_frontends.Partition]:
     """The fusion's table, made (and its identity computed) the first time nvscope sees it."""
     found = adapter.lookup(fusion)
     if found is not None:
@@ -83,12 +83,12 @@ def table(adapter: Adapter, fusion: Any, args: tuple[Any, ...],
             def build(options: OptionSet) -> _frontends.Partition:
                 return adapter.build(fusion, info, options)
 
-            found = Partitions(adapter.static(fusion, kwargs), build, info=info)
+            found = FusionTable(adapter.static(fusion, kwargs), build, info=info)
             adapter.attach(fusion, found)
         return found
 
 
-def _resolve(adapter: Adapter, found: Partitions[_frontends.Partition], policy: Any,
+def _resolve(adapter: Adapter, found: FusionTable[_frontends.Partition], policy: Any,
              static: OptionSet) -> tuple[_frontends.Partition | None, bool]:
     """The partition a (policy, own options) pair runs in (None: the fusion's own cache) and whether it was built."""
     resolved = found.resolved
@@ -111,7 +111,7 @@ def _resolve(adapter: Adapter, found: Partitions[_frontends.Partition], policy: 
 
 
 def execute(adapter: Adapter, fusion: Any, frame: Frame | None, args: tuple[Any, ...],
-            kwargs: dict[str, Any] = NO_KWARGS, found: Partitions[_frontends.Partition] | None = None) -> Any:
+            kwargs: dict[str, Any] = NO_KWARGS, found: FusionTable[_frontends.Partition] | None = None) -> Any:
     """Run ``fusion`` (called with ``args``/``kwargs``) under ``frame``'s policy. Adapters call this for every
     execution inside a non-empty scope, and for every execution while an audit listens; ``found`` is the fusion's
     table if the adapter looked it up already (it saves a call on the hot path)."""
@@ -154,7 +154,7 @@ def execute(adapter: Adapter, fusion: Any, frame: Frame | None, args: tuple[Any,
         return _failed(error, adapter, found, fusion, frame, partition, static, args, kwargs)
 
 
-def _failed(error: Exception, adapter: Adapter, found: Partitions[_frontends.Partition], fusion: Any,
+def _failed(error: Exception, adapter: Adapter, found: FusionTable[_frontends.Partition], fusion: Any,
             frame: Frame | None, partition: _frontends.Partition, static: OptionSet, args: tuple[Any, ...],
             kwargs: dict[str, Any]) -> Any:
     """A partition raised: note the options and the repro on the error; re-raise it, or fall back to the defaults."""
@@ -188,7 +188,7 @@ def _failure_text(error: BaseException) -> str:
     return "\n".join([f"{type(error).__name__}: {error}", *notes])
 
 
-def _record(info: FusionInfo, options: OptionSet, partition: _events.Partition, adapter: Adapter,
+def _record(info: FusionInfo, options: OptionSet, partition: _events.Route, adapter: Adapter,
             error: str | None = None) -> _events.FusionRecord:
     return _events.FusionRecord(info, options, partition, threading.current_thread().name, adapter.frontend.module,
                                 error)

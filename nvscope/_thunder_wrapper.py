@@ -28,8 +28,8 @@ from nvscope import _events, _frontends, _repro
 from nvscope._errors import UnsupportedError
 from nvscope._execute import NO_KWARGS, Adapter, execute
 from nvscope._fusion import FusionInfo, ops_of_definition
+from nvscope._fusion_table import FusionTable
 from nvscope._optionset import OptionSet
-from nvscope._partitions import Partitions
 from nvscope._scope import ACTIVE
 
 __all__ = ["SHAPES", "WrapperShape", "jitted_function"]
@@ -133,10 +133,10 @@ class WrapperShape(Adapter):
 
     # --- Adapter -------------------------------------------------------------------------------------------------
 
-    def lookup(self, fusion: Any) -> Partitions[_frontends.Partition] | None:
+    def lookup(self, fusion: Any) -> FusionTable[_frontends.Partition] | None:
         return getattr(fusion.get_fd, _TABLE, None)
 
-    def attach(self, fusion: Any, table: Partitions[_frontends.Partition]) -> None:
+    def attach(self, fusion: Any, table: FusionTable[_frontends.Partition]) -> None:
         setattr(fusion.get_fd, _TABLE, table)
         try:
             self._tables.add(fusion.get_fd)

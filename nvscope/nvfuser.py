@@ -23,8 +23,8 @@ from nvscope import _events, _frontends, _patches, _repro
 from nvscope._errors import UnsupportedError
 from nvscope._execute import Adapter, execute
 from nvscope._fusion import FusionInfo, ops_of_definition
+from nvscope._fusion_table import FusionTable
 from nvscope._optionset import OptionSet
-from nvscope._partitions import Partitions
 from nvscope._scope import ACTIVE
 
 __all__ = ["UnsupportedError", "frontends", "install", "installed", "uninstall"]
@@ -82,10 +82,10 @@ class FrontendAdapter(Adapter):
         execute_.__name__ = "execute"
         return execute_
 
-    def lookup(self, fusion: Any) -> Partitions[_frontends.Partition] | None:
+    def lookup(self, fusion: Any) -> FusionTable[_frontends.Partition] | None:
         return fusion.__dict__.get(_TABLE)  # type: ignore[no-any-return]
 
-    def attach(self, fusion: Any, table: Partitions[_frontends.Partition]) -> None:
+    def attach(self, fusion: Any, table: FusionTable[_frontends.Partition]) -> None:
         fusion.__dict__[_TABLE] = table
 
     def identify(self, fusion: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> FusionInfo:

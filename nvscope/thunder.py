@@ -26,7 +26,7 @@ from typing import Any
 
 from nvscope import _frontends, _patches
 from nvscope._errors import UnsupportedError
-from nvscope._partitions import Partitions
+from nvscope._fusion_table import FusionTable
 from nvscope._thunder_autograd import AUTOGRAD_MODULE, make_backward, make_forward
 from nvscope._thunder_autograd import refusal as _autograd_refusal
 from nvscope._thunder_wrapper import IMPL_MODULE, PROVEN, SHAPES, WrapperShape, thunder_version
@@ -143,7 +143,7 @@ def uninstall() -> bool:
     return restored
 
 
-def partitions(fusion: Any) -> Partitions[_frontends.Partition] | None:
+def partitions(fusion: Any) -> FusionTable[_frontends.Partition] | None:
     """The table of one Thunder fusion (a ``FusionDefinitionWrapper``), or None if nvscope never saw it scoped or
     audited: its ``info`` (`nvscope.FusionInfo`), and its partitions, whose ``runner`` is the wrapper copy that runs
     the fusion for that option set."""

@@ -1,4 +1,4 @@
-"""nvscope.nvfuser (direct users, legacy hooks, version gate) and nvscope._partitions, against fake frontends.
+"""nvscope.nvfuser (direct users, legacy hooks, version gate) and nvscope._fusion_table, against fake frontends.
 
 The doubles need no torch, and neither does this file.
 """
@@ -15,13 +15,13 @@ from typing import Any
 import pytest
 from thunder_double import ThunderDouble, load_frontend, reset_nvscope
 
-import nvscope._partitions
+import nvscope._fusion_table
 import nvscope.nvfuser
 import nvscope.thunder
 from nvscope import OptionSet, UnsupportedError, audit, nv_options
 from nvscope._frontends import DIRECT, check_version, frontend_of
+from nvscope._fusion_table import FusionTable
 from nvscope._legacy import LEGACY, salt_for
-from nvscope._partitions import Partitions
 
 FM = ["fuse_matmul"]
 SFC = ["static_fusion_count"]
@@ -52,17 +52,17 @@ def define(fe: Any, *shapes: int, ops: tuple[str, ...] = ("linear",)) -> Any:
     return fd
 
 
-# --- Partitions -------------------------------------------------------------------------------------------------------
+# --- FusionTable ------------------------------------------------------------------------------------------------------
 
-class TestPartitions:
-    def make(self, maxsize: int = 2) -> tuple[Partitions[list[OptionSet]], list[OptionSet]]:
+class TestFusionTable:
+    def make(self, maxsize: int = 2) -> tuple[FusionTable[list[OptionSet]], list[OptionSet]]:
         built: list[OptionSet] = []
 
         def build(options: OptionSet) -> list[OptionSet]:
             built.append(options)
             return [options]
 
-        return Partitions(OptionSet(KP), build, maxsize), built
+        return FusionTable(OptionSet(KP), build, maxsize), built
 
     def test_builds_once_per_set_and_reuses(self) -> None:
         table, built = self.make(maxsize=4)
@@ -99,7 +99,7 @@ class TestPartitions:
         def build(options: OptionSet) -> object:
             raise RuntimeError("compile failed")
 
-        table: Partitions[object] = Partitions(OptionSet(), build, 2)
+        table: FusionTable[object] = FusionTable(OptionSet(), build, 2)
         with pytest.raises(RuntimeError, match="compile failed"):
             table.get(OptionSet(FM))
         assert len(table) == 0 and table.builds == 0
@@ -107,7 +107,7 @@ class TestPartitions:
     @pytest.mark.parametrize("maxsize", [0, -1])
     def test_maxsize_must_be_positive(self, maxsize: int) -> None:
         with pytest.raises(ValueError, match="maxsize"):
-            Partitions(OptionSet(), lambda o: o, maxsize)
+            FusionTable(OptionSet(), lambda o: o, maxsize)
 
     @pytest.mark.parametrize(("raw", "expected"), [(None, 8), ("3", 3), ("1", 1), (" 5 ", 5)])
     def test_nvscope_max_partitions(self, monkeypatch: pytest.MonkeyPatch, raw: str | None, expected: int) -> None:
@@ -115,14 +115,14 @@ class TestPartitions:
             monkeypatch.delenv("NVSCOPE_MAX_PARTITIONS", raising=False)
         else:
             monkeypatch.setenv("NVSCOPE_MAX_PARTITIONS", raw)
-        assert Partitions(OptionSet(), lambda o: o).maxsize == expected
+        assert FusionTable(OptionSet(), lambda o: o).maxsize == expected
 
     @pytest.mark.parametrize("raw", ["0", "-2", "many", "", "2.5"])
     def test_nvscope_max_partitions_nonsense_warns_and_uses_the_default(self, monkeypatch: pytest.MonkeyPatch,
                                                                          raw: str) -> None:
         monkeypatch.setenv("NVSCOPE_MAX_PARTITIONS", raw)
         with pytest.warns(nvscope.ConfigWarning, match=rf"NVSCOPE_MAX_PARTITIONS={raw!r}.*positive integer.*8"):
-            table: Partitions[OptionSet] = Partitions(OptionSet(), lambda o: o)
+            table: FusionTable[OptionSet] = FusionTable(OptionSet(), lambda o: o)
         assert table.maxsize == 8
 
 

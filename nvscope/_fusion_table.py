@@ -1,8 +1,8 @@
-"""Per-fusion compiled caches, one per effective option set, LRU-bounded.
+"""A fusion's table: its identity, and its compiled caches (partitions), one per effective option set, LRU-bounded.
 
 nvFuser does not key its compiled kernels on options (measured on the H200, both frontends): a fusion compiled
 without options and run later with them reuses the old kernels. So a scope is only real if every option set gets a
-compiled cache of its own. A `Partitions` table maps option set -> that cache (whatever the frontend builds: a
+compiled cache of its own. A `FusionTable` maps option set -> that cache (whatever the frontend builds: a
 FusionDefinition builder, a FusionExecutorCache) and evicts the least recently used set beyond ``maxsize``.
 
 Thread-safe: lookups take no lock (each dict operation is atomic under the GIL); building a missing entry holds
@@ -25,13 +25,13 @@ if TYPE_CHECKING:
 
     from nvscope._fusion import FusionInfo
 
-__all__ = ["Partitions"]
+__all__ = ["FusionTable"]
 
 T = TypeVar("T")
 _NEVER = object()  # no policy is this: the first call resolves
 
 
-class Partitions(Generic[T]):
+class FusionTable(Generic[T]):
     """``options -> cache`` for one fusion; ``build(options)`` makes a missing entry."""
 
     __slots__ = ("_entries", "_lock", "build", "builds", "evictions", "hot", "info", "maxsize", "resolved", "static")
