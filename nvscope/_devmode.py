@@ -143,8 +143,9 @@ def warn_no_effect(scope: object, options: OptionSet, chosen: object) -> None:
     """Called at the clean exit of a non-empty scope under which fusions ran but none was changed by it.
 
     Each of them ran its default compiled kernels (nothing recompiled): its selector matched none of them, or the
-    catalog says none of its options can affect them. Python's warning filters make it once per scope text and line
-    (the default action), as for every warning here.
+    catalog says none of its options can affect them (nvscope does not record which: the message names both when
+    both could be why). Python's warning filters make it once per scope text and line (the default action), as for
+    every warning here.
     """
     from nvscope._catalog import catalog
 
@@ -164,7 +165,7 @@ def warn_no_effect(scope: object, options: OptionSet, chosen: object) -> None:
         hint = (" Thunder puts matmuls and linears into nvFuser fusions only when jitted with "
                 "thunder.jit(..., nv_enable_matmul=True) / nv_enable_linear=True; otherwise they run in cuBLAS.")
     warnings.warn(
-        f"{scope!r} changed no fusion: fusions ran under it, but {' and '.join(reasons) or 'none was affected'}, so "
+        f"{scope!r} changed no fusion: fusions ran under it, but {' or '.join(reasons) or 'none was affected'}, so "
         f"each ran its default kernels (nothing was recompiled). `nvscope fusions` lists each fusion's id and ops."
         f"{hint}",
         NoEffectWarning,

@@ -14,6 +14,7 @@ with a message naming the selector (it is matched once per fusion and scope, nev
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from types import BuiltinFunctionType, FunctionType, MethodType
 
 from nvscope._record import Record
 
@@ -24,6 +25,9 @@ if TYPE_CHECKING:
     Phase = Literal["forward", "backward", "call"]
 
 __all__ = ["FusionInfo", "Selector", "holding", "ops_of_definition", "phase", "selector"]
+
+_PHASES = ("forward", "backward", "call")
+
 
 def ops_of_definition(text: str) -> tuple[str, ...]:
     """The nvFuser ops a printed FusionDefinition calls (``fd.ops.<name>(``), sorted and unique."""
@@ -49,8 +53,21 @@ class FusionInfo(Record):
     function: str | None
 
     def __init__(self, name: str, phase: Phase, ops: Iterable[str] | None = (), function: str | None = None) -> None:
-        self._init(id=f"{phase}/{name}", name=name, phase=phase,
-                   ops=None if ops is None else tuple(sorted(set(ops))), function=function)
+        # Checked once per fusion: a fusion built wrong here would be one that no selector or gate reads right.
+        if not isinstance(name, str) or not name:
+            raise (ValueError if name == "" else TypeError)(
+                f"FusionInfo: name takes the fusion's name, e.g. 'nvFusion0', not {name!r}")
+        if phase not in _PHASES:
+            raise ValueError(f"FusionInfo: phase {phase!r} is not 'forward', 'backward' or 'call'")
+        if ops is not None:
+            if isinstance(ops, str):
+                raise TypeError(f"FusionInfo: ops= takes a collection of op names (or None: unknown), not the "
+                                f"string {ops!r}; for one op write ({ops!r},)")
+            unique = set(ops)
+            if not all(isinstance(op, str) for op in unique):
+                raise TypeError(f"FusionInfo: ops= takes op names (str), not {sorted(map(repr, unique))}")
+            ops = tuple(sorted(unique))
+        self._init(id=f"{phase}/{name}", name=name, phase=phase, ops=ops, function=function)
 
     def __repr__(self) -> str:
         where = f", function={self.function!r}" if self.function else ""
@@ -64,15 +81,26 @@ class FusionInfo(Record):
 class Selector:
     """Which fusions a scope's options reach: ``selector(info) -> bool``, with a readable ``repr``.
 
-    Combine with ``|`` (either), ``&`` (both) and ``~`` (not). Hashed by identity: a scope keeps its selector object,
-    and what a (scope, fusion) pair resolved to is memoised on that object.
+    Combine with ``|`` (either), ``&`` (both) and ``~`` (not). Equal when they select alike by construction (the same
+    glob, phases, ops, function, or combination of equal selectors; another callable only to itself), so a scope
+    written anew at every step of a loop resolves to the same interned policy and each fusion's memo still hits.
     """
 
-    __slots__ = ("_match", "_text")
+    __slots__ = ("_hash", "_key", "_match", "_text")
 
-    def __init__(self, match: Callable[[FusionInfo], bool], text: str) -> None:
+    def __init__(self, match: Callable[[FusionInfo], bool], text: str, key: object = None) -> None:
         self._match = match
         self._text = text
+        self._key = key  # what it selects, as a hashable value (None: only itself is equal to it)
+        self._hash = object.__hash__(self) if key is None else hash(key)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Selector):
+            return NotImplemented
+        return self is other or (self._key is not None and self._key == other._key)
+
+    def __hash__(self) -> int:
+        return self._hash
 
     def __call__(self, info: FusionInfo) -> bool:
         return bool(self._match(info))
@@ -82,14 +110,14 @@ class Selector:
 
     def __or__(self, other: object) -> Selector:
         right = selector(other)
-        return Selector(lambda info: self(info) or right(info), f"({self!r} | {right!r})")
+        return Selector(lambda info: self(info) or right(info), f"({self!r} | {right!r})", ("or", self, right))
 
     def __and__(self, other: object) -> Selector:
         right = selector(other)
-        return Selector(lambda info: self(info) and right(info), f"({self!r} & {right!r})")
+        return Selector(lambda info: self(info) and right(info), f"({self!r} & {right!r})", ("and", self, right))
 
     def __invert__(self) -> Selector:
-        return Selector(lambda info: not self(info), f"~{self!r}")
+        return Selector(lambda info: not self(info), f"~{self!r}", ("not", self))
 
     __ror__ = __or__
     __rand__ = __and__
@@ -97,14 +125,13 @@ class Selector:
 
 def phase(*phases: str) -> Selector:
     """Fusions of these phases: ``phase("backward")``, ``phase("forward", "call")``."""
-    known = ("forward", "backward", "call")
     for name in phases:
-        if name not in known:
-            raise ValueError(f"phase() takes {', '.join(map(repr, known))}, not {name!r}")
+        if name not in _PHASES:
+            raise ValueError(f"phase() takes {', '.join(map(repr, _PHASES))}, not {name!r}")
     if not phases:
         raise ValueError("phase() needs at least one phase, e.g. phase('backward')")
     wanted = frozenset(phases)
-    return Selector(lambda info: info.phase in wanted, f"phase({', '.join(map(repr, phases))})")
+    return Selector(lambda info: info.phase in wanted, f"phase({', '.join(map(repr, phases))})", ("phase", wanted))
 
 
 def holding(*ops: str) -> Selector:
@@ -115,7 +142,8 @@ def holding(*ops: str) -> Selector:
     if not ops or not all(isinstance(op, str) and op.isidentifier() for op in ops):
         raise ValueError(f"holding() takes nvFuser op names, e.g. holding('matmul', 'linear'), not {ops!r}")
     wanted = frozenset(ops)
-    return Selector(lambda info: not wanted.isdisjoint(info.ops or ()), f"holding({', '.join(map(repr, ops))})")
+    return Selector(lambda info: not wanted.isdisjoint(info.ops or ()), f"holding({', '.join(map(repr, ops))})",
+                    ("holding", wanted))
 
 
 def _glob(pattern: str) -> Selector:
@@ -132,7 +160,7 @@ def _glob(pattern: str) -> Selector:
         raise ValueError(f"fusions= got {pattern!r}: fusion ids are '<phase>/<name>' (e.g. 'forward/nvFusion0'); "
                          f"use {'*/' + text!r} for that name in every phase")
     regex = re.compile(fnmatch.translate(text))
-    return Selector(lambda info: regex.match(info.id) is not None, repr(text))
+    return Selector(lambda info: regex.match(info.id) is not None, repr(text), ("glob", text))
 
 
 def selector(value: object) -> Selector:
@@ -147,14 +175,17 @@ def selector(value: object) -> Selector:
         raise TypeError(f"fusions= takes a glob (str), not bytes: {shown(value)}")
     if callable(value):
         name = getattr(value, "__qualname__", None) or repr(value)
-        return Selector(value, name)
+        # A function (or a bound method) is equal to itself only: the same one passed again selects the same.
+        same = isinstance(value, (FunctionType, MethodType, BuiltinFunctionType))
+        return Selector(value, name, ("call", value) if same else None)
     if isinstance(value, Iterable) and not isinstance(value, dict):
         parts = [selector(item) if isinstance(item, (str, Selector)) or callable(item) else _not_a_selector(item)
                  for item in value]
         if not parts:
             raise ValueError("fusions= got an empty list, which would select no fusion: leave fusions= out to "
                              "select every fusion")
-        return Selector(lambda info: any(part(info) for part in parts), f"[{', '.join(map(repr, parts))}]")
+        return Selector(lambda info: any(part(info) for part in parts), f"[{', '.join(map(repr, parts))}]",
+                        ("any", tuple(parts)))
     return _not_a_selector(value)
 
 

@@ -47,11 +47,13 @@ class Frame:
     __slots__ = ("fallback", "owner", "parent", "policy", "ran", "ran_earlier")
 
     def __init__(self, policy: OptionSet | _policy.Policy | None, parent: Frame | None, owner: object,
-                 fallback: bool) -> None:
+                 fallback: bool | None) -> None:
         self.policy = policy
         self.parent = parent
         self.owner = owner
-        self.fallback = fallback  # on_error="fallback" is in force here
+        # on_error in force here: True "fallback", False "raise", None no scope chose (so "raise"; a backward pass
+        # under its forward's scope then takes the choice of the thread running it, `push`).
+        self.fallback = fallback
         # NOTHING, NO_EFFECT (fusions ran, none changed by the scope) or CHANGED; set by the execution path.
         self.ran = NOTHING
         # Set on a generator body's scope rebuilt for a later step (`nvscope._decorators`) when a fusion ran under it
@@ -73,6 +75,9 @@ def current_options(fusion: FusionInfo | None = None) -> OptionSet:
     Without ``fusion``, those that reach every fusion (scopes with ``fusions=`` selectors are left out); with a
     `FusionInfo`, the scopes' options for that fusion (its own compile-time options and the catalog's gates aside).
     """
+    if fusion is not None and not isinstance(fusion, FusionInfo):
+        raise TypeError(f"current_options takes a FusionInfo (e.g. FusionInfo('nvFusion0', 'forward', ['linear'])) "
+                        f"or nothing, not {type(fusion).__name__}: {fusion!r}")
     frame = ACTIVE.get()
     if frame is None:
         return EMPTY
@@ -175,7 +180,7 @@ class nv_options:
         else:
             merged = _policy.over(below, own, self._selector, self._inherit)
         on_error = self._on_error
-        fallback = (parent is not None and parent.fallback) if on_error is None else on_error == "fallback"
+        fallback = (None if parent is None else parent.fallback) if on_error is None else on_error == "fallback"
         return Frame(merged, parent, self, fallback)
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
@@ -217,14 +222,16 @@ def reset(token: Token[Frame | None]) -> None:
     ACTIVE.reset(token)
 
 
-def push(policy: OptionSet | _policy.Policy | None, fallback: bool) -> Token[Frame | None]:
+def push(policy: OptionSet | _policy.Policy | None, fallback: bool | None) -> Token[Frame | None]:
     """Activate ``policy`` laid over the current scope, unvalidated and without policy checks; for adapters.
 
-    Used where nvscope itself carries a scope somewhere (a backward pass under its forward's scope). Undo with `pop`.
+    Used where nvscope itself carries a scope somewhere (a backward pass under its forward's scope). ``fallback`` is
+    the carried scope's on_error choice (a `Frame`'s); None takes the current scope's. Undo with `pop`.
     """
     parent = ACTIVE.get()
     below = None if parent is None else parent.policy
-    fallback = fallback or (parent is not None and parent.fallback)
+    if fallback is None and parent is not None:
+        fallback = parent.fallback
     return ACTIVE.set(Frame(_policy.compose(below, policy), parent, push, fallback))
 
 

@@ -34,7 +34,7 @@ def refusal(autograd: Any) -> list[str]:
 def make_forward(original: Any) -> Any:
     def forward(ctx: Any, *args: Any) -> Any:
         frame = ACTIVE.get()
-        if frame is None or (frame.policy is None and not frame.fallback):
+        if frame is None or (frame.policy is None and frame.fallback is None):
             setattr(ctx, _CAPTURED, None)
         else:  # once per scoped step, not per fusion: the stack walk costs a few microseconds
             setattr(ctx, _CAPTURED, (frame.policy, frame.fallback, jitted_function()))

@@ -76,6 +76,24 @@ def test_ops_come_from_the_printed_definition(double: ThunderDouble) -> None:
     assert info.ops == ("add", "matmul") and info.id == "forward/nvFusion0"
 
 
+@pytest.mark.parametrize(("args", "error", "match"), [
+    (("nvFusion0", "forward", "linear"), TypeError, r"ops= takes a collection of op names.*\('linear',\)"),
+    (("nvFusion0", "Forward"), ValueError, r"phase 'Forward'.*'forward', 'backward' or 'call'"),
+    (("", "forward"), ValueError, "name"),
+    ((3, "forward"), TypeError, "name"),
+])
+def test_a_fusion_info_refuses_what_no_selector_could_match(args: tuple[Any, ...], error: type[Exception],
+                                                            match: str) -> None:
+    with pytest.raises(error, match=match):
+        FusionInfo(*args)
+
+
+def test_current_options_takes_a_fusion_info() -> None:
+    for scope in (nv_options(enable=SFC), nv_options(enable=SFC, fusions="forward/*")):
+        with scope, pytest.raises(TypeError, match=r"FusionInfo\('nvFusion0', 'forward'"):
+            nvscope.current_options("forward/nvFusion0")  # type: ignore[arg-type]
+
+
 # --- selectors ---------------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("fusions", ["forward/*", ["forward/nvFusion0"], phase("forward"),
@@ -134,6 +152,23 @@ def test_a_selector_is_matched_once_per_scope_and_fusion(double: ThunderDouble) 
             wrapper(t())
     assert seen == ["forward/nvFusion0"]
     assert options_of(double)[-2:] == [OptionSet(SFC), OptionSet((), MEE)]
+
+
+def test_a_scope_built_anew_each_step_with_the_same_selector_matches_once(double: ThunderDouble) -> None:
+    wrapper = double.make_wrapper()
+    seen: list[str] = []
+
+    def chosen(info: FusionInfo) -> bool:
+        seen.append(info.id)
+        return True
+
+    for _ in range(5):  # the usual training loop: the scope written inside it
+        with nv_options(enable=SFC, fusions=chosen), nv_options(disable=MEE, fusions=phase("forward") | "*/x"):
+            wrapper(t())
+    assert seen == ["forward/nvFusion0"]
+    assert options_of(double) == [OptionSet(SFC, MEE)] * 5
+    assert phase("forward") == phase("forward") and nvscope.holding("add") != nvscope.holding("mul")
+    assert len({nv_options(fusions="backward/*").fusions, nv_options(fusions=" backward/*").fusions}) == 1
 
 
 @pytest.mark.parametrize(("fusions", "error", "match"), [
@@ -217,6 +252,15 @@ def test_a_selector_that_matches_nothing_says_so(double: ThunderDouble) -> None:
             wrapper(t())
 
 
+def test_a_selector_that_matched_a_fusion_whose_gate_dropped_the_options_is_not_said_to_match_none(
+        double: ThunderDouble) -> None:
+    pointwise = double.make_wrapper(ops=("add",))
+    with pytest.warns(nvscope.NoEffectWarning) as caught, nv_options(enable=FM, fusions="forward/*"):
+        pointwise(t())
+    text = str(caught[0].message)
+    assert "fusions='forward/*' matched none of them or its options can affect only some fusions" in text
+
+
 # --- failure policy ----------------------------------------------------------------------------------------------
 
 def test_fallback_completes_the_step_and_keeps_the_failure(double: ThunderDouble, tmp_path: Path,
@@ -263,6 +307,24 @@ def test_raise_is_the_default_and_an_inner_scope_can_ask_for_it(double: ThunderD
                 assert wrapper(t()) == [t() * 2]
         with pytest.raises(RuntimeError, match="INTERNAL ASSERT"), nv_options(enable=FM, on_error="raise"):
             wrapper(t())
+
+
+def test_a_backward_keeps_its_forwards_explicit_raise_inside_a_fallback_scope(double: ThunderDouble) -> None:
+    torch = pytest.importorskip("torch")
+    model, _, _ = double.make_model(breaks_with="fuse_matmul")  # the backward fusion breaks under fuse_matmul
+    x = torch.ones(3, requires_grad=True)
+    with nv_options(on_error="fallback"):
+        with nv_options(enable=FM, on_error="raise"):
+            y = model(x)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", nvscope.FallbackWarning)
+            with pytest.raises(RuntimeError, match="INTERNAL ASSERT"):
+                y.sum().backward()  # under its forward's choice, as its options are
+    with nv_options(on_error="raise"):  # and the other way round: the forward's fallback holds
+        with nv_options(enable=FM, on_error="fallback"):
+            y = model(x)
+        with pytest.warns(nvscope.FallbackWarning):
+            y.sum().backward()
 
 
 def test_on_error_is_validated(double: ThunderDouble) -> None:

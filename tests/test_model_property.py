@@ -5,21 +5,33 @@ here from the documented rules, not from nvscope's code: from the outermost scop
 selector (a reference predicate here) does not match the fusion is skipped; ``inherit=False`` starts again from
 its own options; otherwise its options are laid over what is below, a name it requests the other way replacing the
 outer request. After every step ``current_options()`` (scopes that reach every fusion) and ``current_options(info)``
-for a few fusions must equal the model's.
+for a few fusions must equal the model's, and so must what three fusions of the Thunder double execute with: the
+model's options for them, less those the catalog's gates say cannot affect them, laid over their compile-time
+options (through the execution path and its per-fusion memo, audited or not). A fourth fusion breaks under
+``fuse_matmul``: it must raise, or run its defaults when the innermost scope that sets ``on_error=`` says
+``"fallback"`` (whatever that scope's selector or ``inherit=``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import nullcontext
 from typing import Any
 
 import pytest
+from fake_nvfuser_frontend import Tensor
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invariant, precondition, rule
+from thunder_double import ThunderDouble, reset_nvscope
 
 import nvscope
-from nvscope import OptionSet, current_options, nv_options
+import nvscope.thunder
+from nvscope import OptionSet, audit, current_options, nv_options
+
+# Scopes here run fusions of the double or none, as drawn: what they say about it is tested elsewhere.
+pytestmark = pytest.mark.filterwarnings("ignore::nvscope.NoEffectWarning", "ignore::nvscope.NoFusionWarning",
+                                        "ignore::nvscope.FallbackWarning")
 
 # id_model is valid in both lists: nested scopes may ask for it both ways (the inner request wins).
 ENABLE = ("fuse_matmul", "static_fusion_count", "kernel_profile", "id_model")
@@ -33,7 +45,17 @@ FUSIONS = (
     nvscope.FusionInfo("nvFusion1", "backward", ("add",)),
     nvscope.FusionInfo("nvFusion1", "forward", ()),
     nvscope.FusionInfo("FusionDefinition#3", "call", None),
+    nvscope.FusionInfo("nvFusion2", "forward", None),
 )
+# The forward fusions the Thunder double runs: name -> (the ops its definition prints, None: nvscope cannot read
+# them; its compile-time options).
+RUNS: dict[str, tuple[tuple[str, ...] | None, Pair]] = {
+    "nvFusion0": (("linear", "add"), (frozenset({"kernel_profile", "id_model"}), frozenset({"parallel_compile"}))),
+    "nvFusion1": ((), EMPTY_PAIR),
+    "nvFusion2": (None, EMPTY_PAIR),
+    "nvFusion3": (("linear",), EMPTY_PAIR),  # breaks under fuse_matmul
+}
+BREAKS = "nvFusion3"
 # fusions= values with a reference predicate each (written without nvscope's selector code).
 SELECTORS: dict[str, tuple[Any, Any]] = {
     "none": (None, None),
@@ -42,6 +64,7 @@ SELECTORS: dict[str, tuple[Any, Any]] = {
     "list": (["backward/*", "*/nvFusion0"], lambda f: f.phase == "backward" or f.name == "nvFusion0"),
     "phase": (nvscope.phase("call", "backward"), lambda f: f.phase in ("call", "backward")),
     "holding": (nvscope.holding("linear"), lambda f: "linear" in (f.ops or ())),
+    "holding add": (nvscope.holding("add"), lambda f: "add" in (f.ops or ())),
     "callable": (lambda f: f.name.endswith("1"), lambda f: f.name.endswith("1")),
     "combined": (nvscope.phase("forward") & ~nvscope.holding("add"),
                  lambda f: f.phase == "forward" and "add" not in (f.ops or ())),
@@ -63,6 +86,30 @@ def resolve(scopes: list[nv_options], fusion: nvscope.FusionInfo | None) -> Pair
         else:
             enable, disable = own_enable, own_disable
     return enable, disable
+
+
+def gated(pair: Pair, ops: tuple[str, ...] | None) -> Pair:
+    """``pair`` less the names whose catalog gate (``OptionInfo.ops``) the fusion's ops miss; unknown ops: all kept."""
+    if ops is None:
+        return pair
+    cat = nvscope.catalog()
+
+    def kept(kind: Any, names: frozenset[str]) -> frozenset[str]:
+        gates = {name: cat.get(kind, name).ops for name in names}  # type: ignore[union-attr]
+        return frozenset(name for name, gate in gates.items() if not gate or set(gate) & set(ops))
+
+    return kept("enable", pair[0]), kept("disable", pair[1])
+
+
+def laid_over(below: Pair, above: Pair) -> Pair:
+    return (below[0] - above[1]) | above[0], (below[1] - above[0]) | above[1]
+
+
+class Unprintable:
+    """A definition whose printing fails: nvscope cannot read the fusion's ops."""
+
+    def __repr__(self) -> str:
+        raise RuntimeError("no printer")
 
 
 def test_the_pool_names_are_valid_per_call_options() -> None:
@@ -99,6 +146,20 @@ class ScopeMachine(RuleBasedStateMachine):
         self.entered: list[nv_options] = []  # the objects entered by hand, innermost last
         self.model: list[nv_options] = []  # the reference: every entered scope, hand-entered or in a block
         self.all_scopes: list[nv_options] = []
+        self.patches = pytest.MonkeyPatch()
+        self.patches.setenv("NVSCOPE_REPRO", "0")  # the failures here need no repro scripts
+        reset_nvscope()
+        self.double = ThunderDouble(self.patches)
+        assert nvscope.thunder.install()
+        self.wrappers = {}
+        for name, (ops, (enable, disable)) in RUNS.items():
+            breaks = "fuse_matmul" if name == BREAKS else None
+            wrapper = self.double.make_wrapper(name, sorted(enable), sorted(disable), breaks, ops=ops or ())
+            if ops is None:
+                wrapper.last_used = Unprintable()  # what nvscope reads a fusion's ops from when it first sees it
+            with audit():  # nvscope sees it now: its identity is computed before any scope
+                wrapper(Tensor((1.0,)))
+            self.wrappers[name] = wrapper
 
     # -- the reference model --
 
@@ -119,6 +180,35 @@ class ScopeMachine(RuleBasedStateMachine):
         for fusion in FUSIONS:
             got = current_options(fusion)
             assert (got.enable, got.disable) == resolve(self.model, fusion), (fusion, got)
+        self.run_fusions(audited=False)
+
+    def falls_back(self) -> bool:
+        """The model's on_error: the innermost scope that sets one decides; "raise" when none does."""
+        chosen = [scope.on_error for scope in self.model if scope.on_error is not None]
+        return bool(chosen) and chosen[-1] == "fallback"
+
+    def run_fusions(self, audited: bool) -> None:
+        """Each of the double's fusions runs with the model's options for it, gated, over its compile-time ones."""
+        for name, (ops, static) in RUNS.items():
+            fusion = nvscope.FusionInfo(name, "forward", ops)
+            expected = laid_over(static, gated(resolve(self.model, fusion), ops))
+            broken = name == BREAKS and "fuse_matmul" in expected[0]
+            with audit() if audited else nullcontext() as log:
+                if broken and not self.falls_back():
+                    with pytest.raises(RuntimeError, match="INTERNAL ASSERT"):
+                        self.wrappers[name](Tensor((1.0,)))
+                    continue
+                self.wrappers[name](Tensor((1.0,)))
+            execution = self.double.executions[-1]
+            ran = static if broken else expected  # a fusion that fell back ran its defaults
+            assert (frozenset(execution.enable), frozenset(execution.disable)) == ran, (fusion, execution)
+            if log is not None:
+                record = log.records[-1]  # a first failure records the attempt, then the fallback
+                assert record.info == fusion and (record.options.enable, record.options.disable) == expected
+                if broken:
+                    assert record.partition == "fallback", (fusion, record)
+                else:
+                    assert (record.partition == "default") == (expected == static), (fusion, record)
 
     # -- rules --
 
@@ -128,19 +218,22 @@ class ScopeMachine(RuleBasedStateMachine):
 
     @rule(
         target=scopes,
-        enable=st.lists(st.sampled_from(ENABLE), max_size=3),
-        disable=st.lists(st.sampled_from(DISABLE), max_size=3),
+        # id_model drawn twice as often: the only name both lists take, so the only one an inner scope can reverse
+        enable=st.lists(st.sampled_from((*ENABLE, "id_model")), max_size=3),
+        disable=st.lists(st.sampled_from((*DISABLE, "id_model")), max_size=3),
         inherit=st.booleans(),
         as_str=st.booleans(),
-        chosen=st.sampled_from(sorted(SELECTORS)),
+        chosen=st.sampled_from(["none"] * 3 + sorted(SELECTORS)),  # unselective scopes as often as not
+        on_error=st.sampled_from([None, None, "raise", "fallback"]),
     )
     def make_scope(self, enable: list[str], disable: list[str], inherit: bool, as_str: bool,
-                   chosen: str) -> nv_options:
+                   chosen: str, on_error: str | None = None) -> nv_options:
         disable = [name for name in disable if name not in enable]  # one scope takes a name in one list only
         before = current_options()
         enable_arg: Any = enable[0] if as_str and len(enable) == 1 else enable
         value, predicate = SELECTORS[chosen]
-        scope = nv_options(enable=enable_arg, disable=tuple(disable), inherit=inherit, fusions=value)
+        scope = nv_options(enable=enable_arg, disable=tuple(disable), inherit=inherit, fusions=value,
+                           on_error=on_error)
         _predicates[id(scope)] = predicate
         assert scope.options == OptionSet(enable, disable)
         assert current_options() == before  # construction enters nothing
@@ -232,11 +325,34 @@ class ScopeMachine(RuleBasedStateMachine):
 
         @scope
         def body() -> tuple[OptionSet, OptionSet]:
+            self.model.append(scope)
+            try:
+                self.run_fusions(audited=False)
+            finally:
+                self.model.pop()
             return current_options(), current_options(fusion)
 
         got, got_for_fusion = body()
         assert (got.enable, got.disable) == expected
         assert (got_for_fusion.enable, got_for_fusion.disable) == expected_for_fusion
+
+    @rule()
+    def run_audited(self) -> None:
+        self.run_fusions(audited=True)
+
+    @rule(target=scopes, scope=scopes, inherit=st.booleans(), chosen=st.sampled_from(["same", *sorted(SELECTORS)]))
+    def variant(self, scope: nv_options, inherit: bool, chosen: str) -> nv_options:
+        """The options of a scope made before, with its selector (the same object) or another, and either inherit=:
+        a policy interned for one must not serve another."""
+        if chosen == "same":
+            made = nv_options(scope.options, inherit=inherit, fusions=scope.fusions, on_error=scope.on_error)
+            _predicates[id(made)] = _predicates[id(scope)]
+        else:
+            value, predicate = SELECTORS[chosen]
+            made = nv_options(scope.options, inherit=inherit, fusions=value, on_error=scope.on_error)
+            _predicates[id(made)] = predicate
+        self.all_scopes.append(made)
+        return made
 
     @invariant()
     def matches_the_model(self) -> None:
@@ -249,6 +365,8 @@ class ScopeMachine(RuleBasedStateMachine):
             self.exit()
             self.check()
         assert current_options() == OptionSet()
+        reset_nvscope()
+        self.patches.undo()
 
 
 ScopeMachine.TestCase.settings = settings(
