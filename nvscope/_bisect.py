@@ -51,9 +51,7 @@ class Outcome:
 
 def repro_paths(error: BaseException) -> tuple[str, ...]:
     """The repro scripts that nvscope's failure notes on ``error`` (and the errors it chains) name."""
-    import shlex
-
-    from nvscope._repro import MARK
+    from nvscope._repro import MARK, scripts_named_in
 
     paths: list[str] = []
     seen: set[int] = set()
@@ -64,14 +62,7 @@ def repro_paths(error: BaseException) -> tuple[str, ...]:
         for note in notes if isinstance(notes, list) else ():
             if not (isinstance(note, str) and note.startswith(MARK)):
                 continue
-            for line in note.splitlines():
-                text = line.strip()
-                if text.startswith("repro script:"):
-                    try:
-                        words = shlex.split(text.partition(":")[2])
-                    except ValueError:
-                        words = text.partition(":")[2].split()
-                    paths += [w for w in words if w.endswith(".py")]
+            paths += scripts_named_in(note)
         current = current.__cause__ or current.__context__
     return tuple(dict.fromkeys(paths))
 

@@ -26,6 +26,7 @@ from collections.abc import Iterable, Sequence
 from nvscope import OptionSet, nv_options
 from nvscope._bisect import Outcome, drive
 from nvscope._bisect_report import BisectResult, exact_glob
+from nvscope._repro import scripts_named_in
 
 __all__ = ["bisect_program", "run_line"]
 
@@ -81,16 +82,7 @@ def _detail(done: subprocess.CompletedProcess[str] | None, timeout: float) -> st
 
 
 def _repro(stderr: str) -> tuple[str, ...]:
-    paths = []
-    for line in stderr.splitlines():
-        text = line.strip()
-        if text.startswith("repro script:"):
-            try:
-                words = shlex.split(text.partition(":")[2])
-            except ValueError:
-                words = text.partition(":")[2].split()
-            paths += [w for w in words if w.endswith(".py")]
-    return tuple(dict.fromkeys(paths))
+    return tuple(dict.fromkeys(scripts_named_in(stderr)))
 
 
 def bisect_program(program: Sequence[str], *, module: bool = False, enable: Iterable[str] | str = (),

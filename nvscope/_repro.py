@@ -155,3 +155,21 @@ def _default_directory() -> str:
 
             _directory.append(tempfile.mkdtemp(prefix="nvscope-repro-"))
         return _directory[0]
+
+
+def scripts_named_in(text: str) -> list[str]:
+    """The repro script paths that the ``repro script: ...`` lines of nvscope's notes in ``text`` name, in order."""
+    import shlex
+
+    paths = []
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("repro script:"):
+            command = stripped.partition(":")[2]
+            try:
+                words = shlex.split(command)
+            except ValueError:  # cut short mid-quote: the plain words still hold the path
+                words = command.split()
+            paths += [word for word in words if word.endswith(".py")]
+    return paths
+
