@@ -15,6 +15,7 @@ import importlib.util
 import os
 import sys
 import traceback
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
@@ -166,14 +167,17 @@ def command(ns: argparse.Namespace) -> int:
         sys.path[:] = saved_path
 
 
-def _load_and_search(ns: argparse.Namespace, target: str, where: str, function: str) -> int:
-    from nvscope._numerics import grad_targets
-    from nvscope._search import search
+def load_step(ns: argparse.Namespace, where: str, function: str, error: Callable[[str, int], int],
+              check_params: bool = True) -> tuple[Any, Any] | int:
+    """Import ``where`` (a script, or ``-m`` module) as the command line says and return (its ``function``, the object
+    ``--params`` names or None); or, after ``error(message, exit code)`` said why not, that exit code.
 
+    Shared by ``nvscope search``, ``profile`` and ``bisect``. The caller restores ``sys.argv`` and ``sys.path``.
+    """
     try:
         if ns.module is None:
             if not os.path.isfile(where):
-                return _error(f"can't open file {os.path.abspath(where)!r}: no such file")
+                return error(f"can't open file {os.path.abspath(where)!r}: no such file", 2)
             sys.path.insert(0, os.path.dirname(os.path.abspath(where)))
             sys.argv = [where, *ns.args]
             loaded = _import_script(where)
@@ -181,24 +185,37 @@ def _load_and_search(ns: argparse.Namespace, target: str, where: str, function: 
             sys.path.insert(0, os.getcwd())
             sys.argv = [where, *ns.args]
             if importlib.util.find_spec(where.partition(".")[0]) is None:
-                return _error(f"cannot import module {where!r}: no module named {where.partition('.')[0]!r}")
+                return error(f"cannot import module {where!r}: no module named {where.partition('.')[0]!r}", 2)
             loaded = importlib.import_module(where)
     except Exception:
         traceback.print_exc()
-        return _error(f"importing {where} failed (traceback above)", 1)
+        return error(f"importing {where} failed (traceback above)", 1)
     fn = _attribute(loaded, function)
     if not callable(fn):
-        return _error(f"{where} has no function {function!r}" if fn is None else
-                      f"{where}:{function} is a {type(fn).__name__}, not a function")
+        return error(f"{where} has no function {function!r}" if fn is None else
+                     f"{where}:{function} is a {type(fn).__name__}, not a function", 2)
     params = None
     if ns.params:
         params = _attribute(loaded, ns.params)
         if params is None:
-            return _error(f"--params {ns.params}: {where} has no {ns.params!r}")
-        try:
-            grad_targets((), {}, params)
-        except TypeError as error:
-            return _error(f"--params {ns.params}: {str(error).replace('module= takes', 'takes', 1)}")
+            return error(f"--params {ns.params}: {where} has no {ns.params!r}", 2)
+        if check_params:
+            from nvscope._numerics import grad_targets
+
+            try:
+                grad_targets((), {}, params)
+            except TypeError as problem:
+                return error(f"--params {ns.params}: {str(problem).replace('module= takes', 'takes', 1)}", 2)
+    return fn, params
+
+
+def _load_and_search(ns: argparse.Namespace, target: str, where: str, function: str) -> int:
+    from nvscope._search import search
+
+    loaded = load_step(ns, where, function, _error)
+    if isinstance(loaded, int):
+        return loaded
+    fn, params = loaded
     try:
         if ns.per_fusion:
             from nvscope._search_fusions import search_fusions as search  # type: ignore[assignment]

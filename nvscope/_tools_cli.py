@@ -20,7 +20,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from nvscope._search_cli import _attribute, _count, _import_script, _positive, _rounds, _tolerance
+from nvscope._search_cli import _count, _positive, _rounds, _tolerance, load_step
 
 __all__ = ["add_parsers", "command"]
 
@@ -168,31 +168,10 @@ def command(ns: argparse.Namespace) -> int:
 
 def _load_and_run(ns: argparse.Namespace, enable: list[str], disable: list[str], where: str, function: str) -> int:
     name = ns.command
-    try:
-        if ns.module is None:
-            if not os.path.isfile(where):
-                return _error(name, f"can't open file {os.path.abspath(where)!r}: no such file")
-            sys.path.insert(0, os.path.dirname(os.path.abspath(where)))
-            sys.argv = [where, *ns.args]
-            loaded = _import_script(where)
-        else:
-            sys.path.insert(0, os.getcwd())
-            sys.argv = [where, *ns.args]
-            if importlib.util.find_spec(where.partition(".")[0]) is None:
-                return _error(name, f"cannot import module {where!r}: no module named {where.partition('.')[0]!r}")
-            loaded = importlib.import_module(where)
-    except Exception:
-        traceback.print_exc()
-        return _error(name, f"importing {where} failed (traceback above)", 1)
-    fn = _attribute(loaded, function)
-    if not callable(fn):
-        return _error(name, f"{where} has no function {function!r}" if fn is None else
-                      f"{where}:{function} is a {type(fn).__name__}, not a function")
-    params = None
-    if ns.params:
-        params = _attribute(loaded, ns.params)
-        if params is None:
-            return _error(name, f"--params {ns.params}: {where} has no {ns.params!r}")
+    loaded = load_step(ns, where, function, lambda message, code: _error(name, message, code), check_params=False)
+    if isinstance(loaded, int):
+        return loaded
+    fn, params = loaded
     timing = {k: v for k, v in (("rounds", ns.rounds), ("steps_per_round", ns.steps)) if v is not None}
     common = {"enable": enable, "disable": disable, "tolerance": ns.tolerance, "backward": ns.backward,
               "module": params, "seed": ns.seed, "progress": not ns.quiet, **timing}
