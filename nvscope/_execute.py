@@ -38,7 +38,6 @@ _MAX_RESOLVED = 256  # (policy, own options) pairs remembered per fusion beyond 
 class Adapter:
     """What one adapter supplies to `execute`. Subclasses override every method that raises here."""
 
-    name = "adapter"  # in audit records ("thunder", "nvfuser_direct", ...)
     given_as = "compile-time"  # where a fusion's own options come from, for failure notes
     frontend: _frontends.Frontend = _frontends.DIRECT
     version_error: UnsupportedError | None = None  # set at install: raised when a scope reaches a fusion

@@ -88,18 +88,13 @@ class Partition:
 
     __slots__ = ("disable", "enable", "error", "options", "run", "runner")
 
-    def __init__(self, runner: Any, options: OptionSet,
-                 run: Callable[[tuple[Any, ...], dict[str, Any]], Any] | None = None) -> None:
+    def __init__(self, runner: Any, options: OptionSet, run: Callable[[tuple[Any, ...], dict[str, Any]], Any]) -> None:
         self.runner = runner
         self.options = options
         self.enable = options.enable_list()
         self.disable = options.disable_list()
         self.error: str | None = None
-        self.run = run if run is not None else _unbound
-
-
-def _unbound(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    raise RuntimeError("this partition was built without a run function (an adapter bug)")
+        self.run = run
 
 
 class Frontend:

@@ -72,7 +72,6 @@ def jitted_function(limit: int = 40) -> str | None:
 class WrapperShape(Adapter):
     """Thunder 0.2.6 / 0.2.7.dev's ``FusionDefinitionWrapper`` (a slots dataclass)."""
 
-    name = "thunder"
     FIELDS = ("get_fd", "to_descriptors", "name", "use_cache", "last_used", "last_inputs", "store_inputs",
               "enable_options", "disable_options")
 

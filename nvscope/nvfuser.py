@@ -62,7 +62,6 @@ class FrontendAdapter(Adapter):
 
     def __init__(self, module: ModuleType) -> None:
         self.module = module
-        self.name = module.__name__
         self.original = module.FusionDefinition.execute
         self.frontend = _frontends.frontend_of(module.FusionDefinition)
         self.version_error = _frontends.check_version(_version(module))
