@@ -35,8 +35,9 @@ with fe.FusionDefinition() as fd:
     fd.define_tensor(shape=[2], dtype=fe.DataType.Float)
     fd.ops.linear(0)  # a fusion fuse_matmul can affect (the catalog gates it to matmul/linear)
 fd.execute([1.0])
-print(f"child {os.getpid()}: {nvscope.current_options().as_shell() or '(none)'} dev={nvscope.development_mode()}",
-      flush=True)
+# One write per line (print writes the text and the newline apart): workers sharing a pipe cannot interleave it.
+os.write(1, f"child {os.getpid()}: {nvscope.current_options().as_shell() or '(none)'} "
+            f"dev={nvscope.development_mode()}\n".encode())
 """
 
 
