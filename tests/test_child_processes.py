@@ -37,7 +37,7 @@ with fe.FusionDefinition() as fd:
 fd.execute([1.0])
 # One write per line (print writes the text and the newline apart): workers sharing a pipe cannot interleave it.
 os.write(1, f"child {os.getpid()}: {nvscope.current_options().as_shell() or '(none)'} "
-            f"dev={nvscope.development_mode()}\n".encode())
+            f"dev={nvscope.development_mode()}\\n".encode())
 """
 
 
