@@ -33,31 +33,11 @@ import thunder
 import thunder_steps  # the MLP; importable because Python puts this script's directory on sys.path
 import torch
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "tests", "gpu"))
+from workloads import CODEGEN, LINEAR_GELU, LINEAR_GELU_SHAPES, linear_gelu
+
 import nvscope
 from nvscope import BisectResult, bisect
-
-CODEGEN = {"enable": ["fuse_matmul"], "disable": ["matmul_expr_eval"]}
-SHAPES = ((512, 512, 256), (1024, 4096, 2048))  # (width, hidden, batch): issue 10's, then the search's model
-
-# The step as a fresh process builds it: the same model, seed and input as `linear_gelu` below.
-STEP = """\
-import sys, torch, thunder
-import nvscope
-from nvscope import nv_options
-nvscope.set_development_mode(True)
-width, hidden, batch = {shape}
-torch.manual_seed(0)
-model = torch.nn.Sequential(torch.nn.Linear(width, hidden), torch.nn.GELU(), torch.nn.Linear(hidden, width))
-model = model.cuda().to(torch.bfloat16)
-x = torch.randn(batch, width, device="cuda", dtype=torch.bfloat16, requires_grad=True)
-jitted = thunder.jit(model, nv_enable_linear=True, nv_enable_matmul=True)
-"""
-
-
-def linear_gelu(shape: tuple[int, int, int]) -> tuple[Any, Any, Any]:
-    scope: dict[str, Any] = {}
-    exec(STEP.format(shape=shape), scope)  # the very code the fresh process runs
-    return scope["jitted"], scope["x"], scope["model"]
 
 
 def environment() -> dict[str, Any]:
@@ -92,7 +72,7 @@ def summary(part: str, result: BisectResult) -> None:
 
 
 def part_assert(out: str) -> bool:
-    for shape in SHAPES:
+    for shape in LINEAR_GELU_SHAPES:
         jitted, x, model = linear_gelu(shape)
 
         def loss(jitted: Any = jitted, x: Any = x) -> Any:
@@ -108,7 +88,7 @@ def part_assert(out: str) -> bool:
     ok = result.reproduced and "runtime_info.h" in result.problem
     if result.reproduced:
         # The printed line alone, around the same step, in a fresh process with no NVFUSER_* variable.
-        script = STEP.format(shape=shape) + textwrap.dedent(f"""\
+        script = LINEAR_GELU.format(shape=shape) + textwrap.dedent(f"""\
             with {result.line()}:
                 jitted(x).float().square().mean().backward()
             torch.cuda.synchronize()
@@ -147,7 +127,7 @@ def part_numerics(out: str) -> bool:
 
 def part_subprocess(out: str) -> bool:
     with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False, dir=out, prefix="bisect_program_") as f:
-        f.write(STEP.format(shape=SHAPES[0]) + "jitted(x).float().square().mean().backward()\n"
+        f.write(LINEAR_GELU.format(shape=LINEAR_GELU_SHAPES[0]) + "jitted(x).float().square().mean().backward()\n"
                 "torch.cuda.synchronize()\n")
     json_path = os.path.join(out, "bisect_subprocess.json")
     command = [sys.executable, "-m", "nvscope", "bisect", "--subprocess", "--enable", "fuse_matmul", "--disable",

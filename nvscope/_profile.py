@@ -27,13 +27,13 @@ import time
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from typing import Any
+from typing import Any, NamedTuple
 
 import nvscope
 from nvscope import OptionSet, nv_options
 from nvscope._bisect_report import exact_glob
 from nvscope._names import first_line
-from nvscope._numerics import compare_leaves, flatten_outputs
+from nvscope._numerics import Numerics, compare_leaves, flatten_outputs
 from nvscope._profile_report import ProfileResult, ProfileRow
 from nvscope._schedulers import Recorder, Segment, recorder
 from nvscope._search import _install_adapters, _Runner, _Variant
@@ -56,16 +56,10 @@ class _Clock:
     def __call__(self, record: Any) -> Any:
         return self._measure(record.fusion)
 
-    def _keep(self, fusion: str) -> Callable[[Any], None] | None:
-        outputs = self.outputs
-        if outputs is None or (self.capture is not None and fusion != self.capture):
+    def _keep(self, fusion: str, pending: list[Any]) -> Callable[[Any], None] | None:
+        if self.outputs is None or (self.capture is not None and fusion != self.capture):
             return None
-
-        def keep(values: Any) -> None:
-            calls = outputs.setdefault(fusion, [])
-            calls.append(flatten_outputs(values, f"execution{len(calls)}.out"))
-
-        return keep
+        return pending.append  # copied once the fusion's segments and wall time are taken: the copies are not its own
 
     @contextmanager
     def _measure(self, fusion: str) -> Iterator[Callable[[Any], None] | None]:
@@ -83,7 +77,8 @@ class _Clock:
                 start = torch.cuda.Event(enable_timing=True)
                 start.record()
             began = time.perf_counter()
-            yield self._keep(fusion)
+            pending: list[Any] = []
+            yield self._keep(fusion, pending)
             if self.times is not None:
                 if torch is not None:
                     end = torch.cuda.Event(enable_timing=True)
@@ -97,6 +92,9 @@ class _Clock:
                 self.wall[fusion] = self.wall.get(fusion, 0.0) + (time.perf_counter() - began) * 1e3
         if segments is not None and self.segments is not None:
             self.segments[fusion] = tuple(segments) if segments else None  # type: ignore[assignment]
+        if pending and self.outputs is not None:
+            calls = self.outputs.setdefault(fusion, [])
+            calls.append(flatten_outputs(pending[0], f"execution{len(calls)}.out"))
 
     def per_call(self, steps: int) -> dict[str, float]:
         """ms per step of each fusion in the block just timed (the device has been synchronised)."""
@@ -153,17 +151,15 @@ def profile(fn: Callable[..., Any], /, *args: Any, enable: Any = (), disable: An
             for quiet in (nvscope.NoFusionWarning, nvscope.NoEffectWarning, nvscope.FallbackWarning):
                 warnings.simplefilter("ignore", quiet)  # the rows say which fusions ran, changed and failed
             _install_adapters()
-            first = {"default": _first(runner, default, clock)}
+            base = _first(runner, default, clock)
             clock.cuda = runner.timer.detect()  # CUDA events once the default used CUDA, as the search decides
-            first["options"] = _first(runner, variant, clock)
-            infos, segs, wall, outs, leaves, partitions, _ = first["default"]
-            runner.reference = leaves
-            step_numerics = compare_leaves(leaves, first["options"][4], tolerance)
-            chosen = [i for i in infos if scope.fusions is None or scope.fusions(i)]
-            say(f"{len(infos)} fusions ran; {len(chosen)} selected; the options broke "
-                f"{len(first['options'][6])} of them")
-            numerics = _isolated(runner, clock, options, chosen, first["options"][5], outs, tolerance, say)
-            broken = first["options"][6]
+            under = _first(runner, variant, clock)
+            runner.reference = base.leaves
+            step_numerics = compare_leaves(base.leaves, under.leaves, tolerance)
+            chosen = [i for i in base.infos if scope.fusions is None or scope.fusions(i)]
+            broken = under.errors
+            say(f"{len(base.infos)} fusions ran; {len(chosen)} selected; the options broke {len(broken)} of them")
+            numerics = _isolated(runner, clock, options, chosen, under.counts, base.outputs, tolerance, say)
             if broken:  # time the options where they work: the broken ones run their defaults in both variants
                 kept = [exact_glob(i.id) for i in chosen if i.id not in broken]
                 variant.scope = nv_options(options, fusions=kept, on_error="fallback") if kept else \
@@ -176,14 +172,15 @@ def profile(fn: Callable[..., Any], /, *args: Any, enable: Any = (), disable: An
         nvscope.set_development_mode(previous)
     rows = []
     for info in chosen:
-        d, o = fusion_times["default"].get(info.id), fusion_times["options"].get(info.id)
+        f = info.id
+        d, o = fusion_times["default"].get(f), fusion_times["options"].get(f)
         timed = d is not None and o is not None and len(d) == len(o) == rounds and all(x > 0 for x in (*d, *o))
         rows.append(ProfileRow(
-            info.id, info.phase, tuple(info.ops or ()), partitions.get(info.id, 0),
-            median(d) if d else None, median(o) if o else None,
-            summarize(o, d, seed=seed) if timed and info.id not in broken else None,  # type: ignore[arg-type]
-            segs.get(info.id), first["options"][1].get(info.id), wall.get(info.id), first["options"][2].get(info.id),
-            numerics.get(info.id), broken.get(info.id), first["options"][5].get(info.id, 0) > 0))
+            f, info.phase, tuple(info.ops or ()), base.counts.get(f, 0), median(d) if d else None,
+            median(o) if o else None,
+            summarize(o, d, seed=seed) if timed and f not in broken else None,  # type: ignore[arg-type]
+            base.segments.get(f), under.segments.get(f), base.wall.get(f), under.wall.get(f), numerics.get(f),
+            broken.get(f), under.counts.get(f, 0) > 0, base.repeat.get(f)))
     if default.numerics is not None and not default.numerics.ok:
         notes.append(f"the default is not repeatable ({default.numerics.detail}): output differences may be its own")
     if clock.recorder is None:
@@ -200,7 +197,20 @@ def _listen(record: Any) -> None:
     """A sink that keeps nothing: while it is registered, every fusion execution runs inside the timers."""
 
 
-def _first(runner: _Runner, v: _Variant, clock: _Clock) -> tuple[Any, ...]:
+class _FirstCall(NamedTuple):
+    """What a variant's first call showed, per fusion id where it is a dict."""
+
+    infos: list[Any]  # the fusions, in first-execution order
+    segments: dict[str, tuple[Segment, ...]]  # nvFuser's segments of each fusion's first execution
+    wall: dict[str, float]  # ms, compile included
+    outputs: dict[str, list[list[tuple[str, Any]]]]  # output copies per execution (the default's only)
+    leaves: list[tuple[str, Any]]  # the step's outputs and gradients
+    counts: dict[str, int]  # executions (the options': those that ran in a partition of their own)
+    errors: dict[str, str]  # fusions that failed under the options: the error's first line and nvscope's note
+    repeat: dict[str, Numerics]  # the default's: each fusion's outputs in a second call against the first's
+
+
+def _first(runner: _Runner, v: _Variant, clock: _Clock) -> _FirstCall:
     """A variant's first call (audited, segments, wall times, outputs of the default's fusions), then its warm-up."""
     segments: dict[str, tuple[Segment, ...]] = {}
     wall: dict[str, float] = {}
@@ -216,8 +226,16 @@ def _first(runner: _Runner, v: _Variant, clock: _Clock) -> tuple[Any, ...]:
         del out
     finally:
         clock.segments = clock.wall = clock.outputs = None
-    if v.stage == "default":
-        v.numerics = compare_leaves(leaves, runner.snapshot(runner.invoke()), runner.tolerance)
+    repeat: dict[str, Numerics] = {}
+    if v.stage == "default":  # once more: a fusion whose own defaults move between calls has no reference outputs
+        again: dict[str, list[list[tuple[str, Any]]]] = {}
+        clock.outputs = again
+        try:
+            v.numerics = compare_leaves(leaves, runner.snapshot(runner.invoke()), runner.tolerance)
+        finally:
+            clock.outputs = None
+        repeat = {f: compare_leaves(_flat(calls), _flat(again.get(f, [])), runner.tolerance)
+                  for f, calls in outputs.items()}
     with v.scope:
         for _ in range(runner.warmup):
             runner.invoke()
@@ -228,9 +246,12 @@ def _first(runner: _Runner, v: _Variant, clock: _Clock) -> tuple[Any, ...]:
     else:  # executions that ran in a partition of their own under the options
         counts = {i.id: sum(r.fusion == i.id and r.partition in ("new", "reused") for r in log.records)
                   for i in infos}
-    errors = {r.fusion: r.error for r in log.records if r.partition == "fallback" and r.error}
-    errors = {f: _error_line(e) for f, e in errors.items()}
-    return infos, segments, wall, outputs, leaves, counts, errors
+    errors = {r.fusion: _error_line(r.error) for r in log.records if r.partition == "fallback" and r.error}
+    return _FirstCall(infos, segments, wall, outputs, leaves, counts, errors, repeat)
+
+
+def _flat(calls: list[list[tuple[str, Any]]]) -> list[tuple[str, Any]]:
+    return [leaf for execution in calls for leaf in execution]
 
 
 def _error_line(text: str) -> str:
@@ -259,9 +280,7 @@ def _isolated(runner: _Runner, clock: _Clock, options: OptionSet, chosen: list[A
             continue
         finally:
             clock.outputs = clock.capture = None
-        flat = [leaf for execution in outputs.get(info.id, []) for leaf in execution]
-        numerics[info.id] = compare_leaves([leaf for execution in reference[info.id] for leaf in execution], flat,
-                                           tolerance)
+        numerics[info.id] = compare_leaves(_flat(reference[info.id]), _flat(outputs.get(info.id, [])), tolerance)
     return numerics
 
 

@@ -35,7 +35,8 @@ class ProfileRow:
     options, against its outputs under the defaults. ``error``: the fusion failed under the options (it then ran
     again with its defaults, so the step went on): the first line of the error and nvscope's note. ``reached``:
     whether the options reached it (False: the catalog says none of them can change a fusion holding its ops, so it
-    kept its default kernels).
+    kept its default kernels). ``default_repeat``: this fusion's outputs in a second call of the step under the
+    defaults against the first's; where they moved, its defaults are not repeatable and ``numerics`` means nothing.
     """
 
     fusion: str
@@ -52,6 +53,7 @@ class ProfileRow:
     numerics: Numerics | None = None
     error: str | None = None
     reached: bool = True
+    default_repeat: Numerics | None = None
 
     @property
     def interval(self) -> tuple[float, float] | None:
@@ -70,18 +72,28 @@ class ProfileRow:
 
     @property
     def delta_ms(self) -> float | None:
-        """Time per step the options save (< 0) or cost (> 0) on this fusion."""
-        if self.default_ms is None or self.options_ms is None:
+        """Time per step the options save (< 0) or cost (> 0) on this fusion: its default time x (ratio - 1).
+
+        From the paired per-round ratio, not the difference of the two medians: in a host-bound step a fusion's CUDA
+        event time jumps between rounds (launch gaps fall inside it), and the medians of the two variants can land on
+        different modes (0.18 vs 0.08 ms on the H200 for a fusion whose paired ratio was 0.997). Without a ratio, the
+        difference of the medians."""
+        if self.default_ms is None:
             return None
-        return self.options_ms - self.default_ms
+        if self.ratio is not None:
+            return self.default_ms * (self.ratio.median - 1)
+        return None if self.options_ms is None else self.options_ms - self.default_ms
 
     @property
     def status(self) -> str:
-        """"failed", "not reached", "outputs differ", "not timed", or the timing verdict."""
+        """"failed", "not reached", "default not repeatable", "outputs differ", "not timed", or the timing
+        verdict."""
         if self.error is not None:
             return "failed"
         if not self.reached:
             return "not reached"
+        if self.default_repeat is not None and not self.default_repeat.ok:
+            return "default not repeatable"
         if self.numerics is not None and not self.numerics.ok:
             return "outputs differ"
         return "not timed" if self.ratio is None else self.ratio.verdict
@@ -159,12 +171,14 @@ class ProfileResult:
             r = row.ratio
             cells = ("-", "", "not timed") if r is None else (f"{r.median:.3f}", f"{r.low:.3f}-{r.high:.3f}",
                                                                 r.verdict if row.reached else "not reached")
-            schedulers = f"{_schedulers(row.default_segments)} -> {_schedulers(row.options_segments)}"
+            schedulers = _scheduler_change(row)
             compiled = row.compile_ms
             compile_cell = (f"{_ms(compiled['default'])}/{_ms(compiled['options'])}"
                             if compiled["default"] is not None or compiled["options"] is not None else "-")
-            n = row.numerics
+            n, again = row.numerics, row.default_repeat
             outputs = "-" if n is None else ("match" if n.ok else f"DIFFER: {n.detail}")
+            if again is not None and not again.ok:
+                outputs = f"DEFAULT NOT REPEATABLE: {again.detail}"
             lines.append(f"{name:<{width}} {_ms(row.default_ms):>8} {_ms(row.options_ms):>8} {cells[0]:>6} "
                          f"{cells[1]:>13}  {cells[2]:<22} {schedulers:<32} {compile_cell:>13}  {outputs}")
         tolerance = ("per dtype: " + ", ".join(f"{k} {v:g}" for k, v in DEFAULT_TOLERANCES.items())
@@ -180,12 +194,16 @@ class ProfileResult:
             f"times: each fusion's {self.timer} time per step, summed over its executions, in {self.rounds} "
             f"randomized paired rounds of {self.steps_per_round} step{'s' * (self.steps_per_round != 1)} per variant "
             "(median; ratio options/default per round, median and 95% bootstrap interval; < 1 is faster)",
-            f"schedulers and compile ms (default/options): nvFuser's segments in each variant's first call, from "
+            f"schedulers and compile ms (default/options): nvFuser's segments in each variant's first call (one list "
+            f"where the options kept the same), from "
             f"{self.schedulers_from or 'nothing here (no CUDA or no nvFuser): ?'}",
             f"outputs: each fusion's outputs with only that fusion under the options, against the defaults; "
             f"tolerance on max|diff| / max|default| {tolerance}",
-            "not reached: none of the options can change a fusion holding its ops (the catalog's gates), so it kept "
-            "its default kernels",
+            *(["not reached: none of the options can change a fusion holding its ops (the catalog's gates), so it "
+               "kept its default kernels"] if any(not r.reached for r in self.rows) else []),
+            *(["default not repeatable: the fusion's own outputs moved between two calls under the defaults (an "
+               "output it does not write, or a nondeterministic kernel), so they are no reference"]
+              if any(r.status == "default not repeatable" for r in self.rows) else []),
             *(f"note: {note}" for note in self.notes),
         ]
         return "\n".join(lines)
@@ -213,7 +231,8 @@ class ProfileResult:
         rows = tuple(ProfileRow(
             r["fusion"], r["phase"], tuple(r["ops"]), r["calls"], r["default_ms"], r["options_ms"],
             _ratio(r["ratio"]), _segments(r["default_segments"]), _segments(r["options_segments"]),
-            r["default_first_ms"], r["options_first_ms"], _numerics(r["numerics"]), r["error"], r["reached"])
+            r["default_first_ms"], r["options_first_ms"], _numerics(r["numerics"]), r["error"], r["reached"],
+            _numerics(r.get("default_repeat")))
             for r in data["rows"])
         return cls(rows, _options(data["options"]), data["timer"], data["rounds"], data["steps_per_round"],
                    data["warmup"], data["tolerance"], data["seed"], data["elapsed_s"], _ratio(data["step"]),
@@ -239,30 +258,49 @@ class ProfileResult:
             raise ImportError("ProfileResult.plot needs matplotlib: pip install matplotlib "
                               "(the profile itself works without it)") from None
         rows = self.ranked()
-        fig = Figure(figsize=(9, 1.4 + 0.36 * max(1, len(rows))), layout="constrained")
+        fig = Figure(figsize=(11, 1.4 + 0.3 * max(1, len(rows))), layout="constrained")
         ax = fig.add_subplot()
         colors = {"faster": "tab:green", "slower": "tab:red", "no difference detected": "tab:gray"}
+        odd = {"outputs differ": "tab:orange", "default not repeatable": "tab:purple", "not reached": "silver"}
+        ratios = []
         for y, r in enumerate(reversed(rows)):
             if r.ratio is None or r.error is not None:
                 ax.text(0.02, y, ("failed: " + (r.error or "").splitlines()[0] if r.error else "not timed")[:90],
                         transform=ax.get_yaxis_transform(), ha="left", va="center", fontsize=7, color="tab:red")
                 continue
-            color = "tab:orange" if r.status == "outputs differ" else colors[r.ratio.verdict]
+            color = odd.get(r.status, colors.get(r.ratio.verdict, "tab:gray"))
+            ratios += [r.ratio.low, r.ratio.high]
             ax.errorbar([r.ratio.median], [y], xerr=[[r.ratio.median - r.ratio.low], [r.ratio.high - r.ratio.median]],
-                        fmt="o", color=color, capsize=3)
+                        fmt="o", color=color, capsize=3, fillstyle="none" if r.status == "not reached" else "full")
         ax.axvline(1.0, color="black", linewidth=0.8, linestyle="--")
+        ax.set_xscale("log")  # ratios: 0.5 and 2 equally far from 1
+        if ratios:
+            low, high = max(min(ratios), 0.1), min(max(ratios), 10.0)  # one wild interval must not squash the rest
+            ax.set_xlim(min(low, 0.9) / 1.1, max(high, 1.1) * 1.1)
+        ticks = [t for t in (0.1, 0.25, 0.5, 0.67, 0.8, 1, 1.25, 1.5, 2, 4, 10)
+                 if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
+        ax.set_xticks(ticks, [f"{t:g}" for t in ticks], fontsize=7)
+        ax.minorticks_off()
         ax.set_ylim(-0.6, len(rows) - 0.4)
-        for name, color in (*colors.items(), ("outputs differ", "tab:orange")):
-            ax.plot([], [], "o", color=color, label=name)
-        ax.legend(fontsize=7, loc="best")
-        labels = [f"{r.fusion} [{_schedulers(r.default_segments)} -> {_schedulers(r.options_segments)}]"
-                  for r in reversed(rows)]
-        ax.set_yticks(range(len(rows)), labels, fontsize=7)
-        ax.set_xlabel(f"fusion time under the options / under the defaults, per round (median, 95% interval; "
-                      f"{self.rounds} rounds); < 1 is faster", fontsize=8)
+        for name, color in (*colors.items(), *odd.items()):
+            ax.plot([], [], "o", color=color, label=name, fillstyle="none" if name == "not reached" else "full")
+        ax.legend(fontsize=7, loc="lower right")
+        ax.set_yticks(range(len(rows)), [_plot_label(r) for r in reversed(rows)], fontsize=7)
+        ax.set_xlabel(f"fusion time under the options / under the defaults, per round (< 1 is faster)\n"
+                      f"median and 95% interval over {self.rounds} rounds; log scale, clipped to 0.1-10", fontsize=8)
         fig.suptitle(textwrap.fill(title or f"nvscope profile: {_label(self.options)}", 90), fontsize=9)
         fig.savefig(path, dpi=130)
         return path
+
+
+def _scheduler_change(r: ProfileRow) -> str:
+    """``default -> options``, or the one list where the options kept the same schedulers."""
+    default, options = _schedulers(r.default_segments), _schedulers(r.options_segments)
+    return default if options == default else f"{default} -> {options}"
+
+
+def _plot_label(r: ProfileRow) -> str:
+    return f"{r.fusion} [{_scheduler_change(r)}]"
 
 
 def _label(options: OptionSet) -> str:
@@ -309,5 +347,5 @@ def _row_dict(r: ProfileRow) -> dict[str, Any]:
         "compile_ms": r.compile_ms, "default_segments": _segments_dict(r.default_segments),
         "options_segments": _segments_dict(r.options_segments), "default_first_ms": r.default_first_ms,
         "options_first_ms": r.options_first_ms, "numerics": _numerics_dict(r.numerics), "error": r.error,
-        "reached": r.reached,
+        "reached": r.reached, "default_repeat": _numerics_dict(r.default_repeat),
     }

@@ -31,6 +31,21 @@ def _development_mode(request: pytest.FixtureRequest) -> Iterator[None]:
         nvscope.set_development_mode(previous)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _repro_scripts_in_pytests_tmp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Repro scripts of the suite's failing fusions go to pytest's temporary directories (cleaned up by pytest), not
+    to a new ``nvscope-repro-*`` directory under /tmp per test process; a test may still set or unset the variable."""
+    import os
+
+    before = os.environ.get("NVSCOPE_REPRO_DIR")
+    os.environ["NVSCOPE_REPRO_DIR"] = str(tmp_path_factory.mktemp("repro"))
+    yield
+    if before is None:
+        os.environ.pop("NVSCOPE_REPRO_DIR", None)
+    else:
+        os.environ["NVSCOPE_REPRO_DIR"] = before
+
+
 @pytest.fixture(autouse=True)
 def _no_scope_leaks() -> Iterator[None]:
     """Every test starts and ends with no active scope in the main thread."""

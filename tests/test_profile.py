@@ -33,12 +33,14 @@ def double(monkeypatch: pytest.MonkeyPatch) -> Iterator[ThunderDouble]:
 
 class Model:
     """Four fusions in a row; tag k's execute sleeps ``sleep[k]`` seconds, times ``factor[k]`` under ``option[k]``,
-    and multiplies its output by ``scale[k]`` under that option."""
+    and multiplies its output by ``scale[k]`` under that option (and by ``1 + drift[k] * calls`` always)."""
 
     def __init__(self, double: ThunderDouble, monkeypatch: pytest.MonkeyPatch, behaviour: dict[int, dict[str, Any]],
                  breaks: dict[int, str] | None = None, n: int = 4) -> None:
         fe = double.fe
         original = fe.FusionDefinition.execute
+
+        calls: dict[int, int] = {}
 
         def execute(fd: Any, inputs: Any, **kwargs: Any) -> Any:
             enabled = set(kwargs.get("_enable_options") or ())
@@ -47,6 +49,9 @@ class Model:
             on = b.get("option") in enabled
             time.sleep(b.get("sleep", 0.001) * (b.get("factor", 1.0) if on else 1.0))
             outputs = original(fd, inputs, **kwargs)
+            calls[tag] = calls.get(tag, 0) + 1
+            if b.get("drift"):  # moves on every call, options or not (an output it leaves unwritten, say)
+                outputs = [o * (1 + b["drift"] * calls[tag]) for o in outputs]
             return [o * b.get("scale", 1.0) for o in outputs] if on else outputs
 
         monkeypatch.setattr(fe.FusionDefinition, "execute", execute)
@@ -130,6 +135,50 @@ def test_fusions_the_options_cannot_change_are_marked_not_reached(double: Thunde
     assert result["forward/nvFusion9"].reached is False and result["forward/nvFusion9"].status == "not reached"
     assert result["forward/nvFusion0"].reached is True
     assert result.ranked()[-1].fusion == "forward/nvFusion9"
+
+
+def test_a_fusion_whose_defaults_move_between_calls_is_no_reference(double: ThunderDouble,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    model = Model(double, monkeypatch, {3: {"option": "fast_math", "drift": 0.5}})  # the last fusion drifts
+    result = profile(model, 1.0, enable=["fast_math"], **QUICK)
+    drifting = result["forward/nvFusion3"]
+    assert drifting.status == "default not repeatable", drifting
+    assert drifting.default_repeat is not None and not drifting.default_repeat.ok
+    assert all(result[f"forward/nvFusion{k}"].default_repeat.ok for k in range(3))  # type: ignore[union-attr]
+    assert all(result[f"forward/nvFusion{k}"].status != "default not repeatable" for k in range(3))
+    table = result.table()
+    assert "DEFAULT NOT REPEATABLE" in table and "default not repeatable: the fusion's own outputs moved" in table
+    assert "not reached:" not in table  # that legend only where a row is not reached
+    assert ProfileResult.from_json(result.to_json()) == result
+
+
+def test_output_copies_are_not_counted_as_the_fusions_own_work(double: ThunderDouble,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The profile copies each fusion's outputs to compare them; those copies must not show up among the fusion's
+    segments (they did: kernel names read 'Memcpy DtoD' after each nanoGPT fusion on the H200) or in its time."""
+    torch = pytest.importorskip("torch")
+    from contextlib import contextmanager
+
+    import nvscope._profile
+    from nvscope._schedulers import Segment
+
+    class OpsRecorder(Recorder):
+        """Segments from the CPU ops torch.profiler sees inside the execution: ``aten::mul`` is the fusion's own."""
+
+        @contextmanager
+        def _kernel_names(self) -> Iterator[list[Segment]]:
+            segments: list[Segment] = []
+            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+                yield segments
+            segments += [Segment(i, e.name, e.name) for i, e in enumerate(prof.events()) if e.name.startswith("aten::")]
+
+    monkeypatch.setattr(nvscope._profile, "recorder", lambda source="kernels": OpsRecorder("CPU ops"))
+    model = Model(double, monkeypatch, {})
+    result = profile(model, torch.ones(8), enable=["fast_math"], **QUICK)
+    for row in result.rows:
+        seen = {s.scheduler for s in row.default_segments or ()}
+        assert "aten::mul" in seen and "aten::clone" not in seen, (row.fusion, seen)
+    assert all(r.numerics is not None and r.numerics.ok for r in result.rows)  # the copies were still taken
 
 
 class FakeKernel:

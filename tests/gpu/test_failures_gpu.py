@@ -29,17 +29,9 @@ from nvscope import OptionSet, nv_options
 
 torch = pytest.importorskip("torch")
 thunder = pytest.importorskip("thunder")
+from workloads import CODEGEN, LINEAR_GELU_SHAPES, linear_gelu  # noqa: E402  (needs torch and Thunder)
 
-CODEGEN = {"enable": ["fuse_matmul"], "disable": ["matmul_expr_eval"]}
 CODEGEN_ARGS = "_enable_options=['fuse_matmul'], _disable_options=['matmul_expr_eval']"
-
-
-def _linear_gelu(width: int, hidden: int, batch: int) -> tuple[Any, Any]:
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(width, hidden), torch.nn.GELU(), torch.nn.Linear(hidden, width))
-    x = torch.randn(batch, width, device="cuda", dtype=torch.bfloat16, requires_grad=True)
-    jitted = thunder.jit(model.cuda().to(torch.bfloat16), nv_enable_linear=True, nv_enable_matmul=True)
-    return jitted, x
 
 
 def test_a_failing_scoped_backward_names_its_options_and_its_repro_reproduces(
@@ -47,8 +39,8 @@ def test_a_failing_scoped_backward_names_its_options_and_its_repro_reproduces(
     monkeypatch.setenv("NVSCOPE_REPRO_DIR", str(tmp_path))
     # Issue 10's model first; the larger one (tests/gpu/test_search_gpu.py's) if this nvFuser runs the first fine.
     error: BaseException | None = None
-    for shape in ((512, 512, 256), (1024, 4096, 2048)):
-        jitted, x = _linear_gelu(*shape)
+    for shape in LINEAR_GELU_SHAPES:
+        jitted, x, _ = linear_gelu(shape)
 
         def loss(jitted: Any = jitted, x: Any = x) -> Any:
             return jitted(x).float().square().mean()

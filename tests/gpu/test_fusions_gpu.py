@@ -64,7 +64,7 @@ def test_a_selector_reaches_only_its_phase(selected: str, other: str) -> None:
 
 
 def test_fallback_completes_the_failing_step_with_the_unscoped_gradients() -> None:
-    jitted, x = linear_gelu()
+    jitted, x, _ = linear_gelu()
 
     def step() -> Any:
         x.grad = None

@@ -24,34 +24,14 @@ from nvscope import OptionSet, bisect, profile
 
 torch = pytest.importorskip("torch")
 thunder = pytest.importorskip("thunder")
-
-CODEGEN = {"enable": ["fuse_matmul"], "disable": ["matmul_expr_eval"]}
-SHAPES = ((512, 512, 256), (1024, 4096, 2048))
-MODEL = """\
-import torch, thunder
-import nvscope
-from nvscope import nv_options
-nvscope.set_development_mode(True)
-width, hidden, batch = {shape}
-torch.manual_seed(0)
-model = torch.nn.Sequential(torch.nn.Linear(width, hidden), torch.nn.GELU(), torch.nn.Linear(hidden, width))
-model = model.cuda().to(torch.bfloat16)
-x = torch.randn(batch, width, device="cuda", dtype=torch.bfloat16, requires_grad=True)
-jitted = thunder.jit(model, nv_enable_linear=True, nv_enable_matmul=True)
-"""
-
-
-def _model(shape: tuple[int, int, int]) -> tuple[Any, Any, Any]:
-    scope: dict[str, Any] = {}
-    exec(MODEL.format(shape=shape), scope)  # the code the fresh process runs too
-    return scope["jitted"], scope["x"], scope["model"]
+from workloads import CODEGEN, LINEAR_GELU, LINEAR_GELU_SHAPES, linear_gelu  # noqa: E402  (needs torch and Thunder)
 
 
 def test_bisect_names_the_runtime_info_assert_and_its_line_reproduces_alone(tmp_path: Path,
                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NVSCOPE_REPRO_DIR", str(tmp_path))
-    for shape in SHAPES:
-        jitted, x, model = _model(shape)
+    for shape in LINEAR_GELU_SHAPES:
+        jitted, x, model = linear_gelu(shape)
 
         def loss(jitted: Any = jitted, x: Any = x) -> Any:
             return jitted(x).float().square().mean()
@@ -78,7 +58,7 @@ def test_bisect_names_the_runtime_info_assert_and_its_line_reproduces_alone(tmp_
     assert nvscope.current_options() == OptionSet()
     # The printed line, alone around the same step, in a fresh process with no NVFUSER_* variable.
     script = tmp_path / "line.py"
-    script.write_text(MODEL.format(shape=shape) + textwrap.dedent(f"""\
+    script.write_text(LINEAR_GELU.format(shape=shape) + textwrap.dedent(f"""\
         with {result.line()}:
             jitted(x).float().square().mean().backward()
         torch.cuda.synchronize()
@@ -110,8 +90,8 @@ def test_profile_names_the_matmul_scheduler_under_matmul_codegen() -> None:
 
 
 def test_profile_a_failing_fusion_is_a_row_and_the_profile_goes_on() -> None:
-    for shape in SHAPES:
-        jitted, x, model = _model(shape)
+    for shape in LINEAR_GELU_SHAPES:
+        jitted, x, model = linear_gelu(shape)
 
         def loss(jitted: Any = jitted, x: Any = x) -> Any:
             return jitted(x).float().square().mean()
@@ -131,36 +111,55 @@ def test_profile_a_failing_fusion_is_a_row_and_the_profile_goes_on() -> None:
     assert "FAILED under the options" in result.table()
 
 
-def test_schedulers_match_the_kernel_names() -> None:
-    """The PythonProfiler's scheduler per segment against what torch.profiler's kernel names say (nvfuser_<sched>_*),
-    in two passes (two CUPTI clients at once are not asked for)."""
-    from contextlib import contextmanager
-
-    from nvscope import _events
-    from nvscope._schedulers import recorder, scheduler_of_kernel
-
-    jitted, x, _ = _model(SHAPES[0])
-    with torch.no_grad():
-        jitted(x)  # compiled
-    rec = recorder("nvfuser")  # opt-in; this test runs it in a process where torch.profiler has not run yet
-    assert rec is not None and rec.source == "nvFuser's PythonProfiler"
-    seen: list[Any] = []
-
-    @contextmanager
-    def timer(record: Any) -> Any:
-        with rec.record() as segments:
-            yield None
-        seen.append(segments)
-
-    _events.TIMERS.append(timer)
-    try:
-        with torch.no_grad(), nvscope.audit():
-            jitted(x)
-    finally:
-        _events.TIMERS.remove(timer)
+_SCHEDULERS = """\
+import json, sys
+from contextlib import contextmanager
+from nvscope import _events
+from nvscope._schedulers import recorder
+nvscope.install()  # the timing hook runs inside nvscope's patched executor; nothing scoped has installed it here
+with torch.no_grad():
+    jitted(x)  # compiled
+if sys.argv[1] == "names":  # torch.profiler's kernel names
     with torch.no_grad():
         names, _ = nvscope.kernel_names(lambda: jitted(x))
-    from_profiler = [s.scheduler for segments in seen for s in segments if s.scheduler != "expr_eval"]
-    from_names = [scheduler_of_kernel(n) for n in names if "nvfuser" in n]
-    print(from_profiler, names)
+    print("SEEN " + json.dumps(names))
+    raise SystemExit
+rec = recorder("nvfuser")  # opt-in; this process has not run torch.profiler
+assert rec is not None and rec.source == "nvFuser's PythonProfiler", rec and rec.source
+seen = []
+
+@contextmanager
+def timer(record):
+    with rec.record() as segments:
+        yield None
+    seen.append(segments)
+
+_events.TIMERS.append(timer)
+with torch.no_grad(), nvscope.audit():
+    jitted(x)
+_events.TIMERS.remove(timer)
+print("SEEN " + json.dumps([s.scheduler for segments in seen for s in segments]))
+"""
+
+
+def test_schedulers_match_the_kernel_names(tmp_path: Path) -> None:
+    """The PythonProfiler's scheduler per segment against what torch.profiler's kernel names say (nvfuser_<sched>_*),
+    each in a fresh process of its own: CUPTI takes one client per process (nvFuser's profiler aborts after
+    torch.profiler ran; torch.profiler sees no kernels after nvFuser's profiler ran), and other tests here use
+    torch.profiler."""
+    import json
+
+    from nvscope._schedulers import scheduler_of_kernel
+
+    script = tmp_path / "schedulers.py"
+    script.write_text(LINEAR_GELU.format(shape=LINEAR_GELU_SHAPES[0]) + _SCHEDULERS)
+    seen = {}
+    for source in ("names", "profiler"):
+        done = fresh_python(str(script), source)
+        lines = [line for line in done.stdout.splitlines() if line.startswith("SEEN ")]
+        assert done.returncode == 0 and lines, (done.stdout + done.stderr)[-3000:]
+        seen[source] = json.loads(lines[-1][len("SEEN "):])
+    print(seen)
+    from_profiler = [s for s in seen["profiler"] if s != "expr_eval"]
+    from_names = [scheduler_of_kernel(n) for n in seen["names"] if "nvfuser" in n]
     assert from_profiler and sorted(from_profiler) == sorted(from_names)

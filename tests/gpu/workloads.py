@@ -18,20 +18,45 @@ CODEGEN = {"enable": ["fuse_matmul"], "disable": ["matmul_expr_eval"]}
 
 def nanogpt(batch: int = 4, seq: int = 256, layers: int = 4, width: int = 768) -> tuple[Any, Any, Any]:
     """(jitted model, idx, targets): ``jitted(idx, targets)`` returns (logits, loss)."""
-    from thunder.tests import nanogpt_model
-
-    torch.manual_seed(0)
-    config = nanogpt_model.GPTConfig(n_layer=layers, n_head=12, n_embd=width, block_size=seq, dropout=0.0)
-    model = nanogpt_model.GPT(config).cuda()
-    idx = torch.randint(0, config.vocab_size, (batch, seq), device="cuda")
-    targets = torch.randint(0, config.vocab_size, (batch, seq), device="cuda")
+    model, idx, targets = nanogpt_model(batch, seq, layers, width)
     return thunder.jit(model), idx, targets
 
 
-def linear_gelu(width: int = 1024, hidden: int = 4096, batch: int = 2048) -> tuple[Any, Any]:
-    """(jitted bf16 Linear-GELU-Linear with nvFuser linears and matmuls, a bf16 input that requires grad)."""
+def nanogpt_model(batch: int = 4, seq: int = 256, layers: int = 4, width: int = 768,
+                  dtype: Any = None) -> tuple[Any, Any, Any]:
+    """(the CUDA module, not jitted; idx; targets), seeded; ``dtype`` None keeps float32."""
+    from thunder.tests import nanogpt_model as gpt
+
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(width, hidden), torch.nn.GELU(), torch.nn.Linear(hidden, width))
-    x = torch.randn(batch, width, device="cuda", dtype=torch.bfloat16, requires_grad=True)
-    jitted = thunder.jit(model.cuda().to(torch.bfloat16), nv_enable_linear=True, nv_enable_matmul=True)
-    return jitted, x
+    config = gpt.GPTConfig(n_layer=layers, n_head=12, n_embd=width, block_size=seq, dropout=0.0)
+    model = gpt.GPT(config).cuda()
+    if dtype is not None:
+        model = model.to(dtype)
+    idx = torch.randint(0, config.vocab_size, (batch, seq), device="cuda")
+    targets = torch.randint(0, config.vocab_size, (batch, seq), device="cuda")
+    return model, idx, targets
+
+
+# The Linear-GELU-Linear as program text: tests and benchmarks build it from this text in-process (`linear_gelu`) and
+# write it into the fresh processes that must reproduce a failure alone, so both run the very same model and input.
+LINEAR_GELU = """\
+import torch, thunder
+import nvscope
+from nvscope import nv_options
+nvscope.set_development_mode(True)
+width, hidden, batch = {shape}
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(width, hidden), torch.nn.GELU(), torch.nn.Linear(hidden, width))
+model = model.cuda().to(torch.bfloat16)
+x = torch.randn(batch, width, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+jitted = thunder.jit(model, nv_enable_linear=True, nv_enable_matmul=True)
+"""
+LINEAR_GELU_SHAPES = ((512, 512, 256), (1024, 4096, 2048))  # (width, hidden, batch): issue 10's, the search's model
+
+
+def linear_gelu(shape: tuple[int, int, int] = LINEAR_GELU_SHAPES[1]) -> tuple[Any, Any, Any]:
+    """(jitted bf16 Linear-GELU-Linear with nvFuser linears and matmuls, a bf16 input that requires grad, the module),
+    built by running `LINEAR_GELU` (it also turns development mode on, as a fresh process wants it)."""
+    scope: dict[str, Any] = {}
+    exec(LINEAR_GELU.format(shape=shape), scope)
+    return scope["jitted"], scope["x"], scope["model"]
