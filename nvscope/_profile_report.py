@@ -157,8 +157,13 @@ class ProfileResult:
         """The ranked table, then how it was measured and the notes."""
         label = _label(self.options)
         width = min(40, max(len("fusion"), *(len(r.fusion) + 4 for r in self.rows))) if self.rows else 10
+        # nvFuser's compile time where its profiler gave one; else the fusion's wall time in each first call, which
+        # holds the compile (the kernel-name source has no compile time of its own).
+        compiled = any(r.compile_ms["default"] is not None or r.compile_ms["options"] is not None for r in self.rows)
+        first_column = "compile ms" if compiled else "1st call ms"
+        sched = min(60, max(32, *(len(_scheduler_change(r)) for r in self.rows))) if self.rows else 32
         header = (f"{'fusion':<{width}} {'default':>8} {'options':>8} {'ratio':>6} {'95% interval':>13}  "
-                  f"{'verdict':<22} {'schedulers default -> options':<32} {'compile ms':>13}  outputs")
+                  f"{'verdict':<22} {'schedulers default -> options':<{sched}} {first_column:>15}  outputs")
         lines = [f"nvscope profile: {label} against the defaults, per fusion (ms per step)", header,
                  "-" * len(header)]
         for rank, row in enumerate(self.ranked(), 1):
@@ -172,15 +177,15 @@ class ProfileResult:
             cells = ("-", "", "not timed") if r is None else (f"{r.median:.3f}", f"{r.low:.3f}-{r.high:.3f}",
                                                                 r.verdict if row.reached else "not reached")
             schedulers = _scheduler_change(row)
-            compiled = row.compile_ms
-            compile_cell = (f"{_ms(compiled['default'])}/{_ms(compiled['options'])}"
-                            if compiled["default"] is not None or compiled["options"] is not None else "-")
+            pair = row.compile_ms if compiled else {"default": row.default_first_ms, "options": row.options_first_ms}
+            compile_cell = (f"{_ms(pair['default'])}/{_ms(pair['options'])}"
+                            if pair["default"] is not None or pair["options"] is not None else "-")
             n, again = row.numerics, row.default_repeat
             outputs = "-" if n is None else ("match" if n.ok else f"DIFFER: {n.detail}")
             if again is not None and not again.ok:
                 outputs = f"DEFAULT NOT REPEATABLE: {again.detail}"
             lines.append(f"{name:<{width}} {_ms(row.default_ms):>8} {_ms(row.options_ms):>8} {cells[0]:>6} "
-                         f"{cells[1]:>13}  {cells[2]:<22} {schedulers:<32} {compile_cell:>13}  {outputs}")
+                         f"{cells[1]:>13}  {cells[2]:<22} {schedulers:<{sched}} {compile_cell:>15}  {outputs}")
         tolerance = ("per dtype: " + ", ".join(f"{k} {v:g}" for k, v in DEFAULT_TOLERANCES.items())
                      if self.tolerance is None else f"{self.tolerance:g}")
         if self.step is not None:
@@ -194,8 +199,11 @@ class ProfileResult:
             f"times: each fusion's {self.timer} time per step, summed over its executions, in {self.rounds} "
             f"randomized paired rounds of {self.steps_per_round} step{'s' * (self.steps_per_round != 1)} per variant "
             "(median; ratio options/default per round, median and 95% bootstrap interval; < 1 is faster)",
-            f"schedulers and compile ms (default/options): nvFuser's segments in each variant's first call (one list "
-            f"where the options kept the same), from "
+            ("compile ms (default/options): nvFuser's compile time of the fusion's segments in each variant's first "
+             "call" if compiled else "1st call ms (default/options): the fusion's wall time in each variant's first "
+             "call, compile included (device synchronised around it)"),
+            f"schedulers: nvFuser's segments in each variant's first call (one list where the options kept the "
+            f"same), from "
             f"{self.schedulers_from or 'nothing here (no CUDA or no nvFuser): ?'}",
             f"outputs: each fusion's outputs with only that fusion under the options, against the defaults; "
             f"tolerance on max|diff| / max|default| {tolerance}",
