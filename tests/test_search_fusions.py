@@ -52,10 +52,11 @@ def model(double: ThunderDouble, monkeypatch: pytest.MonkeyPatch, base: list[flo
 
 def test_each_fusion_gets_the_candidate_that_helps_it_and_the_map_beats_every_global_set(
         double: ThunderDouble, monkeypatch: pytest.MonkeyPatch) -> None:
-    # fast_math halves fusion 0 and slows fusion 1 as much; tma_pointwise the other way round: globally each is a
-    # wash, per fusion each wins where it helps.
+    # fast_math halves fusion 0 and doubles fusion 1; tma_pointwise the other way round: globally each is slower
+    # (11 ms against 9: clearly, so that noise on a loaded machine cannot make one look faster; a wash of 9 against 9
+    # did once), per fusion each wins where it helps.
     step = model(double, monkeypatch, [0.004, 0.004, 0.001],
-                 {0: {"fast_math": 0.5, "tma_pointwise": 1.5}, 1: {"fast_math": 1.5, "tma_pointwise": 0.5}})
+                 {0: {"fast_math": 0.5, "tma_pointwise": 2.0}, 1: {"fast_math": 2.0, "tma_pointwise": 0.5}})
     result = search_fusions(step, 1.0, candidates=["fast_math", "tma_pointwise"], **QUICK)
     chosen = {c.fusion: c.options for c in result.choices}
     assert chosen == {"forward/nvFusion0": OptionSet(["fast_math"]), "forward/nvFusion1": OptionSet(["tma_pointwise"]),
