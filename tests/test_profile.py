@@ -181,6 +181,17 @@ def test_output_copies_are_not_counted_as_the_fusions_own_work(double: ThunderDo
     assert all(r.numerics is not None and r.numerics.ok for r in result.rows)  # the copies were still taken
 
 
+def test_a_fusion_the_options_broke_gets_no_outputs_verdict(double: ThunderDouble,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under the options a broken fusion ran its defaults (fallback): comparing those with its defaults says
+    nothing about the options, so its row has no numerics (it had "match", and the step ran once more for it)."""
+    model = Model(double, monkeypatch, {}, breaks={1: "fast_math"})
+    result = profile(model, 1.0, enable=["fast_math"], **QUICK)
+    broken = result["forward/nvFusion1"]
+    assert broken.status == "failed" and broken.numerics is None, broken.numerics
+    assert all(result[f"forward/nvFusion{k}"].numerics is not None for k in (0, 2, 3))
+
+
 class FakeKernel:
     def __init__(self, segment: int, scheduler: str, compile_ms: float) -> None:
         self.segment_id, self.scheduler, self.name = segment, scheduler, f"nvfuser_{scheduler}_f0_c1_r0_g{segment}"
