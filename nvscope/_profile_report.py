@@ -145,8 +145,8 @@ class ProfileResult:
     def ranked(self) -> list[ProfileRow]:
         """Timed fusions the options reached, by the time they save per step (most saved first); then those they
         did not reach; then failed or untimed ones."""
-        def timed(r: ProfileRow) -> bool:
-            return r.error is None and r.delta_ms is not None
+        def timed(r: ProfileRow) -> bool:  # a paired ratio: the difference of two medians ranks nothing
+            return r.error is None and r.ratio is not None
 
         reached = sorted((r for r in self.rows if timed(r) and r.reached),
                          key=lambda r: r.delta_ms if r.delta_ms is not None else math.inf)

@@ -192,6 +192,30 @@ def test_a_fusion_the_options_broke_gets_no_outputs_verdict(double: ThunderDoubl
     assert all(result[f"forward/nvFusion{k}"].numerics is not None for k in (0, 2, 3))
 
 
+def test_fusions_without_a_ratio_rank_after_the_timed_ones(double: ThunderDouble,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fusion missing from some rounds has medians but no paired ratio ("not timed"): the difference of its
+    medians is no ranking (it came first here, ahead of the fusion the options really made faster)."""
+    model = Model(double, monkeypatch, {0: {"option": "fast_math", "sleep": 0.004, "factor": 0.5},
+                                        9: {"option": "fast_math", "sleep": 0.02, "factor": 0.1}})
+    sometimes = double.make_wrapper("nvFusion9", ops=("linear", "tag9"))
+    calls = [0]
+
+    def step(x: float) -> float:
+        calls[0] += 1
+        x = model(x)
+        if calls[0] <= 10 or calls[0] % 2:  # every call until the rounds (call 11 on), then every other one
+            (x,) = sometimes(x)
+        return x
+
+    result = profile(step, 1.0, enable=["fast_math"], **QUICK)
+    untimed = result["forward/nvFusion9"]
+    assert untimed.ratio is None and untimed.default_ms is not None and untimed.options_ms is not None  # the case
+    assert untimed.status == "not timed"
+    ranked = [r.fusion for r in result.ranked()]
+    assert ranked[0] == "forward/nvFusion0" and ranked[-1] == "forward/nvFusion9", ranked
+
+
 class FakeKernel:
     def __init__(self, segment: int, scheduler: str, compile_ms: float) -> None:
         self.segment_id, self.scheduler, self.name = segment, scheduler, f"nvfuser_{scheduler}_f0_c1_r0_g{segment}"
