@@ -211,7 +211,8 @@ class ProfileResult:
                "kept its default kernels"] if any(not r.reached for r in self.rows) else []),
             *(["default not repeatable: the fusion's own outputs moved between two calls under the defaults (an "
                "output it does not write, or a nondeterministic kernel), so they are no reference"]
-              if any(r.status == "default not repeatable" for r in self.rows) else []),
+              if any(r.error is None and r.default_repeat is not None and not r.default_repeat.ok
+                     for r in self.rows) else []),
             *(f"note: {note}" for note in self.notes),
         ]
         return "\n".join(lines)

@@ -216,6 +216,17 @@ def test_fusions_without_a_ratio_rank_after_the_timed_ones(double: ThunderDouble
     assert ranked[0] == "forward/nvFusion0" and ranked[-1] == "forward/nvFusion9", ranked
 
 
+def test_the_default_not_repeatable_legend_goes_with_its_cells(double: ThunderDouble,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    model = Model(double, monkeypatch, {9: {"drift": 0.5}})
+    model.wrappers.append(double.make_wrapper("nvFusion9", ops=("add", "tag9")))  # not reached, and drifting
+    result = profile(model, 1.0, enable=["fuse_matmul"], **QUICK)
+    assert result["forward/nvFusion9"].status == "not reached"
+    table = result.table()
+    assert "DEFAULT NOT REPEATABLE" in table
+    assert "default not repeatable: the fusion's own outputs moved" in table  # the cell is explained
+
+
 class FakeKernel:
     def __init__(self, segment: int, scheduler: str, compile_ms: float) -> None:
         self.segment_id, self.scheduler, self.name = segment, scheduler, f"nvfuser_{scheduler}_f0_c1_r0_g{segment}"
