@@ -271,16 +271,20 @@ class ProfileResult:
         ax = fig.add_subplot()
         colors = {"faster": "tab:green", "slower": "tab:red", "no difference detected": "tab:gray"}
         odd = {"outputs differ": "tab:orange", "default not repeatable": "tab:purple", "not reached": "silver"}
-        ratios = []
+        ratios = [x for r in rows if r.ratio is not None and r.error is None for x in (r.ratio.low, r.ratio.high)]
         for y, r in enumerate(reversed(rows)):
             if r.ratio is None or r.error is not None:
                 ax.text(0.02, y, ("failed: " + (r.error or "").splitlines()[0] if r.error else "not timed")[:90],
                         transform=ax.get_yaxis_transform(), ha="left", va="center", fontsize=7, color="tab:red")
                 continue
             color = odd.get(r.status, colors.get(r.ratio.verdict, "tab:gray"))
-            ratios += [r.ratio.low, r.ratio.high]
-            ax.errorbar([r.ratio.median], [y], xerr=[[r.ratio.median - r.ratio.low], [r.ratio.high - r.ratio.median]],
-                        fmt="o", color=color, capsize=3, fillstyle="none" if r.status == "not reached" else "full")
+            mid, lo, hi = (min(max(x, 0.1), 10.0) for x in (r.ratio.median, r.ratio.low, r.ratio.high))
+            beyond = ">" if r.ratio.median > 10 else "<" if r.ratio.median < 0.1 else ""  # drawn at the clip
+            ax.errorbar([mid], [y], xerr=[[mid - lo], [hi - mid]], fmt=beyond or "o", color=color, capsize=3,
+                        fillstyle="none" if r.status == "not reached" else "full")
+            if beyond:
+                ax.text(mid, y + 0.3, f"{r.ratio.median:.3g}", ha="right" if beyond == ">" else "left", fontsize=7,
+                        color=color)
         ax.axvline(1.0, color="black", linewidth=0.8, linestyle="--")
         ax.set_xscale("log")  # ratios: 0.5 and 2 equally far from 1
         if ratios:
@@ -293,7 +297,7 @@ class ProfileResult:
         ax.set_ylim(-0.6, len(rows) - 0.4)
         for name, color in (*colors.items(), *odd.items()):
             ax.plot([], [], "o", color=color, label=name, fillstyle="none" if name == "not reached" else "full")
-        ax.legend(fontsize=7, loc="lower right")
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))  # beside the rows: over them it hid some
         ax.set_yticks(range(len(rows)), [_plot_label(r) for r in reversed(rows)], fontsize=7)
         ax.set_xlabel(f"fusion time under the options / under the defaults, per round (< 1 is faster)\n"
                       f"median and 95% interval over {self.rounds} rounds; log scale, clipped to 0.1-10", fontsize=8)

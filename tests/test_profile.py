@@ -227,6 +227,34 @@ def test_the_default_not_repeatable_legend_goes_with_its_cells(double: ThunderDo
     assert "default not repeatable: the fusion's own outputs moved" in table  # the cell is explained
 
 
+def test_the_chart_shows_ratios_beyond_its_range_at_its_edge(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The chart's axis stops at 0.1 and 10: a fusion 30 times slower (or faster) under the options must still show,
+    at the edge, not vanish from the chart."""
+    figure = pytest.importorskip("matplotlib.figure")
+    from nvscope._profile_report import ProfileRow
+    from nvscope._stats import RatioSummary
+
+    saved: list[Any] = []
+    monkeypatch.setattr(figure.Figure, "savefig", lambda fig, *a, **k: saved.append(fig))
+    rows = (ProfileRow("forward/nvFusion0", "forward", (), 1, 1.0, 30.0, RatioSummary(30.0, 20.0, 40.0, "slower", 6)),
+            ProfileRow("forward/nvFusion1", "forward", (), 1, 1.0, 0.01,
+                       RatioSummary(0.01, 0.005, 0.02, "faster", 6)),
+            ProfileRow("forward/nvFusion2", "forward", (), 1, 1.0, 0.9, RatioSummary(0.9, 0.8, 1.0, "faster", 6)))
+    result = ProfileResult(rows, OptionSet(["fast_math"]), "time.perf_counter", 6, 1, 1, None, 0, 1.0)
+    result.plot(str(tmp_path / "p.png"))
+    ax = saved[0].axes[0]
+    left, right = ax.get_xlim()
+    shown = {round(float(line.get_ydata()[0])) for line in ax.lines
+             if len(line.get_xdata()) == 1 and left <= float(line.get_xdata()[0]) <= right}
+    assert shown == {0, 1, 2}, (shown, (left, right))  # every row has its marker inside the axis
+    # ... and not under the legend: the bottom row is the last ranked, the fusion the options slow down most.
+    saved[0].draw_without_rendering()
+    box = ax.get_legend().get_window_extent()
+    under = [line.get_ydata()[0] for line in ax.lines if len(line.get_xdata()) == 1
+             and box.contains(*ax.transData.transform((line.get_xdata()[0], line.get_ydata()[0])))]
+    assert under == [], under
+
+
 class FakeKernel:
     def __init__(self, segment: int, scheduler: str, compile_ms: float) -> None:
         self.segment_id, self.scheduler, self.name = segment, scheduler, f"nvfuser_{scheduler}_f0_c1_r0_g{segment}"
