@@ -159,7 +159,8 @@ def profile(fn: Callable[..., Any], /, *args: Any, enable: Any = (), disable: An
             chosen = [i for i in base.infos if scope.fusions is None or scope.fusions(i)]
             broken = under.errors
             say(f"{len(base.infos)} fusions ran; {len(chosen)} selected; the options broke {len(broken)} of them")
-            numerics = _isolated(runner, clock, options, chosen, under.counts, base.outputs, tolerance, say)
+            working = [i for i in chosen if i.id not in broken]  # a broken one ran its defaults: nothing to compare
+            numerics = _isolated(runner, clock, options, working, under.counts, base.outputs, tolerance, say)
             if broken:  # time the options where they work: the broken ones run their defaults in both variants
                 kept = [exact_glob(i.id) for i in chosen if i.id not in broken]
                 variant.scope = nv_options(options, fusions=kept, on_error="fallback") if kept else \

@@ -145,8 +145,8 @@ class ProfileResult:
     def ranked(self) -> list[ProfileRow]:
         """Timed fusions the options reached, by the time they save per step (most saved first); then those they
         did not reach; then failed or untimed ones."""
-        def timed(r: ProfileRow) -> bool:
-            return r.error is None and r.delta_ms is not None
+        def timed(r: ProfileRow) -> bool:  # a paired ratio: the difference of two medians ranks nothing
+            return r.error is None and r.ratio is not None
 
         reached = sorted((r for r in self.rows if timed(r) and r.reached),
                          key=lambda r: r.delta_ms if r.delta_ms is not None else math.inf)
@@ -211,7 +211,8 @@ class ProfileResult:
                "kept its default kernels"] if any(not r.reached for r in self.rows) else []),
             *(["default not repeatable: the fusion's own outputs moved between two calls under the defaults (an "
                "output it does not write, or a nondeterministic kernel), so they are no reference"]
-              if any(r.status == "default not repeatable" for r in self.rows) else []),
+              if any(r.error is None and r.default_repeat is not None and not r.default_repeat.ok
+                     for r in self.rows) else []),
             *(f"note: {note}" for note in self.notes),
         ]
         return "\n".join(lines)
@@ -270,16 +271,20 @@ class ProfileResult:
         ax = fig.add_subplot()
         colors = {"faster": "tab:green", "slower": "tab:red", "no difference detected": "tab:gray"}
         odd = {"outputs differ": "tab:orange", "default not repeatable": "tab:purple", "not reached": "silver"}
-        ratios = []
+        ratios = [x for r in rows if r.ratio is not None and r.error is None for x in (r.ratio.low, r.ratio.high)]
         for y, r in enumerate(reversed(rows)):
             if r.ratio is None or r.error is not None:
                 ax.text(0.02, y, ("failed: " + (r.error or "").splitlines()[0] if r.error else "not timed")[:90],
                         transform=ax.get_yaxis_transform(), ha="left", va="center", fontsize=7, color="tab:red")
                 continue
             color = odd.get(r.status, colors.get(r.ratio.verdict, "tab:gray"))
-            ratios += [r.ratio.low, r.ratio.high]
-            ax.errorbar([r.ratio.median], [y], xerr=[[r.ratio.median - r.ratio.low], [r.ratio.high - r.ratio.median]],
-                        fmt="o", color=color, capsize=3, fillstyle="none" if r.status == "not reached" else "full")
+            mid, lo, hi = (min(max(x, 0.1), 10.0) for x in (r.ratio.median, r.ratio.low, r.ratio.high))
+            beyond = ">" if r.ratio.median > 10 else "<" if r.ratio.median < 0.1 else ""  # drawn at the clip
+            ax.errorbar([mid], [y], xerr=[[mid - lo], [hi - mid]], fmt=beyond or "o", color=color, capsize=3,
+                        fillstyle="none" if r.status == "not reached" else "full")
+            if beyond:
+                ax.text(mid, y + 0.3, f"{r.ratio.median:.3g}", ha="right" if beyond == ">" else "left", fontsize=7,
+                        color=color)
         ax.axvline(1.0, color="black", linewidth=0.8, linestyle="--")
         ax.set_xscale("log")  # ratios: 0.5 and 2 equally far from 1
         if ratios:
@@ -292,7 +297,7 @@ class ProfileResult:
         ax.set_ylim(-0.6, len(rows) - 0.4)
         for name, color in (*colors.items(), *odd.items()):
             ax.plot([], [], "o", color=color, label=name, fillstyle="none" if name == "not reached" else "full")
-        ax.legend(fontsize=7, loc="lower right")
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))  # beside the rows: over them it hid some
         ax.set_yticks(range(len(rows)), [_plot_label(r) for r in reversed(rows)], fontsize=7)
         ax.set_xlabel(f"fusion time under the options / under the defaults, per round (< 1 is faster)\n"
                       f"median and 95% interval over {self.rounds} rounds; log scale, clipped to 0.1-10", fontsize=8)

@@ -181,6 +181,80 @@ def test_output_copies_are_not_counted_as_the_fusions_own_work(double: ThunderDo
     assert all(r.numerics is not None and r.numerics.ok for r in result.rows)  # the copies were still taken
 
 
+def test_a_fusion_the_options_broke_gets_no_outputs_verdict(double: ThunderDouble,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under the options a broken fusion ran its defaults (fallback): comparing those with its defaults says
+    nothing about the options, so its row has no numerics (it had "match", and the step ran once more for it)."""
+    model = Model(double, monkeypatch, {}, breaks={1: "fast_math"})
+    result = profile(model, 1.0, enable=["fast_math"], **QUICK)
+    broken = result["forward/nvFusion1"]
+    assert broken.status == "failed" and broken.numerics is None, broken.numerics
+    assert all(result[f"forward/nvFusion{k}"].numerics is not None for k in (0, 2, 3))
+
+
+def test_fusions_without_a_ratio_rank_after_the_timed_ones(double: ThunderDouble,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fusion missing from some rounds has medians but no paired ratio ("not timed"): the difference of its
+    medians is no ranking (it came first here, ahead of the fusion the options really made faster)."""
+    model = Model(double, monkeypatch, {0: {"option": "fast_math", "sleep": 0.004, "factor": 0.5},
+                                        9: {"option": "fast_math", "sleep": 0.02, "factor": 0.1}})
+    sometimes = double.make_wrapper("nvFusion9", ops=("linear", "tag9"))
+    calls = [0]
+
+    def step(x: float) -> float:
+        calls[0] += 1
+        x = model(x)
+        if calls[0] <= 10 or calls[0] % 2:  # every call until the rounds (call 11 on), then every other one
+            (x,) = sometimes(x)
+        return x
+
+    result = profile(step, 1.0, enable=["fast_math"], **QUICK)
+    untimed = result["forward/nvFusion9"]
+    assert untimed.ratio is None and untimed.default_ms is not None and untimed.options_ms is not None  # the case
+    assert untimed.status == "not timed"
+    ranked = [r.fusion for r in result.ranked()]
+    assert ranked[0] == "forward/nvFusion0" and ranked[-1] == "forward/nvFusion9", ranked
+
+
+def test_the_default_not_repeatable_legend_goes_with_its_cells(double: ThunderDouble,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    model = Model(double, monkeypatch, {9: {"drift": 0.5}})
+    model.wrappers.append(double.make_wrapper("nvFusion9", ops=("add", "tag9")))  # not reached, and drifting
+    result = profile(model, 1.0, enable=["fuse_matmul"], **QUICK)
+    assert result["forward/nvFusion9"].status == "not reached"
+    table = result.table()
+    assert "DEFAULT NOT REPEATABLE" in table
+    assert "default not repeatable: the fusion's own outputs moved" in table  # the cell is explained
+
+
+def test_the_chart_shows_ratios_beyond_its_range_at_its_edge(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The chart's axis stops at 0.1 and 10: a fusion 30 times slower (or faster) under the options must still show,
+    at the edge, not vanish from the chart."""
+    figure = pytest.importorskip("matplotlib.figure")
+    from nvscope._profile_report import ProfileRow
+    from nvscope._stats import RatioSummary
+
+    saved: list[Any] = []
+    monkeypatch.setattr(figure.Figure, "savefig", lambda fig, *a, **k: saved.append(fig))
+    rows = (ProfileRow("forward/nvFusion0", "forward", (), 1, 1.0, 30.0, RatioSummary(30.0, 20.0, 40.0, "slower", 6)),
+            ProfileRow("forward/nvFusion1", "forward", (), 1, 1.0, 0.01,
+                       RatioSummary(0.01, 0.005, 0.02, "faster", 6)),
+            ProfileRow("forward/nvFusion2", "forward", (), 1, 1.0, 0.9, RatioSummary(0.9, 0.8, 1.0, "faster", 6)))
+    result = ProfileResult(rows, OptionSet(["fast_math"]), "time.perf_counter", 6, 1, 1, None, 0, 1.0)
+    result.plot(str(tmp_path / "p.png"))
+    ax = saved[0].axes[0]
+    left, right = ax.get_xlim()
+    shown = {round(float(line.get_ydata()[0])) for line in ax.lines
+             if len(line.get_xdata()) == 1 and left <= float(line.get_xdata()[0]) <= right}
+    assert shown == {0, 1, 2}, (shown, (left, right))  # every row has its marker inside the axis
+    # ... and not under the legend: the bottom row is the last ranked, the fusion the options slow down most.
+    saved[0].draw_without_rendering()
+    box = ax.get_legend().get_window_extent()
+    under = [line.get_ydata()[0] for line in ax.lines if len(line.get_xdata()) == 1
+             and box.contains(*ax.transData.transform((line.get_xdata()[0], line.get_ydata()[0])))]
+    assert under == [], under
+
+
 class FakeKernel:
     def __init__(self, segment: int, scheduler: str, compile_ms: float) -> None:
         self.segment_id, self.scheduler, self.name = segment, scheduler, f"nvfuser_{scheduler}_f0_c1_r0_g{segment}"
