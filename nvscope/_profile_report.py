@@ -209,8 +209,9 @@ class ProfileResult:
             f"tolerance on max|diff| / max|default| {tolerance}",
             *(["not reached: none of the options can change a fusion holding its ops (the catalog's gates), so it "
                "kept its default kernels"] if any(not r.reached for r in self.rows) else []),
-            *(["default not repeatable: the fusion's own outputs moved between two calls under the defaults (an "
-               "output it does not write, or a nondeterministic kernel), so they are no reference"]
+            *(["default not repeatable: the fusion's outputs moved between two calls under the defaults (an output "
+               "it does not write, a nondeterministic kernel, or inputs that moved upstream: the first such fusion in "
+               "the step is the one to look at), so they are no reference"]
               if any(r.error is None and r.default_repeat is not None and not r.default_repeat.ok
                      for r in self.rows) else []),
             *(f"note: {note}" for note in self.notes),

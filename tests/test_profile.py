@@ -147,7 +147,7 @@ def test_a_fusion_whose_defaults_move_between_calls_is_no_reference(double: Thun
     assert all(result[f"forward/nvFusion{k}"].default_repeat.ok for k in range(3))  # type: ignore[union-attr]
     assert all(result[f"forward/nvFusion{k}"].status != "default not repeatable" for k in range(3))
     table = result.table()
-    assert "DEFAULT NOT REPEATABLE" in table and "default not repeatable: the fusion's own outputs moved" in table
+    assert "DEFAULT NOT REPEATABLE" in table and "default not repeatable: the fusion's outputs moved" in table
     assert "not reached:" not in table  # that legend only where a row is not reached
     assert ProfileResult.from_json(result.to_json()) == result
 
@@ -224,7 +224,7 @@ def test_the_default_not_repeatable_legend_goes_with_its_cells(double: ThunderDo
     assert result["forward/nvFusion9"].status == "not reached"
     table = result.table()
     assert "DEFAULT NOT REPEATABLE" in table
-    assert "default not repeatable: the fusion's own outputs moved" in table  # the cell is explained
+    assert "default not repeatable: the fusion's outputs moved" in table  # the cell is explained
 
 
 def test_the_chart_shows_ratios_beyond_its_range_at_its_edge(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
