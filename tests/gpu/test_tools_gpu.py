@@ -3,9 +3,10 @@
 * bisect names the options and the fusion behind nvFuser's INTERNAL ASSERT at runtime_info.h:69 (bf16
   Linear-GELU-Linear, fuse_matmul / -matmul_expr_eval, forward + backward); the printed line, run alone in a fresh
   process, reproduces it; the given options on every other fusion run clean;
-* profile gives per-fusion rows with nvFuser's schedulers (its PythonProfiler), compile times, GPU times, and the
-  failing fusion as a row;
-* the schedulers themselves are checked against kernel names (torch.profiler), which do not depend on nvscope.
+* profile gives per-fusion rows with the schedulers read off kernel names (the default), GPU times, and the failing
+  fusion as a row;
+* nvFuser's PythonProfiler (``schedulers="nvfuser"``) is checked against kernel names (torch.profiler), each in a
+  fresh process of its own (CUPTI takes one client per process).
 
 The larger runs (the MLP numerics bisect, nanoGPT) are benchmarks/bisect_gpu.py and benchmarks/profile_nanogpt.py.
 """
