@@ -99,6 +99,11 @@ class FusionSearchResult:
     profiles: tuple[ProfileResult, ...]
     errors: tuple[tuple[str, str], ...]
     elapsed_s: float
+    min_gain: float = 0.03  # the map must beat the best global set by this much too: not worth its scopes for a sliver
+
+    def _beats_global(self) -> bool:
+        g = self.map_vs_global
+        return g is not None and g.verdict == "faster" and g.median <= 1 - self.min_gain
 
     @property
     def better(self) -> bool:
@@ -107,7 +112,7 @@ class FusionSearchResult:
             return False
         if self.map_numerics is not None and not self.map_numerics.ok:
             return False
-        return self.global_best is None or (self.map_vs_global is not None and self.map_vs_global.verdict == "faster")
+        return self.global_best is None or self._beats_global()
 
     def code(self) -> str:
         """The scopes to paste (nested ``nv_options(..., fusions=[...])``), or "keep the defaults"."""
@@ -122,10 +127,12 @@ class FusionSearchResult:
             return f"the per-fusion map changes the step's numerics ({self.map_numerics.detail}): do not use it"
         if d is None or d.verdict != "faster":
             return "the per-fusion map is NOT faster than the defaults end to end: keep the defaults"
-        if self.global_best is not None and (g is None or g.verdict != "faster"):
+        if self.global_best is not None and not self._beats_global():
+            if g is None:
+                return f"the per-fusion map was not timed against {spec(self.global_best)}"
+            how = g.verdict if g.verdict != "faster" else f"faster by less than min_gain {self.min_gain:g}"
             return (f"the per-fusion map is NOT better than the best global set {spec(self.global_best)} "
-                    f"(ratio {g.median:.3f}, {g.verdict}): use nv_options({spec(self.global_best)!r}) instead"
-                    if g is not None else f"the per-fusion map was not timed against {spec(self.global_best)}")
+                    f"(ratio {g.median:.3f}, {how}): use nv_options({spec(self.global_best)!r}) instead")
         return "the per-fusion map is faster than the defaults" + (
             f" and than the best global set {spec(self.global_best)}" if self.global_best is not None else "")
 
@@ -162,7 +169,7 @@ class FusionSearchResult:
             "global_vs_default": ratio(self.global_vs_default),
             "map_numerics_ok": None if self.map_numerics is None else self.map_numerics.ok,
             "better": self.better, "verdict": self.verdict(), "code": self.code(),
-            "errors": [list(e) for e in self.errors], "elapsed_s": self.elapsed_s,
+            "errors": [list(e) for e in self.errors], "elapsed_s": self.elapsed_s, "min_gain": self.min_gain,
             "profiles": [p.as_dict() for p in self.profiles],
         }
 
@@ -281,6 +288,6 @@ def search_fusions(fn: Callable[..., Any], /, *args: Any, candidates: Iterable[o
             global_ratio = summarize(times[id(variants[2])], times[id(default)], seed=seed)
     result = FusionSearchResult(tuple(choices), tuple((o, tuple(f)) for o, f in groups), global_best, vs_default,
                                 vs_global, global_ratio, numerics, tuple(profiles), tuple(errors),
-                                time.perf_counter() - began)
+                                time.perf_counter() - began, min_gain)
     say(f"done in {result.elapsed_s:.1f} s: {result.verdict()}")
     return result

@@ -91,6 +91,28 @@ def test_says_plainly_when_the_map_is_not_better_than_the_global_set(double: Thu
     assert "use nv_options('fast_math') instead" in result.verdict() or "instead" in result.table()
 
 
+def test_a_map_faster_than_the_global_set_by_a_sliver_is_not_better() -> None:
+    """Faster by 0.2 % with a tight interval (a real run in CI: the map and the global set were the same options on
+    the fusions that mattered) is not worth the map's scopes: the same min_gain as per fusion applies."""
+    from nvscope._search_fusions import FusionSearchResult
+    from nvscope._stats import RatioSummary
+
+    def ratio(median: float, low: float, high: float, verdict: str) -> RatioSummary:
+        return RatioSummary(median, low, high, verdict, 10)
+
+    def result(vs_global: RatioSummary) -> FusionSearchResult:
+        return FusionSearchResult((), ((OptionSet(["fast_math"]), ("forward/nvFusion0",)),), OptionSet(["fast_math"]),
+                                  ratio(0.5, 0.48, 0.52, "faster"), vs_global, ratio(0.5, 0.48, 0.52, "faster"), None,
+                                  (), (), 1.0, min_gain=0.03)
+
+    sliver = result(ratio(0.998, 0.997, 0.9997, "faster"))
+    assert not sliver.better
+    assert sliver.verdict().startswith("the per-fusion map is NOT better than the best global set fast_math")
+    assert "faster by less than min_gain 0.03" in sliver.verdict()
+    assert result(ratio(0.9, 0.88, 0.92, "faster")).better
+    assert json.loads(json.dumps(sliver.as_dict()))["min_gain"] == 0.03
+
+
 def test_no_candidate_helps(double: ThunderDouble, monkeypatch: pytest.MonkeyPatch) -> None:
     step = model(double, monkeypatch, [0.002, 0.002], {0: {"fast_math": 1.5}})
     result = search_fusions(step, 1.0, candidates=["fast_math"], **QUICK)
