@@ -85,7 +85,8 @@ def test_says_plainly_when_the_map_is_not_better_than_the_global_set(double: Thu
     result = search_fusions(step, 1.0, candidates=["fast_math", "tma_pointwise"], **QUICK)
     assert result.global_best == OptionSet(["fast_math"])
     assert result.global_vs_default is not None and result.global_vs_default.verdict == "faster"
-    assert result.map_vs_global is not None and result.map_vs_global.verdict != "faster"
+    g = result.map_vs_global  # the same options where it matters: no difference, or a sliver below min_gain
+    assert g is not None and (g.verdict != "faster" or g.median > 1 - QUICK["min_gain"]), g
     assert not result.better
     assert result.verdict().startswith("the per-fusion map is NOT better than the best global set fast_math")
     assert "use nv_options('fast_math') instead" in result.verdict() or "instead" in result.table()
