@@ -14,7 +14,7 @@ from typing import Any
 from nvscope import OptionSet
 from nvscope._numerics import DEFAULT_TOLERANCES, Numerics
 from nvscope._schedulers import Segment
-from nvscope._search_report import _finite, _options, _options_dict
+from nvscope._search_report import _finite, _options, _options_dict, figure_class
 from nvscope._stats import RatioSummary
 
 __all__ = ["ProfileResult", "ProfileRow"]
@@ -259,14 +259,9 @@ class ProfileResult:
 
         Needs matplotlib (``pip install matplotlib``); the profile itself does not.
         """
-        import importlib
         import textwrap
 
-        try:
-            Figure = importlib.import_module("matplotlib.figure").Figure  # no pyplot: no GUI, no global state
-        except ImportError:
-            raise ImportError("ProfileResult.plot needs matplotlib: pip install matplotlib "
-                              "(the profile itself works without it)") from None
+        Figure = figure_class("ProfileResult.plot", "the profile")
         rows = self.ranked()
         fig = Figure(figsize=(11, 1.4 + 0.3 * max(1, len(rows))), layout="constrained")
         ax = fig.add_subplot()

@@ -36,6 +36,7 @@ from nvscope._numerics import Numerics
 from nvscope._profile import profile
 from nvscope._profile_report import ProfileResult
 from nvscope._search import _install_adapters, _Runner, _Variant
+from nvscope._search_report import figure_class
 from nvscope._stats import RatioSummary, summarize
 
 __all__ = ["FusionChoice", "FusionSearchResult", "search_fusions"]
@@ -184,12 +185,7 @@ class FusionSearchResult:
     def plot(self, path: str, *, title: str | None = None) -> str:
         """Save a PNG: each chosen fusion's ratio under its candidate, then the map and the global set against the
         defaults, with 95% intervals; returns ``path``. Needs matplotlib."""
-        import importlib
-
-        try:
-            Figure = importlib.import_module("matplotlib.figure").Figure  # no pyplot: no GUI, no global state
-        except ImportError:
-            raise ImportError("FusionSearchResult.plot needs matplotlib: pip install matplotlib") from None
+        Figure = figure_class("FusionSearchResult.plot", "the search")
         bars = [(f"{c.fusion} ({spec(c.options)})", c.ratio) for c in self.choices
                 if c.options is not None and c.ratio is not None]
         bars += [(name, r) for name, r in (("per-fusion map (whole step)", self.map_vs_default),

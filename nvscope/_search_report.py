@@ -229,15 +229,9 @@ class SearchResult:
 
         Needs matplotlib (``pip install matplotlib``); the search itself does not.
         """
-        import importlib
         import textwrap
 
-        try:
-            # The object API: no pyplot, so no GUI backend and no global figure state in the caller's process.
-            Figure = importlib.import_module("matplotlib.figure").Figure
-        except ImportError:
-            raise ImportError("SearchResult.plot needs matplotlib: pip install matplotlib "
-                              "(the search itself works without it)") from None
+        Figure = figure_class("SearchResult.plot", "the search")
         rows = [r for r in self.ranked() if r.stage != "default"]
         fig = Figure(figsize=(8, 1.2 + 0.38 * max(1, len(rows))), layout="constrained")
         ax = fig.add_subplot()
@@ -278,3 +272,15 @@ def _options(data: dict[str, list[str]]) -> OptionSet:
 
 def _finite(value: float) -> float | str:
     return value if math.isfinite(value) else str(value)
+
+
+def figure_class(who: str, what: str) -> Any:
+    """matplotlib's ``Figure`` for a result's ``plot`` (``who``), or an ImportError saying ``what`` works without it.
+
+    The object API: no pyplot, so no GUI backend and no global figure state in the caller's process."""
+    import importlib
+
+    try:
+        return importlib.import_module("matplotlib.figure").Figure
+    except ImportError:
+        raise ImportError(f"{who} needs matplotlib: pip install matplotlib ({what} itself works without it)") from None
