@@ -59,7 +59,7 @@ def main() -> int:
     args = parser.parse_args()
     root = Path(__file__).resolve().parents[1]
     sys.path.insert(0, str(root))
-    from nvscope._stats import summarize
+    from nvscope._measure._stats import summarize
 
     results = []
     started = time.perf_counter()

@@ -7,7 +7,8 @@ then fd.execute(...)) over an FD whose execute does nothing, so the differences 
 of the wrapper class exist: nvscope patches one (registered as Thunder's) and leaves the other alone, so the unpatched
 and the patched call are measured in the same run, side by side.
 
-Method, paired and interleaved (as `nvscope.search` and benchmarks/thunder_steps.py do, with nvscope._stats): in each
+Method, paired and interleaved (as `nvscope.search` and benchmarks/thunder_steps.py do, with nvscope._measure._stats):
+in each
 round every variant runs one block of ``--calls`` calls, in an order shuffled per round, with the garbage collector
 off; a round's variants share whatever the machine did during it, so per-round differences (ns added per call) and
 ratios to the unpatched wrapper cancel it. Printed: their medians over the rounds with 95% bootstrap intervals. The
@@ -36,7 +37,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from nvscope._stats import bootstrap_median_ci, median, summarize
+from nvscope._measure._stats import bootstrap_median_ci, median, summarize
 
 WARMUP_ROUNDS = 5
 

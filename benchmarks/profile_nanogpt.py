@@ -123,7 +123,7 @@ def main() -> None:
         render(args.render)
         return
     os.makedirs(args.out, exist_ok=True)
-    from nvscope._candidates import parse_candidate
+    from nvscope._measure._candidates import parse_candidate
 
     began = time.perf_counter()
     loss, model, setup = nanogpt(args.batch, args.seq, args.dtype)

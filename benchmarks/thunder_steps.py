@@ -6,7 +6,8 @@ compile-time options with the same option set; and the first step of each way to
 A small MLP (6 residual blocks, hidden 256, batch 8, fp32) forward + backward: a dozen small fusions per step, so
 host dispatch dominates and any per-fusion cost of the hook shows.
 
-Method (nvscope._stats, the same as `nvscope.search`): ROUNDS rounds; in each, every variant runs STEPS steps back to
+Method (nvscope._measure._stats, the same as `nvscope.search`): ROUNDS rounds; in each, every variant runs STEPS steps
+back to
 back, the variants in a random order. The per-round throughput ratio of two variants cancels what the machine does to
 the whole round; the median ratio is reported with its 95% bootstrap interval, and whether that interval is narrow
 enough to resolve a 1 % difference.
@@ -35,7 +36,7 @@ import torch
 import nvscope
 import nvscope.thunder
 from nvscope import nv_options
-from nvscope._stats import RatioSummary, median, summarize
+from nvscope._measure._stats import RatioSummary, median, summarize
 
 BLOCKS, HIDDEN, BATCH = 6, 256, 8
 OPTIONS = {"enable": ["static_fusion_count"]}

@@ -12,13 +12,10 @@ from __future__ import annotations
 
 import sys
 
-from nvscope import _autoinstall
-from nvscope._audit import AuditLog, audit, fusions
-from nvscope._autoinstall import install
-from nvscope._catalog import Catalog, OptionInfo, catalog
-from nvscope._decorators import bind, with_nv_options
-from nvscope._devmode import dev_mode, development_mode, set_development_mode
-from nvscope._errors import (
+from nvscope._core._catalog import Catalog, OptionInfo, catalog
+from nvscope._core._decorators import bind, with_nv_options
+from nvscope._core._devmode import dev_mode, development_mode, set_development_mode
+from nvscope._core._errors import (
     ConfigWarning,
     DevelopmentModeError,
     DevelopmentModeWarning,
@@ -31,22 +28,25 @@ from nvscope._errors import (
     UnknownOptionError,
     UnsupportedError,
 )
-from nvscope._events import FusionRecord
-from nvscope._fusion import FusionInfo, Selector, holding, phase
-from nvscope._optionset import OptionSet
-from nvscope._scope import ENTER_HOOKS, current_options, nv_options
+from nvscope._core._fusion import FusionInfo, Selector, holding, phase
+from nvscope._core._optionset import OptionSet
+from nvscope._core._scope import ENTER_HOOKS, current_options, nv_options
+from nvscope._exec import _autoinstall
+from nvscope._exec._audit import AuditLog, audit, fusions
+from nvscope._exec._autoinstall import install
+from nvscope._exec._events import FusionRecord
 
-TYPE_CHECKING = False  # not typing's: `import nvscope` does not import typing (see nvscope/_record.py)
+TYPE_CHECKING = False  # not typing's: `import nvscope` does not import typing (see nvscope/_core/_record.py)
 if TYPE_CHECKING:  # what __getattr__ loads on first use, spelled out for type checkers
-    from nvscope._bisect import bisect
-    from nvscope._bisect_report import BisectResult
-    from nvscope._compare import CompareResult, compare
-    from nvscope._kernels import kernel_names
-    from nvscope._profile import profile
-    from nvscope._profile_report import ProfileResult, ProfileRow
-    from nvscope._search import search
-    from nvscope._search_fusions import FusionSearchResult, search_fusions
-    from nvscope._search_report import SearchResult
+    from nvscope._measure._kernels import kernel_names
+    from nvscope._tools._bisect import bisect
+    from nvscope._tools._bisect_report import BisectResult
+    from nvscope._tools._compare import CompareResult, compare
+    from nvscope._tools._profile import profile
+    from nvscope._tools._profile_report import ProfileResult, ProfileRow
+    from nvscope._tools._search import search
+    from nvscope._tools._search_fusions import FusionSearchResult, search_fusions
+    from nvscope._tools._search_report import SearchResult
 
     __version__: str
 
@@ -102,24 +102,24 @@ ENTER_HOOKS.append(_autoinstall.ensure_adapters)
 
 # Loaded on first use so that `import nvscope` stays light: name -> (module, attribute).
 _LAZY = {
-    "compare": ("nvscope._compare", "compare"),
-    "CompareResult": ("nvscope._compare", "CompareResult"),
-    "kernel_names": ("nvscope._kernels", "kernel_names"),
-    "search": ("nvscope._search", "search"),
-    "SearchResult": ("nvscope._search_report", "SearchResult"),
-    "profile": ("nvscope._profile", "profile"),
-    "ProfileResult": ("nvscope._profile_report", "ProfileResult"),
-    "ProfileRow": ("nvscope._profile_report", "ProfileRow"),
-    "bisect": ("nvscope._bisect", "bisect"),
-    "BisectResult": ("nvscope._bisect_report", "BisectResult"),
-    "search_fusions": ("nvscope._search_fusions", "search_fusions"),
-    "FusionSearchResult": ("nvscope._search_fusions", "FusionSearchResult"),
+    "compare": ("nvscope._tools._compare", "compare"),
+    "CompareResult": ("nvscope._tools._compare", "CompareResult"),
+    "kernel_names": ("nvscope._measure._kernels", "kernel_names"),
+    "search": ("nvscope._tools._search", "search"),
+    "SearchResult": ("nvscope._tools._search_report", "SearchResult"),
+    "profile": ("nvscope._tools._profile", "profile"),
+    "ProfileResult": ("nvscope._tools._profile_report", "ProfileResult"),
+    "ProfileRow": ("nvscope._tools._profile_report", "ProfileRow"),
+    "bisect": ("nvscope._tools._bisect", "bisect"),
+    "BisectResult": ("nvscope._tools._bisect_report", "BisectResult"),
+    "search_fusions": ("nvscope._tools._search_fusions", "search_fusions"),
+    "FusionSearchResult": ("nvscope._tools._search_fusions", "FusionSearchResult"),
 }
 
 
 def __getattr__(name: str) -> object:
     if name == "__version__":
-        from nvscope._version import version
+        from nvscope._core._version import version
 
         return version()
     if name in _LAZY:
@@ -143,7 +143,8 @@ def uninstall() -> bool:
     ``nvscope.thunder.uninstall()`` instead to keep scopes from doing so.
     """
     restored = False
-    for name in ("nvscope.thunder", "nvscope.nvfuser"):  # only adapters that were loaded can have patched anything
+    # Only adapters that were loaded can have patched anything.
+    for name in ("nvscope._exec._thunder", "nvscope._exec._nvfuser"):
         adapter = sys.modules.get(name)
         if adapter is not None:
             restored = adapter.uninstall() or restored

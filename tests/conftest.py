@@ -49,7 +49,7 @@ def _repro_scripts_in_pytests_tmp(tmp_path_factory: pytest.TempPathFactory) -> I
 @pytest.fixture(autouse=True)
 def _no_scope_leaks() -> Iterator[None]:
     """Every test starts and ends with no active scope in the main thread."""
-    from nvscope._scope import ACTIVE
+    from nvscope._core._scope import ACTIVE
 
     assert nvscope.current_options() == nvscope.OptionSet()
     yield

@@ -1,7 +1,7 @@
 """A recording double of an nvFuser Python frontend, loaded fresh per test as ``nvfuser_direct`` or ``nvfuser``.
 
 `thunder_double.load_frontend` executes this file as a module of either name, so ``FusionDefinition.__module__`` is
-that name (what ``nvscope._frontends.frontend_of`` looks at). Loaded as ``nvfuser`` it behaves like the legacy
+that name (what ``nvscope._exec._frontends.frontend_of`` looks at). Loaded as ``nvfuser`` it behaves like the legacy
 frontend where nvscope depends on it: ``execute`` warns "Reset the FusionCache manually..." through this module's
 global name ``warnings`` whenever options are passed. It mimics the interface only, and needs no torch: it computes
 ``2 * input`` for each input (a `Tensor` stand-in, a number, or a torch tensor when a test has one).

@@ -1,4 +1,5 @@
-"""tools/regen_catalog.py, the generator of nvscope/_catalog_data.py: run on a small git history built here, and the
+"""tools/regen_catalog.py, the generator of nvscope/_core/_catalog_data.py: run on a small git history built here,
+and the
 committed module checked against the renderer and tools/catalog_notes.py (the real nvFuser history is not here)."""
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from nvscope import _catalog_data as data
+from nvscope._core import _catalog_data as data
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
@@ -33,7 +34,7 @@ regen = load("regen_catalog")
 # --- the committed module --------------------------------------------------------------------------------------------
 
 def test_the_committed_module_is_what_the_renderer_writes_from_the_notes() -> None:
-    # Catches a hand edit of nvscope/_catalog_data.py, or notes changed without regenerating.
+    # Catches a hand edit of nvscope/_core/_catalog_data.py, or notes changed without regenerating.
     notes = load("catalog_notes")
     found = re.search(r"through (\S+) \(commit (\w+),\nthe newest commit read, ([\d-]+)", data.__doc__ or "")
     assert found is not None and found[1] == data.VERSIONS[-1][0]
@@ -42,7 +43,7 @@ def test_the_committed_module_is_what_the_renderer_writes_from_the_notes() -> No
     gates = {(kind, name): (regen.gate_ops(notes, nodes), ", ".join(sources))
              for (kind, name), (nodes, sources) in notes.GATES.items()}
     text = regen.render(table, found[2], found[3], notes, gates)
-    assert text == (ROOT / "nvscope" / "_catalog_data.py").read_text(encoding="utf-8")
+    assert text == (ROOT / "nvscope" / "_core" / "_catalog_data.py").read_text(encoding="utf-8")
 
 
 @pytest.mark.skipif(not os.environ.get("NVSCOPE_FUSER_GIT"), reason="set NVSCOPE_FUSER_GIT to a clone of NVIDIA/Fuser")
@@ -51,7 +52,7 @@ def test_the_committed_module_is_regenerated_exactly_from_nvfuser() -> None:
     newest = re.search(r"\(commit (\w+),\nthe newest commit read", data.__doc__ or "")
     assert newest is not None
     text = regen.generate(Path(os.environ["NVSCOPE_FUSER_GIT"]), newest[1])
-    assert text == (ROOT / "nvscope" / "_catalog_data.py").read_text(encoding="utf-8")
+    assert text == (ROOT / "nvscope" / "_core" / "_catalog_data.py").read_text(encoding="utf-8")
 
 
 # --- a small nvFuser history ---------------------------------------------------------------------------------------
@@ -213,15 +214,15 @@ def test_main_prints_and_checks(fuser: Path, tmp_path: Path, monkeypatch: pytest
                                 capsys: pytest.CaptureFixture[str]) -> None:
     real = regen.generate
     monkeypatch.setattr(regen, "generate", lambda path, ref: real(path, ref, notes()))
-    target = tmp_path / "nvscope" / "_catalog_data.py"
-    target.parent.mkdir()
+    target = tmp_path / "nvscope" / "_core" / "_catalog_data.py"
+    target.parent.mkdir(parents=True)
     monkeypatch.setattr(regen, "ROOT", tmp_path)
     monkeypatch.setattr(regen, "DATA", target)
     assert regen.main([str(fuser)]) == 0
     text = capsys.readouterr().out
     target.write_text(text)
     assert regen.main([str(fuser), "--check"]) == 0
-    assert capsys.readouterr().out == "nvscope/_catalog_data.py is up to date\n"
+    assert capsys.readouterr().out == "nvscope/_core/_catalog_data.py is up to date\n"
     target.write_text(text.replace('"No FMA"', '"edited by hand"'))
     assert regen.main([str(fuser), "--check"]) == 1
     diff = capsys.readouterr().out

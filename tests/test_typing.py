@@ -53,7 +53,7 @@ def test_mypy_strict_types_the_lazy_names(tmp_path: Path) -> None:
     assert len(notes) == 4, done.stdout + done.stderr
     compare_type, result_type, diff_type, kernel_names_type = notes
     assert compare_type.startswith("def (fn: def (*Any, **Any) -> Any, *args: Any, variants: ")
-    assert compare_type.endswith("-> nvscope._compare.CompareResult")
-    assert result_type == "nvscope._compare.CompareResult"
+    assert compare_type.endswith("-> nvscope._tools._compare.CompareResult")
+    assert result_type == "nvscope._tools._compare.CompareResult"
     assert diff_type in ("float | None", "builtins.float | None", "Union[builtins.float, None]")  # by mypy version
     assert kernel_names_type.startswith("def ")

@@ -1,7 +1,8 @@
 """The hand-written part of nvscope's option catalog, which ``tools/regen_catalog.py`` joins with what it reads from
-nvFuser's git history (names, lists, version ranges) to write ``nvscope/_catalog_data.py``.
+nvFuser's git history (names, lists, version ranges) to write ``nvscope/_core/_catalog_data.py``.
 
-Edit this file, then regenerate; never edit ``nvscope/_catalog_data.py`` by hand. The regenerator refuses to run when
+Edit this file, then regenerate; never edit ``nvscope/_core/_catalog_data.py`` by hand. The regenerator refuses to run
+when
 nvFuser has a name this file lacks, or this file has a name nvFuser never had, and says which.
 
 ``GATES`` records, for an option, the fusions it can affect: only those holding one of some nvFuser IR nodes. An entry

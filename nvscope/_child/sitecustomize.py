@@ -1,4 +1,4 @@
-"""``nvscope run``'s start-up hook for the Python processes its program starts (nvscope/_carry.py explains).
+"""``nvscope run``'s start-up hook for the Python processes its program starts (nvscope/_cli/_child_carry.py explains).
 
 ``nvscope run`` puts this directory first on ``PYTHONPATH`` and its options in ``NVSCOPE_RUN``; at start-up, Python's
 ``site`` module imports this module as ``sitecustomize``. It first runs the ``sitecustomize`` that it hides, if any
@@ -27,7 +27,7 @@ def _chain() -> None:
 
 def _start() -> None:
     try:
-        from nvscope import _carry
+        from nvscope._cli import _child_carry as _carry
     except ImportError as error:
         sys.stderr.write(f"nvscope: NVSCOPE_RUN is set, but this Python ({sys.executable}) cannot import nvscope "
                          f"({error}); this process runs without nvscope run's options\n")

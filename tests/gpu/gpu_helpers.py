@@ -1,6 +1,7 @@
 """Kernel names from torch.profiler (the oracle independent of nvscope's bookkeeping), their classes, subprocesses.
 
-Kernel names come from `nvscope._kernels.kernel_names`, the one helper the library, the examples and these tests
+Kernel names come from `nvscope._measure._kernels.kernel_names`, the one helper the library, the examples and these
+tests
 share, so they cannot disagree on how a profiler name is cut (``void ns::kernel<...>(...)`` -> ``ns::kernel``).
 """
 
@@ -13,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from nvscope._kernels import kernel_names as kernels
+from nvscope._measure._kernels import kernel_names as kernels
 
 __all__ = ["NVFUSER_NUMBERED", "cublas", "fresh_python", "kernels", "kernels_of_script", "named_by_scheduler",
            "numbered", "nvfuser_any", "nvfuser_matmul", "subprocess_env"]
@@ -56,7 +57,7 @@ def fresh_python(*args: str, timeout: float = 300) -> subprocess.CompletedProces
 
 _KERNELS_OF = """\
 import json, runpy, sys
-from nvscope._kernels import kernel_names
+from nvscope._measure._kernels import kernel_names
 names, _ = kernel_names(lambda: runpy.run_path(sys.argv[1], run_name="__main__"))
 print("KERNELS " + json.dumps(names))
 """

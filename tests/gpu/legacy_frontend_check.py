@@ -11,8 +11,8 @@ from gpu_helpers import cublas, kernels, nvfuser_matmul
 
 import nvscope
 import nvscope.nvfuser
-from nvscope._legacy import LEGACY
-from nvscope._optionset import OptionSet
+from nvscope._core._optionset import OptionSet
+from nvscope._exec._legacy import LEGACY
 
 nvscope.set_development_mode(True)
 nvscope.nvfuser.install()

@@ -134,7 +134,7 @@ import torch
 import torch.distributed as dist
 import thunder
 import nvscope
-from nvscope._kernels import kernel_names
+from nvscope._measure._kernels import kernel_names
 from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.tensor import DTensor, Shard, distribute_tensor
 

@@ -1,6 +1,6 @@
 """nvscope.search on the H200: compile time apart, a known nvFuser failure skipped, nothing leaks afterwards.
 
-Kernel names (torch.profiler, via nvscope._kernels) are the oracle: cuBLAS ``nvjet_*`` for ATen matmuls,
+Kernel names (torch.profiler, via nvscope._measure._kernels) are the oracle: cuBLAS ``nvjet_*`` for ATen matmuls,
 ``nvfuser_matmul_*`` for nvFuser's matmul codegen under ``fuse_matmul`` + ``-matmul_expr_eval``.
 """
 
@@ -12,8 +12,8 @@ import pytest
 
 import nvscope
 from nvscope import OptionSet, nv_options
-from nvscope._kernels import kernel_names
-from nvscope._search import search
+from nvscope._measure._kernels import kernel_names
+from nvscope._tools._search import search
 
 torch = pytest.importorskip("torch")
 thunder = pytest.importorskip("thunder")

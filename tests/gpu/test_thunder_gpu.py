@@ -273,7 +273,7 @@ def test_compare_ab_in_one_process() -> None:
 
 def test_bundled_catalog_covers_what_the_installed_nvfuser_accepts() -> None:
     """nvFuser's own list (from its error for an invalid NVFUSER_ENABLE/DISABLE) against the bundled catalog."""
-    from nvscope._probe import probe_installed
+    from nvscope._core._catalog_probe import probe_installed
 
     probed = probe_installed()
     catalog = nvscope.catalog()

@@ -115,8 +115,8 @@ def test_profile_a_failing_fusion_is_a_row_and_the_profile_goes_on() -> None:
 _SCHEDULERS = """\
 import json, sys
 from contextlib import contextmanager
-from nvscope import _events
-from nvscope._schedulers import recorder
+from nvscope._exec import _events
+from nvscope._measure._schedulers import recorder
 nvscope.install()  # the timing hook runs inside nvscope's patched executor; nothing scoped has installed it here
 with torch.no_grad():
     jitted(x)  # compiled
@@ -150,7 +150,7 @@ def test_schedulers_match_the_kernel_names(tmp_path: Path) -> None:
     torch.profiler."""
     import json
 
-    from nvscope._schedulers import scheduler_of_kernel
+    from nvscope._measure._schedulers import scheduler_of_kernel
 
     script = tmp_path / "schedulers.py"
     script.write_text(LINEAR_GELU.format(shape=LINEAR_GELU_SHAPES[0]) + _SCHEDULERS)

@@ -1,0 +1,232 @@
+"""``nvscope run``'s options in the Python processes its program starts: one variable plus a start-up hook.
+
+coverage.py measures subprocesses with an environment variable and a start-up hook; so does ``nvscope run``, with a
+directory on ``PYTHONPATH`` instead of a ``.pth`` file, so that nothing has to be installed:
+
+* the parent (`export`, called by ``nvscope run`` while its program runs) writes the run's options to
+  ``NVSCOPE_RUN`` and puts ``nvscope/_child`` first on ``PYTHONPATH``; both are restored when the program ends;
+* a Python child inherits them, so at start-up its ``site`` module imports ``nvscope/_child/sitecustomize.py``, which
+  runs any other ``sitecustomize`` it hides and then calls `start`: the child's main thread enters the same scope,
+  in development mode, with adapters installing as the child imports Thunder or nvFuser, under an audit; at exit, a
+  child that imported Thunder or nvFuser prints its audit summary to stderr, each line tagged with its pid.
+
+``NVSCOPE_RUN`` is a JSON object: ``{"enable": [names], "disable": [names], "audit": true}`` and, when ``nvscope
+run`` was given them, ``"fusions": [globs]`` and ``"on_error": "raise" | "fallback"``. A bad value warns once
+(`ConfigWarning`, naming the fix) and the child runs without options: the hook never stops a child.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import warnings
+from collections.abc import Callable, Sequence
+
+from nvscope._core import _env, _patches
+from nvscope._core._devmode import set_development_mode
+from nvscope._core._errors import ConfigWarning, NvscopeWarning
+from nvscope._core._optionset import OptionSet, process_options_shell
+from nvscope._core._scope import nv_options
+from nvscope._exec._audit import AuditLog, audit
+from nvscope._exec._frontends import MODULES
+
+__all__ = ["HOOK_DIR", "ON_ERROR", "VARIABLE", "Settings", "export", "start", "take_over"]
+
+VARIABLE = _env.RUN
+HOOK_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "_child")
+ON_ERROR = ("raise", "fallback")
+_KEYS = ("enable", "disable", "fusions", "on_error", "audit")
+_FIX = (f"{VARIABLE} is set by `nvscope run` for the Python processes its program starts: unset it, or let "
+        "`nvscope run` set it")
+
+
+class Settings:
+    """What ``nvscope run`` carries: the scope's arguments and whether to audit."""
+
+    __slots__ = ("audit", "disable", "enable", "fusions", "on_error")
+
+    def __init__(self, enable: Sequence[str], disable: Sequence[str], fusions: Sequence[str] | None = None,
+                 on_error: str | None = None, audit: bool = True) -> None:
+        self.enable, self.disable = list(enable), list(disable)
+        self.fusions = None if fusions is None else list(fusions)
+        self.on_error = on_error
+        self.audit = audit
+
+    def scope(self) -> nv_options:
+        """``nv_options`` with these arguments; ``fusions=``/``on_error=`` only when given (may raise on bad ones)."""
+        extra: dict[str, object] = {}
+        if self.fusions is not None:
+            extra["fusions"] = list(self.fusions)
+        if self.on_error is not None:
+            extra["on_error"] = self.on_error
+        return nv_options(self.enable, self.disable, **extra)  # type: ignore[arg-type]
+
+    def encode(self) -> str:
+        import json
+
+        data: dict[str, object] = {"enable": self.enable, "disable": self.disable, "audit": self.audit}
+        if self.fusions is not None:
+            data["fusions"] = self.fusions
+        if self.on_error is not None:
+            data["on_error"] = self.on_error
+        return json.dumps(data, separators=(",", ":"))
+
+
+# --- the parent: nvscope run ------------------------------------------------------------------------------------------
+
+def export(settings: Settings) -> Callable[[], None]:
+    """Carry ``settings`` to the Python processes started from now on; returns the function that stops it.
+
+    Sets ``NVSCOPE_RUN`` and prepends the hook's directory to ``PYTHONPATH`` (once) in ``os.environ``, which child
+    processes inherit unless they are given an environment of their own.
+    """
+    saved = {name: os.environ.get(name) for name in (VARIABLE, "PYTHONPATH")}
+    os.environ[VARIABLE] = settings.encode()
+    path = saved["PYTHONPATH"]
+    if not path:
+        os.environ["PYTHONPATH"] = HOOK_DIR
+    elif HOOK_DIR not in path.split(os.pathsep):
+        os.environ["PYTHONPATH"] = HOOK_DIR + os.pathsep + path
+
+    def restore() -> None:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+    return restore
+
+
+# --- the child: nvscope/_child/sitecustomize.py ---------------------------------------------------------------------
+
+# What the exit handler reports: (scope, audit log or None, adapter install errors, the entered import watch and
+# audit, kept referenced: a generator-based context manager that is collected exits); empty once reported.
+_running: list[tuple[nv_options, AuditLog | None, list[BaseException], contextlib.ExitStack]] = []
+
+
+def _refuse(raw: str, why: str) -> None:
+    shown = raw if len(raw) <= 80 else raw[:77] + "..."
+    warnings.warn(f"{VARIABLE}={shown!r} {why}; this process runs without nvscope run's options. {_FIX}",
+                  ConfigWarning, stacklevel=3)
+
+
+def _names(data: dict[str, object], key: str, required: bool) -> list[str] | None:
+    value = data.get(key)
+    if value is None and not required:
+        return None
+    if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
+        raise ValueError(f"has {key!r} {value!r}, not a list of non-empty strings")
+    return value
+
+
+def decode(raw: str) -> Settings | None:
+    """The settings in ``raw`` (``NVSCOPE_RUN``'s value), or None after a `ConfigWarning` saying what is wrong."""
+    import json
+
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        why = "is not JSON"
+    else:
+        unknown = sorted(set(data) - set(_KEYS)) if isinstance(data, dict) else []
+        why = ("is not a JSON object" if not isinstance(data, dict) else
+               f"has unknown keys {unknown} (known: {', '.join(_KEYS)})" if unknown else "")
+    if why:
+        _refuse(raw, why)
+        return None
+    on_error, audit = data.get("on_error"), data.get("audit", True)
+    try:
+        enable, disable = _names(data, "enable", True), _names(data, "disable", True)
+        fusions = _names(data, "fusions", False)
+        if on_error is not None and on_error not in ON_ERROR:
+            raise ValueError(f"has 'on_error' {on_error!r}, not one of {', '.join(map(repr, ON_ERROR))}")
+        if not isinstance(audit, bool):
+            raise ValueError(f"has 'audit' {audit!r}, not true or false")
+    except ValueError as error:
+        _refuse(raw, str(error))
+        return None
+    assert enable is not None and disable is not None
+    return Settings(enable, disable, fusions, on_error, audit)
+
+
+def start() -> None:
+    """In a child process, at start-up: enter ``NVSCOPE_RUN``'s scope for the main thread, until exit. Never raises
+    for a bad value (it warns); nothing happens without the variable."""
+    raw = os.environ.get(VARIABLE)
+    if raw is None:
+        return
+    settings = decode(raw)
+    if settings is None:
+        return
+    try:
+        scope = settings.scope()
+    except (ValueError, TypeError) as error:  # UnknownOptionError is a ValueError
+        _refuse(raw, f"is refused: {error}")
+        return
+    from nvscope._exec import _autoinstall
+
+    previous = set_development_mode(True)
+    entered = contextlib.ExitStack()  # left entered: they end with the process
+    try:
+        install_errors = entered.enter_context(_autoinstall.watch_imports())
+        log = entered.enter_context(audit()) if settings.audit else None
+        scope.__enter__()
+    except Exception as error:  # an adapter that refuses a Thunder imported by another sitecustomize, say
+        entered.close()
+        set_development_mode(previous)
+        warnings.warn(f"nvscope run's options cannot apply in this process: {error!r}", NvscopeWarning,
+                      stacklevel=2)
+        return
+    import atexit
+
+    _running.append((scope, log, install_errors, entered))
+    atexit.register(_report)
+
+
+def take_over() -> None:
+    """``nvscope run`` runs in this process (a child of another ``nvscope run``): it prints the summary instead."""
+    _running.clear()
+
+
+def _report() -> None:
+    """At exit: install errors, and the audit summary if Thunder or nvFuser was imported, tagged with the pid."""
+    if not _running:
+        return
+    scope, log, install_errors, _ = _running.pop()
+    lines = [f"nvscope run: could not install an adapter: {problem!r}" for problem in install_errors]
+    from nvscope._exec import _autoinstall
+
+    if log is not None and (log.records or any(name in sys.modules for name in _autoinstall._WATCHED)):
+
+        lines.extend(summary(scope.options, log).splitlines())
+    if not lines:
+        return
+    rank = os.environ.get("RANK")
+    tag = f"[pid {os.getpid()}{'' if rank is None else f' RANK={rank}'}] "
+    try:
+        sys.stdout.flush()
+    except Exception:  # the program may have closed stdout
+        pass
+    try:
+        sys.stderr.write("".join(tag + line + "\n" for line in lines))  # one write: children may share stderr
+        sys.stderr.flush()
+    except Exception:
+        pass
+
+
+def summary(options: OptionSet, log: AuditLog) -> str:
+    """What ``nvscope run`` says at the end of a process: the options, the audit, why no fusion ran (if none)."""
+    env = process_options_shell()
+    lines = [f"nvscope run: options {options.as_shell() or '(none)'}"
+             + (f" (and {env} from the environment, for the whole process)" if env else "")]
+    lines.append(log.summary())
+    if not log.records and not _patches.owners():
+        if any(name in sys.modules for name in ("thunder", *MODULES)):
+            lines.append("nvscope run: no nvscope adapter was installed (NVSCOPE_AUTOINSTALL=0?), so the options "
+                         "reached no fusion")
+        else:
+            lines.append("nvscope run: the program imported neither Thunder nor nvFuser, so no fusion could run in "
+                         "this process")
+    return "\n".join(lines)

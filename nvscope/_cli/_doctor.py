@@ -1,0 +1,271 @@
+"""``nvscope doctor``: check what nvscope needs and what it can drive, one line per check with a fix for each problem.
+
+Heavy packages (torch, Thunder, nvFuser) are imported here, inside the check that needs them, never by ``cli.py``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import platform
+import sys
+import warnings
+from types import ModuleType
+from typing import Any
+
+from nvscope._core import _env, _patches
+from nvscope._core._catalog import Catalog, catalog
+from nvscope._core._devmode import development_mode, strict_mode
+from nvscope._core._errors import UnknownOptionError
+from nvscope._core._version import version as nvscope_version
+from nvscope._exec import _frontends
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from nvscope._core._catalog import Kind
+
+__all__ = ["doctor"]
+
+
+class _Report:
+    """Doctor's output: one line per check; counts the failures."""
+
+    def __init__(self, require_gpu_stack: bool) -> None:
+        self.require_gpu_stack = require_gpu_stack
+        self.failures = 0
+        self.warnings = 0
+
+    def line(self, status: str, text: str, fix: str | None = None) -> None:
+        if status == "FAIL":
+            self.failures += 1
+        elif status == "warn":
+            self.warnings += 1
+        print(f"{status:<6}{text}")
+        if fix:
+            print(f"{'fix:':<6}{fix}")
+
+    def gpu(self, text: str, fix: str | None = None, status: str = "note") -> None:
+        """Something of the GPU stack is missing or broken: a FAIL under --require-gpu-stack, else ``status``."""
+        self.line("FAIL" if self.require_gpu_stack else status, text, fix)
+
+
+def _env_names(value: str) -> tuple[list[str], list[str]]:
+    """Split an NVFUSER_ENABLE value on the commas outside parentheses: ``a,b(x,y)`` -> ``["a", "b(x,y)"]``.
+
+    Returns (the items, what is malformed): an empty item (``a,,b``, a lone ``,``) or unbalanced parentheses
+    (``fuse_matmul(``), which nvFuser's own parser does not read as the user meant.
+    """
+    items, problems, depth, current = [], [], 0, ""
+    for char in value:
+        if char == "," and depth == 0:
+            items.append(current)
+            current = ""
+            continue
+        depth += (char == "(") - (char == ")")
+        if depth < 0:
+            problems.append(f"a ')' without its '(' in {value!r}")
+            depth = 0
+        current += char
+    items.append(current)
+    if depth > 0:
+        problems.append(f"an unclosed '(' in {value!r}")
+    if any(not item.strip() for item in items):
+        problems.append(f"an empty name between commas in {value!r}")
+    return [item.strip() for item in items if item.strip()], problems
+
+
+def _check_env(report: _Report, known: Catalog | None) -> None:
+    kinds: tuple[Kind, ...] = ("enable", "disable")
+    for kind in kinds:
+        variable = f"NVFUSER_{kind.upper()}"
+        value = os.environ.get(variable)
+        if value is None or not value.strip():
+            report.line("ok", f"{variable} not set")
+            continue
+        if known is None:
+            report.line("warn", f"{variable}={value}: not checked (no catalog)")
+            continue
+        items, malformed = _env_names(value)
+        for problem in malformed:
+            report.line("FAIL", f"{variable}: {problem}", f"write {variable} as NAME[,NAME(ARGS)...]")
+        bad = len(malformed)
+        for item in items:
+            name, paren, _ = item.partition("(")
+            name = name.partition(")")[0].strip()  # a stray ')' is reported above, once, not as a second bad name
+            info = known.get(kind, name)
+            if info is None:
+                # The catalog's check is the authority: it also accepts a name the catalog lacks when a newer
+                # nvFuser accepts it (or NVSCOPE_TRUST_NVFUSER=1), saying so in a warning, shown here as a note.
+                with warnings.catch_warnings(record=True) as notes:
+                    warnings.simplefilter("always")
+                    try:
+                        known.check(kind, name)
+                    except UnknownOptionError as error:
+                        bad += 1
+                        other: Kind = "disable" if kind == "enable" else "enable"
+                        if known.get(other, name) is not None:
+                            article = "an enable" if kind == "enable" else "a disable"
+                            report.line("FAIL", f"{variable}: {name!r} is an nvFuser {other} option, not {article} "
+                                                "option", f"move {name!r} to NVFUSER_{other.upper()}")
+                        else:
+                            report.line("FAIL", f"{variable}: {error}",
+                                        f"correct or remove {name!r} in {variable} (nvFuser does not accept it); "
+                                        f"`nvscope options --{kind}` lists the valid names")
+                for note in notes:
+                    report.line("note", f"{variable}: {note.message}")
+            elif info.requires_args and not paren:
+                report.line("warn", f"{variable}: {name!r} needs arguments and does nothing without them",
+                            f"set {variable}={name}(...) with its arguments: {info.description}")
+        if not bad:
+            report.line("ok", f"{variable}={value}: valid; applies to the whole process, on top of every scope "
+                              "(scopes cannot remove it)")
+
+
+def _flag(name: str) -> str:
+    value = os.environ.get(name)
+    return f"{name} not set" if value is None else f"{name}={value}"
+
+
+def _check_flag_values(report: _Report) -> None:
+    for name, problem in _env.problems():
+        report.line("warn", problem, f"set {name} to an accepted value, or unset it")
+
+
+def _import_quietly(name: str) -> ModuleType:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return importlib.import_module(name)
+
+
+def doctor(require_gpu_stack: bool) -> int:
+    report = _Report(require_gpu_stack)
+    report.line("ok", f"python {platform.python_version()} ({sys.executable})")
+    report.line("ok", f"nvscope {nvscope_version()} ({os.path.dirname(os.path.dirname(os.path.abspath(__file__)))})")
+    known: Catalog | None
+    try:
+        known = catalog()
+        report.line("ok", f"catalog: {len(known.options)} options, {known.source}")
+    except Exception as error:
+        known = None
+        report.line("FAIL", f"catalog: cannot load: {error!r}",
+                    "reinstall nvscope (pip install --force-reinstall nvscope) and its dependency `packaging`")
+
+    # torch and CUDA
+    torch: Any = None
+    if importlib.util.find_spec("torch") is None:
+        report.gpu("torch not installed (nvFuser and Thunder need it)", "pip install torch (a CUDA build)")
+    else:
+        try:
+            torch = _import_quietly("torch")
+            report.line("ok", f"torch {torch.__version__}")
+        except Exception as error:
+            report.gpu(f"torch is installed but fails to import: {error!r}", "reinstall torch", status="warn")
+        if torch is not None:
+            try:
+                cuda = bool(torch.cuda.is_available())
+                device = torch.cuda.get_device_name(0) if cuda else None
+            except Exception as error:
+                cuda, device = False, f"error: {error!r}"
+            if cuda:
+                report.line("ok", f"CUDA available: {device} (torch CUDA {torch.version.cuda})")
+            else:
+                why = f" ({device})" if device else ""
+                report.gpu(f"CUDA not available{why}: nvFuser fusions cannot run here",
+                           "use a machine with an NVIDIA GPU and a CUDA build of torch")
+
+    # nvFuser, found without importing it (that would import torch and load CUDA libraries)
+    frontends = [name for name in _frontends.MODULES if importlib.util.find_spec(name) is not None]
+    from packaging.version import Version
+
+    from nvscope._core._catalog import installed_nvfuser
+
+    minimum = Version(_frontends.MIN_VERSION)
+
+    found = installed_nvfuser()
+    if found is None and not frontends:
+        from nvscope._cli._wheels import install_hint
+
+        report.gpu("nvFuser not installed", install_hint())
+    else:
+        version = ("version unknown (no *.dist-info found)" if found is None
+                   else f"{found.version} ({found.distribution})")
+        shown = " and ".join(frontends) if frontends else "none importable"
+        if not frontends:
+            report.gpu(f"nvFuser {version}: metadata found but no frontend module (nvfuser_direct, nvfuser)",
+                       "reinstall nvFuser", status="warn")
+        elif found is not None and found.version.release < minimum.release:
+            report.gpu(f"nvFuser {version}, frontend {shown}: too old for per-call options (nvscope needs "
+                       f">= {minimum}); scopes raise UnsupportedError at the first fusion",
+                       f"upgrade nvFuser to >= {minimum}, or set NVFUSER_ENABLE/NVFUSER_DISABLE for the whole "
+                       "process", status="warn")
+        else:
+            report.line("ok", f"nvFuser {version}, frontend {shown}")
+
+    # Thunder: any exception on import is reported (Thunder 0.2.x, for one, fails to import with torch >= 2.13)
+    thunder: Any = None
+    if importlib.util.find_spec("thunder") is None:
+        report.gpu("Thunder not installed (nvscope also works with nvFuser directly)",
+                   "pip install lightning-thunder")
+    else:
+        try:
+            thunder = _import_quietly("thunder")
+            report.line("ok", f"Thunder {getattr(thunder, '__version__', '(version unknown)')}")
+        except (Exception, SystemExit) as error:  # whatever Thunder's import raises
+            report.gpu(f"Thunder is installed but fails to import: {type(error).__name__}: {error}",
+                       f"install a Thunder release that supports torch "
+                       f"{getattr(torch, '__version__', '(not importable)')}, or a torch that this Thunder supports",
+                       status="warn")
+
+    # nvscope's Thunder adapter
+    from nvscope._exec import _thunder as thunder_adapter
+
+    autoinstall = _env.flag("NVSCOPE_AUTOINSTALL")
+    if thunder_adapter.installed():
+        report.line("ok", "Thunder adapter: installed")
+    elif thunder is not None:
+        try:
+            from nvscope._exec._thunder_adapter import IMPL_MODULE
+            from nvscope._exec._thunder_autograd import AUTOGRAD_MODULE
+
+            _import_quietly(IMPL_MODULE)
+            _import_quietly(AUTOGRAD_MODULE)
+            refusal = thunder_adapter.unsupported()
+            if refusal is not None:
+                report.gpu(f"Thunder adapter: {refusal}",
+                           'use a Thunder listed in docs/failures.md ("Thunder versions")', status="warn")
+            else:
+                how = ("it installs itself at the first scope entered after `import thunder`" if autoinstall else
+                       "NVSCOPE_AUTOINSTALL=0: call nvscope.thunder.install() after `import thunder`")
+                report.line("ok", f"Thunder adapter: installable ({how})")
+        except (Exception, SystemExit) as error:
+            report.gpu(f"Thunder adapter: Thunder's nvFuser executor does not import: {type(error).__name__}: "
+                       f"{error}", "install an nvFuser that this Thunder supports", status="warn")
+
+    # Policy
+    _check_flag_values(report)
+    state = "on" if development_mode() else "off"
+    strict = strict_mode()
+    if development_mode():
+        report.line("ok", f"development mode on ({_flag('NVSCOPE_DEV')})")
+    else:
+        consequence = "raise DevelopmentModeError" if strict else "warn (DevelopmentModeWarning)"
+        report.line("note", f"development mode {state} ({_flag('NVSCOPE_DEV')}): non-empty scopes {consequence}; "
+                            "`nvscope run` and the pytest plugin turn it on for their runs",
+                    "export NVSCOPE_DEV=1 for development runs (or call nvscope.set_development_mode(True))")
+    report.line("ok", f"strict mode {'on' if strict else 'off'} ({_flag('NVSCOPE_STRICT')})")
+
+    _check_env(report, known)
+
+    patches = _patches.describe()
+    report.line("ok", f"patched by nvscope now: {', '.join(patches)}" if patches else "patched by nvscope now: nothing")
+
+    problems = report.failures
+    print()
+    if problems:
+        print(f"doctor: {problems} failure{'s' * (problems != 1)}: see the fix: lines above")
+    elif report.warnings:
+        print(f"doctor: nvscope works; {report.warnings} warning{'s' * (report.warnings != 1)} above")
+    else:
+        print("doctor: nvscope works")
+    return 1 if problems else 0

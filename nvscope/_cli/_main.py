@@ -1,0 +1,351 @@
+"""The ``nvscope`` command: list the option catalog, check an installation, run a program under options.
+
+    nvscope options [--enable | --disable] [--json]
+    nvscope doctor [--require-gpu-stack]
+    nvscope run [--enable NAME]... [--disable NAME]... [--fusions GLOB]... [--on-error {raise,fallback}] [--no-audit]
+                ([--] script.py | -m module) [args...]
+
+A tool, not part of the core: it may import everything, and nothing in the core imports it. Heavy packages
+(torch, Thunder, nvFuser) are imported only inside the command that needs them (``doctor``), never here at the top.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from nvscope._cli import _child_carry as _carry
+from nvscope._core import _text as _texttable
+from nvscope._core._catalog import OptionInfo, catalog
+from nvscope._core._validate import split
+from nvscope._core._version import version
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from nvscope._core._catalog import Kind
+
+__all__ = ["main"]
+
+_EFFECTS = (
+    "effect: codegen = can change the compiled kernels or which executor runs; runtime = runtime behaviour only; "
+    "debug = output, profiling, validation"
+)
+
+_DESCRIPTION = """\
+nvscope: scoped nvFuser developer options for Lightning Thunder and nvFuser.
+
+In Python you write `with nvscope.nv_options(enable=[...], disable=[...]): ...`; this command helps around that:
+find the option names, check that your installation can use them, and run an unmodified program under them."""
+
+_EPILOG = """\
+examples:
+  nvscope options                       every nvFuser option name, what it does, and in which versions
+  nvscope options --enable --json       the enable options, as JSON
+  nvscope doctor                        check Python, torch/CUDA, nvFuser, Thunder and the NVFUSER_* environment
+  nvscope run --enable fuse_matmul --disable matmul_expr_eval train.py --steps 10
+                                        run train.py (with its own arguments) under those options and print
+                                        which nvFuser fusions ran with which options when it exits
+  nvscope run --enable fuse_matmul,static_fusion_count -m mypkg.bench
+
+`nvscope COMMAND --help` describes each command. With no command, nvscope prints this help and exits with 2.
+In pytest: `pytest --nv-enable NAME` or `@pytest.mark.nv_options(enable=[...])` (the nvscope pytest plugin)."""
+
+_RUN_DESCRIPTION = """\
+Run a Python script (or a module, with -m) as `python script.py args...` would, with every nvFuser fusion it
+executes on its main thread running under the given options. The options are validated before anything runs.
+
+While the program runs: development mode is on (no DevelopmentModeWarning), the program is audited, and
+nvscope's Thunder adapter installs itself as soon as the program imports Thunder (or, without Thunder, the
+nvFuser adapter as soon as it imports nvFuser). At exit, a summary goes to stderr: the options, then one row per
+fusion with its options and execution count. The program's exit code is nvscope's exit code (an uncaught
+exception prints its traceback and exits with 1).
+
+Threads the program starts begin with no options (Python's contextvars), except Thunder's backward passes,
+which keep the options of their forward. Use nvscope.bind in the program to carry them into its own threads.
+NVFUSER_ENABLE/NVFUSER_DISABLE in the environment still apply, to the whole process, on top of these.
+
+Python processes the program starts (subprocess, multiprocessing, torchrun's workers) get the same options on
+their main thread: nvscope run sets NVSCOPE_RUN and puts nvscope's start-up hook on PYTHONPATH while the program
+runs. Each such process that imports Thunder or nvFuser prints its own summary at exit, tagged [pid N]. Not
+reached: processes that are not Python, that are given an environment without those variables, or that ignore
+them (python -E, -I, -S)."""
+
+_RUN_EPILOG = """\
+examples:
+  nvscope run --enable fuse_matmul --disable matmul_expr_eval bench.py --size 4096
+  nvscope run --enable fuse_matmul,static_fusion_count -- train.py --enable-this-is-the-script-s-own-flag
+  nvscope run --disable fma -m mypkg.train --epochs 1
+  nvscope run --no-audit --enable static_fusion_count bench.py
+  nvscope run --enable fuse_matmul --fusions 'forward/*' --on-error fallback train.py
+  nvscope run --enable fuse_matmul -m torch.distributed.run --nproc-per-node 2 --standalone train.py
+
+exit codes: the program's own; 2 when an option name or a --fusions/--on-error value is refused, or the
+script/module cannot be found."""
+
+_DOCTOR_DESCRIPTION = """\
+Check what nvscope needs and what it can drive: Python, the option catalog, torch and CUDA, nvFuser, Lightning
+Thunder, nvscope's Thunder adapter, development mode, and NVFUSER_ENABLE/NVFUSER_DISABLE in the environment
+(they apply to the whole process, on top of every scope, so a typo there affects everything).
+
+One line per check: `ok`, `note` (missing but optional: the core works without it), `warn` (something that
+will not work as you may expect), `FAIL` (broken); each problem is followed by a `fix:` line."""
+
+_DOCTOR_EPILOG = """\
+exit codes: 0 when nvscope's core works (torch, nvFuser and Thunder are optional: missing ones are notes);
+1 when something it needs is broken, e.g. an unknown name in NVFUSER_ENABLE or a catalog that cannot load.
+With --require-gpu-stack, a missing or broken torch, CUDA device, nvFuser or Thunder also exits with 1."""
+
+_OPTIONS_DESCRIPTION = """\
+List every nvFuser enable/disable option that nvscope knows, grouped by list: name, effect class, the nvFuser
+versions that have it, and what it does. When nvFuser is installed, only the names of its version are listed
+(the first line says which). Names marked (args) need arguments and so can be set only in the environment,
+e.g. NVFUSER_ENABLE=name(args), not per scope."""
+
+_OPTIONS_EPILOG = """\
+examples:
+  nvscope options --disable
+  nvscope options --json | python -c "import json,sys; print(len(json.load(sys.stdin)['options']))"
+  nvscope options --probe               compare the catalog with what the installed nvFuser accepts (needs CUDA)"""
+
+
+# --- argument parsing ---------------------------------------------------------------------------------------------
+
+def _parser(prog: str | None = None) -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
+    """The top-level parser and the ``run`` subparser."""
+    formatter = argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(prog=prog or "nvscope", description=_DESCRIPTION, epilog=_EPILOG,
+                                     formatter_class=formatter)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
+
+    options = commands.add_parser("options", help="list the nvFuser option names (the catalog)",
+                                  description=_OPTIONS_DESCRIPTION, epilog=_OPTIONS_EPILOG, formatter_class=formatter)
+    kind = options.add_mutually_exclusive_group()
+    kind.add_argument("--enable", dest="kind", action="store_const", const="enable",
+                      help="only the enable options (NVFUSER_ENABLE, nv_options(enable=...))")
+    kind.add_argument("--disable", dest="kind", action="store_const", const="disable",
+                      help="only the disable options (NVFUSER_DISABLE, nv_options(disable=...))")
+    options.add_argument("--json", action="store_true", help="print a JSON object instead of a table")
+    options.add_argument("--probe", action="store_true",
+                         help="ask the installed nvFuser which names it accepts (a child process runs a one-op "
+                              "fusion; needs CUDA) and compare them with the catalog; exit 1 if it accepts a name "
+                              "the catalog lacks")
+
+    doctor = commands.add_parser("doctor", help="check the installation and the NVFUSER_* environment",
+                                 description=_DOCTOR_DESCRIPTION, epilog=_DOCTOR_EPILOG, formatter_class=formatter)
+    doctor.add_argument("--require-gpu-stack", action="store_true",
+                        help="also fail (exit 1) unless torch with a CUDA device, nvFuser and Thunder all work")
+
+    from nvscope._cli import _search_cmd as _search_cli
+
+    _search_cli.add_parser(commands)
+    from nvscope._cli import _profile_bisect_cmd as _tools_cli
+
+    _tools_cli.add_parsers(commands)  # profile, bisect
+
+    run = commands.add_parser("run", help="run a script or module under nvFuser options, with an audit summary",
+                              description=_RUN_DESCRIPTION, epilog=_RUN_EPILOG, formatter_class=formatter,
+                              usage="%(prog)s [--enable NAME]... [--disable NAME]... [--fusions GLOB]... "
+                                    "[--on-error {raise,fallback}] [--no-audit] ([--] script.py | -m module) "
+                                    "[args...]",
+                              allow_abbrev=False)
+    _run_arguments(run)
+    listing = commands.add_parser(
+        "fusions", help="run a script or module and list the nvFuser fusions it ran (ids, ops, calls)",
+        description="Run the program as `nvscope run` does (options optional) and print, at exit, every nvFuser "
+                    "fusion it ran: its id (what nv_options(fusions=...) selects by), phase, ops, jitted function "
+                    "and number of executions.",
+        usage="%(prog)s [--enable NAME]... [--disable NAME]... ([--] script.py | -m module) [args...]",
+        allow_abbrev=False)
+    _run_arguments(listing)
+    return parser, run
+
+
+def _run_arguments(run: argparse.ArgumentParser) -> None:
+    run.add_argument("--enable", action="append", default=[], metavar="NAME[,NAME...]",
+                     help="an nvFuser enable option; repeat it or separate names with commas")
+    run.add_argument("--disable", action="append", default=[], metavar="NAME[,NAME...]",
+                     help="an nvFuser disable option; repeat it or separate names with commas")
+    run.add_argument("--fusions", action="append", default=None, metavar="GLOB[,GLOB...]",
+                     help="only fusions whose id (phase/name, e.g. forward/nvFusion0) matches a glob get the options "
+                          "(nv_options(fusions=...)); repeat it or separate globs with commas; quote it for the shell")
+    run.add_argument("--on-error", choices=_carry.ON_ERROR, default=None,
+                     help="what a fusion that fails under the options does (nv_options(on_error=...)): raise its "
+                          "error, or run it again with its defaults")
+    run.add_argument("--no-audit", action="store_true",
+                     help="do not record fusion executions, and print no summary at exit")
+    run.add_argument("-m", dest="module", metavar="module",
+                     help="run a library module as a script, like python -m (the rest are its arguments)")
+    run.add_argument("script", nargs="?", help="the Python script to run (the rest are its arguments)")
+    run.add_argument("args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+
+
+_TAKES_VALUE = ("--enable", "--disable", "--fusions", "--on-error")  # run's options whose value is the next word
+
+
+def _split_run(argv: Sequence[str]) -> tuple[list[str], str | None, str | None, list[str]]:
+    """Split ``run``'s arguments into (its own options, script, module, the program's arguments), like cProfile.
+
+    nvscope's options come first; the first `--`, `-m module` or non-option word ends them, and everything after
+    belongs to the program, options included. A lone trailing `-m` or `--enable` stays with nvscope's options, so
+    that argparse reports it.
+    """
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--":
+            rest = argv[i + 1:]
+            return list(argv[:i]), (rest[0] if rest else None), None, list(rest[1:])
+        if arg == "-m" and i + 1 < len(argv):
+            return list(argv[:i]), None, argv[i + 1], list(argv[i + 2:])
+        if arg.startswith("-m") and not arg.startswith("--") and len(arg) > 2:
+            return list(argv[:i]), None, arg[2:], list(argv[i + 1:])
+        if arg in _TAKES_VALUE:
+            i += 2
+            continue
+        if arg.startswith("-") and arg != "-":
+            i += 1
+            continue
+        return list(argv[:i]), arg, None, list(argv[i + 1:])
+    return list(argv), None, None, []
+
+
+def _invalid(enable: list[str], disable: list[str]) -> str | None:
+    """Why the names of ``run --enable/--disable`` are refused, with hints in the flags' syntax; None when valid."""
+    try:
+        known = catalog()
+        for name in enable:
+            known.check("enable", name, spelling="--{kind} {name}")
+        for name in disable:
+            known.check("disable", name, spelling="--{kind} {name}")
+    except ValueError as error:  # UnknownOptionError
+        return str(error)
+    return None
+
+
+def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
+    """The ``nvscope`` console script. Returns the exit code."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    parser, run_parser = _parser(prog)
+    if args and args[0] in ("run", "fusions"):
+        own, script, module, program_args = _split_run(args[1:])
+        ns = parser.parse_args([args[0], *own])
+        ns.script, ns.module, ns.args = script, module, program_args
+    else:
+        ns = parser.parse_args(args)
+    if ns.command is None:
+        parser.print_help(sys.stderr)
+        return 2
+    if ns.command in ("options", "doctor"):
+        try:
+            if ns.command == "doctor":
+                from nvscope._cli._doctor import doctor
+
+                return doctor(ns.require_gpu_stack)
+            return _probe() if ns.probe else _options(ns.kind, ns.json)
+        except BrokenPipeError:  # `nvscope options | head`: stop quietly, as Python's docs recommend
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            return 1
+    if ns.command == "search":
+        from nvscope._cli import _search_cmd as _search_cli
+
+        return _search_cli.command(ns)
+    if ns.command in ("profile", "bisect"):
+        from nvscope._cli import _profile_bisect_cmd as _tools_cli
+
+        return _tools_cli.command(ns)
+    if ns.script is None and ns.module is None:
+        run_parser.error(f"give the script to run (or -m module); `nvscope {ns.command} --help` explains")  # exit 2
+    enable, disable = split(ns.enable), split(ns.disable)
+    fusions = None if ns.fusions is None else split(ns.fusions)
+    problem = _invalid(enable, disable)
+    if fusions == []:
+        problem = "--fusions needs a glob over fusion ids, e.g. --fusions 'forward/*' or --fusions backward/nvFusion0"
+    if problem is not None:
+        print(f"nvscope {ns.command}: error: {problem}", file=sys.stderr)
+        return 2
+    from nvscope._cli._run import run
+
+    listing = ns.command == "fusions"
+    return run(ns.script, ns.module, ns.args, enable, disable, audit=listing or not ns.no_audit, fusions=fusions,
+               on_error=ns.on_error, listing=listing)
+
+
+# --- nvscope options ----------------------------------------------------------------------------------------------
+
+def _option_json(option: OptionInfo) -> dict[str, Any]:
+    return {
+        "kind": option.kind, "name": option.name, "effect": option.effect, "description": option.description,
+        "since": option.since, "until": option.until, "requires_args": option.requires_args,
+        "ops": list(option.ops), "source": option.source,
+    }
+
+
+def _options(kind: Kind | None, as_json: bool) -> int:
+    try:
+        known = catalog()
+    except Exception as error:  # a broken installation: say so instead of a traceback
+        print(f"nvscope options: the option catalog cannot load: {error!r}", file=sys.stderr)
+        return 1
+    kinds: tuple[Kind, ...] = ("enable", "disable") if kind is None else (kind,)
+    selected = sorted((o for o in known.options if o.kind in kinds), key=lambda o: (kinds.index(o.kind), o.name))
+    if as_json:
+        document = {
+            "source": known.source,
+            "nvfuser": None if known.nvfuser is None else str(known.nvfuser.version),
+            "options": [_option_json(o) for o in selected],
+        }
+        print(json.dumps(document, indent=2))
+        return 0
+    print(f"source: {known.source}")
+    print("use:    nv_options(enable=[...], disable=[...])  |  nvscope run --enable NAME  |  NVFUSER_ENABLE=NAME,...")
+    for k in kinds:
+        group = [o for o in selected if o.kind == k]
+        print()
+        print(f"{k} options ({len(group)}):")
+        rows = [(o.name + (" (args)" if o.requires_args else "") + (" (ops)" if o.ops else ""), o.effect, o.versions,
+                 o.description) for o in group]
+        print(_texttable.render(("name", "effect", "versions", "description"), rows, indent="  "))
+    print()
+    if any(o.requires_args for o in selected):
+        print("(args): needs arguments, e.g. NVFUSER_ENABLE=name(args): set it in the environment before the process "
+              "starts; scopes cannot pass arguments")
+    gated = [o for o in selected if o.ops]
+    if gated:
+        print("(ops): can only affect a fusion holding one of these ops (fd.ops.<op> in its printed definition), as "
+              "these nvFuser files show:")
+        print(_texttable.render(("option", "ops", "source"),
+                            [(f"{o.kind} {o.name}", ", ".join(o.ops), o.source or "") for o in gated], indent="  "))
+    print(_EFFECTS)
+    return 0
+
+
+def _probe() -> int:
+    """``nvscope options --probe``: nvFuser's own list of names against the catalog."""
+    from nvscope._core._catalog_probe import probe_installed
+
+    known = catalog()
+    print(f"catalog: {known.source}")
+    try:
+        accepted = probe_installed()
+    except Exception as error:  # RuntimeError from the probe, or the child's timeout
+        print(f"nvscope options --probe: {error}", file=sys.stderr)
+        return 1
+    unknown_to_catalog = 0
+    for kind in ("enable", "disable"):
+        have, got = known.names(kind), accepted[kind]
+        print(f"{kind}: the installed nvFuser accepts {len(got)} names; the catalog lists {len(have)} for its version")
+        if got - have:
+            unknown_to_catalog += len(got - have)
+            print(f"  accepted by nvFuser but missing from the catalog: {', '.join(sorted(got - have))}")
+        if have - got:
+            print(f"  in the catalog for this version but not accepted by this build: {', '.join(sorted(have - got))}")
+    return 1 if unknown_to_catalog else 0
+
+
+# --- nvscope doctor -----------------------------------------------------------------------------------------------

@@ -1,0 +1,230 @@
+"""``nvscope profile`` and ``nvscope bisect``: the per-fusion tools from the command line.
+
+    nvscope profile --enable fast_math --backward --params model --json p.json --plot p.png train.py:loss
+    nvscope bisect --enable fuse_matmul --disable matmul_expr_eval --backward train.py:loss
+    nvscope bisect --subprocess --enable fuse_matmul --disable matmul_expr_eval train.py --steps 1
+
+A function target (``script.py:FUNCTION``, ``-m module:FUNCTION``) is imported as `nvscope search` imports it (not as
+``__main__``; the function takes no arguments). ``bisect --subprocess`` takes a program instead (``script.py args``
+or ``-m module args``) and runs it once per probe under ``nvscope run``, judging it by its exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import os
+import sys
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from nvscope._cli._search_cmd import _count, _positive, _rounds, _tolerance, load_step
+from nvscope._core._scope import nv_options
+
+__all__ = ["add_parsers", "command"]
+
+_FORMATTER = argparse.RawDescriptionHelpFormatter
+
+_PROFILE = """\
+Import a script (or a module, with -m) and profile one of its functions per nvFuser fusion: for every fusion it
+runs (by id, e.g. backward/nvFusion3), its GPU time under the defaults and under the options (paired randomized
+rounds, median ratio with a 95% interval), the schedulers nvFuser chose for its segments in each case, its compile
+time, and whether its outputs under the options match the defaults'. A fusion that fails under the options is a row
+that says so (it runs again with its defaults, so the profile goes on). Prints a ranked table; --json, --plot and
+--table save the result."""
+
+_BISECT = """\
+Find which of the options, on which fusions, make a step go wrong: it raises, its outputs or gradients leave the
+tolerance against the default (--check numerics), or it is slower than the default (--check slower). Each probe
+runs the step once under some of the options on some of the fusions (per-fusion scopes); the result is a 1-minimal
+set of options and fusions, the nv_options(...) line that reproduces it, and the repro script of a failing fusion.
+
+With --subprocess the target is a program (script.py args, or -m module args), run once per probe in a fresh process
+under `nvscope run --fusions ...`; its exit code decides (not 0, a signal or a timeout is bad): for failures that
+kill the process (a CUDA abort, a segfault)."""
+
+_EPILOG = """\
+nvscope's own options come before the target; the words after it are the script's (or module's) arguments.
+exit codes: 0 when it ran (profile) or found a culprit (bisect); 1 when the script, the default call or the
+outputs failed, or the bisect did not reproduce the problem; 2 for a bad command line."""
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-m", dest="module", metavar="MODULE[:FUNCTION]",
+                   help="import a module instead of a script (the words after it are its arguments)")
+    p.add_argument("target", nargs="?", metavar="script.py[:FUNCTION]",
+                   help="the script and its function (a no-argument callable); the words after it are the "
+                        "script's own arguments")
+    p.add_argument("args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    p.add_argument("--enable", action="append", default=[], metavar="NAME[,NAME...]", help="an enable option")
+    p.add_argument("--disable", action="append", default=[], metavar="NAME[,NAME...]", help="a disable option")
+    p.add_argument("--tolerance", type=_tolerance, default=None,
+                   help="bound on max|diff|/max|default| of every output and gradient (default: by dtype)")
+    p.add_argument("--backward", action="store_true", help="the function returns a scalar loss; call .backward()")
+    p.add_argument("--params", metavar="NAME", help="a module-level nn.Module whose parameters' gradients count")
+    p.add_argument("--rounds", type=_rounds, default=None, help="randomized timing rounds")
+    p.add_argument("--steps", type=_positive, default=None, help="calls of each variant per round")
+    p.add_argument("--seed", type=int, default=0, help="seed of the round order and the bootstrap (default 0)")
+    p.add_argument("--json", metavar="PATH", help="write the result as JSON")
+    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+
+
+def add_parsers(subparsers: Any) -> None:
+    """Add ``profile`` and ``bisect`` to an ``argparse`` subparsers object."""
+    p = subparsers.add_parser("profile", help="per-fusion times, schedulers and outputs under options vs defaults",
+                              description=_PROFILE, epilog=_EPILOG + """
+
+examples:
+  nvscope profile --enable fast_math bench.py:step
+  nvscope profile --enable fuse_matmul --disable matmul_expr_eval --backward --params model \\
+      --json profile.json --plot profile.png --table profile.txt train.py:loss""",
+                              formatter_class=_FORMATTER, allow_abbrev=False)
+    _common(p)
+    p.add_argument("--fusions", action="append", metavar="GLOB", help="profile only these fusion ids (repeat)")
+    p.add_argument("--warmup", type=_count, default=2, help="untimed calls after each first call (default 2)")
+    p.add_argument("--plot", metavar="PATH", help="write a PNG chart of the ratios (needs matplotlib)")
+    p.add_argument("--table", metavar="PATH", help="write the table to a file too")
+    p.add_argument("--schedulers", choices=("kernels", "nvfuser"), default="kernels",
+                   help="read schedulers off kernel names (default) or ask nvFuser's PythonProfiler (fragile in "
+                        "nvFuser 0.2.35: docs/profile.md)")
+
+    b = subparsers.add_parser("bisect", help="find the options and fusions that make a step fail, minimally",
+                              description=_BISECT, epilog=_EPILOG + """
+
+examples:
+  nvscope bisect --enable fuse_matmul --disable matmul_expr_eval --backward train.py:loss
+  nvscope bisect --enable ws_normalization --check numerics --backward --params model train.py:loss
+  nvscope bisect --subprocess --enable fuse_matmul --disable matmul_expr_eval train.py --steps 1""",
+                              formatter_class=_FORMATTER, allow_abbrev=False)
+    _common(b)
+    b.add_argument("--check", default=None, metavar="raises,numerics,slower",
+                   help="what going wrong means (default raises,numerics); not with --subprocess")
+    b.add_argument("--slower-by", type=float, default=0.05, help="with --check slower: the margin (default 0.05)")
+    b.add_argument("--subprocess", action="store_true",
+                   help="the target is a program; one fresh process per probe, judged by its exit code")
+    b.add_argument("--timeout", type=float, default=None, help="with --subprocess: seconds per run (default 600)")
+    b.add_argument("--bad-exit", type=int, action="append", metavar="CODE",
+                   help="with --subprocess: only these exit codes are bad (default: any but 0)")
+
+
+def _error(command: str, message: str, code: int = 2) -> int:
+    print(f"nvscope {command}: error: {message}", file=sys.stderr)
+    return code
+
+
+def _names(values: list[str]) -> list[str]:
+    return [name for value in values for name in value.replace(",", " ").split()]
+
+
+def command(ns: argparse.Namespace) -> int:
+    """Run ``nvscope profile`` or ``nvscope bisect`` for parsed arguments; returns the exit code."""
+    name = ns.command
+    if ns.module is not None and ns.target is not None:  # as with python -m: every word after it is an argument
+        ns.args, ns.target = [ns.target, *ns.args], None
+    if ns.args[:1] == ["--"]:
+        ns.args = ns.args[1:]
+    if ns.target is None and ns.module is None:
+        return _error(name, f"give the target (`nvscope {name} --help`)")
+    enable, disable = _names(ns.enable), _names(ns.disable)
+    if not enable and not disable:
+        return _error(name, "give the options: --enable NAME and/or --disable NAME")
+    try:
+
+        nv_options(enable, disable)  # names checked before the script is imported
+    except (ValueError, TypeError) as error:
+        return _error(name, str(error))
+    for path, flag in ((ns.json, "--json"), (getattr(ns, "plot", None), "--plot"),
+                       (getattr(ns, "table", None), "--table")):
+        if path and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+            return _error(name, f"{flag} {path}: the directory does not exist")
+    if getattr(ns, "plot", None) and importlib.util.find_spec("matplotlib") is None:
+        return _error(name, "--plot needs matplotlib: pip install matplotlib (or leave --plot out)")
+    if name == "bisect":
+        only = "--check, --backward, --params, --tolerance, --rounds, --steps" if ns.subprocess else \
+            "--timeout, --bad-exit"
+        given = [flag for flag, value in (("--check", ns.check), ("--backward", ns.backward), ("--params", ns.params),
+                                          ("--tolerance", ns.tolerance), ("--rounds", ns.rounds),
+                                          ("--steps", ns.steps))
+                 if value not in (None, False)] if ns.subprocess else \
+            [flag for flag, value in (("--timeout", ns.timeout), ("--bad-exit", ns.bad_exit)) if value is not None]
+        if given:
+            return _error(name, f"{', '.join(given)}: not with{'' if ns.subprocess else 'out'} --subprocess "
+                                f"({only} {'judge a function in process' if ns.subprocess else 'judge a program'})")
+        if ns.subprocess:
+            return _bisect_program(ns, enable, disable)
+    target = ns.target if ns.module is None else ns.module
+    where, _, function = target.rpartition(":")
+    if not where or not function:
+        return _error(name, f"{target!r} names no function: write {target.rstrip(':') or 'script.py'}:FUNCTION")
+    saved_argv, saved_path = sys.argv[:], sys.path[:]
+    try:
+        return _load_and_run(ns, enable, disable, where, function)
+    finally:
+        sys.argv = saved_argv
+        sys.path[:] = saved_path
+
+
+def _load_and_run(ns: argparse.Namespace, enable: list[str], disable: list[str], where: str, function: str) -> int:
+    name = ns.command
+    loaded = load_step(ns, where, function, lambda message, code: _error(name, message, code), check_params=False)
+    if isinstance(loaded, int):
+        return loaded
+    fn, params = loaded
+    timing = {k: v for k, v in (("rounds", ns.rounds), ("steps_per_round", ns.steps)) if v is not None}
+    common = {"enable": enable, "disable": disable, "tolerance": ns.tolerance, "backward": ns.backward,
+              "module": params, "seed": ns.seed, "progress": not ns.quiet, **timing}
+    run: Callable[[], Any]
+    if name == "profile":
+        from nvscope._tools._profile import profile
+
+        def run() -> Any:
+            return profile(fn, fusions=ns.fusions, warmup=ns.warmup, schedulers=ns.schedulers, **common)
+    else:
+        from nvscope._tools._bisect import bisect
+
+        checks = _names([ns.check or "raises,numerics"])
+
+        def run() -> Any:
+            return bisect(fn, check=checks, slower_by=ns.slower_by, **common)
+    try:
+        result = run()
+    except (ValueError, TypeError) as error:
+        return _error(name, str(error), 1)
+    except Exception:
+        traceback.print_exc()
+        return _error(name, f"the {name} of {where}:{function} stopped (traceback above)", 1)
+    return _write(ns, result)
+
+
+def _bisect_program(ns: argparse.Namespace, enable: list[str], disable: list[str]) -> int:
+    from nvscope._tools._bisect_process import bisect_program
+
+    program = [ns.target if ns.module is None else ns.module, *ns.args]
+    try:
+        result = bisect_program(program, module=ns.module is not None, enable=enable, disable=disable,
+                                timeout=600.0 if ns.timeout is None else ns.timeout, bad_exit=ns.bad_exit,
+                                progress=not ns.quiet)
+    except (ValueError, FileNotFoundError) as error:
+        return _error("bisect", str(error))
+    except RuntimeError as error:
+        return _error("bisect", str(error), 1)
+    return _write(ns, result)
+
+
+def _write(ns: argparse.Namespace, result: Any) -> int:
+    text = result.table() if ns.command == "profile" else result.report()
+    print(text)
+    try:
+        if ns.json:
+            with open(ns.json, "w", encoding="utf-8") as out:
+                out.write(result.to_json() + "\n")
+        if getattr(ns, "table", None):
+            with open(ns.table, "w", encoding="utf-8") as out:
+                out.write(text + "\n")
+        if getattr(ns, "plot", None):
+            result.plot(ns.plot, title=f"nvscope profile {ns.target or ns.module}")
+    except OSError as error:
+        return _error(ns.command, f"could not write the output: {error}", 1)
+    return 0 if ns.command == "profile" or result.reproduced else 1

@@ -1,0 +1,264 @@
+"""``nvscope search``: find the nvFuser options that make one function of a script or module faster.
+
+    nvscope search --candidates fast_math --candidates fuse_matmul,-matmul_expr_eval --json out.json bench.py:step
+    nvscope search --backward --params model -m mypkg.bench:loss
+
+The script (or module) is imported, not run as ``__main__``: it builds its model and inputs at import and keeps the
+rest under ``if __name__ == "__main__":``; the named function takes no arguments and is what `nvscope.search` times.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import os
+import sys
+import traceback
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+__all__ = ["add_parser", "command"]
+
+_DESCRIPTION = """\
+Import a script (or a module, with -m), then time one of its functions under each candidate set of nvFuser
+options against the default: interleaved randomized rounds, per-round paired time ratios, median with a 95%
+bootstrap interval, a verdict (faster / slower / no difference detected), first-call (compile) time apart, and the
+outputs (and gradients) of each candidate against the default's. Then the winners are combined greedily. Prints a
+ranked table and the nv_options(...) line to paste; --json and --plot save the result.
+
+The script is imported under another name than __main__, so code under `if __name__ == "__main__":` does not run;
+everything the function needs (model, inputs, thunder.jit) must be built at import. The function takes no arguments.
+Each candidate compiles the function's fusions anew (seconds each): pass --candidates to search fewer."""
+
+_EPILOG = """\
+nvscope's own options come before the target; the words after it are the script's (or module's) arguments
+(after -m MODULE:FUNCTION, write -- before arguments that start with a dash).
+candidates: comma-separated option names form one set; a bare (or +) name is an enable option, -name a disable
+option (write --candidates=-fma, or disable:fma, so that the shell word does not look like a flag).
+default: every codegen option of the installed nvFuser that takes no arguments (`nvscope search --list`).
+
+examples:
+  nvscope search bench.py:step
+  nvscope search --candidates fast_math --candidates fuse_matmul,-matmul_expr_eval --rounds 40 bench.py:step
+  nvscope search --backward --params model --json search.json --plot search.png train.py:loss --size 4096
+  nvscope search --candidates=-fma -m mypkg.bench:step
+
+exit codes: 0 when the search ran (whatever it found); 1 when the script, the default call or writing the outputs
+failed; 2 for a bad command line (unknown option name, no such script or function)."""
+
+
+def _rounds(text: str) -> int:
+    from nvscope._measure._stats import MIN_ROUNDS
+
+    value = _count(text)
+    if value < MIN_ROUNDS:
+        raise argparse.ArgumentTypeError(f"at least {MIN_ROUNDS} rounds are needed for a confidence interval")
+    return value
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def _positive(text: str) -> int:
+    value = _count(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def _tolerance(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
+    return value
+
+
+def add_parser(subparsers: Any) -> None:
+    """Add the ``search`` command to an ``argparse`` subparsers object (``parser.add_subparsers(dest="command")``)."""
+    p = subparsers.add_parser("search", help="find the nvFuser options that make a function faster (timed, with "
+                                              "numerics checked)",
+                              description=_DESCRIPTION, epilog=_EPILOG,
+                              formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
+    p.add_argument("-m", dest="module", metavar="MODULE:FUNCTION",
+                   help="import a module instead of a script (the words after it are its arguments)")
+    p.add_argument("target", nargs="?", metavar="script.py:FUNCTION",
+                   help="the script and the function in it to search (a no-argument callable); the words after it "
+                        "are the script's own arguments (its sys.argv[1:] while it is imported)")
+    p.add_argument("args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    p.add_argument("--candidates", action="append", metavar="NAME[,NAME...]",
+                   help="one candidate set (repeat for more); default: `nvscope search --list`")
+    p.add_argument("--rounds", type=_rounds, default=30, help="randomized timing rounds (default 30)")
+    p.add_argument("--steps", type=_positive, default=5,
+                   help="least calls of each variant per round; more for a short call, so that a timed sample "
+                   "lasts half a millisecond (default 5)")
+    p.add_argument("--warmup", type=_count, default=2, help="untimed calls after each first call (default 2)")
+    p.add_argument("--tolerance", type=_tolerance, default=None,
+                   help="bound on max|diff|/max|default| of every output and gradient (default: by dtype)")
+    p.add_argument("--backward", action="store_true",
+                   help="the function returns a scalar loss; the search calls .backward() on it")
+    p.add_argument("--params", metavar="NAME",
+                   help="a module-level nn.Module (or Thunder module) of the script whose parameters' gradients "
+                        "are compared")
+    p.add_argument("--seed", type=int, default=0, help="seed of the round order and the bootstrap (default 0)")
+    p.add_argument("--json", metavar="PATH", help="write the result as JSON")
+    p.add_argument("--plot", metavar="PATH", help="write a PNG chart of the ratios (needs matplotlib)")
+    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    p.add_argument("--list", action="store_true", help="print the default candidates and exit")
+    p.add_argument("--per-fusion", action="store_true",
+                   help="recommend an option set per fusion instead: each candidate profiled fusion by fusion, the "
+                        "winners combined into nested nv_options(..., fusions=[...]) scopes, timed against the "
+                        "defaults and the best global set (docs/search.md)")
+
+
+def _error(message: str, code: int = 2) -> int:
+    print(f"nvscope search: error: {message}", file=sys.stderr)
+    return code
+
+
+def command(ns: argparse.Namespace) -> int:
+    """Run ``nvscope search`` for parsed arguments; returns the exit code."""
+    from nvscope._measure._candidates import default_candidates, resolve
+
+    if ns.list:
+        for spec in default_candidates():
+            print(spec)
+        return 0
+    if ns.module is not None and ns.target is not None:  # as with python -m: every word after it is an argument
+        ns.args, ns.target = [ns.target, *ns.args], None
+    if ns.args[:1] == ["--"]:
+        ns.args = ns.args[1:]
+    if ns.target is None and ns.module is None:
+        return _error("give the target: script.py:FUNCTION, or -m module:FUNCTION (`nvscope search --help`)")
+    target = ns.target if ns.module is None else ns.module
+    where, _, function = target.rpartition(":")
+    if not where or not function:
+        return _error(f"{target!r} names no function: write {target.rstrip(':') or 'script.py'}:FUNCTION")
+    try:  # before the script is imported, which may take long: a typo (or a repeated set) costs nothing
+        if ns.candidates is not None:
+            resolve(ns.candidates)
+    except (ValueError, TypeError) as error:  # UnknownOptionError is a ValueError
+        return _error(str(error))
+    if ns.params is not None and not all(part.isidentifier() for part in ns.params.split(".")):
+        return _error(f"--params {ns.params!r} is not a Python name: give the name of the script's nn.Module (or of "
+                      "an iterable of its tensors), e.g. --params model")
+    if ns.plot and importlib.util.find_spec("matplotlib") is None:
+        return _error("--plot needs matplotlib: pip install matplotlib (or leave --plot out)")
+    for path, flag in ((ns.json, "--json"), (ns.plot, "--plot")):
+        if path and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+            return _error(f"{flag} {path}: the directory does not exist")
+
+    saved_argv, saved_path = sys.argv[:], sys.path[:]
+    try:  # the script's directory stays on sys.path while it runs: its functions may import its neighbours late
+        return _load_and_search(ns, target, where, function)
+    finally:
+        sys.argv = saved_argv
+        sys.path[:] = saved_path
+
+
+def load_step(ns: argparse.Namespace, where: str, function: str, error: Callable[[str, int], int],
+              check_params: bool = True) -> tuple[Any, Any] | int:
+    """Import ``where`` (a script, or ``-m`` module) as the command line says and return (its ``function``, the object
+    ``--params`` names or None); or, after ``error(message, exit code)`` said why not, that exit code.
+
+    Shared by ``nvscope search``, ``profile`` and ``bisect``. The caller restores ``sys.argv`` and ``sys.path``.
+    """
+    try:
+        if ns.module is None:
+            if not os.path.isfile(where):
+                return error(f"can't open file {os.path.abspath(where)!r}: no such file", 2)
+            sys.path.insert(0, os.path.dirname(os.path.abspath(where)))
+            sys.argv = [where, *ns.args]
+            loaded = _import_script(where)
+        else:
+            sys.path.insert(0, os.getcwd())
+            sys.argv = [where, *ns.args]
+            if importlib.util.find_spec(where.partition(".")[0]) is None:
+                return error(f"cannot import module {where!r}: no module named {where.partition('.')[0]!r}", 2)
+            loaded = importlib.import_module(where)
+    except Exception:
+        traceback.print_exc()
+        return error(f"importing {where} failed (traceback above)", 1)
+    fn = _attribute(loaded, function)
+    if not callable(fn):
+        return error(f"{where} has no function {function!r}" if fn is None else
+                     f"{where}:{function} is a {type(fn).__name__}, not a function", 2)
+    params = None
+    if ns.params:
+        params = _attribute(loaded, ns.params)
+        if params is None:
+            return error(f"--params {ns.params}: {where} has no {ns.params!r}", 2)
+        if check_params:
+            from nvscope._measure._numerics import grad_targets
+
+            try:
+                grad_targets((), {}, params)
+            except TypeError as problem:
+                return error(f"--params {ns.params}: {str(problem).replace('module= takes', 'takes', 1)}", 2)
+    return fn, params
+
+
+def _load_and_search(ns: argparse.Namespace, target: str, where: str, function: str) -> int:
+    from nvscope._tools._search import search
+
+    loaded = load_step(ns, where, function, _error)
+    if isinstance(loaded, int):
+        return loaded
+    fn, params = loaded
+    try:
+        if ns.per_fusion:
+            from nvscope._tools._search_fusions import search_fusions as search  # type: ignore[assignment]
+        result = search(fn, candidates=ns.candidates, rounds=ns.rounds, steps_per_round=ns.steps, warmup=ns.warmup,
+                        tolerance=ns.tolerance, backward=ns.backward, module=params, seed=ns.seed,
+                        progress=not ns.quiet)
+    except Exception:
+        traceback.print_exc()
+        return _error(f"the search of {target} stopped (traceback above)", 1)
+    print(result.table())
+    try:
+        if ns.json:
+            with open(ns.json, "w", encoding="utf-8") as out:
+                out.write(result.to_json() + "\n")
+            print(f"nvscope search: JSON written to {ns.json}", file=sys.stderr)
+        if ns.plot:
+            result.plot(ns.plot, title=f"nvscope search {target}")
+            print(f"nvscope search: chart written to {ns.plot}", file=sys.stderr)
+    except OSError as error:
+        return _error(f"could not write the output: {error}", 1)
+    return 0
+
+
+def _import_script(path: str) -> ModuleType:
+    """Import ``path`` as a module named ``__nvscope_search__`` (so its ``__main__`` block does not run)."""
+    name = "__nvscope_search__"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {path!r} as a Python script")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # pickle, dataclasses and typing look the module up by name
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
+
+
+def _attribute(module: ModuleType, dotted: str) -> Any:
+    value: Any = module
+    for part in dotted.split("."):
+        value = getattr(value, part, None)
+        if value is None:
+            return None
+    return value

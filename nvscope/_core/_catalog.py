@@ -1,0 +1,374 @@
+"""The option catalog: every nvFuser enable/disable option name, what it does, and in which versions it exists.
+
+Thunder's reviewers asked how anyone would discover the magic strings. This module answers, and it is also what
+``nv_options`` validates against, early and with a fix in the message (did-you-mean, wrong list, needs arguments,
+not in your nvFuser version) instead of nvFuser's late ``RuntimeError`` inside the first fusion execution.
+
+The table itself lives in ``_catalog_data.py`` (read from nvFuser's ``csrc/options.cpp`` and ``csrc/options.h``).
+When an nvFuser distribution is installed, its version is read from the distribution metadata (nvFuser itself is
+never imported here: that would import torch) and the table is narrowed to the names that version has.
+
+nvFuser's lists change every few releases (renames, moves between the lists, removals), so an installed nvFuser newer
+than the table may accept names the table lacks. For those, nvFuser itself is asked (`nvscope._core._catalog_probe`),
+once per
+process and only after such a miss; where it cannot be asked (no CUDA), the error says so and names the way out,
+``NVSCOPE_TRUST_NVFUSER=1``.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import threading
+from collections.abc import Collection, Iterable
+
+from nvscope._core import _catalog_data, _env
+from nvscope._core._errors import NvscopeWarning, UnknownOptionError
+from nvscope._core._record import Record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # `import nvscope` loads neither typing nor packaging (see nvscope/_core/_record.py for why)
+    from typing import Literal
+
+    from packaging.version import Version
+
+    Kind = Literal["enable", "disable"]
+    Effect = Literal["codegen", "runtime", "debug"]
+
+__all__ = [
+    "Catalog",
+    "Kind",
+    "OptionInfo",
+    "UnknownOptionError",
+    "catalog",
+    "installed_nvfuser",
+]
+
+_OTHER: dict[str, Kind] = {"enable": "disable", "disable": "enable"}
+
+
+class OptionInfo(Record):
+    """One nvFuser option.
+
+    ``effect`` is ``"codegen"`` (can change the compiled kernels or which executor runs), ``"runtime"`` (changes
+    runtime behaviour only) or ``"debug"`` (output, profiling, validation). ``since``/``until`` are the first and
+    last nvFuser versions the bundled table has the name in (``until`` is None when the newest covered one has it).
+    ``ops``: the option can only affect a fusion holding one of these ops (nvFuser frontend op names, as
+    ``fd.ops.<name>(...)`` in a printed FusionDefinition), as the nvFuser files in ``source`` show; empty (and
+    ``source`` None) when it can affect every fusion.
+    """
+
+    __slots__ = ("description", "effect", "kind", "name", "ops", "requires_args", "since", "source", "until")
+
+    kind: Kind
+    name: str
+    effect: Effect
+    description: str
+    since: str
+    until: str | None
+    requires_args: bool
+    ops: tuple[str, ...]
+    source: str | None
+
+    def __init__(self, kind: Kind, name: str, effect: Effect, description: str, since: str, until: str | None,
+                 requires_args: bool, ops: tuple[str, ...] = (), source: str | None = None) -> None:
+        self._init(kind=kind, name=name, effect=effect, description=description, since=since, until=until,
+                   requires_args=requires_args, ops=ops, source=source)
+
+    def available_in(self, version: Version) -> bool:
+        """Whether nvFuser ``version`` (compared by its release, ignoring dev/local parts) has this option."""
+        from packaging.version import Version
+
+        release = Version(version.base_version)
+        if release < Version(self.since):
+            return False
+        return self.until is None or release <= Version(self.until)
+
+    @property
+    def versions(self) -> str:
+        """The version range as text, e.g. ``0.2.23+`` or ``0.2.26-0.2.35``."""
+        return f"{self.since}+" if self.until is None else f"{self.since}-{self.until}"
+
+
+class InstalledNvFuser(Record):
+    """An installed nvFuser distribution, found without importing it."""
+
+    __slots__ = ("distribution", "version")
+
+    distribution: str
+    version: Version
+
+    def __init__(self, distribution: str, version: Version) -> None:
+        self._init(distribution=distribution, version=version)
+
+
+def _bundled() -> tuple[OptionInfo, ...]:
+    gates = {(kind, name): (ops, source) for kind, name, ops, source in _catalog_data.OP_GATES}
+    return tuple(
+        OptionInfo(kind, name, effect, description, since, until, requires_args,  # type: ignore[arg-type]
+                   *gates.get((kind, name), ((), None)))
+        for kind, name, effect, since, until, requires_args, description in _catalog_data.OPTIONS
+    )
+
+
+@functools.cache
+def installed_nvfuser() -> InstalledNvFuser | None:
+    """The installed nvFuser, from an imported module if there is one, else from the installed distributions.
+
+    nvFuser's wheels are named for CUDA and torch (``nvfuser-cu128-torch28``, ``nvfuser_cu130_torch210``, ...), so
+    the distribution is found by its name's prefix. Cached for the process: a program does not change its nvFuser
+    under its own feet.
+    """
+    from importlib import metadata
+
+    from packaging.version import InvalidVersion, Version
+
+    for module_name in NVFUSER_MODULES:
+        module = sys.modules.get(module_name)
+        version_fn = getattr(module, "version", None)
+        if callable(version_fn):
+            try:
+                return InstalledNvFuser(module_name, Version(str(version_fn())))
+            except InvalidVersion:
+                pass
+    found = []
+    for dist in metadata.distributions():
+        name = dist.metadata["Name"] or ""
+        if name.lower().startswith("nvfuser"):
+            try:
+                found.append(InstalledNvFuser(name, Version(dist.version)))
+            except InvalidVersion:
+                continue
+    return min(found, key=lambda f: f.distribution) if found else None
+
+
+# How the hint "pass it as ..." spells a name in the other list. Python callers see keyword arguments; the command
+# line tools pass their flag's syntax (`Catalog.check(..., spelling="--{kind} {name}")`).
+PYTHON_SPELLING = "{kind}=[{name!r}]"
+
+_ARTICLE = {"enable": "an enable", "disable": "a disable"}
+_LONGEST_SHOWN = 60  # a name longer than this is cut in messages: nobody needs 10,000 characters echoed back
+# The names already noted: per process, not per Catalog, since threads that race on the first `catalog()` call may
+# each build one.
+_noted_lock = threading.Lock()
+_noted: set[tuple[str, str]] = set()
+
+
+def _shown(name: str) -> str:
+    """``repr(name)``, cut to a readable length."""
+    if len(name) <= _LONGEST_SHOWN:
+        return repr(name)
+    return f"{name[:_LONGEST_SHOWN - 12]!r}... ({len(name)} characters)"
+
+
+def _same_but_case(name: str, names: Iterable[str]) -> str | None:
+    """The name in ``names`` that equals ``name`` but for case (nvFuser's are lower case; ``FMA`` is easy to type)."""
+    key = name.lower()
+    return next((candidate for candidate in names if candidate.lower() == key), None)
+
+
+def _close_matches(name: str, names: Iterable[str], n: int, cutoff: float) -> list[str]:
+    """Did-you-mean candidates, compared case-insensitively."""
+    if len(name) > 2 * _LONGEST_SHOWN:  # nothing is that close to a name this long, and difflib is quadratic
+        return []
+    import difflib
+
+    by_lower = {candidate.lower(): candidate for candidate in names}
+    return [by_lower[match] for match in difflib.get_close_matches(name.lower(), by_lower, n=n, cutoff=cutoff)]
+
+
+# nvFuser's Python frontend modules, newest first (the one list; nvscope._exec._frontends.MODULES is this).
+NVFUSER_MODULES = ("nvfuser_direct", "nvfuser")
+
+
+class Catalog:
+    """The options one nvFuser version accepts (or the whole bundled table when no nvFuser is installed).
+
+    When the installed nvFuser is newer than the newest version the table covers, a name the table lacks is not
+    refused outright: nvFuser itself is asked, once per process and only on such a miss, which names it accepts
+    (`nvscope._core._catalog_probe`), and those names pass, with a one-time `NvscopeWarning`.
+    """
+
+    __slots__ = ("_all", "_by_kind", "_gates", "_newer", "nvfuser", "options", "source")
+
+    def __init__(self, options: Iterable[OptionInfo], nvfuser: InstalledNvFuser | None) -> None:
+        everything = tuple(options)
+        self.nvfuser = nvfuser
+        first, last = _catalog_data.VERSIONS[0][0], _catalog_data.VERSIONS[-1][0]
+        self._newer = False
+        if nvfuser is None:
+            self.options = everything
+            self.source = f"bundled catalog (nvFuser {first} to {last}; no nvFuser installed)"
+        else:
+            self.options = tuple(o for o in everything if o.available_in(nvfuser.version))
+            from packaging.version import Version
+
+            self._newer = Version(nvfuser.version.base_version) > Version(last)
+            note = (f", newer than the catalog's {last}: names the catalog lacks are checked with nvFuser itself"
+                    if self._newer else "")
+            self.source = f"bundled catalog for installed nvFuser {nvfuser.version} ({nvfuser.distribution}{note})"
+        self._by_kind: dict[str, dict[str, OptionInfo]] = {"enable": {}, "disable": {}}
+        self._all = everything
+        for option in self.options:
+            self._by_kind[option.kind][option.name] = option
+        # The gates were read in nvFuser's source up to the newest version covered; a newer one may read more.
+        self._gates: dict[tuple[str, str], frozenset[str]] = {} if self._newer else {
+            (o.kind, o.name): frozenset(o.ops) for o in self.options if o.ops
+        }
+
+    def __repr__(self) -> str:
+        return f"<nvscope Catalog: {len(self.options)} options, {self.source}>"
+
+    def names(self, kind: Kind) -> frozenset[str]:
+        """Every name accepted in the ``kind`` list."""
+        return frozenset(self._by_kind[kind])
+
+    def can_affect(self, kind: str, name: str, ops: Collection[str]) -> bool:
+        """Whether option ``name`` in the ``kind`` list can affect a fusion holding ``ops`` (frontend op names, as
+        ``fd.ops.<name>(`` in its printed definition): False only when the option is gated (`OptionInfo.ops`) on ops
+        the fusion lacks; True for an ungated or unknown name, and for every name on an nvFuser newer than the catalog.
+        """
+        if isinstance(ops, str):  # a lone name would be read as its letters
+            raise TypeError(f"can_affect: ops must be a collection of op names, not the string {ops!r}")
+        gate = self._gates.get((kind, name))
+        return gate is None or not gate.isdisjoint(ops)
+
+    def get(self, kind: Kind, name: str) -> OptionInfo | None:
+        """The option ``name`` in the ``kind`` list, or None."""
+        return self._by_kind[kind].get(name)
+
+    def check(self, kind: Kind, name: str, *, spelling: str = PYTHON_SPELLING) -> None:
+        """Raise `UnknownOptionError`, with the fix in the message, unless ``name`` is valid per call in ``kind``.
+
+        ``spelling`` is how the message tells the user to pass a name in a list (a format string with ``{kind}`` and
+        ``{name}``): Python's ``disable=['x']`` by default; a command-line tool passes its own flag's syntax, e.g.
+        ``"--{kind} {name}"``.
+        """
+        info = self._by_kind[kind].get(name)
+        if info is not None:
+            if info.requires_args:
+                raise UnknownOptionError(
+                    f"nvFuser {kind} option {name!r} needs arguments, e.g. NVFUSER_{kind.upper()}={name}(...), "
+                    "and per-call options carry no arguments: set it in the environment before the process starts"
+                )
+            return
+        self._miss(kind, name, spelling)
+
+    def _miss(self, kind: Kind, name: str, spelling: str) -> None:
+        """``check`` for a name this version's table lacks: accept it if nvFuser does (see the class), else raise."""
+        shown = _shown(name)
+        if "(" in name:
+            env = f"NVFUSER_{kind.upper()}={name}" if len(name) <= _LONGEST_SHOWN else f"NVFUSER_{kind.upper()}"
+            raise UnknownOptionError(f"nvFuser {kind} option {shown}: per-call options carry no arguments; "
+                                     f"set {env} in the environment before the process starts")
+        anywhere = [o for o in self._all if o.name == name and o.kind == kind]
+        other = _OTHER[kind]
+        # A name this version has in the other list is the wrong list, not a name the catalog lacks: trusting nvFuser
+        # lets it through only when nvFuser is newer than the catalog (names move between the lists), and says so.
+        wrong_list = name in self._by_kind[other]
+        if not any(o.requires_args for o in anywhere):  # those stay refused, whatever nvFuser accepts
+            if _env.flag("NVSCOPE_TRUST_NVFUSER") and (self._newer or not wrong_list):
+                if wrong_list:
+                    self._note(kind, name, "passed to nvFuser unvalidated (NVSCOPE_TRUST_NVFUSER=1); if it is "
+                                           f"still {_ARTICLE[other]} option there, pass it as "
+                                           + spelling.format(kind=other, name=name),
+                               f"is {_ARTICLE[other]} option in nvscope's catalog (which covers nvFuser up to "
+                               f"{_catalog_data.VERSIONS[-1][0]}), not {_ARTICLE[kind]} option")
+                else:
+                    self._note(kind, name, "passed to nvFuser unvalidated (NVSCOPE_TRUST_NVFUSER=1)")
+                return
+            if self._newer and self._nvfuser_accepts(kind, name):
+                self._note(kind, name, f"accepted because the installed nvFuser {self._installed()} accepts it per "
+                                       f"call; the bundled catalog is older (it covers nvFuser up to "
+                                       f"{_catalog_data.VERSIONS[-1][0]})")
+                return
+        # The version check comes first: a name can move between lists across versions (disable parallel_serde
+        # until 0.2.35, enable parallel_serde from 0.2.35), and "pass it as enable=" would invert the request.
+        if anywhere and self.nvfuser is not None:
+            also = f" (it has {name!r} only as {_ARTICLE[other]} option)" if name in self._by_kind[other] else ""
+            raise UnknownOptionError(
+                f"nvFuser {kind} option {name!r} exists only in nvFuser {anywhere[0].versions}; "
+                f"the installed nvFuser is {self.nvfuser.version}{also}{self._newer_note(kind, name, spelling)}"
+            )
+        if name in self._by_kind[other]:
+            raise UnknownOptionError(
+                f"{name!r} is an nvFuser {other} option, not {_ARTICLE[kind]} option: pass it as "
+                + spelling.format(kind=other, name=name)
+            )
+        message = f"unknown nvFuser {kind} option {shown}"
+        if (same := _same_but_case(name, self._by_kind[kind])) is not None:
+            close, close_other = [same], []
+        elif (same := _same_but_case(name, self._by_kind[other])) is not None:
+            close, close_other = [], [same]
+        else:
+            close = _close_matches(name, self._by_kind[kind], n=3, cutoff=0.6)
+            close_other = _close_matches(name, self._by_kind[other], n=1, cutoff=0.75)
+        if close:
+            message += f"; did you mean {' or '.join(repr(c) for c in close)}?"
+        elif close_other:
+            message += f"; did you mean the {other} option {close_other[0]!r}?"
+        message += " (`nvscope options` lists them all)" + self._newer_note(kind, name, spelling)
+        raise UnknownOptionError(message)
+
+    def _installed(self) -> str:
+        return "?" if self.nvfuser is None else str(self.nvfuser.version)
+
+    def _nvfuser_accepts(self, kind: Kind, name: str) -> bool | None:
+        """Whether the installed nvFuser accepts ``name`` per call; None when it cannot be asked (e.g. no CUDA).
+
+        Asked once per process (a child process; seconds), and only after a miss, so valid names never pay for it.
+        """
+        from nvscope._core import _catalog_probe as _probe
+
+        accepted = _probe.accepted()
+        return None if accepted is None else name in accepted[kind]
+
+    def _newer_note(self, kind: Kind, name: str, spelling: str) -> str:
+        """For a refusal on an nvFuser newer than the catalog: what nvFuser itself said, or the way out."""
+        if not self._newer:
+            return ""
+        from nvscope._core import _catalog_probe as _probe
+
+        probed, probe_error = _probe.known()
+        said = (f" (the bundled catalog covers nvFuser up to {_catalog_data.VERSIONS[-1][0]}, older than the "
+                f"installed {self._installed()}")
+        if probed is not None:
+            other = _OTHER[kind]
+            if name in probed[other]:  # moved between the lists since the catalog's newest version
+                return (f"{said}; that nvFuser accepts it as {_ARTICLE[other]} option: pass it as "
+                        f"{spelling.format(kind=other, name=name)})")
+            return f"{said}, and that nvFuser does not accept it either)"
+        if probe_error is not None:
+            return (f"{said}, and nvFuser could not be asked which names it accepts: {probe_error}; set "
+                    "NVSCOPE_TRUST_NVFUSER=1 to pass names the catalog lacks to nvFuser unvalidated)")
+        return ""  # not asked (a name that needs arguments): nothing to add
+
+    def _note(self, kind: Kind, name: str, why: str, what: str = "is not in nvscope's option catalog") -> None:
+        """Say once per process that ``name`` was let through although the catalog lacks it (``what``: how so)."""
+        with _noted_lock:
+            if (kind, name) in _noted:
+                return
+            _noted.add((kind, name))
+        import warnings
+
+        from nvscope._core._errors import user_stacklevel
+
+        warnings.warn(f"nvFuser {kind} option {_shown(name)} {what}: {why}",
+                      NvscopeWarning, stacklevel=user_stacklevel())
+
+
+@functools.cache
+def catalog() -> Catalog:
+    """The catalog for the installed nvFuser (or the whole bundled table when none is installed). Cached."""
+    return Catalog(_bundled(), installed_nvfuser())
+
+
+def _reset_cache() -> None:
+    """Forget the cached catalog, installed version and probe (for tests that fake an installation)."""
+    catalog.cache_clear()
+    installed_nvfuser.cache_clear()
+    with _noted_lock:
+        _noted.clear()
+    from nvscope._core import _catalog_probe as _probe
+
+    _probe.reset()

@@ -1,0 +1,89 @@
+"""Asking the installed nvFuser itself which option names it accepts (`probe_installed`), and its answer, kept once
+per process for the catalog.
+
+An nvFuser newer than the bundled catalog may accept names the catalog lacks. nvFuser has no call that lists its
+options, but it names them all when it refuses one, so a child process runs a one-op fusion with an invalid name and
+the list is read from its error. That needs CUDA and takes seconds, so the catalog asks only after a miss on such an
+nvFuser (`accepted`), at most once per process, and keeps the answer or why there is none (`known`).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+
+from nvscope._core._optionset import NVFUSER_VARIABLES
+
+__all__ = ["accepted", "known", "probe_installed", "reset"]
+
+_PROBE = """
+import torch
+try:
+    from nvfuser_direct import DataType, FusionDefinition
+except ImportError:
+    from nvfuser import DataType, FusionDefinition
+with FusionDefinition() as fd:
+    t = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.Float)
+    fd.add_output(fd.ops.relu(t))
+fd.execute([torch.ones(4, device="cuda")])
+"""
+
+# Per process, not per Catalog: threads that race on the first `catalog()` call may each build one.
+_lock = threading.Lock()
+_accepted: dict[str, frozenset[str]] | None = None
+_error: str | None = None
+
+
+def probe_installed(timeout: float = 300.0) -> dict[str, frozenset[str]]:
+    """Ask the installed nvFuser itself which option names it accepts (needs CUDA; takes seconds).
+
+    nvFuser parses ``NVFUSER_ENABLE``/``NVFUSER_DISABLE`` when it first reads its options, and an invalid name makes
+    it fail with "Invalid option: ... Available options: a, b, ...". So a child process runs a one-op fusion with an
+    invalid name in each variable, and the list is read from its error output. Raises RuntimeError when the child
+    does not print that list (no CUDA, no nvFuser, or a message format this version does not know).
+    """
+    import re
+    import subprocess
+
+    found: dict[str, frozenset[str]] = {}
+    for kind in ("enable", "disable"):
+        env = {k: v for k, v in os.environ.items() if k not in NVFUSER_VARIABLES}
+        env[f"NVFUSER_{kind.upper()}"] = "__nvscope_probe__"
+        done = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, env=env,
+                              timeout=timeout, check=False)
+        match = re.search(r"Available options: ([^\n]*)", done.stdout + done.stderr)
+        if match is None:
+            tail = (done.stdout + done.stderr).strip().splitlines()[-3:]
+            raise RuntimeError(f"nvFuser did not list its {kind} options (exit {done.returncode}): {tail}")
+        found[kind] = frozenset(name.strip() for name in match.group(1).split(",") if name.strip())
+    return found
+
+
+def accepted() -> dict[str, frozenset[str]] | None:
+    """The names the installed nvFuser accepts, per list; None when it cannot be asked (`known` says why).
+
+    Asked on the first call only (a child process; seconds), also when several threads call at once.
+    """
+    global _accepted, _error
+    with _lock:
+        if _accepted is None and _error is None:
+            try:
+                _accepted = probe_installed()
+            except Exception as error:  # RuntimeError (no CUDA, no list printed), a timeout, no interpreter
+                text = f"{type(error).__name__}: {error}"
+                _error = text if len(text) <= 200 else text[:197] + "..."
+        return _accepted
+
+
+def known() -> tuple[dict[str, frozenset[str]] | None, str | None]:
+    """What the probe found so far, without asking: (the names accepted, or None; why it failed, or None)."""
+    with _lock:
+        return _accepted, _error
+
+
+def reset() -> None:
+    """Forget the answer (for tests that fake an installation)."""
+    global _accepted, _error
+    with _lock:
+        _accepted, _error = None, None

@@ -1,0 +1,157 @@
+"""Policy: development mode. Developer flags are for developers; they must not percolate into reference models.
+
+Thunder's reviewers worried that nvFuser developer flags "percolate into reference models and benchmarks". So a
+non-empty scope entered outside development mode warns (`DevelopmentModeWarning`, attributed to the user's line,
+once per call site under Python's default warning filter), and ``NVSCOPE_STRICT=1`` turns that warning into a
+`DevelopmentModeError` for code that must never run with developer flags.
+
+Development mode is on with ``NVSCOPE_DEV=1`` or ``set_development_mode(True)``; the programmatic switch wins.
+The environment is read at each scope entry (not at import), so a launcher or test can change it at any time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+from collections.abc import Iterator
+
+from nvscope._core import _env
+from nvscope._core._errors import (
+    DevelopmentModeError,
+    DevelopmentModeWarning,
+    NoEffectWarning,
+    NoFusionWarning,
+    user_stacklevel,
+)
+from nvscope._core._optionset import OptionSet
+
+__all__ = [
+    "DevelopmentModeError",
+    "DevelopmentModeWarning",
+    "NoFusionWarning",
+    "dev_mode",
+    "development_mode",
+    "set_development_mode",
+    "strict_mode",
+]
+
+_override: bool | None = None
+
+def development_mode() -> bool:
+    """Whether development mode is on: ``set_development_mode``'s value if set, else ``NVSCOPE_DEV``."""
+    return _override if _override is not None else _env.flag("NVSCOPE_DEV")
+
+
+def strict_mode() -> bool:
+    """Whether ``NVSCOPE_STRICT`` asks for an error instead of a warning outside development mode."""
+    return _env.flag("NVSCOPE_STRICT")
+
+
+def set_development_mode(enabled: bool | None) -> bool | None:
+    """Turn development mode on (True) or off (False), or back to following ``NVSCOPE_DEV`` (None).
+
+    Returns the previous setting, so ``previous = set_development_mode(True); ...; set_development_mode(previous)``
+    restores it. The switch is process-wide, like the environment variable it overrides.
+    """
+    global _override
+    if enabled is not None and not isinstance(enabled, bool):
+        raise TypeError(f"set_development_mode takes True, False or None, not {enabled!r}")
+    previous, _override = _override, enabled
+    return previous
+
+
+@contextlib.contextmanager
+def dev_mode(enabled: bool | None = True) -> Iterator[None]:
+    """``with nvscope.dev_mode(): ...`` runs the block with development mode on (or off, or following the
+    environment for ``None``) and then restores the previous setting, also when the block raises."""
+    previous = set_development_mode(enabled)
+    try:
+        yield
+    finally:
+        set_development_mode(previous)
+
+
+def check_scope(options: OptionSet) -> None:
+    """Called before a non-empty scope is entered: warn, or raise under strict mode, outside development mode."""
+    if development_mode():
+        return
+    message = (
+        f"nvFuser developer options {options.as_shell()} activated outside development mode. "
+        "Set NVSCOPE_DEV=1 or call nvscope.set_development_mode(True) if this is a development run; "
+        "reference models and benchmarks should run without developer options."
+    )
+    if strict_mode():
+        raise DevelopmentModeError(message + " (NVSCOPE_STRICT=1 makes this an error.)")
+    warnings.warn(message, DevelopmentModeWarning, stacklevel=user_stacklevel())
+
+
+_said: set[str] = set()  # the once-per-process messages said so far
+
+
+def _once(key: str) -> bool:
+    if key in _said:
+        return False
+    _said.add(key)
+    return True
+
+
+def warn_no_fusion(scope: object) -> None:
+    """Called at the exit of a non-empty scope under which no fusion executed (development mode only)."""
+    if not development_mode():
+        return
+    from nvscope._core import _patches
+
+    if not _patches.owners():
+        # Nothing could have reached a fusion: say it once per process, not at every scope of a program without
+        # Thunder (its scopes are then harmless no-ops).
+        if _once("no adapter"):
+            warnings.warn(
+                f"{scope!r} exited, and no nvscope adapter is installed, so no scope can reach an nvFuser fusion: "
+                "import thunder before entering scopes (its adapter installs itself), call nvscope.install(), or "
+                "nvscope.nvfuser.install() for direct nvFuser use (NVSCOPE_AUTOINSTALL=0 turns automatic "
+                "installation off). Said once per process.",
+                NoFusionWarning,
+                stacklevel=user_stacklevel(),
+            )
+        return
+    warnings.warn(
+        f"{scope!r} exited without executing any nvFuser fusion: is the call jitted (thunder.jit/thunderfx), does "
+        "its path reach nvFuser, and did it run on this thread? (With thunderfx, a scope around .backward() alone "
+        "does not reach backward fusions: they run on PyTorch's autograd thread under their forward's options.)",
+        NoFusionWarning,
+        stacklevel=user_stacklevel(),
+    )
+
+
+def warn_no_effect(scope: object, options: OptionSet, chosen: object) -> None:
+    """Called at the clean exit of a non-empty scope under which fusions ran but none was changed by it.
+
+    Each of them ran its default compiled kernels (nothing recompiled): its selector matched none of them, or the
+    catalog says none of its options can affect them (nvscope does not record which: the message names both when
+    both could be why). Python's warning filters make it once per scope text and line (the default action), as for
+    every warning here.
+    """
+    from nvscope._core._catalog import catalog
+
+    gated = []
+    for kind, names in (("enable", options.enable_list()), ("disable", options.disable_list())):
+        for name in names:
+            info = catalog().get("enable" if kind == "enable" else "disable", name)
+            if info is not None and info.ops:
+                gated.append(f"{'+' if kind == 'enable' else '-'}{name} only fusions holding {', '.join(info.ops)}")
+    reasons = []
+    if chosen is not None:
+        reasons.append(f"fusions={chosen!r} matched none of them")
+    if gated:
+        reasons.append(f"its options can affect only some fusions ({'; '.join(gated)})")
+    hint = ""
+    if any("matmul" in text or "linear" in text for text in gated):
+        hint = (" Thunder puts matmuls and linears into nvFuser fusions only when jitted with "
+                "thunder.jit(..., nv_enable_matmul=True) / nv_enable_linear=True; otherwise they run in cuBLAS.")
+    warnings.warn(
+        f"{scope!r} changed no fusion: fusions ran under it, but {' or '.join(reasons) or 'none was affected'}, so "
+        f"each ran its default kernels (nothing was recompiled). `nvscope fusions` lists each fusion's id and ops."
+        f"{hint}",
+        NoEffectWarning,
+        stacklevel=user_stacklevel(),
+    )

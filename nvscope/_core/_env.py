@@ -1,0 +1,110 @@
+"""The one parser for nvscope's environment variables (``NVSCOPE_*``), in the manner of JAX's config flags.
+
+Why one parser: four hand-written copies read unknown values as "off" without a word, and one raised at import,
+which (when the pytest plugin still loaded nvscope in every pytest run) killed every test session in that
+environment. Here every variable is declared once with its type and default; a value that does not parse warns once
+(`ConfigWarning`, naming the variable, the value and what is accepted) and the default applies. Values are read at
+each use, not at import, so a launcher or a test may change them at any time; a parse is a dict lookup when the
+variable is unset.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+from nvscope._core._errors import ConfigWarning
+
+__all__ = ["RUN", "VARIABLES", "flag", "integer", "problems", "text"]
+
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off", ""})
+
+RUN = "NVSCOPE_RUN"  # `nvscope run` -> its child processes (nvscope/_cli/_child_carry.py); probes drop it
+
+# name -> (kind, default, what it does). kind: "flag" (on/off), "count" (an integer >= 1), "text" (any string).
+VARIABLES: dict[str, tuple[str, object, str]] = {
+    "NVSCOPE_DEV": ("flag", False, "development mode: scopes do not warn"),
+    "NVSCOPE_STRICT": ("flag", False, "outside development mode a scope raises DevelopmentModeError"),
+    "NVSCOPE_AUTOINSTALL": ("flag", True, "the first non-empty scope installs the Thunder adapter"),
+    "NVSCOPE_MAX_PARTITIONS": ("count", 8, "option sets kept compiled per fusion (LRU)"),
+    "NVSCOPE_REPRO": ("flag", True, "a failing scoped fusion writes a repro script"),
+    "NVSCOPE_REPRO_DIR": ("text", "", "where repro scripts go (default: a temporary directory)"),
+    "NVSCOPE_TRUST_NVFUSER": ("flag", False, "option names the catalog lacks go to nvFuser unvalidated (for an "
+                              "nvFuser newer than the catalog that cannot be asked, e.g. without CUDA)"),
+    RUN: ("text", "", "set by `nvscope run` while its program runs: its options, as JSON, for the Python "
+                    "processes the program starts (read by nvscope/_cli/_child_carry.py, not by this parser)"),
+}
+
+_warned: set[tuple[str, str]] = set()
+
+
+def _accepted(kind: str) -> str:
+    return "1/true/yes/on or 0/false/no/off" if kind == "flag" else "a positive integer"
+
+
+def _parse(name: str, raw: str) -> tuple[object, str | None]:
+    """(value, None) or (the default, why ``raw`` was refused)."""
+    kind, default, _ = VARIABLES[name]
+    value = raw.strip()
+    if kind == "flag":
+        lowered = value.lower()
+        if lowered in _TRUE:
+            return True, None
+        if lowered in _FALSE:
+            return False if value else default, None
+    elif kind == "count":
+        # ASCII digits only: str.isdigit() also accepts '²' (which int() then refuses) and '٣' (which int() reads as 3).
+        if value.isascii() and value.isdigit() and int(value) >= 1:
+            return int(value), None
+    else:
+        return value, None
+    shown = raw if len(raw) <= 40 else raw[:37] + "..."
+    return default, f"{name}={shown!r} is not {_accepted(kind)}; using the default ({default!r})"
+
+
+def _get(name: str) -> object:
+    raw = os.environ.get(name)
+    if raw is None:
+        return VARIABLES[name][1]
+    value, problem = _parse(name, raw)
+    if problem is not None and (name, raw) not in _warned:
+        _warned.add((name, raw))
+        warnings.warn(problem, ConfigWarning, stacklevel=4)
+    return value
+
+
+def flag(name: str) -> bool:
+    """The on/off variable ``name`` (declared in `VARIABLES`)."""
+    return bool(_get(name))
+
+
+def integer(name: str) -> int:
+    """The integer variable ``name`` (declared in `VARIABLES`)."""
+    value = _get(name)
+    assert isinstance(value, int)
+    return value
+
+
+def text(name: str) -> str:
+    """The string variable ``name`` (declared in `VARIABLES`)."""
+    return str(_get(name))
+
+
+def problems() -> list[tuple[str, str]]:
+    """Every set ``NVSCOPE_*`` variable whose value is refused, as (name, message); for ``nvscope doctor``.
+
+    Unknown ``NVSCOPE_*`` names are reported too: a misspelt variable would otherwise do nothing, silently.
+    """
+    found = []
+    for name, raw in sorted(os.environ.items()):
+        if not name.startswith("NVSCOPE_"):
+            continue
+        if name not in VARIABLES:
+            if name not in ("NVSCOPE_CI_VENV", "NVSCOPE_GPU_THUNDER"):  # the project's own scripts' variables
+                found.append((name, f"{name} is not a variable nvscope reads (known: {', '.join(VARIABLES)})"))
+            continue
+        problem = _parse(name, raw)[1]
+        if problem is not None:
+            found.append((name, problem))
+    return found

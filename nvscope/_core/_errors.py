@@ -1,0 +1,94 @@
+"""Every exception and warning nvscope raises, in one module with one base class per kind, and the line a warning
+names (`user_stacklevel`).
+
+Kept apart from the code that raises them so that ``except nvscope.UnsupportedError`` (or importing any error)
+never loads an adapter, and so that ``except nvscope.NvscopeError`` catches all of nvscope's own errors. Each error
+also derives from the builtin a caller would expect (``ValueError`` for a bad name, ``RuntimeError`` for a run-time
+refusal), so existing ``except ValueError`` code keeps working.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+
+__all__ = [
+    "ConfigWarning",
+    "DevelopmentModeError",
+    "DevelopmentModeWarning",
+    "FallbackWarning",
+    "NoEffectWarning",
+    "NoFusionWarning",
+    "NvscopeError",
+    "NvscopeWarning",
+    "UnclosedScopeWarning",
+    "UnknownOptionError",
+    "UnsupportedError",
+    "user_stacklevel",
+]
+
+
+class NvscopeError(Exception):
+    """Base class of nvscope's errors."""
+
+
+class UnknownOptionError(NvscopeError, ValueError):
+    """An option name nvFuser does not accept in that list (or not per call, or not in the installed version)."""
+
+
+class UnsupportedError(NvscopeError, RuntimeError):
+    """Scoped options cannot be honoured here (nvFuser too old, a Thunder nvscope does not know, ...)."""
+
+
+class DevelopmentModeError(NvscopeError, RuntimeError):
+    """nvFuser developer options were activated outside development mode under ``NVSCOPE_STRICT=1``."""
+
+
+class NvscopeWarning(UserWarning):
+    """Base class of nvscope's warnings."""
+
+
+class DevelopmentModeWarning(NvscopeWarning):
+    """nvFuser developer options were activated outside development mode."""
+
+
+class NoFusionWarning(NvscopeWarning):
+    """A non-empty scope exited without any nvFuser fusion executing under it (development mode only)."""
+
+
+class NoEffectWarning(NvscopeWarning):
+    """Fusions ran under a non-empty scope, but its options could change none of them (selector, catalog gates)."""
+
+
+class FallbackWarning(NvscopeWarning):
+    """A fusion failed under its options and ran again with its defaults (``on_error="fallback"``)."""
+
+
+class ConfigWarning(NvscopeWarning):
+    """An ``NVSCOPE_*`` environment variable has a value nvscope does not accept; its default applies."""
+
+
+class UnclosedScopeWarning(NvscopeWarning):
+    """A program (or test) ended with an ``nv_options`` scope it entered still open."""
+
+
+# Frames in these files are ours (or contextlib's, for `with` via @contextmanager users, or asyncio's, for a decorated
+# coroutine run as a task): a warning is attributed to the first frame outside them, which is the line that entered
+# the scope or called the decorated function (for a task: the line that ran the event loop, e.g. asyncio.run(...)).
+_INTERNAL_FILES = (
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,  # the nvscope package
+    os.path.abspath(contextlib.__file__),
+    os.path.join(os.path.dirname(os.path.abspath(contextlib.__file__)), "asyncio") + os.sep,
+)
+
+
+
+def user_stacklevel() -> int:
+    """The ``stacklevel`` that points ``warnings.warn`` (called by our caller) at the first non-nvscope frame."""
+    frame = sys._getframe(1)  # the frame that calls warnings.warn (stacklevel 1)
+    level = 1
+    while frame is not None and frame.f_code.co_filename.startswith(_INTERNAL_FILES):
+        frame = frame.f_back  # type: ignore[assignment]
+        level += 1
+    return level

@@ -1,0 +1,264 @@
+"""The value type: an immutable, hashable set of nvFuser enable and disable option names.
+
+`OptionSet` knows nothing about which names are valid (that is `nvscope.catalog`) nor about scopes (that is
+`nvscope._core._scope`). It is the key of every per-fusion compiled cache, so equality and hashing must be cheap: the
+hash
+is computed once, and the union of two sets, which the executor adapters take at every fusion call, is memoised on
+the left operand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import ClassVar
+
+__all__ = ["EMPTY", "NVFUSER_VARIABLES", "OptionSet", "process_options_shell"]
+
+_VARIABLES = {"NVFUSER_ENABLE": "enable", "NVFUSER_DISABLE": "disable"}
+NVFUSER_VARIABLES = tuple(_VARIABLES)  # the variables nvFuser reads its options from, for a whole process
+_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+_EXAMPLE = "'NVFUSER_ENABLE=fuse_matmul NVFUSER_DISABLE=matmul_expr_eval'"
+
+
+class OptionSet:
+    """An immutable set of nvFuser options: ``enable`` and ``disable`` are frozensets of option names.
+
+    Build one with ``OptionSet(enable=[...], disable=[...])``; names are not validated here (``nv_options`` does that
+    against the catalog). Two sets with the same names are equal and hash alike, whatever order they were given in.
+    """
+
+    __slots__ = ("__weakref__", "_hash", "_overrides", "_unions", "disable", "enable")
+
+    enable: frozenset[str]
+    disable: frozenset[str]
+    _hash: int
+
+    # Union results, memoised per left operand. The adapters merge Thunder's compile-time options with the active
+    # scope at every fusion call; with this the steady state is one dict lookup and allocates nothing.
+    _unions: dict[OptionSet, OptionSet]
+    _overrides: dict[OptionSet, OptionSet]
+    _MAX_MEMO: ClassVar[int] = 256
+
+    def __init__(self, enable: Iterable[str] = (), disable: Iterable[str] = ()) -> None:
+        # A str is one name, never its characters.
+        if isinstance(enable, str):
+            enable = (enable,)
+        if isinstance(disable, str):
+            disable = (disable,)
+        object.__setattr__(self, "enable", frozenset(enable))
+        object.__setattr__(self, "disable", frozenset(disable))
+        object.__setattr__(self, "_hash", hash((self.enable, self.disable)))
+        object.__setattr__(self, "_unions", {})
+        object.__setattr__(self, "_overrides", {})
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"OptionSet is immutable: cannot set {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"OptionSet is immutable: cannot delete {name!r}")
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        if not isinstance(other, OptionSet):
+            return NotImplemented
+        return self._hash == other._hash and self.enable == other.enable and self.disable == other.disable
+
+    def __bool__(self) -> bool:
+        return bool(self.enable or self.disable)
+
+    def __repr__(self) -> str:
+        return f"OptionSet(enable={sorted(self.enable)!r}, disable={sorted(self.disable)!r})"
+
+    def __reduce__(self) -> tuple[type[OptionSet], tuple[tuple[str, ...], tuple[str, ...]]]:
+        return (OptionSet, (tuple(sorted(self.enable)), tuple(sorted(self.disable))))
+
+    def union(self, other: OptionSet) -> OptionSet:
+        """``self | other``, per list. Returns ``self`` (the same object) when ``other`` adds nothing."""
+        try:
+            result = self._unions.get(other)
+        except TypeError:  # unhashable, so not an OptionSet: refused below
+            result = None
+        if result is None:
+            if not isinstance(other, OptionSet):
+                raise TypeError(f"OptionSet.union takes an OptionSet, not {type(other).__name__}: "
+                                "build one with OptionSet(enable=[...], disable=[...])")
+            if other.enable <= self.enable and other.disable <= self.disable:
+                result = self
+            elif self.enable <= other.enable and self.disable <= other.disable:
+                result = other
+            else:
+                result = OptionSet(self.enable | other.enable, self.disable | other.disable)
+            if len(self._unions) >= self._MAX_MEMO:  # bounded: a program may build option sets in a loop
+                self._unions.clear()
+            self._unions[other] = result
+        return result
+
+    def override(self, inner: OptionSet) -> OptionSet:
+        """``self`` with ``inner`` laid over it: like `union`, but a name ``inner`` requests the other way wins.
+
+        The rule for nested scopes (and a scope over compile-time options): ``enable=["id_model"]`` outside and
+        ``disable=["id_model"]`` inside gives ``disable=["id_model"]`` alone, never both requests at once (which one
+        scope refuses). Returns ``self`` when ``inner`` adds nothing. Memoised like `union`: it is on the hot path.
+        """
+        result = self._overrides.get(inner) if isinstance(inner, OptionSet) else None
+        if result is None:
+            if not isinstance(inner, OptionSet):
+                raise TypeError(f"OptionSet.override takes an OptionSet, not {type(inner).__name__}")
+            if not (self.enable & inner.disable or self.disable & inner.enable):
+                result = self.union(inner)
+            else:
+                result = OptionSet((self.enable - inner.disable) | inner.enable,
+                                   (self.disable - inner.enable) | inner.disable)
+            if len(self._overrides) >= self._MAX_MEMO:
+                self._overrides.clear()
+            self._overrides[inner] = result
+        return result
+
+    def only(self, keep: Callable[[str, str], bool]) -> OptionSet:
+        """The names for which ``keep(kind, name)`` is true (``kind`` is "enable" or "disable"); ``self`` if all."""
+        enable = frozenset(name for name in self.enable if keep("enable", name))
+        disable = frozenset(name for name in self.disable if keep("disable", name))
+        if len(enable) == len(self.enable) and len(disable) == len(self.disable):
+            return self
+        return OptionSet(enable, disable)
+
+    def __or__(self, other: object) -> OptionSet:
+        # NotImplemented, not an error: Python then tries other.__ror__ and else raises its own TypeError
+        # ("unsupported operand type(s) for |: 'OptionSet' and 'tuple'").
+        if not isinstance(other, OptionSet):
+            return NotImplemented
+        return self.union(other)
+
+    def as_env(self) -> dict[str, str]:
+        """The environment variables that reproduce this set without nvscope, e.g. for ``subprocess.run(env=...)``.
+
+        Only non-empty lists appear. Remember that nvFuser reads these variables once, at startup.
+        """
+        env: dict[str, str] = {}
+        if self.enable:
+            env["NVFUSER_ENABLE"] = ",".join(sorted(self.enable))
+        if self.disable:
+            env["NVFUSER_DISABLE"] = ",".join(sorted(self.disable))
+        return env
+
+    def as_shell(self) -> str:
+        """``as_env()`` as a shell prefix: ``NVFUSER_ENABLE=a,b NVFUSER_DISABLE=c`` (empty string for no options).
+
+        The set as a whole process would get it; `label` is the short form for messages.
+        """
+        return " ".join(f"{key}={value}" for key, value in self.as_env().items())
+
+    def label(self) -> str:
+        """The set in a message: ``+fuse_matmul -matmul_expr_eval`` (enable names with ``+``, then disable names with
+        ``-``, each sorted); ``(none)`` for the empty set."""
+        words = [f"+{name}" for name in sorted(self.enable)] + [f"-{name}" for name in sorted(self.disable)]
+        return " ".join(words) or "(none)"
+
+    @classmethod
+    def parse(cls, line: str) -> OptionSet:
+        """The set that a shell line of ``NVFUSER_ENABLE=...``/``NVFUSER_DISABLE=...`` sets (`as_shell`'s inverse).
+
+        ``OptionSet.parse("NVFUSER_ENABLE=fuse_matmul NVFUSER_DISABLE=matmul_expr_eval")``. Shell quoting is
+        understood; anything else on the line (a command, another variable, a variable given twice, an option with
+        arguments) raises ValueError naming the fix. Names are checked for form only: ``nv_options`` checks them
+        against the catalog.
+        """
+        if not isinstance(line, str):
+            raise TypeError(f"OptionSet.parse takes a str such as {_EXAMPLE}, not {type(line).__name__}")
+        import shlex
+
+        try:
+            words = shlex.split(line)
+        except ValueError as error:  # "No closing quotation"
+            raise ValueError(f"OptionSet.parse: {line!r} is not a shell line ({error}): close the quote") from None
+        lists: dict[str, list[str]] = {}
+        for word in words:
+            variable, equals, value = word.partition("=")
+            if not equals or variable not in _VARIABLES:
+                raise ValueError(f"OptionSet.parse: {word!r} is not an NVFUSER_ENABLE=... or NVFUSER_DISABLE=... "
+                                 f"assignment; the line holds only those, e.g. {_EXAMPLE}")
+            if variable in lists:
+                raise ValueError(f"OptionSet.parse: {variable} is given twice in {line!r}: give it once, with the "
+                                 "names separated by commas")
+            lists[variable] = _names(variable, value)
+        return cls(lists.get("NVFUSER_ENABLE", ()), lists.get("NVFUSER_DISABLE", ()))
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> OptionSet:
+        """The set ``NVFUSER_ENABLE`` and ``NVFUSER_DISABLE`` hold in ``environ`` (default: ``os.environ``).
+
+        Unset or empty variables hold no names. A malformed value (an empty name, a space, an option with arguments)
+        raises ValueError naming the variable and the fix; names are checked for form only, as in `parse`.
+        """
+        if environ is None:
+            import os
+
+            environ = os.environ
+        elif not isinstance(environ, Mapping):
+            raise TypeError(f"OptionSet.from_env takes a mapping such as os.environ (or None for it), not "
+                            f"{type(environ).__name__}")
+        lists = {variable: _names(variable, environ.get(variable) or "") for variable in _VARIABLES}
+        return cls(lists["NVFUSER_ENABLE"], lists["NVFUSER_DISABLE"])
+
+    def thunder_kwargs(self) -> dict[str, list[str]]:
+        """Thunder's compile options for this set: ``thunder.jit(fn, **options.thunder_kwargs())``.
+
+        ``{"nv_enable_options": [...], "nv_disable_options": [...]}``, sorted lists. Fixed for the jitted function's
+        life, unlike a scope.
+        """
+        return {"nv_enable_options": self.enable_list(), "nv_disable_options": self.disable_list()}
+
+    def enable_list(self) -> list[str]:
+        """The enable names, sorted: what nvFuser's ``_enable_options`` takes."""
+        return sorted(self.enable)
+
+    def disable_list(self) -> list[str]:
+        """The disable names, sorted: what nvFuser's ``_disable_options`` takes."""
+        return sorted(self.disable)
+
+
+def process_options_shell(environ: Mapping[str, str] | None = None) -> str:
+    """What ``NVFUSER_ENABLE``/``NVFUSER_DISABLE`` hold in ``environ`` (default: ``os.environ``) as a shell prefix,
+    each value one quoted shell word: ``NVFUSER_ENABLE='p2p_protocol(put)'``; empty when neither is set.
+
+    The options of the whole process, as nvFuser reads them, arguments included (which an `OptionSet` cannot hold):
+    what a repro command or a summary adds to the options nvscope passed per call.
+    """
+    import shlex
+
+    if environ is None:
+        import os
+
+        environ = os.environ
+    return " ".join(f"{name}={shlex.quote(environ[name])}" for name in NVFUSER_VARIABLES if environ.get(name))
+
+
+def _names(variable: str, value: str) -> list[str]:
+    """The option names of ``variable=value`` (comma-separated), or ValueError naming what is wrong and the fix."""
+    if not value:
+        return []
+    shown = f"{variable}={value!r}"
+    if "(" in value or ")" in value:
+        option = value[:value.find("(")].rpartition(",")[2] if "(" in value else value
+        raise ValueError(f"{shown}: {option!r} takes arguments, which an OptionSet (and so a scope) cannot carry: "
+                         "set that option in the environment of the whole process and leave it out here")
+    names = value.split(",")
+    for name in names:
+        if not name:
+            raise ValueError(f"{shown} has an empty name: separate names with single commas, e.g. "
+                             f"{variable}=fuse_matmul,kernel_profile")
+        if not _NAME_CHARS.issuperset(name):
+            fix = ("separate names with commas and no spaces" if any(c.isspace() for c in name) else
+                   "nvFuser's option names use underscores (`nvscope options` lists them)")
+            raise ValueError(f"{shown}: {name!r} is not an option name (letters, digits and underscores): {fix}")
+    return names
+
+
+EMPTY = OptionSet()

@@ -1,0 +1,137 @@
+"""Precedence: which options one fusion gets. The one place that says it, as JAX's ``trace_context`` says what enters
+its compile key.
+
+A scope's *policy* is what the ContextVar holds for it (`nvscope._core._scope.Frame.policy`):
+
+* an `OptionSet` when no scope in the stack has a selector: every fusion gets it (the common case, and the fast one);
+* a `Policy` otherwise: the scopes' layers, outermost first, each ``(options, selector, inherit)``.
+
+For one fusion (`effective`), lowest to highest:
+
+1. ``NVFUSER_ENABLE``/``NVFUSER_DISABLE``: nvFuser adds per-call options to them; nothing here can remove them.
+2. The fusion's own options: Thunder's compile-time ``nv_enable_options``/``nv_disable_options``, or what a direct
+   caller passed to ``execute`` (``static``).
+3. The scopes, outermost to innermost (`resolve`): a scope whose selector does not match the fusion is skipped; one
+   with ``inherit=False`` starts again from nothing (of the scopes; 1 and 2 stay); otherwise it is laid over what is
+   below with `OptionSet.override`: a name requested the other way by an inner scope is the inner scope's. A
+   backward pass runs under its forward's policy laid over the policy of the thread that runs it (`compose`).
+4. The catalog's gates: a scope option that cannot affect this fusion (``fuse_matmul`` on a fusion without a matmul
+   or linear; `nvscope.catalog`, ``can_affect``) is dropped, so the fusion keeps its default compiled kernels
+   instead of recompiling for nothing.
+
+Policies are interned (`over`): re-entering the same scope object, or one built alike (equal options, equal
+selector: `nvscope._core._fusion.Selector`), over the same parent gives the same object, so a fusion's table can
+remember
+what a policy resolved to with one identity test.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from nvscope._core._catalog import catalog
+from nvscope._core._errors import NvscopeError
+from nvscope._core._fusion import FusionInfo, Selector
+from nvscope._core._optionset import EMPTY, OptionSet
+
+__all__ = ["Policy", "compose", "effective", "over", "resolve"]
+
+Layer = tuple[OptionSet, "Selector | None", bool]
+
+
+class Policy:
+    """Scopes with selectors: ``layers`` outermost first, each ``(options, selector or None, inherit)``.
+
+    Hashed and compared by identity (interned by `over`), so it costs one identity test as a memo key.
+    """
+
+    __slots__ = ("__weakref__", "layers")
+
+    def __init__(self, layers: tuple[Layer, ...]) -> None:
+        self.layers = layers
+
+    def __repr__(self) -> str:
+        parts = []
+        for options, chosen, inherit in self.layers:
+            where = f" for fusions={chosen!r}" if chosen is not None else ""
+            cut = " (inherit=False)" if not inherit else ""
+            parts.append(f"{options!r}{where}{cut}")
+        return f"Policy({'; '.join(parts)})"
+
+
+_interned: dict[tuple[object, ...], Policy] = {}
+_intern_lock = threading.Lock()
+_MAX_INTERNED = 4096
+
+
+def over(parent: OptionSet | Policy | None, own: OptionSet, chosen: Selector | None,
+         inherit: bool) -> OptionSet | Policy | None:
+    """The policy of a scope (``own`` options for the fusions ``chosen`` selects) entered over ``parent``.
+
+    None stands for "no options for any fusion" (the hot path tests it with ``is``).
+    """
+    if chosen is None and not isinstance(parent, Policy):
+        merged = own if not inherit or parent is None else parent.override(own)
+        return merged if merged else None
+    if chosen is None and not inherit:
+        return own if own else None  # cuts every layer below, selective ones too
+    if isinstance(parent, Policy):
+        below = parent.layers
+    elif parent is None:
+        below = ()
+    else:
+        below = ((parent, None, True),)
+    key = (parent, own, chosen, inherit)
+    policy = _interned.get(key)
+    if policy is None:
+        with _intern_lock:
+            policy = _interned.get(key)
+            if policy is None:
+                if len(_interned) >= _MAX_INTERNED:  # a program building scopes in a loop: stay bounded
+                    _interned.clear()
+                policy = _interned[key] = Policy((*below, (own, chosen, inherit)))
+    return policy
+
+
+def compose(outer: OptionSet | Policy | None, inner: OptionSet | Policy | None) -> OptionSet | Policy | None:
+    """``inner`` (a backward's captured forward policy) laid over ``outer`` (the policy of the thread running it)."""
+    if inner is None:
+        return outer
+    if isinstance(inner, OptionSet):
+        return over(outer, inner, None, True)
+    result = outer
+    for options, chosen, inherit in inner.layers:
+        result = over(result, options, chosen, inherit)
+    return result
+
+
+def resolve(policy: OptionSet | Policy | None, info: FusionInfo | None) -> OptionSet:
+    """The scopes' options for one fusion (step 3 above); ``info=None`` matches no selector."""
+    if policy is None:
+        return EMPTY
+    if isinstance(policy, OptionSet):
+        return policy
+    result = EMPTY
+    for options, chosen, inherit in policy.layers:
+        if chosen is not None and (info is None or not _matches(chosen, info)):
+            continue
+        result = result.override(options) if inherit else options
+    return result
+
+
+def _matches(chosen: Selector, info: FusionInfo) -> bool:
+    try:
+        return chosen(info)
+    except Exception as error:  # the user's callable: name it and the fusion, keep the cause
+        raise NvscopeError(f"fusions={chosen!r} raised {type(error).__name__} on fusion {info.id} ({error}): a "
+                           "selector must return True or False for every FusionInfo") from error
+
+
+def effective(static: OptionSet, policy: OptionSet | Policy | None, info: FusionInfo) -> OptionSet:
+    """What one fusion executes with under ``policy``: steps 2-4 above (nvFuser adds step 1 itself)."""
+    scope = resolve(policy, info)
+    ops = info.ops
+    if scope and ops is not None:  # unknown ops: no gate can be judged, so none drops anything
+        gate = catalog().can_affect
+        scope = scope.only(lambda kind, name: gate(kind, name, ops))
+    return static.override(scope)

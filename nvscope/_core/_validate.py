@@ -1,0 +1,91 @@
+"""What a scope's ``enable=``/``disable=`` arguments may be: validated before anything is entered.
+
+One place decides what a name is, so `nv_options`, the search's candidate parser and the CLI refuse the same inputs
+with the same messages: a str is one name, anything else an iterable of str; no bytes, no mappings, no
+comma-separated lists or arguments in one string (each gets an error that names the fix); every name is checked
+against the installed nvFuser's catalog (did-you-mean, per-call validity).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from nvscope._core._catalog import catalog
+from nvscope._core._errors import UnknownOptionError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: `import nvscope` must stay light (nvscope/_core/_record.py)
+    from nvscope._core._catalog import Kind
+
+__all__ = ["MAX_NAME", "first_line", "names", "shown", "split"]
+
+# No nvFuser option name comes close; a longer one is refused before the catalog's did-you-mean sees it.
+MAX_NAME = 100
+
+
+def shown(value: object, limit: int = 60) -> str:
+    """``repr(value)`` for an error message, cut short: a message must not echo a 10,000-character argument."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
+def first_line(error: BaseException, limit: int = 200) -> str:
+    """``Type: first line of the message`` (and the first line of the first note, add_note), each cut short: what a
+    table row says of a failure, which must not hold a 100,000-character message."""
+
+    def cut(line: str) -> str:
+        return line if len(line) <= limit else f"{line[:limit]}... ({len(line)} characters)"
+
+    text = str(error).strip()
+    line = f"{type(error).__name__}: {cut(text.splitlines()[0])}" if text else type(error).__name__
+    notes = [n.strip() for n in getattr(error, "__notes__", ()) if isinstance(n, str) and n.strip()]
+    return f"{line} ({cut(notes[0].splitlines()[0])})" if notes else line
+
+
+def split(values: Iterable[str] | None) -> list[str]:
+    """``["a,b", "c d"]`` -> ``["a", "b", "c", "d"]``: the names of repeatable command-line flags (``nvscope run
+    --enable``, pytest's ``--nv-enable``), where commas or spaces separate names; empty items are dropped."""
+    return [name for value in values or () for name in value.replace(",", " ").split()]
+
+
+def names(kind: Kind, value: object) -> frozenset[str]:
+    """Validate one of ``enable=``/``disable=``: a str is one name; anything else must be an iterable of str."""
+    if isinstance(value, str):
+        items: list[object] = [value]
+    elif isinstance(value, (bytes, bytearray, memoryview)):
+        # Iterable, but of ints: without this the message would be about the int 102 (the first byte).
+        try:
+            hint = f", e.g. {kind}={shown(bytes(value).decode())}"
+        except UnicodeDecodeError:
+            hint = ""
+        raise TypeError(f"{kind}= takes an option name (str) or an iterable of names, not {type(value).__name__} "
+                        f"(bytes-like, whose items are ints): decode it first{hint}")
+    elif isinstance(value, Mapping) or not isinstance(value, Iterable):
+        raise TypeError(f"{kind}= takes an option name (str) or an iterable of names, not {type(value).__name__}: "
+                        f"{shown(value)}")
+    else:
+        items = list(value)
+    names = []
+    known = catalog()
+    for item in items:
+        if not isinstance(item, str):
+            decode = " (decode bytes first)" if isinstance(item, (bytes, bytearray, memoryview)) else ""
+            raise TypeError(f"{kind}= option names must be str, got {type(item).__name__}: {shown(item)}{decode}")
+        name = item.strip()
+        if not name:
+            raise ValueError(f"{kind}= got an empty option name: {item!r}")
+        if "," in name or any(c.isspace() for c in name):
+            parts = [p for p in name.replace(",", " ").split() if p]
+            raise ValueError(f"{kind}= got {shown(item)}, which looks like several names: pass a list, "
+                             f"{kind}={shown(parts)}")
+        if len(name) > MAX_NAME:
+            raise UnknownOptionError(f"{kind}= got a {len(name)}-character name {shown(name)}: no nvFuser option "
+                                     "name is that long (`nvscope options` lists them all)")
+        if "(" in name:
+            raise UnknownOptionError(
+                f"{kind}= got {item!r}: per-call options carry no arguments; set NVFUSER_{kind.upper()}={name} "
+                "in the environment before the process starts"
+            )
+        known.check(kind, name)
+        names.append(name)
+    return frozenset(names)

@@ -1,0 +1,70 @@
+"""nvscope's version, from one source: ``version = "..."`` in the ``[project]`` table of pyproject.toml.
+
+Two ways to reach it, in this order:
+
+1. A source tree: the package directory has a pyproject.toml beside it that declares ``name = "nvscope"``. That file
+   *is* the source, so it is read directly. Why first: the GPU machine runs nvscope from a checkout without
+   installing it (``python -m pytest`` from the repository root), and a checkout may also shadow an nvscope
+   installed elsewhere, or an editable install made before the version was bumped; installed metadata would then
+   name another copy's version.
+2. Installed (a wheel): the distribution's metadata, which the build copied from that same line.
+
+Read lazily, on the first ``nvscope.__version__``, and cached: ``import nvscope`` imports neither
+``importlib.metadata`` nor reads a file. The pyproject line is found with a small parser instead of ``tomllib``
+(Python 3.11+, and nvscope supports 3.10); tests check that both agree.
+"""
+
+from __future__ import annotations
+
+import os
+
+__all__ = ["UNKNOWN", "from_pyproject", "version"]
+
+UNKNOWN = "0+unknown"  # neither a source tree nor installed metadata (a copied package directory)
+
+_cached: str | None = None
+
+
+def from_pyproject(text: str) -> str | None:
+    """The ``version`` of ``[project]`` in pyproject.toml's text, if that table also says ``name = "nvscope"``."""
+    name = found = None
+    in_project = False
+    for raw in text.splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if line.startswith("["):
+            in_project = line == "[project]"
+            continue
+        if not in_project or "=" not in line:
+            continue
+        key, _, value = (part.strip() for part in line.partition("="))
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+            if key == "name":
+                name = value[1:-1]
+            elif key == "version":
+                found = value[1:-1]
+    return found if name == "nvscope" else None
+
+
+def _source_tree() -> str | None:
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "pyproject.toml")
+    try:
+        with open(path, encoding="utf-8") as file:
+            return from_pyproject(file.read())
+    except OSError:
+        return None
+
+
+def version() -> str:
+    """nvscope's version, e.g. ``"0.1.0"`` (see the module docstring for where it comes from)."""
+    global _cached
+    if _cached is None:
+        found = _source_tree()
+        if found is None:
+            from importlib import metadata
+
+            try:
+                found = metadata.version("nvscope")
+            except metadata.PackageNotFoundError:
+                found = UNKNOWN
+        _cached = found
+    return _cached

@@ -1,0 +1,93 @@
+"""Audit trail: which nvFuser fusion ran with which options, in a fresh or a reused partition, on which thread.
+
+    with nvscope.audit() as log:
+        train_step(batch)
+    print(log.summary())
+
+Records are plain data (`nvscope._exec._events.FusionRecord`). Auditing is process-wide while the block is open (fusions
+on other threads, such as PyTorch's autograd device thread, are recorded too). When no audit is open, the adapters
+pay one truth test per fusion call.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from nvscope._core import _text as _texttable
+from nvscope._core._fusion import FusionInfo
+from nvscope._exec import _events
+from nvscope._exec._events import FusionRecord
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+__all__ = ["AuditLog", "FusionRecord", "audit", "fusions"]
+
+
+class AuditLog:
+    """The records of one `audit` block, in execution order."""
+
+    __slots__ = ("_lock", "records")
+
+    def __init__(self) -> None:
+        self.records: list[FusionRecord] = []
+        self._lock = threading.Lock()
+
+    def _append(self, record: FusionRecord) -> None:
+        with self._lock:
+            self.records.append(record)
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def fusions(self) -> list[FusionInfo]:
+        """The fusions that ran, each once, in the order they first ran."""
+        return list(dict.fromkeys(record.info for record in self.records))
+
+    def failures(self) -> list[FusionRecord]:
+        """The executions that failed under their options and ran their defaults (``on_error="fallback"``)."""
+        return [record for record in self.records if record.partition == "fallback"]
+
+    def summary(self) -> str:
+        """A table: one row per (fusion, options, phase, partition, thread) with its execution count."""
+        if not self.records:
+            return "nvscope audit: no nvFuser fusion executed"
+        counts = Counter(
+            (r.fusion, r.options.as_shell() or "(none)", r.phase, r.partition, r.thread) for r in self.records
+        )
+        header = ("fusion", "options", "phase", "partition", "thread", "calls")
+        lines = [_texttable.render(header, [(*key, str(n)) for key, n in counts.items()])]
+        total = len(self.records)
+        compiled = sum(r.partition == "new" for r in self.records)
+        fell_back = len({r.fusion for r in self.failures()})
+        lines.append(f"{total} fusion executions, {compiled} new partitions compiled"
+                     + (f", {fell_back} fusion(s) fell back to their defaults after failing" if fell_back else ""))
+        return "\n".join(lines)
+
+
+@contextmanager
+def audit() -> Iterator[AuditLog]:
+    """Record every nvFuser fusion execution that goes through nvscope's adapters while the block runs."""
+    log = AuditLog()
+    sink = log._append
+    _events.SINKS.append(sink)
+    try:
+        yield log
+    finally:
+        _events.SINKS.remove(sink)
+
+
+def fusions(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> list[FusionInfo]:
+    """Call ``fn(*args, **kwargs)`` once and return the nvFuser fusions it ran (id, name, phase, ops, function), in
+    the order they first ran. Backward fusions appear when ``fn`` runs the backward (e.g. calls ``loss.backward()``).
+
+    The same list as ``nvscope fusions script.py``; the ids are what ``nv_options(fusions=...)`` selects by.
+    """
+    with audit() as log:
+        fn(*args, **kwargs)
+    return log.fusions()

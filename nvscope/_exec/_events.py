@@ -1,0 +1,78 @@
+"""What the execution path reports about each fusion execution, for whoever listens (``nvscope.audit``, profiling).
+
+Kept in the core so that adapters (which import the core) can report without importing the tools. When nobody
+listens, ``SINKS`` is empty and an adapter pays one truth test per fusion call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from contextvars import ContextVar
+
+from nvscope._core._fusion import FusionInfo
+from nvscope._core._optionset import OptionSet
+from nvscope._core._record import Record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Literal
+
+    from nvscope._core._fusion import Phase
+
+    # "default" (the fusion's own cache: no scope, or nothing the scope adds that can affect it), "new" (a cache for
+    # this option set was built by this call: it compiles), "reused" (an existing cache for this option set),
+    # "fallback" (it failed under these options, under on_error="fallback": this execution ran the defaults).
+    Route = Literal["default", "new", "reused", "fallback"]
+
+__all__ = ["FUNCTION", "PHASE", "SINKS", "TIMERS", "FusionRecord", "emit"]
+
+# Set by the Thunder adapter around a backward pass; everything else is forward (direct nvFuser calls: "call").
+PHASE: ContextVar[Phase] = ContextVar("nvscope.phase", default="forward")
+# Set by the Thunder adapter around a scoped backward pass: the jitted function its forward belonged to.
+FUNCTION: ContextVar[str | None] = ContextVar("nvscope.function", default=None)
+
+
+class FusionRecord(Record):
+    """One nvFuser fusion execution: which fusion, with which options, in which partition, on which thread.
+
+    ``fusion`` is the fusion's id (``"forward/nvFusion0"``), ``info`` its `FusionInfo`; ``error`` the failure
+    (with nvscope's note) that made a ``"fallback"`` execution run the defaults, else None.
+    """
+
+    __slots__ = ("error", "frontend", "info", "options", "partition", "thread")
+
+    info: FusionInfo
+    options: OptionSet
+    partition: Route
+    thread: str
+    frontend: str
+    error: str | None
+
+    def __init__(self, info: FusionInfo, options: OptionSet, partition: Route, thread: str, frontend: str,
+                 error: str | None = None) -> None:
+        self._init(info=info, options=options, partition=partition, thread=thread, frontend=frontend, error=error)
+
+    def __reduce__(self) -> tuple[type[FusionRecord], tuple[object, ...]]:
+        return (FusionRecord, (self.info, self.options, self.partition, self.thread, self.frontend, self.error))
+
+    @property
+    def fusion(self) -> str:
+        return self.info.id
+
+    @property
+    def phase(self) -> Phase:
+        return self.info.phase
+
+
+SINKS: list[Callable[[FusionRecord], None]] = []
+
+# While something listens (SINKS), each execution also runs inside ``timer(record)`` for every timer here; the value
+# the context's ``__enter__`` returns, if not None, is called with the fusion's outputs (profiling: per-fusion time
+# and outputs).
+TIMERS: list[Callable[[FusionRecord], AbstractContextManager[Any]]] = []
+
+
+def emit(record: FusionRecord) -> None:
+    for sink in tuple(SINKS):
+        sink(record)

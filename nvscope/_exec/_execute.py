@@ -1,0 +1,210 @@
+"""Execute one fusion under the active scope: the one path every adapter uses.
+
+    effective options (`nvscope._core._policy`) -> partition (`nvscope._exec._fusion_table`) -> audit -> run ->
+    annotate / fall back
+
+An adapter (`Adapter`: Thunder's wrapper shape, or a direct nvFuser frontend) says only what differs between them:
+where a fusion's table lives, how a fusion is identified, how a partition is built, and how the fusion runs with its
+defaults or with a partition. Everything that decides (which options, which partition, what is recorded, what a
+failure becomes) is here, once.
+
+A fusion's table (a `FusionTable`) is made the first time nvscope sees the fusion scoped or audited, and keeps the
+fusion's identity (`FusionInfo`), its own options and a memo: the last (policy, own options) it ran under and the
+partition that resolved to, so the steady state of a training loop is one identity test; other pairs resolve
+through a small dict, never through the selectors again.
+"""
+
+from __future__ import annotations
+
+import threading
+import warnings
+from contextlib import ExitStack
+from typing import Any
+
+from nvscope._core import _policy
+from nvscope._core._errors import FallbackWarning, NvscopeError, UnsupportedError
+from nvscope._core._fusion import FusionInfo
+from nvscope._core._optionset import OptionSet
+from nvscope._core._scope import CHANGED, NO_EFFECT, NOTHING, Frame
+from nvscope._exec import _events, _frontends, _repro
+from nvscope._exec._fusion_table import FusionTable
+
+__all__ = ["Adapter", "execute", "table"]
+
+NO_KWARGS: dict[str, Any] = {}
+_SINKS = _events.SINKS  # the list itself (audit appends to it in place): one global load on the hot path
+_MISSING = object()
+_MAX_RESOLVED = 256  # (policy, own options) pairs remembered per fusion beyond the hot one (above the LRU bound)
+
+
+class Adapter:
+    """What one adapter supplies to `execute`. Subclasses override every method that raises here."""
+
+    given_as = "compile-time"  # where a fusion's own options come from, for failure notes
+    frontend: _frontends.Frontend = _frontends.DIRECT
+    version_error: UnsupportedError | None = None  # set at install: raised when a scope reaches a fusion
+
+    def lookup(self, fusion: Any) -> FusionTable[_frontends.Partition] | None:
+        raise NotImplementedError
+
+    def attach(self, fusion: Any, table: FusionTable[_frontends.Partition]) -> None:
+        raise NotImplementedError
+
+    def identify(self, fusion: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> FusionInfo:
+        raise NotImplementedError
+
+    def static(self, fusion: Any, kwargs: dict[str, Any]) -> OptionSet:
+        raise NotImplementedError
+
+    def build(self, fusion: Any, info: FusionInfo, options: OptionSet) -> _frontends.Partition:
+        """A partition of ``fusion`` for ``options``, with its ``run(args, kwargs)`` bound to the fusion."""
+        raise NotImplementedError
+
+    def default(self, fusion: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        raise NotImplementedError
+
+    def script(self, fusion: Any, partition: _frontends.Partition, args: tuple[Any, ...],
+               kwargs: dict[str, Any]) -> str:
+        raise NotImplementedError
+
+    describe = "fusion"  # what kind of fusion, for failure notes: "Thunder fusion forward/nvFusion0 failed ..."
+
+
+def table(adapter: Adapter, fusion: Any, args: tuple[Any, ...],
+          kwargs: dict[str, Any]) -> FusionTable[_frontends.Partition]:
+    """The fusion's table, made (and its identity computed) the first time nvscope sees it."""
+    found = adapter.lookup(fusion)
+    if found is not None:
+        return found
+    with _frontends.TABLE_LOCK:  # two threads' first calls must not each build a table (and compile)
+        found = adapter.lookup(fusion)
+        if found is None:
+            info = adapter.identify(fusion, args, kwargs)
+
+            def build(options: OptionSet) -> _frontends.Partition:
+                return adapter.build(fusion, info, options)
+
+            found = FusionTable(adapter.static(fusion, kwargs), build, info=info)
+            adapter.attach(fusion, found)
+        return found
+
+
+def _resolve(adapter: Adapter, found: FusionTable[_frontends.Partition], policy: Any,
+             static: OptionSet) -> tuple[_frontends.Partition | None, bool]:
+    """The partition a (policy, own options) pair runs in (None: the fusion's own cache) and whether it was built."""
+    resolved = found.resolved
+    key = (policy, static)
+    effective = resolved.get(key, _MISSING)
+    if effective is _MISSING:
+        options = _policy.effective(static, policy, found.info)  # type: ignore[arg-type]  # `table` sets it
+        effective = None if options == static else options
+        if len(resolved) >= _MAX_RESOLVED:
+            resolved.clear()
+        resolved[key] = effective
+    if effective is None:
+        partition, new = None, False
+    else:
+        if adapter.version_error is not None:
+            raise adapter.version_error
+        partition, new = found.get(effective)  # type: ignore[arg-type]
+    found.hot = (policy, static, partition)
+    return partition, new
+
+
+def execute(adapter: Adapter, fusion: Any, frame: Frame | None, args: tuple[Any, ...],
+            kwargs: dict[str, Any] = NO_KWARGS, found: FusionTable[_frontends.Partition] | None = None) -> Any:
+    """Run ``fusion`` (called with ``args``/``kwargs``) under ``frame``'s policy. Adapters call this for every
+    execution inside a non-empty scope, and for every execution while an audit listens; ``found`` is the fusion's
+    table if the adapter looked it up already (it saves a call on the hot path)."""
+    if found is None:
+        found = adapter.lookup(fusion)
+        if found is None:
+            found = table(adapter, fusion, args, kwargs)
+    policy = None if frame is None else frame.policy
+    static = found.static if kwargs is NO_KWARGS else adapter.static(fusion, kwargs)
+    hot_policy, hot_static, partition = found.hot
+    new = False
+    if hot_policy is not policy or hot_static is not static:
+        partition, new = _resolve(adapter, found, policy, static)
+    if partition is not None:
+        frame.ran = CHANGED  # type: ignore[union-attr]  # a partition means a scope: a frame
+        if partition.error is None and not _SINKS:  # the steady state of a scoped loop
+            try:
+                return partition.run(args, kwargs)
+            except NvscopeError:
+                raise
+            except Exception as error:
+                return _failed(error, adapter, found, fusion, frame, partition, static, args, kwargs)
+    elif policy is not None and frame.ran == NOTHING:  # type: ignore[union-attr]
+        frame.ran = NO_EFFECT  # type: ignore[union-attr]
+    info: FusionInfo = found.info  # type: ignore[assignment]  # `table` always sets it
+    if partition is None:
+        if _SINKS:
+            return _timed(adapter.default, _record(info, static, "default", adapter), fusion, args, kwargs)
+        return adapter.default(fusion, args, kwargs)
+    if partition.error is not None and frame.fallback:  # type: ignore[union-attr]
+        return _fall_back(adapter, info, fusion, partition, static, args, kwargs)
+    try:
+        if _SINKS:
+            record = _record(info, partition.options, "new" if new else "reused", adapter)
+            return _timed(partition.run, record, args, kwargs)
+        return partition.run(args, kwargs)
+    except NvscopeError:
+        raise
+    except Exception as error:
+        return _failed(error, adapter, found, fusion, frame, partition, static, args, kwargs)
+
+
+def _failed(error: Exception, adapter: Adapter, found: FusionTable[_frontends.Partition], fusion: Any,
+            frame: Frame | None, partition: _frontends.Partition, static: OptionSet, args: tuple[Any, ...],
+            kwargs: dict[str, Any]) -> Any:
+    """A partition raised: note the options and the repro on the error; re-raise it, or fall back to the defaults."""
+    info: FusionInfo = found.info  # type: ignore[assignment]
+
+    def script() -> str:
+        return adapter.script(fusion, partition, args, kwargs)
+
+    scope = _policy.resolve(None if frame is None else frame.policy, info)
+    _repro.annotate(error, adapter.describe, info, static, scope, partition.options, script,
+                    given_as=adapter.given_as)
+    if frame is None or not frame.fallback:
+        raise error
+    partition.error = _failure_text(error)
+    warnings.warn(f"nvscope: fusion {info.id} failed with nvFuser options {partition.options.label()} and ran "
+                  f"again with its defaults (on_error='fallback'); later executions of it under these options use its "
+                  f"defaults directly.\n{partition.error}", FallbackWarning, stacklevel=4)
+    return _fall_back(adapter, info, fusion, partition, static, args, kwargs)
+
+
+def _fall_back(adapter: Adapter, info: FusionInfo, fusion: Any, partition: _frontends.Partition, static: OptionSet,
+               args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    if _events.SINKS:
+        record = _record(info, partition.options, "fallback", adapter, partition.error)
+        return _timed(adapter.default, record, fusion, args, kwargs)
+    return adapter.default(fusion, args, kwargs)
+
+
+def _failure_text(error: BaseException) -> str:
+    notes = [n for n in getattr(error, "__notes__", None) or () if isinstance(n, str)]
+    return "\n".join([f"{type(error).__name__}: {error}", *notes])
+
+
+def _record(info: FusionInfo, options: OptionSet, partition: _events.Route, adapter: Adapter,
+            error: str | None = None) -> _events.FusionRecord:
+    return _events.FusionRecord(info, options, partition, threading.current_thread().name, adapter.frontend.module,
+                                error)
+
+
+def _timed(call: Any, record: _events.FusionRecord, *args: Any) -> Any:
+    """``call(*args)``, reported to the audit first, inside every timer's context (`nvscope._exec._events.TIMERS`)."""
+    _events.emit(record)
+    timers = _events.TIMERS
+    if not timers:
+        return call(*args)
+    with ExitStack() as stack:
+        done = [stack.enter_context(timer(record)) for timer in tuple(timers)]
+        outputs = call(*args)
+        for callback in done:
+            if callback is not None:
+                callback(outputs)
+        return outputs

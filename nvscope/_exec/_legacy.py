@@ -1,0 +1,123 @@
+"""The legacy ``nvfuser`` frontend, all of it: delete this module (and the adapters' imports of it)
+when Thunder 0.2.6 no longer matters. nvFuser 0.2.36 removed the module (Fuser #5917); Thunder main dropped it (PR
+2813); Thunder 0.2.6 still drives it with nvFuser 0.2.23 - 0.2.33.
+
+* One process-wide FusionCache deduplicates identical definitions, so a partition's definition is *salted* with one
+  unused ``define_scalar(<salt>)`` that differs per option set (measured on the H200: it gets an entry of its own).
+  nvscope never calls ``FusionCache.reset()``: that would drop every user's kernels, and it made the default reuse a
+  scoped kernel.
+* The module warns "Reset the FusionCache manually..." on every execute with options. For executions nvscope
+  partitioned that advice is already followed, so the warning is dropped for them only: the module's ``warnings``
+  name is replaced by a proxy that consults a thread-local flag (``warnings.catch_warnings`` mutates process-global
+  state and is not thread-safe). Both adapters may rely on these hooks at once, so they are reference-counted by
+  user (`LegacyFrontend.acquire` / `release`) instead of either adapter asking about the other.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
+from types import ModuleType
+from typing import Any
+
+from nvscope._core import _patches
+from nvscope._core._optionset import OptionSet
+from nvscope._exec._frontends import BY_MODULE, Frontend
+
+__all__ = ["LEGACY", "LegacyFrontend", "salt_for", "salted"]
+
+_local = threading.local()
+_salts: dict[OptionSet, int] = {}
+_salt_lock = threading.Lock()
+_SALT_BASE = 0x6E7673_0000  # "nvs": far from any scalar a real definition would use
+_OWNER = "legacy-frontend"
+
+
+def salt_for(options: OptionSet) -> int:
+    """A process-stable integer per option set: the unused scalar that gives a legacy partition its own entry.
+
+    Under a lock: reading ``len(_salts)`` and inserting are two steps, and ``OptionSet.__hash__`` runs Python code
+    between them, so two threads could otherwise hand two option sets one salt, i.e. one shared nvFuser cache entry.
+    """
+    salt = _salts.get(options)
+    if salt is None:
+        with _salt_lock:
+            salt = _salts.get(options)
+            if salt is None:
+                salt = _salts[options] = _SALT_BASE + len(_salts)
+    return salt
+
+
+@contextmanager
+def _thread_flag(name: str, value: object) -> Iterator[None]:
+    previous = getattr(_local, name, None)
+    setattr(_local, name, value)
+    try:
+        yield
+    finally:
+        setattr(_local, name, previous)
+
+
+def salted(salt: int) -> AbstractContextManager[None]:
+    """Definitions finished on this thread inside get one unused ``define_scalar(salt)``."""
+    return _thread_flag("salt", salt)
+
+
+class _QuietWarnings:
+    """Stands in for ``warnings`` inside the legacy ``nvfuser`` module; see the module docstring."""
+
+    def __init__(self, real: Any) -> None:
+        self._real = real
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+    def warn(self, message: Any, category: Any = None, stacklevel: int = 1, source: Any = None) -> None:
+        if getattr(_local, "quiet", False) and str(message).startswith("Reset the FusionCache manually"):
+            return
+        self._real.warn(message, category, stacklevel + 1, source)
+
+
+class LegacyFrontend(Frontend):
+    """The ``nvfuser`` module: salted definitions, and its reset warning dropped for partitioned executions."""
+
+    __slots__ = ("_users",)
+
+    def __init__(self) -> None:
+        super().__init__("nvfuser")
+        self._users: set[str] = set()
+
+    def own_definitions(self, options: OptionSet) -> AbstractContextManager[None]:
+        return salted(salt_for(options))
+
+    def quiet(self) -> AbstractContextManager[None]:
+        return _thread_flag("quiet", True)
+
+    def acquire(self, module: ModuleType | None, user: str) -> None:
+        if module is None:  # a FusionDefinition whose module is gone from sys.modules: nothing to hook
+            raise RuntimeError("the legacy nvfuser module is not imported")
+        if not _patches.active(_OWNER):
+            fd_class = module.FusionDefinition
+            original_exit = fd_class.__exit__
+            int_type = module.DataType.Int
+
+            def __exit__(self: Any, exc_type: Any, exc: Any, tb: Any) -> Any:
+                salt = getattr(_local, "salt", None)
+                if salt is not None and exc_type is None:
+                    self.define_scalar(salt, dtype=int_type)
+                return original_exit(self, exc_type, exc, tb)
+
+            __exit__.__wrapped__ = original_exit  # type: ignore[attr-defined]
+            _patches.apply(_OWNER, fd_class, "__exit__", __exit__)
+            _patches.apply(_OWNER, module, "warnings", _QuietWarnings(module.warnings))
+        self._users.add(user)
+
+    def release(self, user: str) -> None:
+        self._users.discard(user)
+        if not self._users:
+            _patches.restore(_OWNER)
+
+
+LEGACY = LegacyFrontend()
+BY_MODULE[LEGACY.module] = LEGACY

@@ -1,0 +1,190 @@
+"""What a scoped fusion that fails tells its user: a note on the exception that names the options, and a repro script.
+
+Trying a flag and hitting a failure is the moment nvscope exists for. nvFuser's own error ("INTERNAL ASSERT FAILED
+..., please report a bug with repro script") names neither the fusion nor the options, and a repro made the usual way
+(``fd.repro_script_for(inputs)``, Thunder's ``get_nvfuser_repro``) calls ``fd.execute(inputs)`` without them, so it
+does not reproduce. Here:
+
+* `annotate` gives the exception one PEP 678 note (its type, message and traceback stay nvFuser's): the fusion,
+  forward or backward, the effective options (compile-time | scope), the ``NVFUSER_*`` line that sets them for a
+  whole process, and the path of a repro script.
+* The script is nvFuser's own (``repro_script_for``: the printed definition, and inputs of the same shapes, dtypes
+  and strides) with its final ``fd.execute(inputs)`` passing the options per call (`with_options`), so
+  ``python repro.py`` reproduces in a fresh process without any ``NVFUSER_*`` variable.
+* `attach` makes a partition's FusionDefinition write such scripts itself, so ``fd.last_repro_script()`` and Thunder's
+  ``get_nvfuser_repro`` return the definition that ran, with its options.
+
+Scripts go to ``NVSCOPE_REPRO_DIR`` (default: one temporary directory per process); ``NVSCOPE_REPRO=0`` turns them
+off. A script's name carries a digest of its text, so a loop that fails the same way at every step writes one file.
+Nothing here may raise over the user's error: whatever goes wrong making the script is said in the note instead.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from nvscope._core import _env
+from nvscope._core._optionset import OptionSet, process_options_shell
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from nvscope._core._fusion import FusionInfo
+
+__all__ = ["MARK", "annotate", "attach", "repro_paths", "with_options"]
+
+MARK = "nvscope:"  # every note starts with it: one note per exception, however many layers see it
+_EXECUTE = "fd.execute(inputs)"  # how both frontends' repro_script_for end when given inputs
+_directory: list[str] = []
+_directory_lock = threading.Lock()
+
+
+def with_options(script: str, options: OptionSet) -> str:
+    """nvFuser's repro ``script`` with its last ``fd.execute(inputs)`` passing ``options`` per call.
+
+    A script without that call (made without inputs) gets the call to make as a comment: there is nothing to run.
+    """
+    call = (f"fd.execute(inputs, _enable_options={options.enable_list()!r}, "
+            f"_disable_options={options.disable_list()!r})")
+    header = (f"# nvscope: this runs the fusion with nvFuser options {options.label()}, passed to execute "
+              f"per call\n#   (the same as {options.as_shell() or 'no NVFUSER_* variables'} for a whole process)\n")
+    head, found, tail = script.rpartition(_EXECUTE)
+    if found:
+        return header + head + call + tail
+    return f"{header}{script}\n# to execute it with these options: {call}\n"
+
+
+def attach(fd: Any, options: OptionSet) -> None:
+    """Make ``fd.repro_script_for(inputs)`` (and so ``last_repro_script()``) write ``options`` into its script.
+
+    An instance attribute over nvFuser's method, on a FusionDefinition nvscope built for this option set. It holds
+    ``fd`` weakly: a strong reference would be a cycle that keeps an evicted definition and its kernels alive until
+    the cyclic collector runs. Does nothing for a frontend without ``repro_script_for`` or weak references.
+    """
+    import weakref
+
+    if getattr(type(fd), "repro_script_for", None) is None:
+        return
+    try:
+        ref = weakref.ref(fd)
+    except TypeError:  # a definition type without weak references: its repro stays nvFuser's (the note's has them)
+        return
+
+    def repro_script_for(inputs: Any = None) -> str:
+        target = ref()
+        if target is None:  # pragma: no cover - the method lives in the definition's own __dict__
+            raise ReferenceError("the FusionDefinition is gone")
+        return with_options(type(target).repro_script_for(target, inputs), options)
+
+    fd.repro_script_for = repro_script_for
+
+
+def annotate(error: BaseException, what: str, fusion: FusionInfo, compile_time: OptionSet, scope: OptionSet,
+             effective: OptionSet, script: Callable[[], str], *, given_as: str = "compile-time") -> None:
+    """Add nvscope's note to ``error``, unless it has one: ``script()`` makes the repro script's text (may raise).
+
+    ``what`` says what kind of fusion for a person ("Thunder fusion"), ``fusion`` which (its id names the phase);
+    ``given_as`` says where ``compile_time`` came from ("passed to execute" for a direct nvFuser call).
+    """
+    notes = getattr(error, "__notes__", None)
+    if notes is not None and not isinstance(notes, list):
+        return  # someone's non-list __notes__: add_note would raise TypeError over the user's error
+    if notes is not None and any(isinstance(n, str) and n.startswith(MARK) for n in notes):
+        return
+    try:
+        repro = _repro_line(error, f"{what} {fusion.id}", f"{fusion.phase}-{fusion.name}", effective, script)
+    except Exception as problem:  # the user's error matters more than the repro
+        repro = f"not written ({type(problem).__name__}: {_first_line(problem)})"
+    lines = [
+        f"{MARK} {what} {fusion.id} failed with nvFuser options {effective.label()}",
+        f"  {given_as}: {compile_time.label()}; scope: {scope.label()}",
+        f"  for a whole process: {effective.as_shell() or '(no options)'}",
+        f"  repro script: {repro}",
+    ]
+    note = "\n".join(lines)
+    try:
+        error.add_note(note)  # type: ignore[attr-defined,unused-ignore]  # Python >= 3.11
+    except AttributeError:  # Python 3.10: PEP 678's attribute, which pytest and the exceptiongroup backport print
+        try:
+            error.__notes__ = [*(notes if isinstance(notes, list) else []), note]  # type: ignore[attr-defined]
+        except Exception:  # pragma: no cover - an exception type that refuses attributes keeps its message only
+            pass
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    line = text[0] if text else type(error).__name__
+    return line if len(line) <= 200 else line[:197] + "..."
+
+
+def _repro_line(error: BaseException, fusion: str, stem: str, effective: OptionSet,
+                script: Callable[[], str]) -> str:
+    if not _env.flag("NVSCOPE_REPRO"):
+        return "off (NVSCOPE_REPRO=0)"
+    import hashlib
+
+    body = script()
+    header = (f"# nvscope repro: {fusion} failed with nvFuser options {effective.label()}\n"
+              f"#   {type(error).__name__}: {_first_line(error)}\n"
+              "# Run as is: python <this file>. nvFuser's own repro script; the inputs have the failing inputs' shapes,"
+              "\n#   dtypes and strides, not their values.\n")
+    digest = hashlib.sha1(body.encode()).hexdigest()[:12]
+    safe = "".join(c if c.isalnum() or c in "_-." else "_" for c in stem)
+    directory = os.path.abspath(_env.text("NVSCOPE_REPRO_DIR") or _default_directory())  # runnable from anywhere
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, f"{safe}-{digest}.py")
+    if not os.path.exists(path):
+        partial = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+        with open(partial, "w", encoding="utf-8") as file:
+            file.write(header + body)
+        os.replace(partial, path)  # atomic: two processes sharing NVSCOPE_REPRO_DIR never see half a script
+    # One shell word per item: a directory with spaces or a value like p2p_protocol(put) must not split or misparse.
+    run = " ".join(filter(None, [process_options_shell(), "python", shlex.quote(path)]))
+    where = "NVSCOPE_REPRO_DIR chooses the directory" if _env.text("NVSCOPE_REPRO_DIR") else \
+        "a temporary directory; NVSCOPE_REPRO_DIR chooses another"
+    return f"{run}\n    ({where}; NVSCOPE_REPRO=0 turns repro scripts off)"
+
+
+def _default_directory() -> str:
+    with _directory_lock:  # threads failing at once share one directory
+        if not _directory:
+            import tempfile
+
+            _directory.append(tempfile.mkdtemp(prefix="nvscope-repro-"))
+        return _directory[0]
+
+
+def scripts_named_in(text: str) -> list[str]:
+    """The repro script paths that the ``repro script: ...`` lines of nvscope's notes in ``text`` name, in order."""
+    import shlex
+
+    paths = []
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("repro script:"):
+            command = stripped.partition(":")[2]
+            try:
+                words = shlex.split(command)
+            except ValueError:  # cut short mid-quote: the plain words still hold the path
+                words = command.split()
+            paths += [word for word in words if word.endswith(".py")]
+    return paths
+
+
+def repro_paths(error: BaseException) -> tuple[str, ...]:
+    """The repro scripts that nvscope's failure notes on ``error`` (and the errors it chains) name."""
+    paths: list[str] = []
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        notes = getattr(current, "__notes__", None)
+        for note in notes if isinstance(notes, list) else ():
+            if not (isinstance(note, str) and note.startswith(MARK)):
+                continue
+            paths += scripts_named_in(note)
+        current = current.__cause__ or current.__context__
+    return tuple(dict.fromkeys(paths))

@@ -1,0 +1,253 @@
+"""The shape of Thunder's per-fusion callable that nvscope drives: ``FusionDefinitionWrapper`` as Thunder 0.2.6 and
+0.2.7.dev define it (``thunder/executors/nvfuserex_impl.py``), as an `Adapter` of the one execution path.
+
+A partition of a fusion is a copy of its wrapper: its ``get_fd`` is an ``lru_cache`` of FusionDefinitions built by
+Thunder's own uncached ``get_fd.__wrapped__`` (nvFuser does not key compiled kernels on options, so each option set
+needs definitions of its own; salted on the legacy frontend), its option fields are the effective options, and its
+``name`` carries them. Thunder's *original* ``__call__`` runs on that copy, so ``use_cache``,
+``last_used``/``last_inputs``, the NVTX range (``annotate_for_profile(self.name)``, here ``nvFusion0
+[+fuse_matmul -matmul_expr_eval]: (matmul, ...)``) and the DTensor path stay Thunder's own code. Afterwards
+``last_used``/``last_inputs`` are copied to the real wrapper, so ``thunder.examine.get_nvfuser_repro`` returns the
+definition that ran, whose repro script passes its options. One copy per partition, never a field swapped per
+call: threads running one fusion under different scopes cannot see each other's options.
+
+Another wrapper shape (upstream Thunder after PR 2813, or with PR 2652's ``use_dtensor_execute`` field) is another
+`Adapter` subclass listed in `SHAPES`, which `nvscope.thunder.install` picks from; not ``if``s in this one.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import sys
+import weakref
+from types import ModuleType
+from typing import Any
+
+from nvscope._core._errors import UnsupportedError
+from nvscope._core._fusion import FusionInfo, ops_of_definition
+from nvscope._core._optionset import OptionSet
+from nvscope._core._scope import ACTIVE
+from nvscope._exec import (
+    _events,
+    _frontends,
+    _legacy,  # noqa: F401  (adds the legacy frontend to _frontends.BY_MODULE)
+    _repro,
+)
+from nvscope._exec._execute import NO_KWARGS, Adapter, execute
+from nvscope._exec._fusion_table import FusionTable
+
+__all__ = ["SHAPES", "WrapperShape", "jitted_function"]
+
+PROVEN = "Thunder 0.2.6 and 0.2.7.dev20260201"  # tests/gpu ran with both on the H200
+IMPL_MODULE = "thunder.executors.nvfuserex_impl"
+_TABLE = "_nvscope_partitions"  # attribute on each fusion's get_fd (an lru_cache wrapper, which has a __dict__)
+
+
+def thunder_version() -> str:
+    version = getattr(sys.modules.get("thunder"), "__version__", None)
+    return f"Thunder {version}" if version else "this Thunder (version unknown)"
+
+
+def short(name: str) -> str:
+    """The fusion's name as the trace calls it: Thunder (0.2.6, 0.2.7.dev) names the wrapper "nvFusion0: (op, ...)"."""
+    return name.partition(": ")[0]
+
+
+def jitted_function(limit: int = 40) -> str | None:
+    """The name of the function ``thunder.jit`` compiled, from its ``fn_`` frame on this thread's stack, or None.
+
+    Called once per fusion (when its table is made) and once per scoped forward (for its backward), never per call.
+    """
+    frame = sys._getframe(1)
+    for _ in range(limit):
+        if frame is None:
+            break
+        code = frame.f_code
+        if code.co_name == "fn_" and "thunder" in code.co_filename:
+            fn = frame.f_locals.get("fn")
+            if fn is None:
+                fn = getattr(frame.f_locals.get("cd"), "fn", None)
+            if fn is not None:
+                return getattr(fn, "__qualname__", None) or type(fn).__qualname__
+        frame = frame.f_back  # type: ignore[assignment]
+    return _events.FUNCTION.get()  # a backward: its forward's, captured by the autograd patch
+
+
+class WrapperShape(Adapter):
+    """Thunder 0.2.6 / 0.2.7.dev's ``FusionDefinitionWrapper`` (a slots dataclass)."""
+
+    FIELDS = ("get_fd", "to_descriptors", "name", "use_cache", "last_used", "last_inputs", "store_inputs",
+              "enable_options", "disable_options")
+
+    def __init__(self, impl: ModuleType, version_error: UnsupportedError | None) -> None:
+        self.wrapper_class = impl.FusionDefinitionWrapper
+        self.original = self.wrapper_class.__call__
+        self.frontend = _frontends.frontend_of(impl.FusionDefinition)
+        self.version_error = version_error
+        self._tables: weakref.WeakSet[Any] = weakref.WeakSet()  # every get_fd holding a table, for `forget`
+        original, quiet = self.original, self.frontend.quiet
+        if self.frontend is _frontends.DIRECT:
+            self._run_runner = original  # nothing to wrap: no context manager on the hot path
+        else:
+            def run_quietly(runner: Any, *args: Any) -> Any:
+                with quiet():  # a partition follows the legacy "Reset the FusionCache" advice already
+                    return original(runner, *args)
+            self._run_runner = run_quietly
+
+    @classmethod
+    def refusal(cls, impl: ModuleType) -> list[str]:
+        """What this shape needs and ``impl`` lacks (empty: it fits)."""
+        missing = []
+        wrapper = getattr(impl, "FusionDefinitionWrapper", None)
+        if not isinstance(wrapper, type):
+            return [f"{IMPL_MODULE}.FusionDefinitionWrapper"]
+        if not callable(vars(wrapper).get("__call__")):
+            missing.append("FusionDefinitionWrapper.__call__")
+        # Thunder's wrapper is a slots dataclass: its fields are known before any fusion exists.
+        fields = set(getattr(wrapper, "__dataclass_fields__", ())) | set(getattr(wrapper, "__slots__", ()))
+        missing += [f"FusionDefinitionWrapper.{name}" for name in cls.FIELDS if name not in fields]
+        if getattr(impl, "FusionDefinition", None) is None:
+            missing.append(f"{IMPL_MODULE}.FusionDefinition")
+        return missing
+
+    # --- the patch -----------------------------------------------------------------------------------------------
+
+    def patched_call(self) -> Any:
+        original = self.original
+        sinks = _events.SINKS  # the list itself: audit() appends to it in place
+        get_active = ACTIVE.get
+
+        # The unscoped path is Thunder's call plus one ContextVar read and two tests. No lock anywhere: nvFuser's
+        # execute binding holds the GIL for the whole call (see nvscope._exec._frontends).
+        def __call__(fusion: Any, *args: Any) -> Any:
+            frame = get_active()
+            if (frame is None or frame.policy is None) and not sinks:
+                return original(fusion, *args)
+            return execute(self, fusion, frame, args, NO_KWARGS, getattr(fusion.get_fd, _TABLE, None))
+
+        __call__.__wrapped__ = original  # type: ignore[attr-defined]
+        return __call__
+
+    def forget(self) -> None:
+        """Drop every fusion's table (its partitions and their compiled kernels): at uninstall."""
+        for get_fd in list(self._tables):
+            vars(get_fd).pop(_TABLE, None)
+        self._tables.clear()
+
+    # --- Adapter -------------------------------------------------------------------------------------------------
+
+    def lookup(self, fusion: Any) -> FusionTable[_frontends.Partition] | None:
+        return getattr(fusion.get_fd, _TABLE, None)
+
+    def attach(self, fusion: Any, table: FusionTable[_frontends.Partition]) -> None:
+        setattr(fusion.get_fd, _TABLE, table)
+        try:
+            self._tables.add(fusion.get_fd)
+        except TypeError:  # pragma: no cover - a get_fd without weak references keeps its table after uninstall
+            pass
+
+    def identify(self, fusion: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> FusionInfo:
+        # The ops of its definition: the one Thunder last ran if any (a warm fusion costs nothing more), else one
+        # from Thunder's uncached builder for these inputs (built, not compiled; Thunder's cache stays as it was).
+        try:
+            fd = fusion.last_used
+            if fd is None:
+                fd = getattr(fusion.get_fd, "__wrapped__", fusion.get_fd)(fusion.to_descriptors(args))
+            ops: tuple[str, ...] | None = ops_of_definition(repr(fd))
+        except Exception:
+            ops = None  # unknown: the catalog's gates then drop nothing
+        return FusionInfo(short(fusion.name), _events.PHASE.get(), ops, jitted_function())
+
+    def static(self, fusion: Any, kwargs: dict[str, Any]) -> OptionSet:
+        return OptionSet(fusion.enable_options or (), fusion.disable_options or ())
+
+    def build(self, fusion: Any, info: FusionInfo, options: OptionSet) -> _frontends.Partition:
+        get_fd = fusion.get_fd
+        uncached = getattr(get_fd, "__wrapped__", None)
+        if uncached is None:
+            raise UnsupportedError(
+                f"{thunder_version()}, fusion {info.id}: get_fd is not an lru_cache wrapper, so nvscope cannot build "
+                f"a separate FusionDefinition per option set (proven with {PROVEN}); run it outside the scope, or "
+                "set NVFUSER_ENABLE/NVFUSER_DISABLE for the whole process"
+            )
+        cache_info = getattr(get_fd, "cache_info", None)
+        maxsize = cache_info().maxsize if cache_info is not None else 2048
+        frontend = self.frontend
+
+        @functools.lru_cache(maxsize=maxsize)
+        def partition_get_fd(descriptors: Any) -> Any:
+            with frontend.own_definitions(options):
+                fd = uncached(descriptors)
+            if frontend is _frontends.DIRECT and "fec" in getattr(fd, "__dict__", ()):
+                # Compiled before it ever ran: its cache came from a shared one (an LruFusionCache), not its own.
+                raise UnsupportedError(
+                    f"{thunder_version()}, fusion {info.id}: a new FusionDefinition came with a compiled cache "
+                    "already, so it may share kernels compiled for other options; nvscope cannot give this option "
+                    "set kernels of its own. Set NVFUSER_ENABLE/NVFUSER_DISABLE for the whole process instead"
+                )
+            _frontends.carry(fd, options)
+            return fd
+
+        runner = copy.copy(fusion)
+        runner.get_fd = partition_get_fd
+        # The options go right after the fusion's own name, before the ops Thunder appends
+        # ("nvFusion0: (add, mul)" becomes "nvFusion0 [+fast_math]: (add, mul)"): visible in a narrow timeline row.
+        name, colon, ops = fusion.name.partition(": ")
+        runner.name = f"{name} [{options.label()}]{colon}{ops}"
+        runner.enable_options = options.enable_list()
+        runner.disable_options = options.disable_list()
+        runner.last_used = None
+        runner.last_inputs = None
+        for field, value in (("cache_info", partition_get_fd.cache_info),
+                             ("cache_clear", partition_get_fd.cache_clear)):
+            if hasattr(runner, field):  # Thunder's fields, pointing at this option set's cache
+                setattr(runner, field, value)
+        call = self._run_runner  # Thunder's own __call__ (wrapped in the legacy frontend's quiet flag)
+
+        def run(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+            try:
+                return call(runner, *args)
+            finally:
+                # What ran is what Thunder's tools should see. With use_cache off, last_used *is* Thunder's cache
+                # (the one definition it runs), so the real wrapper's own stays; get_nvfuser_repro then shows the
+                # default.
+                if runner.use_cache:
+                    fusion.last_used = runner.last_used
+                if runner.store_inputs:
+                    fusion.last_inputs = runner.last_inputs
+
+        return _frontends.Partition(runner, options, run)
+
+    def default(self, fusion: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        return self.original(fusion, *args)
+
+    def script(self, fusion: Any, partition: _frontends.Partition, args: tuple[Any, ...],
+               kwargs: dict[str, Any]) -> str:
+        runner = partition.runner
+        if runner.use_cache or runner.last_used is None:
+            # The partition's cache gives the definition for exactly these inputs (no other thread's last_used).
+            fd = runner.get_fd(runner.to_descriptors(args))
+        else:
+            fd = runner.last_used
+        return _repro.with_options(type(fd).repro_script_for(fd, _local_inputs(args)), partition.options)
+
+    describe = "Thunder fusion"
+
+
+def _local_inputs(args: tuple[Any, ...]) -> list[Any]:
+    """The inputs as nvFuser's execute got them: collectives waited on, DTensors as their local tensors."""
+    collectives = sys.modules.get("torch.distributed._functional_collectives")
+    tensors = sys.modules.get("torch.distributed.tensor")
+    inputs = []
+    for arg in args:
+        if collectives is not None and isinstance(arg, collectives.AsyncCollectiveTensor):
+            arg = arg.wait()
+        if tensors is not None and isinstance(arg, tensors.DTensor):
+            arg = arg.to_local()
+        inputs.append(arg)
+    return inputs
+
+
+# The wrapper shapes nvscope knows, tried in order by nvscope.thunder.install.
+SHAPES: tuple[type[WrapperShape], ...] = (WrapperShape,)

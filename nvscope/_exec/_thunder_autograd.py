@@ -1,0 +1,67 @@
+"""Thunder's backward fusions under their forward's scope: the patch of ``ThunderFunction.forward``/``backward``
+(``thunder/executors/torch_autograd.py``).
+
+Thunder's backward fusions run wherever PyTorch's autograd engine runs them: on the thread that called
+``.backward()`` with ``thunder.jit``, on the autograd device thread with ``thunderfx``, where the caller's context is
+invisible. So the forward records the policy active when it ran (and the jitted function, for fusion identity), and
+the backward runs under it laid over whatever scope is active on the thread executing it
+(`nvscope._core._policy.compose`),
+as ``torch.amp.custom_bwd`` does for autocast state.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nvscope._core._scope import ACTIVE, pop, push
+from nvscope._exec import _events
+from nvscope._exec._thunder_adapter import jitted_function
+
+__all__ = ["make_backward", "make_forward", "refusal"]
+
+AUTOGRAD_MODULE = "thunder.executors.torch_autograd"
+_CAPTURED = "_nvscope_scope"  # on the autograd ctx: (policy, fallback, jitted function) or None
+
+
+def refusal(autograd: Any) -> list[str]:
+    """What the patch needs and ``autograd`` (Thunder's module) lacks (empty: it fits)."""
+    function = getattr(autograd, "ThunderFunction", None)
+    if not isinstance(function, type):
+        return [f"{AUTOGRAD_MODULE}.ThunderFunction"]
+    return [f"ThunderFunction.{name} (a staticmethod)" for name in ("forward", "backward")
+            if not isinstance(vars(function).get(name), staticmethod)]
+
+
+def make_forward(original: Any) -> Any:
+    def forward(ctx: Any, *args: Any) -> Any:
+        frame = ACTIVE.get()
+        if frame is None or (frame.policy is None and frame.fallback is None):
+            setattr(ctx, _CAPTURED, None)
+        else:  # once per scoped step, not per fusion: the stack walk costs a few microseconds
+            setattr(ctx, _CAPTURED, (frame.policy, frame.fallback, jitted_function()))
+        return original(ctx, *args)
+
+    forward.__wrapped__ = original  # type: ignore[attr-defined]
+    return forward
+
+
+def make_backward(original: Any) -> Any:
+    def backward(ctx: Any, *grads: Any) -> Any:
+        captured = getattr(ctx, _CAPTURED, None)
+        phase = _events.PHASE.set("backward")
+        try:
+            if captured is None:
+                return original(ctx, *grads)
+            policy, fallback, function = captured
+            token = push(policy, fallback)
+            named = _events.FUNCTION.set(function)
+            try:
+                return original(ctx, *grads)
+            finally:
+                _events.FUNCTION.reset(named)
+                pop(token)
+        finally:
+            _events.PHASE.reset(phase)
+
+    backward.__wrapped__ = original  # type: ignore[attr-defined]
+    return backward

@@ -1,0 +1,110 @@
+"""What the search tries: candidate specs parsed into validated option sets, and the default list.
+
+A candidate is written the way a person types it on a command line (``"fuse_matmul,-matmul_expr_eval"``) or as a
+mapping, an `OptionSet` or an ``nv_options``; every name goes through the same validation as a scope's, so a typo
+fails before anything is compiled, with the fix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from nvscope._core._catalog import catalog
+from nvscope._core._errors import UnknownOptionError
+from nvscope._core._optionset import OptionSet
+from nvscope._core._scope import nv_options
+from nvscope._core._validate import shown
+
+__all__ = ["default_candidates", "parse_candidate", "resolve", "spec"]
+
+# Options that only do something together: fuse_matmul brings matmuls into nvFuser's fusions, and without
+# -matmul_expr_eval nvFuser hands a fusion containing one straight back to ATen, so neither alone changes a kernel.
+_PAIRS = ((("fuse_matmul",), ("matmul_expr_eval",)),)
+
+
+def default_candidates() -> list[str]:
+    """The default candidates, as specs: each codegen option of the installed nvFuser's catalog that takes no
+    arguments, alone, plus the pairs that only work together (``fuse_matmul,-matmul_expr_eval``)."""
+    known = catalog()
+    specs = [("-" if o.kind == "disable" else "") + o.name
+             for o in sorted(known.options, key=lambda o: (o.kind != "enable", o.name))
+             if o.effect == "codegen" and not o.requires_args]
+    for enable, disable in _PAIRS:
+        if all(known.get("enable", n) for n in enable) and all(known.get("disable", n) for n in disable):
+            specs.append(",".join([*enable, *(f"-{n}" for n in disable)]))
+    return specs
+
+
+def spec(options: OptionSet) -> str:
+    """The candidate spec of an option set, `parse_candidate`'s inverse: enable names, then ``-``disable names, each
+    sorted, comma-separated (``fuse_matmul,-matmul_expr_eval``). The search names its rows with it, so that a row's
+    name is what ``--candidates`` takes and ``result["fast_math"]`` finds; messages use `OptionSet.label`."""
+    return ",".join([*options.enable_list(), *(f"-{n}" for n in options.disable_list())])
+
+
+def parse_candidate(spec: object) -> OptionSet:
+    """One candidate -> its validated `OptionSet`.
+
+    A candidate is a string of comma-separated names (``"fuse_matmul,-matmul_expr_eval"``: a bare or ``+`` name is
+    an enable option, ``-name`` a disable option; ``enable:name``/``disable:name`` also work), a mapping
+    ``{"enable": [...], "disable": [...]}``, an `OptionSet` or an ``nv_options`` object. Names are checked against
+    the catalog of the installed nvFuser; an unknown one raises `UnknownOptionError` with the fix.
+    """
+    if isinstance(spec, nv_options):
+        options = spec.options
+    elif isinstance(spec, OptionSet):
+        options = nv_options(spec.enable, spec.disable).options
+    elif isinstance(spec, Mapping):
+        unknown = set(spec) - {"enable", "disable"}
+        if unknown:
+            raise TypeError(f"candidate {shown(dict(spec))}: unknown keys {shown(sorted(unknown, key=repr))}; use "
+                            "'enable' and 'disable'")
+        options = _validated(spec, spec.get("enable", ()), spec.get("disable", ()))
+    elif isinstance(spec, str):
+        enable: list[str] = []
+        disable: list[str] = []
+        for token in (t.strip() for t in spec.split(",")):
+            if not token:
+                raise ValueError(f"candidate {shown(spec)} has an empty name: separate names with single commas, e.g. "
+                                 "'fuse_matmul,-matmul_expr_eval'")
+            kind, _, name = token.partition(":") if token.startswith(("enable:", "disable:")) else ("", "", token)
+            if not kind:
+                kind, name = ("disable", token[1:]) if token[0] == "-" else ("enable", token.removeprefix("+"))
+            name, other = name.strip(), "disable" if kind == "enable" else "enable"
+            known = catalog()
+            if known.get(kind, name) is None and known.get(other, name) is not None:  # type: ignore[arg-type]
+                fix = name if other == "enable" else f"-{name}"
+                raise UnknownOptionError(f"candidate {shown(spec)}: {name!r} is an nvFuser {other} option: write "
+                                         f"{fix!r} (or '{other}:{name}')")
+            (enable if kind == "enable" else disable).append(name)
+        options = _validated(spec, enable, disable)
+    else:
+        raise TypeError(f"a candidate is a str like 'fuse_matmul,-matmul_expr_eval', a dict with 'enable'/'disable', "
+                        f"an OptionSet or an nv_options object, not {type(spec).__name__}: {shown(spec)}")
+    if not options:
+        raise ValueError(f"candidate {shown(spec)} has no options: the default (no options) is always measured")
+    return options
+
+
+def _validated(spec: object, enable: Any, disable: Any) -> OptionSet:
+    try:
+        return nv_options(enable, disable).options
+    except UnknownOptionError as error:
+        raise UnknownOptionError(f"candidate {shown(spec)}: {error}") from None
+
+
+def resolve(candidates: Iterable[object] | None) -> list[OptionSet]:
+    if candidates is None:
+        candidates = default_candidates()
+    elif isinstance(candidates, (str, Mapping, OptionSet, nv_options)):
+        raise TypeError(f"candidates= takes a list of candidates, e.g. candidates=[{shown(candidates)}]")
+    resolved: dict[OptionSet, object] = {}
+    for spec in candidates:
+        options = parse_candidate(spec)
+        if options in resolved:
+            raise ValueError(f"candidates {shown(resolved[options])} and {shown(spec)} are the same option set")
+        resolved[options] = spec
+    if not resolved:
+        raise ValueError("candidates= is empty: pass None for the catalog's codegen options, or a list of candidates")
+    return list(resolved)

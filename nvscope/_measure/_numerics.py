@@ -1,0 +1,299 @@
+"""Outputs of two variants, compared: which leaves are copied, how their structures are matched, and the
+differences `nvscope.search` judges and `nvscope.compare` reports.
+
+One flattening (`flatten_outputs`) and one pairing (`pair`) serve both: the outputs' nested lists, tuples and dicts
+are walked into (path, leaf) pairs; the paths must match (a changed key, nesting, number of outputs or leaf type is a
+structure difference, reported, never an exception); tensors and numbers (bool, int, float, complex) are compared by
+value, str and bytes by equality; None and empty containers only by being there; other objects cannot be compared,
+and are named as such. The two tools then differ on purpose in what they make of the values:
+
+* **search** judges (`compare_leaves`): per output, max |diff| where both are finite, divided by the output's
+  largest finite ``|default|`` (relative to the tensor's scale, not elementwise, which explodes near zero), against
+  a tolerance per dtype; NaN/Inf where the default has finite values (or the reverse) fails, wherever it is.
+* **compare** shows (`raw_max_abs_diff`): the raw max |diff| over every element, NaN propagating (any NaN on either
+  side makes it nan: a NaN is never the same value), equal infinities no difference, a structure difference inf.
+"""
+
+from __future__ import annotations
+
+import cmath
+import math
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+__all__ = ["DEFAULT_TOLERANCES", "Marker", "Numerics", "Paired", "compare_leaves", "flatten_outputs", "grad_targets",
+           "has_nan", "pair", "raw_max_abs_diff"]
+
+# Bounds on max|candidate - default| / max|default| per output or gradient, by the default's dtype, when the user
+# gives no tolerance: a few units in the last place of the largest value for bf16 (8 significant bits) and fp16,
+# more for fp32, whose reductions over thousands of terms legitimately differ by more than one ulp in another order.
+# A wrong kernel is off by far more. Integer and bool outputs must match exactly.
+DEFAULT_TOLERANCES: dict[str, float] = {
+    "float64": 1e-7, "float32": 1e-4, "float16": 1e-2, "bfloat16": 4e-2, "python float": 1e-7,
+}
+
+
+@dataclass(frozen=True)
+class Numerics:
+    """A variant's outputs (and gradients) against the default's.
+
+    ``max_abs_diff`` is the largest ``|candidate - default|`` over every compared value where both are finite;
+    ``max_rel_diff`` the largest, over outputs/gradients, of that difference divided by the output's largest
+    ``|default|`` (relative to the tensor's scale, not elementwise, which explodes near zero). ``nonfinite`` names
+    where the variant has NaN/Inf; ``ok`` is False when a difference exceeds the tolerance, NaN/Inf appear where the
+    default has finite values (or the reverse), a str changed, or the structure differs; ``detail`` says which.
+    ``compared`` counts the leaves compared (tensors, numbers, str); ``uncompared`` names the leaves that cannot be
+    (objects of other types). Nothing compared is not "ok": `verdict` says "not compared".
+    """
+
+    max_abs_diff: float
+    max_rel_diff: float
+    ok: bool
+    compared: int
+    nonfinite: str = ""
+    detail: str = ""
+    uncompared: str = ""
+
+    @property
+    def verdict(self) -> str:
+        """"ok", "not compared" (no value could be compared) or "over" (see ``detail``)."""
+        return "over" if not self.ok else "ok" if self.compared else "not compared"
+
+
+class Marker:
+    """A leaf without a value to compare: None, an empty container, or an object of another type (``opaque``).
+    Two markers match when their kinds do; the object itself is not kept."""
+
+    __slots__ = ("kind", "opaque")
+
+    def __init__(self, kind: str, opaque: bool = False) -> None:
+        self.kind, self.opaque = kind, opaque
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Marker) and other.kind == self.kind
+
+    def __hash__(self) -> int:
+        return hash(self.kind)
+
+    def __repr__(self) -> str:
+        return self.kind
+
+
+_NUMBERS = (bool, int, float, complex)
+
+
+def flatten_outputs(value: Any, path: str) -> list[tuple[str, Any]]:
+    """(path, copy) for every leaf of ``value`` (nested lists, tuples, dicts): tensors detached and cloned (the copy
+    is the value at this moment), numbers, str and bytes as they are (immutable), a `Marker` for the rest."""
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(value, torch.Tensor):
+        return [(path, value.detach().clone())]
+    if isinstance(value, (*_NUMBERS, str, bytes)):
+        return [(path, value)]
+    if value is None:
+        return [(path, Marker("None"))]
+    if isinstance(value, Mapping):
+        if not value:
+            return [(path, Marker("an empty mapping"))]
+        return [leaf for key in sorted(value, key=repr) for leaf in flatten_outputs(value[key], f"{path}[{key!r}]")]
+    if isinstance(value, (list, tuple)):
+        if not value:
+            return [(path, Marker("an empty sequence"))]
+        return [leaf for i, item in enumerate(value) for leaf in flatten_outputs(item, f"{path}[{i}]")]
+    return [(path, Marker(_kind(value), opaque=True))]
+
+
+def grad_targets(args: tuple[Any, ...], kwargs: dict[str, Any], module: Any) -> list[tuple[str, Any]]:
+    """The tensors whose gradients are compared: ``module``'s parameters, then leaf tensors in the arguments that
+    require grad (each once)."""
+    torch = sys.modules.get("torch")
+    found: list[tuple[str, Any]] = []
+    if module is not None:
+        named = getattr(module, "named_parameters", None)
+        if not callable(named) and (isinstance(module, (str, bytes)) or not hasattr(module, "__iter__")):
+            raise TypeError(f"module= takes an nn.Module (or anything with named_parameters()) or an iterable of "
+                            f"tensors, not {type(module).__name__}: {module!r:.80}")
+        pairs = list(named()) if callable(named) else [(f"param{i}", t) for i, t in enumerate(module)]
+        for name, tensor in pairs:
+            if torch is None or not isinstance(tensor, torch.Tensor):
+                raise TypeError(f"module= takes an nn.Module (or anything with named_parameters()) or an iterable "
+                                f"of tensors; {name} is a {type(tensor).__name__}")
+            if tensor.requires_grad:
+                found.append((f"grad[{name}]", tensor))
+    if torch is not None:
+        leaves = [(f"grad[arg{i}]", a) for i, a in enumerate(args)] + [(f"grad[{k}=]", a) for k, a in kwargs.items()]
+        for name, value in leaves:
+            if isinstance(value, torch.Tensor) and value.requires_grad and value.is_leaf:
+                found.append((name, value))
+    seen: set[int] = set()
+    unique = []
+    for name, tensor in found:
+        if id(tensor) not in seen:
+            seen.add(id(tensor))
+            unique.append((name, tensor))
+    return unique
+
+
+def _tolerance(reference: Any, tolerance: float | None) -> float:
+    if tolerance is not None:
+        return float(tolerance)
+    if isinstance(reference, (bool, int)):
+        return 0.0
+    if isinstance(reference, (float, complex)):
+        return DEFAULT_TOLERANCES["python float"]
+    dtype = str(reference.dtype).removeprefix("torch.")
+    if not (reference.is_floating_point() or reference.is_complex()):
+        return 0.0  # integer and bool tensors must match exactly
+    return DEFAULT_TOLERANCES.get(dtype, DEFAULT_TOLERANCES["float16"])  # other floats (fp8, ...): the loosest
+
+
+class LeafStats(NamedTuple):
+    """One pair of numeric leaves: max |a-b| where both are finite, max |a| where finite, whether the NaN/Inf
+    patterns differ, NaNs and Infs in b, and whether a NaN is on either side."""
+
+    diff: float
+    scale: float
+    special_mismatch: bool
+    nan: int
+    inf: int
+    nan_anywhere: bool
+
+
+class Paired(NamedTuple):
+    """Two outputs' leaves, paired by path (`pair`). ``problem``: why they cannot be compared value by value (a
+    structure or type difference, a changed str), "" when they can; ``numeric``: (path, reference leaf, stats) per
+    tensor or number; ``exact``: str/bytes leaves found equal; ``uncompared``: "path (type)" of objects neither
+    tool can compare."""
+
+    problem: str
+    numeric: list[tuple[str, Any, LeafStats]]
+    exact: int
+    uncompared: list[str]
+
+
+def _cut(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
+def _shown(value: object) -> str:
+    from nvscope._core._validate import shown
+
+    return shown(value, 40)
+
+
+def _numbers(a: Any, b: Any) -> LeafStats:
+    fa, fb = cmath.isfinite(a), cmath.isfinite(b)
+    na, nb = cmath.isnan(a), cmath.isnan(b)
+    mismatch = fa != fb or (not fa and not fb and not (a == b or (na and nb)))
+    return LeafStats(float(abs(a - b)) if fa and fb else 0.0, float(abs(a)) if fa else 0.0, mismatch, int(nb),
+                     int(not fb and not nb), na or nb)
+
+
+def _tensors(a: Any, b: Any) -> LeafStats | str:
+    torch = sys.modules["torch"]
+    if a.shape != b.shape:  # a - b would broadcast and compare the wrong elements
+        return f"shape {tuple(a.shape)} became {tuple(b.shape)}"
+    if a.numel() == 0:
+        return LeafStats(0.0, 0.0, False, 0, 0, False)
+    wide = torch.complex128 if a.is_complex() or b.is_complex() else torch.float64
+    x, y = a.to(wide), b.to(device=a.device, dtype=wide)
+    fx, fy = torch.isfinite(x), torch.isfinite(y)
+    both = fx & fy
+    nan_x, nan_y = torch.isnan(x), torch.isnan(y)
+    same_special = (x == y) | (nan_x & nan_y)
+    mismatch = bool(((fx != fy) | (~fx & ~fy & ~same_special)).any())
+    nan = int(nan_y.sum())
+    inf = int((~fy).sum()) - nan
+    diff = float((x - y).abs()[both].max()) if bool(both.any()) else 0.0
+    scale = float(x.abs()[fx].max()) if bool(fx.any()) else 0.0
+    return LeafStats(diff, scale, mismatch, nan, inf, nan > 0 or bool(nan_x.any()))
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, Marker):
+        return value.kind
+    name = type(value).__name__
+    return f"{'an' if name[0].lower() in 'aeiou' else 'a'} {name}"
+
+
+def pair(reference: list[tuple[str, Any]], leaves: list[tuple[str, Any]],
+         names: tuple[str, str] = ("the default", "this variant")) -> Paired:
+    """Pair two flattened outputs (`flatten_outputs`) by path; ``names`` name them in messages."""
+    paths, other = [p for p, _ in reference], [p for p, _ in leaves]
+    if paths != other:
+        own, theirs = set(paths), set(other)
+        where = []
+        for only, name in (([p for p in paths if p not in theirs], names[0]), ([p for p in other if p not in own],
+                                                                               names[1])):
+            if only:
+                where.append(", ".join(_cut(p) for p in only[:2]) + (", ..." if len(only) > 2 else "") +
+                             f" only in {name}")
+        return Paired(f"the structure differs: {'; '.join(where) or 'the same paths, reordered'}", [], 0, [])
+    torch = sys.modules.get("torch")
+    numeric: list[tuple[str, Any, LeafStats]] = []
+    exact, uncompared = 0, []
+    for (path, a), (_, b) in zip(reference, leaves, strict=True):
+        is_tensor = torch is not None and isinstance(a, torch.Tensor)
+        if is_tensor != (torch is not None and isinstance(b, torch.Tensor)) or (
+                not is_tensor and (isinstance(a, bool) != isinstance(b, bool)
+                                   or isinstance(a, _NUMBERS) != isinstance(b, _NUMBERS)
+                                   or (not isinstance(a, _NUMBERS) and _kind(a) != _kind(b)))):
+            return Paired(f"{_cut(path)}: {_kind(a) if not is_tensor else 'a tensor'} became "
+                          f"{'a tensor' if torch is not None and isinstance(b, torch.Tensor) else _kind(b)}",
+                          [], 0, [])
+        if is_tensor:
+            stats = _tensors(a, b)
+            if isinstance(stats, str):
+                return Paired(f"{_cut(path)}: {stats}", [], 0, [])
+            numeric.append((path, a, stats))
+        elif isinstance(a, _NUMBERS):
+            numeric.append((path, a, _numbers(a, b)))
+        elif isinstance(a, (str, bytes)):
+            if a != b:
+                return Paired(f"{_cut(path)}: {_shown(a)} became {_shown(b)}", [], 0, [])
+            exact += 1
+        elif a.opaque:
+            uncompared.append(f"{_cut(path)} ({a.kind})")
+    return Paired("", numeric, exact, uncompared)
+
+
+def compare_leaves(reference: list[tuple[str, Any]], leaves: list[tuple[str, Any]],
+                   tolerance: float | None) -> Numerics:
+    """The search's judgement of a variant's copied leaves against the default's: differences, NaN/Inf, and
+    whether all are within tolerance."""
+    paired = pair(reference, leaves)
+    uncompared = ", ".join(paired.uncompared[:3]) + (", ..." if len(paired.uncompared) > 3 else "")
+    if paired.problem:
+        return Numerics(math.inf, math.inf, False, 0, "", paired.problem, uncompared)
+    worst_abs = worst_rel = 0.0
+    detail, special = "", []
+    for path, a, (diff, scale, mismatch, nan, inf, _) in paired.numeric:
+        rel = diff / scale if scale > 0 else (0.0 if diff == 0 else math.inf)
+        worst_abs, worst_rel = max(worst_abs, diff), max(worst_rel, rel)
+        special += [f"{kind} in {_cut(path)} ({count})" for kind, count in (("NaN", nan), ("Inf", inf)) if count]
+        bound = _tolerance(a, tolerance)
+        if not detail and mismatch:
+            detail = f"{_cut(path)}: NaN/Inf where the default has none (or the reverse)"
+        elif not detail and rel > bound:
+            detail = f"{_cut(path)}: rel diff {rel:.2g} > {bound:g}"
+    return Numerics(worst_abs, worst_rel, not detail, len(paired.numeric) + paired.exact, "; ".join(special[:4]),
+                    detail, uncompared)
+
+
+def raw_max_abs_diff(paired: Paired) -> float | None:
+    """compare's number: the raw max |diff| over every numeric element; nan when a NaN is on either side, inf for a
+    problem (structure, type, a changed str) or an infinity facing another value; None when no number was compared."""
+    if paired.problem:
+        return math.inf
+    if not paired.numeric:
+        return None
+    if any(stats.nan_anywhere for _, _, stats in paired.numeric):
+        return math.nan
+    return max(math.inf if stats.special_mismatch else stats.diff for _, _, stats in paired.numeric)
+
+
+def has_nan(paired: Paired) -> bool:
+    """Whether the compared (second) output holds a NaN."""
+    return any(stats.nan for _, _, stats in paired.numeric)

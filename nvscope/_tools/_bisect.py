@@ -1,0 +1,110 @@
+"""Bisect: which options, on which fusions, make a step go wrong, with as few runs of it as possible.
+
+    result = nvscope.bisect(step, enable=["fuse_matmul"], disable=["matmul_expr_eval"])
+    print(result.report())           # the culprit, nv_options(enable=[...], fusions=[...]), the repro script
+
+Per-fusion scopes make this a search over two sets: each probe runs the step once under
+``nv_options(<some options>, fusions=[<some fusion ids>])``, so only those fusions compile and run with those
+options (their own partitions) and every other fusion runs with its defaults. Coarse to fine:
+
+1. the default runs first: its outputs and gradients are the reference, its fusions (ids, in first-execution order)
+   the fusion list; the step must then go wrong under the given options on every fusion ("confirm");
+2. a 1-minimal subset of the options, with every fusion ("options");
+3. a 1-minimal set of fusions with those options ("fusions"); then each culprit option is taken away once more,
+   on those fusions only, to check that none is needed only elsewhere;
+4. the given options on every fusion except the culprits ("rest"): if the rest still goes wrong, another culprit
+   is found among those fusions (fusions first, then options: "more"), until the rest runs clean.
+
+Steps 2 and 3 are `nvscope._tools._minimize.minimize`: a progressive binary search, ``k * (ceil(log2 n) + 1)`` probes
+for ``k`` culprits among ``n`` (fewer than one probe per fusion as soon as n > 4). A probe that was already run is not
+run again (a step is assumed deterministic). The program-level variant (each probe a fresh process, for failures
+that kill it) is `nvscope._tools._bisect_process`; both share `nvscope._tools._bisect_drive.drive`.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import warnings
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from nvscope._core._devmode import set_development_mode
+from nvscope._core._errors import NoEffectWarning, NoFusionWarning
+from nvscope._core._scope import nv_options
+from nvscope._tools._bisect_drive import drive, items_of
+from nvscope._tools._bisect_report import BisectResult
+
+__all__ = ["CHECKS", "bisect"]
+
+CHECKS = ("raises", "numerics", "slower")
+
+
+def _check_arg(check: object) -> tuple[str, ...] | Callable[[Any], bool]:
+    if callable(check):
+        return check
+    names = (check,) if isinstance(check, str) else tuple(check) if isinstance(check, Iterable) else ()
+    bad = [c for c in names if c not in CHECKS]
+    if bad or not names:
+        raise ValueError(f"check= takes {', '.join(map(repr, CHECKS))} (or several in a list), or a callable that "
+                         f"returns True for a bad result; got {check!r}")
+    return tuple(str(c) for c in names)
+
+
+def bisect(fn: Callable[..., Any], /, *args: Any, enable: Iterable[str] | str = (), disable: Iterable[str] | str = (),
+           check: object = ("raises", "numerics"), tolerance: float | None = None, slower_by: float = 0.05,
+           rounds: int = 10, steps_per_round: int = 3, backward: bool = False, module: Any = None, seed: int = 0,
+           progress: bool = True, **kwargs: Any) -> BisectResult:
+    """Find the options and fusions that make ``fn(*args, **kwargs)`` go wrong under ``enable``/``disable``.
+
+    ``check``: what "wrong" is: ``"raises"`` (an exception), ``"numerics"`` (an output or gradient leaves
+    ``tolerance`` against the default's: see `nvscope.search`), ``"slower"`` (slower than the default by more than
+    ``slower_by``, i.e. the 95% interval of the paired time ratio lies above ``1 + slower_by``, timed in ``rounds``
+    randomized rounds of at least ``steps_per_round`` calls, calibrated as the search does), several of them in a
+    list, or a callable taking the step's return value and returning True when it is bad (an exception is then bad
+    too). ``backward``/``module``: as for
+    `nvscope.search`. Runs in development mode, outside any scope of the caller's (the default is the defaults);
+    every probe leaves no scope, warning filter or patch behind.
+    """
+    from nvscope._tools._bisect_harness import InProcess
+
+    if not callable(fn):
+        raise TypeError(f"bisect() needs a callable, not {type(fn).__name__}: {fn!r}")
+    checks = _check_arg(check)
+    given = nv_options(enable, disable).options  # validated against the catalog before anything runs
+    if not given:
+        raise ValueError("bisect() needs the options under which the step goes wrong: enable=[...] and/or "
+                         "disable=[...]")
+    if tolerance is not None and not (isinstance(tolerance, (int, float)) and math.isfinite(tolerance)
+                                      and tolerance >= 0):
+        raise ValueError(f"tolerance must be a finite number >= 0 or None, got {tolerance!r}")
+    if not (isinstance(slower_by, (int, float)) and math.isfinite(slower_by) and slower_by >= 0):
+        raise ValueError(f"slower_by must be a finite number >= 0, got {slower_by!r}")
+
+    def say(message: str) -> None:
+        if progress:
+            print(f"nvscope bisect: {message}", file=sys.stderr, flush=True)
+
+    from nvscope._core._scope import enter_frame, reset
+
+    previous = set_development_mode(True)
+    outside = enter_frame(None)  # the caller's scopes do not apply: the default is the defaults, a probe is its options
+    try:
+        with warnings.catch_warnings():
+            for quiet in (NoFusionWarning, NoEffectWarning):  # probes that change nothing: expected
+                warnings.simplefilter("ignore", quiet)
+            oracle = InProcess(fn, args, kwargs, checks, tolerance, slower_by, rounds, steps_per_round, backward,
+                               module, seed)
+            fusions = oracle.baseline()
+            say(f"the default ran {len(fusions)} fusions; bisecting {len(items_of(given))} options over them")
+            description = ("a callable's verdict on the result, or an exception" if callable(checks) else
+                           " or ".join({"raises": "it raises", "numerics": "outputs/gradients over tolerance",
+                                        "slower": f"slower than the default by more than {slower_by:.0%}"}[c]
+                                       for c in checks))
+            result = drive(given, fusions, oracle.run, say, description)
+    finally:
+        reset(outside)
+        set_development_mode(previous)
+    say(f"done: {result.line() if result.reproduced else 'not reproduced'} ({result.probes} probes)")
+    return result
+

@@ -1,0 +1,152 @@
+"""Bisect a program, one fresh process per probe: for failures that kill the process (a CUDA abort, a segfault).
+
+    result = bisect_program(["train.py", "--steps", "1"], enable=["fuse_matmul"], disable=["matmul_expr_eval"])
+
+The program is judged by its exit code: 0 is good; anything else (or one of ``bad_exit``), a signal or a timeout is
+bad. First it runs once without options, audited (a child Python running it as ``nvscope run`` does), which gives
+the fusion ids in first-execution order and shows that it succeeds without options. Then each probe is
+
+    python -m nvscope run --enable=A,B --disable=C --fusions=ID1 --fusions=ID2 -- train.py --steps 1
+
+in a fresh process, so every probe compiles its kernels anew and nothing survives from one probe to the next. The
+stages are those of the in-process bisect (`nvscope._tools._bisect_drive.drive`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterable, Sequence
+
+from nvscope._core._optionset import OptionSet
+from nvscope._core._scope import nv_options
+from nvscope._exec._repro import scripts_named_in
+from nvscope._tools._bisect_drive import Outcome, drive
+from nvscope._tools._bisect_report import BisectResult, exact_glob
+
+__all__ = ["bisect_program", "run_line"]
+
+# The child that lists the fusions: the program as `nvscope run` runs it (no options), inside an audit.
+_LIST = """\
+import json, sys
+import nvscope
+from nvscope._cli._run import run
+out, kind, target, *args = sys.argv[1:]
+with nvscope.audit() as log:
+    code = run(target if kind == "script" else None, target if kind == "module" else None, args, [], [], audit=False)
+with open(out, "w", encoding="utf-8") as file:
+    json.dump({"code": code, "fusions": list(dict.fromkeys(r.fusion for r in log.records))}, file)
+sys.exit(code)
+"""
+
+
+def run_line(options: OptionSet, fusions: tuple[str, ...] | None, program: Sequence[str], module: bool,
+             python: str = sys.executable) -> list[str]:
+    """The ``python -m nvscope run`` command of one probe (every flag as one ``--flag=value`` word)."""
+    words = [python, "-m", "nvscope", "run", "--no-audit"]
+    if options.enable:
+        words.append(f"--enable={','.join(options.enable_list())}")
+    if options.disable:
+        words.append(f"--disable={','.join(options.disable_list())}")
+    words += [f"--fusions={exact_glob(f)}" for f in fusions or ()]
+    return [*words, *(["-m"] if module else ["--"]), *program]
+
+
+def _environment() -> dict[str, str]:
+    """The probes' environment: this one without ``NVSCOPE_RUN`` (a bisect started under ``nvscope run`` must not
+    hand that run's scope to its probes, which each get their own from their ``nvscope run`` line)."""
+    from nvscope._core._env import RUN
+
+    return {k: v for k, v in os.environ.items() if k != RUN}
+
+
+def _detail(done: subprocess.CompletedProcess[str] | None, timeout: float) -> str:
+    if done is None:
+        return f"timed out after {timeout:g} s"
+    code = done.returncode
+    if code < 0:
+        try:
+            how = f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            how = f"killed by signal {-code}"
+    else:
+        how = f"exit {code}"
+    lines = [line.strip() for line in (done.stderr or "").splitlines() if line.strip()]
+    errors = [line for line in lines if "Error" in line.partition(":")[0] or "error" in line.partition(":")[0]]
+    last = errors[-1] if errors else lines[-1] if lines else ""
+    return f"{how}: {last[:300]}" if last else how
+
+
+def _repro(stderr: str) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(scripts_named_in(stderr)))
+
+
+def bisect_program(program: Sequence[str], *, module: bool = False, enable: Iterable[str] | str = (),
+                   disable: Iterable[str] | str = (), timeout: float = 600.0, bad_exit: Iterable[int] | None = None,
+                   python: str = sys.executable, progress: bool = True) -> BisectResult:
+    """Find the options and fusions under which ``program`` (a script and its arguments, or with ``module=True`` a
+    module and its arguments) fails. See the module docstring."""
+    program = list(program)
+    if not program:
+        raise ValueError("bisect_program() needs the program: a script (or, with module=True, a module) and its "
+                         "arguments")
+    given = nv_options(enable, disable).options
+    if not given:
+        raise ValueError("bisect needs the options under which the program fails: --enable and/or --disable")
+    if not (isinstance(timeout, (int, float)) and timeout > 0):
+        raise ValueError(f"timeout must be a number of seconds > 0, got {timeout!r}")
+    bad_codes = None if bad_exit is None else set(bad_exit)
+    if not module and not os.path.exists(program[0]):
+        raise FileNotFoundError(f"can't open file {os.path.abspath(program[0])!r}: no such file")
+
+    def say(message: str) -> None:
+        if progress:
+            print(f"nvscope bisect: {message}", file=sys.stderr, flush=True)
+
+    say(f"listing the fusions: {shlex.join(program)} without options")
+    fusions = _list_fusions(program, module, timeout, python)
+    say(f"the program ran {len(fusions)} fusions without options")
+
+    def run(options: OptionSet, selected: tuple[str, ...] | None) -> Outcome:
+        try:
+            done: subprocess.CompletedProcess[str] | None = subprocess.run(
+                run_line(options, selected, program, module, python), capture_output=True, text=True,
+                timeout=timeout, check=False, env=_environment())
+        except subprocess.TimeoutExpired:
+            done = None
+        if done is None:
+            return Outcome(True, _detail(None, timeout))
+        bad = done.returncode != 0 if bad_codes is None else done.returncode in bad_codes or done.returncode < 0
+        return Outcome(bad, _detail(done, timeout) if bad else "", _repro(done.stderr or ""))
+
+    check = ("exit code in " + ",".join(map(str, sorted(bad_codes))) if bad_codes is not None else
+             "exit code not 0") + f", a signal, or no exit within {timeout:g} s"
+    result = drive(given, fusions, run, say, check, "subprocess", tuple((["-m"] if module else []) + program))
+    say(f"done: {result.command() if result.reproduced else 'not reproduced'} ({result.probes} probes)")
+    return result
+
+
+def _list_fusions(program: list[str], module: bool, timeout: float, python: str) -> list[str]:
+    with tempfile.TemporaryDirectory(prefix="nvscope-bisect-") as directory:
+        out = os.path.join(directory, "fusions.json")
+        command = [python, "-c", _LIST, out, "module" if module else "script", *program]
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False,
+                                  env=_environment())
+        except subprocess.TimeoutExpired:
+            raise RuntimeError(f"the program did not finish without options within {timeout:g} s: raise the "
+                               "timeout") from None
+        if done.returncode != 0 or not os.path.exists(out):
+            raise RuntimeError(f"the program fails without options ({_detail(done, timeout)}), so there is nothing "
+                               f"to bisect: it must succeed without options and fail with them\n{done.stderr[-2000:]}")
+        with open(out, encoding="utf-8") as file:
+            fusions = list(json.load(file)["fusions"])
+    if not fusions:
+        raise RuntimeError("no nvFuser fusion ran through nvscope in the program without options, so no option can "
+                           "reach one: does it use thunder.jit or nvFuser's FusionDefinition?")
+    return fusions

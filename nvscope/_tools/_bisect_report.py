@@ -1,0 +1,204 @@
+"""What `nvscope.bisect` reports: the culprit options and fusions, the line that reproduces them, every probe.
+
+Plain data (frozen dataclasses) with ``to_json()``/``from_json()``, like the search's and the profile's results.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass
+from typing import Any
+
+from nvscope._core._optionset import OptionSet
+from nvscope._tools._search_report import _options, _options_dict
+
+__all__ = ["BisectResult", "Culprit", "Probe", "exact_glob"]
+
+
+def exact_glob(fusion_id: str) -> str:
+    """A glob (``fusions=``) that matches exactly ``fusion_id``: ``*``, ``?`` and ``[`` in brackets."""
+    return "".join(f"[{c}]" if c in "*?[" else c for c in fusion_id)
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One run of the step under ``options`` on ``fusions`` (None: every fusion), in ``stage`` ("confirm",
+    "options", "fusions", "rest"): whether it went wrong (``bad``), and how (``detail``)."""
+
+    number: int
+    stage: str
+    options: OptionSet
+    fusions: tuple[str, ...] | None
+    bad: bool
+    detail: str
+    seconds: float
+
+
+def nv_options_line(options: OptionSet, fusions: tuple[str, ...] | None) -> str:
+    """``nv_options(enable=[...], disable=[...], fusions=[...])``: the scope that reproduces."""
+    parts = []
+    if options.enable:
+        parts.append(f"enable={options.enable_list()!r}")
+    if options.disable:
+        parts.append(f"disable={options.disable_list()!r}")
+    if fusions is not None:
+        parts.append(f"fusions={[exact_glob(f) for f in fusions]!r}")
+    return f"nv_options({', '.join(parts)})"
+
+
+def run_command(options: OptionSet, fusions: tuple[str, ...] | None, program: list[str]) -> str:
+    """The ``python -m nvscope run`` line that runs ``program`` (script and arguments) under the culprit."""
+    words = ["python", "-m", "nvscope", "run"]
+    if options.enable:
+        words += ["--enable", ",".join(options.enable_list())]
+    if options.disable:
+        words += ["--disable", ",".join(options.disable_list())]
+    for fusion in fusions or ():
+        words += ["--fusions", exact_glob(fusion)]
+    return shlex.join([*words, *program])
+
+
+@dataclass(frozen=True)
+class Culprit:
+    """One culprit: a 1-minimal set of ``options`` (removing any one makes the problem go away on ``fusions``) and a
+    1-minimal set of ``fusions`` (by id) whose options reproduce it, every other fusion running its defaults;
+    ``problem``: what went wrong in its last run; ``repro_scripts``: the scripts nvscope wrote for the fusions that
+    raised in that run (empty unless one raised)."""
+
+    options: OptionSet
+    fusions: tuple[str, ...]
+    problem: str
+    repro_scripts: tuple[str, ...] = ()
+
+    def line(self) -> str:
+        """The ``nv_options(...)`` call that reproduces it."""
+        return nv_options_line(self.options, self.fusions)
+
+
+@dataclass(frozen=True)
+class BisectResult:
+    """The culprits of a step that goes wrong under ``given``.
+
+    ``culprits``: the first is a minimal culprit of the step (`Culprit`); when the given options on the other fusions
+    still go wrong, the next is a culprit among those, and so on until the rest runs clean (at most ``max_culprits``).
+    ``options``, ``fusions``, ``problem``, ``repro_scripts`` and ``line()`` are the first culprit's. ``others_clean``:
+    whether the step ran clean with ``given`` on every fusion except all the culprits (None: no other fusion).
+    ``probes``: how many runs of the step under options it took (the baseline runs apart). ``reproduced`` is False
+    when the step did not go wrong under ``given`` at all: no culprit, and ``detail`` says what that run saw.
+    """
+
+    given: OptionSet
+    culprits: tuple[Culprit, ...]
+    all_fusions: tuple[str, ...]
+    log: tuple[Probe, ...]
+    check: str
+    others_clean: bool | None = None
+    mode: str = "in-process"
+    program: tuple[str, ...] = ()
+    elapsed_s: float = 0.0
+    notes: tuple[str, ...] = ()
+    detail: str = ""
+
+    @property
+    def reproduced(self) -> bool:
+        return bool(self.culprits)
+
+    @property
+    def options(self) -> OptionSet:
+        return self.culprits[0].options if self.culprits else OptionSet()
+
+    @property
+    def fusions(self) -> tuple[str, ...]:
+        return self.culprits[0].fusions if self.culprits else ()
+
+    @property
+    def problem(self) -> str:
+        return self.culprits[0].problem if self.culprits else self.detail
+
+    @property
+    def repro_scripts(self) -> tuple[str, ...]:
+        return self.culprits[0].repro_scripts if self.culprits else ()
+
+    @property
+    def probes(self) -> int:
+        return len(self.log)
+
+    def line(self) -> str:
+        """The ``nv_options(...)`` call that reproduces the problem (the culprit options on the culprit fusions)."""
+        return nv_options_line(self.options, self.fusions)
+
+    def command(self) -> str | None:
+        """For a bisect of a program (subprocess mode): the ``python -m nvscope run ...`` line that reproduces."""
+        return run_command(self.options, self.fusions, list(self.program)) if self.program else None
+
+    def report(self) -> str:
+        """The result in words: the culprits, the line to reproduce each, the repro scripts, the probes."""
+        from nvscope._measure._candidates import spec
+
+        lines = [f"nvscope bisect: {spec(self.given) or '(no options)'} on {len(self.all_fusions)} fusions "
+                 f"({self.mode}); check: {self.check}"]
+        for p in self.log:
+            where = "every fusion" if p.fusions is None else f"{len(p.fusions)} fusion{'s' * (len(p.fusions) != 1)}"
+            detail = p.detail.splitlines()[0][:100] if p.detail else ""
+            lines.append(f"  probe {p.number:>2} {p.stage:<8} {spec(p.options) or '(none)':<36} {where:<14} "
+                         f"{'BAD' if p.bad else 'ok '}  {p.seconds:6.2f} s  {detail}")
+        if not self.reproduced:
+            lines.append(f"not reproduced: the step does not go wrong under {spec(self.given)} ({self.detail})")
+            lines += [f"note: {note}" for note in self.notes]
+            return "\n".join(lines)
+        budget = len(self.given.enable) + len(self.given.disable)
+        for i, c in enumerate(self.culprits):
+            head = "culprit" if i == 0 else f"culprit {i + 1} (among the other fusions)"
+            lines += [
+                f"{head}: options {spec(c.options)} (1-minimal: without any one of them it runs clean) on fusions "
+                f"{', '.join(c.fusions)} (of {len(self.all_fusions)})",
+                f"  problem: {c.problem.splitlines()[0] if c.problem else '?'}",
+                f"  reproduce: with {c.line()}:",
+            ]
+            if i == 0 and self.program:
+                lines.append(f"  reproduce the program: {self.command()}")
+            lines += [f"  repro script: {path}" for path in c.repro_scripts]
+        if self.others_clean is not None:
+            lines.append("the given options on every fusion but the culprits': "
+                         + ("clean" if self.others_clean else "NOT clean (more culprits than were looked for)"))
+        lines.append(f"{self.probes} probes for {budget} options x {len(self.all_fusions)} fusions "
+                     f"({budget * len(self.all_fusions)} option-fusion pairs); {self.elapsed_s:.1f} s")
+        lines += [f"note: {note}" for note in self.notes]
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.report()
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "given": _options_dict(self.given), "options": _options_dict(self.options), "fusions": list(self.fusions),
+            "culprits": [{"options": _options_dict(c.options), "fusions": list(c.fusions), "problem": c.problem,
+                          "repro_scripts": list(c.repro_scripts), "line": c.line()} for c in self.culprits],
+            "all_fusions": list(self.all_fusions), "probes": self.probes, "check": self.check,
+            "reproduced": self.reproduced, "line": self.line() if self.reproduced else None,
+            "command": self.command() if self.reproduced else None, "others_clean": self.others_clean,
+            "mode": self.mode, "program": list(self.program), "elapsed_s": self.elapsed_s, "notes": list(self.notes),
+            "detail": self.detail,
+            "log": [{"number": p.number, "stage": p.stage, "options": _options_dict(p.options),
+                     "fusions": None if p.fusions is None else list(p.fusions), "bad": p.bad, "detail": p.detail,
+                     "seconds": p.seconds} for p in self.log],
+        }
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.as_dict(), indent=indent, allow_nan=False)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> BisectResult:
+        log = tuple(Probe(p["number"], p["stage"], _options(p["options"]),
+                          None if p["fusions"] is None else tuple(p["fusions"]), p["bad"], p["detail"], p["seconds"])
+                    for p in data["log"])
+        culprits = tuple(Culprit(_options(c["options"]), tuple(c["fusions"]), c["problem"], tuple(c["repro_scripts"]))
+                         for c in data["culprits"])
+        return cls(_options(data["given"]), culprits, tuple(data["all_fusions"]), log, data["check"],
+                   data["others_clean"], data["mode"], tuple(data["program"]), data["elapsed_s"], tuple(data["notes"]),
+                   data["detail"])
+
+    @classmethod
+    def from_json(cls, text: str) -> BisectResult:
+        return cls.from_dict(json.loads(text))

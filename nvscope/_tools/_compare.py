@@ -1,0 +1,206 @@
+"""A/B in one process: run one function under several option sets and compare time, outputs and kernels.
+
+    result = nvscope.compare(jitted_model, x, variants={
+        "aten": {},
+        "codegen": {"enable": ["fuse_matmul"], "disable": ["matmul_expr_eval"]},
+    })
+
+One process suffices because nvscope gives each option set its own compiled cache: the variants never share a
+kernel. The timer is the search's (`nvscope._measure._timer`): CUDA events once the process uses CUDA,
+``time.perf_counter``
+otherwise, each sample a block of calls long enough to measure. Outputs are flattened and paired as the search does
+(`nvscope._measure._numerics`); compare reports the raw max |diff| and structure differences, it does not judge them.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import warnings
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from nvscope._core import _text as _texttable
+from nvscope._core._devmode import set_development_mode
+from nvscope._core._errors import NvscopeWarning
+from nvscope._core._optionset import OptionSet
+from nvscope._core._scope import nv_options
+from nvscope._core._validate import first_line, shown
+from nvscope._measure._numerics import flatten_outputs, has_nan, pair, raw_max_abs_diff
+from nvscope._measure._timer import MIN_SAMPLE_S, Timer
+
+__all__ = ["CompareResult", "VariantResult", "compare"]
+
+
+@dataclass(frozen=True)
+class VariantResult:
+    """One variant: its options, its time samples (``repeat`` of them, each the ms per call of a block of
+    `CompareResult.calls_per_sample` calls), the output's max |diff| vs the first variant (0.0 for the first; None
+    when outputs hold no numbers; nan when either output has a NaN where the other does not hold the same value,
+    which a NaN never is; inf when the structures differ, ``mismatch`` saying how), the kernel names it launched
+    (empty when torch.profiler is unavailable or no kernel ran), whether its output has a NaN, and ``error``: the
+    first line of the exception that stopped it (its times are then empty and its median nan), or that stopped the
+    listing of its kernels (its times are kept)."""
+
+    name: str
+    options: OptionSet
+    times_ms: tuple[float, ...]
+    max_abs_diff: float | None
+    kernels: tuple[str, ...]
+    timer: str
+    has_nan: bool = False
+    mismatch: str = ""
+    error: str | None = None
+
+    @property
+    def median_ms(self) -> float:
+        return statistics.median(self.times_ms) if self.times_ms else math.nan
+
+    @property
+    def min_ms(self) -> float:
+        return min(self.times_ms) if self.times_ms else math.nan
+
+
+@dataclass(frozen=True)
+class CompareResult:
+    variants: dict[str, VariantResult] = field(default_factory=dict)
+    calls_per_sample: int = 1
+
+    def __getitem__(self, name: str) -> VariantResult:
+        return self.variants[name]
+
+    def table(self) -> str:
+        """A plain-text table: one row per variant, time ratios against the first."""
+        rows = list(self.variants.values())
+        if not rows:
+            return "(no variants)"
+        base = rows[0].median_ms
+        table: list[tuple[str, ...]] = []
+        for r in rows:
+            if r.error is not None and not r.times_ms:
+                table.append((r.name, "-", "-", "-", "-", f"FAILED: {r.error}"))
+                continue
+            diff = "n/a" if r.max_abs_diff is None else f"{r.max_abs_diff:.3g}"
+            ratio = r.median_ms / base if base > 0 else math.nan
+            table.append((r.name, f"{r.median_ms:.4f}", f"{r.min_ms:.4f}", f"{ratio:.3f}", diff,
+                          r.options.as_shell() or "(no options)"))
+            table.extend(("", "", "", "", "", f"  {kernel}") for kernel in r.kernels)
+        header = ("variant", "median ms", "min ms", "ratio", "max|diff|", "options / kernels")
+        lines = [_texttable.render(header, table, right=(1, 2, 3, 4))]
+        lines += [f"{r.name}: output differs from {rows[0].name}'s: {r.mismatch}" for r in rows if r.mismatch]
+        lines += [f"{r.name}: {r.error}" for r in rows if r.error is not None and r.times_ms]
+        with_nan = [r.name for r in rows if r.has_nan]
+        if with_nan:
+            lines.append(f"NaN in the output of: {', '.join(with_nan)} (so max|diff| against it is nan)")
+        calls = self.calls_per_sample
+        lines.append(f"timer: {rows[0].timer}; each time is the mean of {calls} call{'s' * (calls != 1)} "
+                     f"(calibrated: a sample lasts at least {MIN_SAMPLE_S * 1e3:g} ms)")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.table()
+
+
+def _validated(variants: object) -> dict[str, nv_options]:
+    if not isinstance(variants, Mapping):
+        raise TypeError("compare(variants=) takes a mapping from a variant's name to its options, e.g. "
+                        f"{{'default': {{}}, 'x': {{'enable': [...]}}}}, not {type(variants).__name__}")
+    if not variants:
+        raise ValueError("compare() needs at least one variant, e.g. variants={'default': {}, 'x': {'enable': [...]}}")
+    scopes: dict[str, nv_options] = {}
+    for name, spec in variants.items():
+        if not isinstance(name, str) or not name.strip():
+            raise TypeError(f"compare(variants=): a variant's name is a non-empty str (it labels the table), not "
+                            f"{type(name).__name__}: {shown(name)}; e.g. variants={{'default': {{}}, ...}}")
+        if not isinstance(spec, Mapping):
+            raise TypeError(f"variant {shown(name)}: a variant is a mapping of nv_options arguments, like "
+                            f"{{'enable': [...], 'disable': [...]}}, not {type(spec).__name__}: {shown(spec)}")
+        unknown = set(spec) - {"enable", "disable", "inherit"}
+        if unknown:
+            raise TypeError(f"variant {shown(name)}: unknown keys {shown(sorted(unknown, key=repr))}; use enable=, "
+                            "disable=, inherit=")
+        scopes[name] = nv_options(**spec)
+    return scopes
+
+
+def _kernels(call: Callable[[], Any], cuda: bool) -> list[str]:
+    if not cuda:
+        return []
+    from nvscope._measure._kernels import kernel_names
+
+    return sorted(set(kernel_names(call)[0]))
+
+
+def compare(
+    fn: Callable[..., Any],
+    *args: Any,
+    variants: Mapping[str, Mapping[str, Iterable[str] | str | bool]],
+    warmup: int = 3,
+    repeat: int = 20,
+    kernels: bool = True,
+    show: bool = True,
+    **kwargs: Any,
+) -> CompareResult:
+    """Run ``fn(*args, **kwargs)`` under each variant's options; time it, diff outputs vs the first, list kernels.
+
+    ``variants`` maps a name (a str) to ``nv_options`` keyword arguments (``enable``, ``disable``, ``inherit``);
+    every variant is validated before anything runs. Each variant warms up ``warmup`` times (compiling its own
+    partition), then takes ``repeat`` timed samples, each a block of calls (as many as make a sample last half a
+    millisecond, found on the first variant: 1 for a call that long). The output of each variant's first call is
+    copied at once (a function may return a buffer it overwrites later) and compared with the first variant's, leaf
+    by leaf; a NaN makes max|diff| nan and is named under the table, a structure difference makes it inf and is
+    described there. A variant after the first that raises is reported with its error and the others still run.
+    Runs in development mode and restores the previous setting. Prints the table unless ``show=False``; returns
+    the data.
+    """
+    for what, value, least in (("repeat", repeat, 1), ("warmup", warmup, 0)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < least:
+            raise ValueError(f"{what} must be an int >= {least}, got {shown(value)}")
+    scopes = _validated(variants)
+    results: dict[str, VariantResult] = {}
+    reference: list[tuple[str, Any]] | None = None
+    timer = Timer()
+    calls = 1
+    first = next(iter(scopes))
+
+    def call() -> Any:
+        return fn(*args, **kwargs)
+
+    previous = set_development_mode(True)  # an explicit developer action, as search: no DevelopmentModeWarning
+    try:
+        for name, scope in scopes.items():
+            effective, times, names, error = scope.options, [], [], None
+            try:
+                with scope as effective:
+                    compared = flatten_outputs(call(), "out")  # copied before any other run can overwrite it
+                    if reference is None:
+                        reference = compared
+                        timer.detect()
+                    for _ in range(warmup):
+                        call()
+                    if name == first:
+                        calls, _ = timer.calibrate(call)
+                    times = [timer.time(call, calls) for _ in range(repeat)]
+                    try:
+                        names = _kernels(call, timer.cuda) if kernels else []
+                    except Exception as failure:  # the times are kept
+                        error = f"listing its kernels: {first_line(failure)}"
+            except Exception as failure:
+                if reference is None:
+                    raise  # nothing measured yet: the caller's function fails on its own
+                results[name] = VariantResult(name, effective, (), None, (), timer.name, error=first_line(failure))
+                continue
+            paired = pair(reference, compared, (shown(first, 30), shown(name, 30)))
+            results[name] = VariantResult(name, effective, tuple(times), raw_max_abs_diff(paired), tuple(names),
+                                          timer.name, has_nan(paired), paired.problem, error)
+    finally:
+        set_development_mode(previous)
+    result = CompareResult(results, calls)
+    if show:
+        try:
+            print(result.table())
+        except Exception as error:  # the measurements are returned whatever happens to the printing
+            warnings.warn(f"nvscope.compare: the table could not be printed ({first_line(error)}); the result is "
+                          "returned", NvscopeWarning, stacklevel=2)
+    return result

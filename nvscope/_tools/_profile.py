@@ -1,0 +1,308 @@
+"""Profile per fusion: what an option set does to each fusion of a step, against the defaults.
+
+    result = nvscope.profile(step, enable=["fuse_matmul"], disable=["matmul_expr_eval"], backward=True)
+    print(result.table())            # one row per fusion id: times, ratio with 95% interval, schedulers, outputs
+
+The method (docs/profile.md), built on the search's runner and statistics:
+
+1. The default's first call, audited: the fusions (ids, in first-execution order), their outputs (copies), the
+   schedulers nvFuser chose for their segments (`nvscope._measure._schedulers`) and their wall time (compile included).
+   Then
+   the same for the options (``nv_options(..., on_error="fallback")``): a fusion that fails under them runs again
+   with its defaults, and its row says so.
+2. Outputs, fusion by fusion: the step once more per fusion with the options on that fusion only
+   (``fusions=[id]``), its outputs compared with the default's; upstream fusions run their defaults, so a difference
+   belongs to this fusion. The whole step's outputs and gradients are compared too, as the search does.
+3. Rounds: the default and the options (on the fusions they did not break) in a random order, ``steps_per_round``
+   calls each; each fusion's executions are timed (CUDA events on the GPU, ``time.perf_counter`` on CPU) through
+   nvscope's per-fusion timing hook (`nvscope._exec._events.TIMERS`), summed per call of the step. Per fusion, the
+   per-round ratio options/default, its median and 95% bootstrap interval (`nvscope._measure._stats`).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import sys
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from typing import Any, NamedTuple
+
+from nvscope._core._devmode import set_development_mode
+from nvscope._core._errors import FallbackWarning, NoEffectWarning, NoFusionWarning
+from nvscope._core._optionset import OptionSet
+from nvscope._core._scope import nv_options
+from nvscope._core._validate import first_line
+from nvscope._exec._audit import audit
+from nvscope._measure._numerics import Numerics, compare_leaves, flatten_outputs
+from nvscope._measure._schedulers import Recorder, Segment, recorder
+from nvscope._measure._stats import MIN_ROUNDS, median, summarize
+from nvscope._tools._bisect_report import exact_glob
+from nvscope._tools._profile_report import ProfileResult, ProfileRow
+from nvscope._tools._search import _install_adapters, _Runner, _Variant
+
+__all__ = ["profile"]
+
+
+class _Clock:
+    """The per-fusion timing hook (an entry of ``_events.TIMERS``) and what it collects, switched per pass."""
+
+    def __init__(self, cuda: bool, rec: Recorder | None) -> None:
+        self.cuda, self.recorder = cuda, rec
+        self.times: dict[str, list[Any]] | None = None  # per fusion: CUDA event pairs or ms, while timing
+        self.segments: dict[str, tuple[Segment, ...]] | None = None  # first execution's segments, while first calls
+        self.wall: dict[str, float] | None = None  # ms per fusion (synchronised), while first calls
+        self.outputs: dict[str, list[list[tuple[str, Any]]]] | None = None  # output copies per execution
+        self.capture: str | None = None  # capture only this fusion's outputs (None: every fusion's)
+
+    def __call__(self, record: Any) -> Any:
+        return self._measure(record.fusion)
+
+    def _keep(self, fusion: str, pending: list[Any]) -> Callable[[Any], None] | None:
+        if self.outputs is None or (self.capture is not None and fusion != self.capture):
+            return None
+        return pending.append  # copied once the fusion's segments and wall time are taken: the copies are not its own
+
+    @contextmanager
+    def _measure(self, fusion: str) -> Iterator[Callable[[Any], None] | None]:
+        torch = sys.modules.get("torch")
+        if torch is not None and not (self.cuda or (self.wall is not None and torch.cuda.is_initialized())):
+            torch = None  # CUDA events while timing a CUDA step; a synchronised wall clock in first calls that use it
+        with ExitStack() as stack:
+            segments = None
+            if self.segments is not None and self.recorder is not None and fusion not in self.segments:
+                segments = stack.enter_context(self.recorder.record())
+            if self.wall is not None and torch is not None:
+                torch.cuda.synchronize()
+            start: Any = None
+            if self.times is not None and torch is not None:
+                start = torch.cuda.Event(enable_timing=True)
+                start.record()
+            began = time.perf_counter()
+            pending: list[Any] = []
+            yield self._keep(fusion, pending)
+            if self.times is not None:
+                if torch is not None:
+                    end = torch.cuda.Event(enable_timing=True)
+                    end.record()
+                    self.times.setdefault(fusion, []).append((start, end))
+                else:
+                    self.times.setdefault(fusion, []).append((time.perf_counter() - began) * 1e3)
+            if self.wall is not None:
+                if torch is not None:
+                    torch.cuda.synchronize()
+                self.wall[fusion] = self.wall.get(fusion, 0.0) + (time.perf_counter() - began) * 1e3
+        if segments is not None and self.segments is not None:
+            self.segments[fusion] = tuple(segments) if segments else None  # type: ignore[assignment]
+        if pending and self.outputs is not None:
+            calls = self.outputs.setdefault(fusion, [])
+            calls.append(flatten_outputs(pending[0], f"execution{len(calls)}.out"))
+
+    def per_call(self, steps: int) -> dict[str, float]:
+        """ms per step of each fusion in the block just timed (the device has been synchronised)."""
+        times, self.times = self.times or {}, {}
+        return {fusion: sum(float(v[0].elapsed_time(v[1])) if isinstance(v, tuple) else v for v in values) / steps
+                for fusion, values in times.items()}
+
+
+def profile(fn: Callable[..., Any], /, *args: Any, enable: Any = (), disable: Any = (), fusions: object = None,
+            rounds: int = 20, steps_per_round: int = 1, warmup: int = 2, tolerance: float | None = None,
+            backward: bool = False, module: Any = None, seed: int = 0, progress: bool = True,
+            schedulers: str = "kernels", **kwargs: Any) -> ProfileResult:
+    """Profile ``fn(*args, **kwargs)`` fusion by fusion under ``enable``/``disable`` against the defaults.
+
+    ``fusions``: only these fusions get the options (a glob over ids, a list, a callable or a selector, as
+    ``nv_options(fusions=...)``); the rows are theirs. ``rounds`` x ``steps_per_round``: the paired timing;
+    ``warmup``: calls of each variant after its first. ``tolerance``, ``backward``, ``module``: as for
+    `nvscope.search`. ``schedulers``: read them off kernel names (``"kernels"``, the default) or ask nvFuser's
+    PythonProfiler (``"nvfuser"``: compile times too; fragile in nvFuser 0.2.35, see `nvscope._measure._schedulers`).
+    Runs in
+    development mode; no scope and no timing hook stays behind.
+    """
+    from nvscope._exec import _events
+
+    if not callable(fn):
+        raise TypeError(f"profile() needs a callable, not {type(fn).__name__}: {fn!r}")
+    for name, value, least in (("rounds", rounds, MIN_ROUNDS), ("steps_per_round", steps_per_round, 1),
+                               ("warmup", warmup, 0)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < least:
+            raise ValueError(f"{name} must be an int >= {least}, got {value!r}")
+    if tolerance is not None and not (isinstance(tolerance, (int, float)) and math.isfinite(tolerance)
+                                      and tolerance >= 0):
+        raise ValueError(f"tolerance must be a finite number >= 0 or None, got {tolerance!r}")
+    recorder(schedulers)  # validates the choice before anything runs
+    scope = nv_options(enable, disable, fusions=fusions, on_error="fallback")  # validated before anything runs
+    options = scope.options
+    if not options:
+        raise ValueError("profile() needs the options to profile: enable=[...] and/or disable=[...]")
+
+    def say(message: str) -> None:
+        if progress:
+            print(f"nvscope profile: {message}", file=sys.stderr, flush=True)
+
+    began = time.perf_counter()
+    runner = _Runner(fn, args, kwargs, backward, module, tolerance, steps_per_round, warmup, say)
+    default, variant = _Variant("default", OptionSet(), "default"), _Variant("options", options, "candidate")
+    variant.scope = scope
+    clock = _Clock(False, recorder(schedulers))  # no recorder on CPU or without nvFuser
+    notes: list[str] = []
+    previous = set_development_mode(True)
+    _events.TIMERS.append(clock)
+    _events.SINKS.append(_listen)  # timers run only while something listens
+    try:
+        with warnings.catch_warnings():
+            for quiet in (NoFusionWarning, NoEffectWarning, FallbackWarning):
+                warnings.simplefilter("ignore", quiet)  # the rows say which fusions ran, changed and failed
+            _install_adapters()
+            base = _first(runner, default, clock)
+            clock.cuda = runner.timer.detect()  # CUDA events once the default used CUDA, as the search decides
+            under = _first(runner, variant, clock)
+            runner.reference = base.leaves
+            step_numerics = compare_leaves(base.leaves, under.leaves, tolerance)
+            chosen = [i for i in base.infos if scope.fusions is None or scope.fusions(i)]
+            broken = under.errors
+            say(f"{len(base.infos)} fusions ran; {len(chosen)} selected; the options broke {len(broken)} of them")
+            working = [i for i in chosen if i.id not in broken]  # a broken one ran its defaults: nothing to compare
+            numerics = _isolated(runner, clock, options, working, under.counts, base.outputs, tolerance, say)
+            if broken:  # time the options where they work: the broken ones run their defaults in both variants
+                kept = [exact_glob(i.id) for i in chosen if i.id not in broken]
+                variant.scope = nv_options(options, fusions=kept, on_error="fallback") if kept else \
+                    nv_options(options, fusions=lambda info: False)
+            say(f"timing default and options x {rounds} rounds x {steps_per_round} calls, per fusion")
+            fusion_times, step_times = _rounds(runner, clock, default, variant, rounds, random.Random(seed))
+    finally:
+        _events.SINKS.remove(_listen)
+        _events.TIMERS.remove(clock)
+        set_development_mode(previous)
+    rows = []
+    for info in chosen:
+        f = info.id
+        d, o = fusion_times["default"].get(f), fusion_times["options"].get(f)
+        timed = d is not None and o is not None and len(d) == len(o) == rounds and all(x > 0 for x in (*d, *o))
+        rows.append(ProfileRow(
+            f, info.phase, tuple(info.ops or ()), base.counts.get(f, 0), median(d) if d else None,
+            median(o) if o else None,
+            summarize(o, d, seed=seed) if timed and f not in broken else None,  # type: ignore[arg-type]
+            base.segments.get(f), under.segments.get(f), base.wall.get(f), under.wall.get(f), numerics.get(f),
+            broken.get(f), under.counts.get(f, 0) > 0, base.repeat.get(f)))
+    if default.numerics is not None and not default.numerics.ok:
+        notes.append(f"the default is not repeatable ({default.numerics.detail}): output differences may be its own")
+    if clock.recorder is None:
+        notes.append("no schedulers: they need CUDA and nvFuser (`nvscope._measure._schedulers`)")
+    step = summarize(step_times["options"], step_times["default"], seed=seed)
+    result = ProfileResult(tuple(rows), options, runner.timer.name, rounds,
+                           steps_per_round, warmup, tolerance, seed, time.perf_counter() - began, step, step_numerics,
+                           None if clock.recorder is None else clock.recorder.source, tuple(notes))
+    say(f"done in {result.elapsed_s:.1f} s")
+    return result
+
+
+def _listen(record: Any) -> None:
+    """A sink that keeps nothing: while it is registered, every fusion execution runs inside the timers."""
+
+
+class _FirstCall(NamedTuple):
+    """What a variant's first call showed, per fusion id where it is a dict."""
+
+    infos: list[Any]  # the fusions, in first-execution order
+    segments: dict[str, tuple[Segment, ...]]  # nvFuser's segments of each fusion's first execution
+    wall: dict[str, float]  # ms, compile included
+    outputs: dict[str, list[list[tuple[str, Any]]]]  # output copies per execution (the default's only)
+    leaves: list[tuple[str, Any]]  # the step's outputs and gradients
+    counts: dict[str, int]  # executions (the options': those that ran in a partition of their own)
+    errors: dict[str, str]  # fusions that failed under the options: the error's first line and nvscope's note
+    repeat: dict[str, Numerics]  # the default's: each fusion's outputs in a second call against the first's
+
+
+def _first(runner: _Runner, v: _Variant, clock: _Clock) -> _FirstCall:
+    """A variant's first call (audited, segments, wall times, outputs of the default's fusions), then its warm-up."""
+    segments: dict[str, tuple[Segment, ...]] = {}
+    wall: dict[str, float] = {}
+    outputs: dict[str, list[list[tuple[str, Any]]]] = {}
+    clock.segments, clock.wall = segments, wall
+    clock.outputs, clock.capture = (outputs, None) if v.stage == "default" else (None, None)
+    try:
+        with audit() as log, v.scope:
+            runner.timer.sync()
+            out = runner.invoke()
+            runner.timer.sync()
+        leaves = runner.snapshot(out)
+        del out
+    finally:
+        clock.segments = clock.wall = clock.outputs = None
+    repeat: dict[str, Numerics] = {}
+    if v.stage == "default":  # once more: a fusion whose own defaults move between calls has no reference outputs
+        again: dict[str, list[list[tuple[str, Any]]]] = {}
+        clock.outputs = again
+        try:
+            v.numerics = compare_leaves(leaves, runner.snapshot(runner.invoke()), runner.tolerance)
+        finally:
+            clock.outputs = None
+        repeat = {f: compare_leaves(_flat(calls), _flat(again.get(f, [])), runner.tolerance)
+                  for f, calls in outputs.items()}
+    with v.scope:
+        for _ in range(runner.warmup):
+            runner.invoke()
+    runner.timer.sync()
+    infos = log.fusions()
+    if v.stage == "default":
+        counts = {i.id: sum(r.fusion == i.id for r in log.records) for i in infos}
+    else:  # executions that ran in a partition of their own under the options
+        counts = {i.id: sum(r.fusion == i.id and r.partition in ("new", "reused") for r in log.records)
+                  for i in infos}
+    errors = {r.fusion: _error_line(r.error) for r in log.records if r.partition == "fallback" and r.error}
+    return _FirstCall(infos, segments, wall, outputs, leaves, counts, errors, repeat)
+
+
+def _flat(calls: list[list[tuple[str, Any]]]) -> list[tuple[str, Any]]:
+    return [leaf for execution in calls for leaf in execution]
+
+
+def _error_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    first = lines[0] if lines else "failed"
+    note = next((line for line in lines if line.startswith("nvscope:")), "")
+    script = next((line for line in lines if line.startswith("repro script:")), "")
+    return "\n".join(x for x in (first[:300], note, script) if x)
+
+
+def _isolated(runner: _Runner, clock: _Clock, options: OptionSet, chosen: list[Any], reached: dict[str, int],
+              reference: dict[str, list[list[tuple[str, Any]]]], tolerance: float | None,
+              say: Callable[[str], None]) -> dict[str, Any]:
+    """Per fusion: its outputs with only it under the options, against its outputs under the defaults."""
+    numerics = {}
+    for info in chosen:
+        if not reached.get(info.id) or info.id not in reference:
+            continue  # the options did not reach it (catalog gates), or it broke under them
+        outputs: dict[str, list[list[tuple[str, Any]]]] = {}
+        clock.outputs, clock.capture = outputs, info.id
+        try:
+            with nv_options(options, fusions=[exact_glob(info.id)], on_error="fallback"):
+                runner.invoke()
+        except Exception as error:
+            say(f"{info.id}: the step failed with only this fusion under the options: {first_line(error)}")
+            continue
+        finally:
+            clock.outputs = clock.capture = None
+        numerics[info.id] = compare_leaves(_flat(reference[info.id]), _flat(outputs.get(info.id, [])), tolerance)
+    return numerics
+
+
+def _rounds(runner: _Runner, clock: _Clock, default: _Variant, variant: _Variant, rounds: int,
+            rng: random.Random) -> tuple[dict[str, dict[str, list[float]]], dict[str, list[float]]]:
+    fusion_times: dict[str, dict[str, list[float]]] = {"default": {}, "options": {}}
+    step_times: dict[str, list[float]] = {"default": [], "options": []}
+    for _ in range(rounds):
+        order = [("default", default), ("options", variant)]
+        rng.shuffle(order)
+        for name, v in order:
+            clock.times = {}
+            try:
+                step_times[name].append(runner.block(v))
+                for fusion, ms in clock.per_call(runner.steps).items():
+                    fusion_times[name].setdefault(fusion, []).append(ms)
+            finally:
+                clock.times = None
+    return fusion_times, step_times

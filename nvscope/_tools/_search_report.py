@@ -1,0 +1,286 @@
+"""What `nvscope.search` reports: one row per variant, the recommendation, a table, JSON and a chart.
+
+Plain data (frozen dataclasses), so a result can be saved with ``to_json()``, loaded again with
+``SearchResult.from_json()`` and printed or plotted elsewhere. matplotlib is imported only by ``plot()``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from nvscope._core._optionset import OptionSet
+from nvscope._measure._numerics import DEFAULT_TOLERANCES, Numerics
+from nvscope._measure._stats import RatioSummary
+
+__all__ = ["SearchResult", "SearchRow", "Stage"]
+
+Stage = Literal["default", "candidate", "combination"]
+
+@dataclass(frozen=True)
+class SearchRow:
+    """One variant: the default, a candidate alone, or a combination of winners.
+
+    ``first_call_s``: wall time of its first call (nvFuser compiles the variant's kernels there), never part of
+    ``ms_per_call`` (median steady-state time per call over the rounds). ``ratio``: per-round time ratio against
+    the default (< 1 is faster). A combination also has ``versus``/``versus_ratio``: against the set it extends,
+    measured in the same rounds. ``fusions``/``new_partitions``: nvFuser fusion executions seen through nvscope's
+    adapters in the first call, and how many of them compiled a new partition. ``error``: the first line of the
+    exception that made it fail (it is then skipped).
+    """
+
+    label: str
+    options: OptionSet
+    stage: Stage
+    first_call_s: float | None = None
+    ms_per_call: float | None = None
+    ratio: RatioSummary | None = None
+    numerics: Numerics | None = None
+    error: str | None = None
+    fusions: int = 0
+    new_partitions: int = 0
+    versus: str | None = None
+    versus_ratio: RatioSummary | None = None
+    recommended: bool = False
+
+    @property
+    def status(self) -> str:
+        """"failed", "over tolerance", "baseline" (the default), "not timed", or the timing verdict."""
+        if self.error is not None:
+            return "failed"
+        if self.numerics is not None and not self.numerics.ok and self.stage != "default":
+            return "over tolerance"
+        if self.stage == "default":
+            return "baseline"
+        if self.ratio is None:
+            return "not timed"
+        return self.ratio.verdict
+
+
+def _nv_options_call(options: OptionSet) -> str:
+    parts = []
+    if options.enable:
+        parts.append(f"enable={options.enable_list()!r}")
+    if options.disable:
+        parts.append(f"disable={options.disable_list()!r}")
+    return f"nv_options({', '.join(parts)})"
+
+
+def _num(value: float | None, digits: int = 3) -> str:
+    return "-" if value is None else f"{value:.{digits}g}"
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """The search: rows (default first, then candidates in the order given, then combinations), the recommended
+    option set (empty: keep the defaults), and how it was measured."""
+
+    rows: tuple[SearchRow, ...]
+    recommended: OptionSet
+    timer: str
+    rounds: int
+    steps_per_round: int  # calls per variant per round, as calibrated (at least the steps_per_round asked for)
+    warmup: int
+    tolerance: float | None
+    seed: int
+    elapsed_s: float
+    notes: tuple[str, ...] = ()
+
+    def __getitem__(self, label: str) -> SearchRow:
+        for row in self.rows:
+            if row.label == label:
+                return row
+        raise KeyError(f"no variant {label!r}; variants: {[r.label for r in self.rows]}")
+
+    @property
+    def default(self) -> SearchRow:
+        return self.rows[0]
+
+    def ranked(self) -> list[SearchRow]:
+        """The default, then timed variants by median time ratio (fastest first), then failed or untimed ones."""
+        others = [r for r in self.rows if r.stage != "default"]
+        timed = sorted((r for r in others if r.error is None and r.ratio is not None),
+                       key=lambda r: r.ratio.median if r.ratio is not None else math.inf)
+        return [self.default, *timed, *(r for r in others if r.error is not None or r.ratio is None)]
+
+    def recommendation(self) -> str:
+        """The line to paste: ``nv_options(enable=[...], disable=[...])``, or why to keep the defaults."""
+        if self.recommended:
+            return _nv_options_call(self.recommended)
+        return "keep the defaults (no candidate was faster with its numerics within tolerance)"
+
+    def table(self) -> str:
+        """The ranked table, how it was measured, the notes, and the recommendation."""
+        width = min(44, max(len("variant"), *(len(r.label) + 3 for r in self.rows)))
+        header = (f"{'variant':<{width}} {'ratio':>6} {'95% interval':>13}  {'verdict':<22} {'ms/call':>9} "
+                  f"{'first call':>10} {'max|diff|':>9} {'max rel':>8}  numerics")
+        lines = [header, "-" * len(header)]
+        rank = 0
+        for row in self.ranked():
+            mark = "*" if row.recommended else " "
+            if row.stage == "default":
+                name = f"  {row.label}"
+            elif row.error is None and row.ratio is not None:
+                rank += 1
+                name = f"{mark}{rank} {row.label}" if rank < 10 else f"{mark}{rank}{row.label}"
+            else:
+                name = f"{mark}- {row.label}"
+            name = name if len(name) <= width else name[: width - 1] + "~"
+            if row.error is not None:
+                lines.append(f"{name:<{width}} FAILED: {row.error}")
+                continue
+            ratio = row.ratio
+            cells = ("1.000", "", "baseline") if row.stage == "default" else (
+                ("-", "", "not timed") if ratio is None else
+                (f"{ratio.median:.3f}", f"{ratio.low:.3f}-{ratio.high:.3f}", ratio.verdict))
+            first = "-" if row.first_call_s is None else (
+                f"{row.first_call_s:.2f} s" if row.first_call_s >= 1 else f"{row.first_call_s * 1e3:.1f} ms")
+            ms = "-" if row.ms_per_call is None else f"{row.ms_per_call:.4g}"
+            n = row.numerics
+            if n is None:
+                numerics = "-"
+            else:
+                verdict = {"ok": "repeatable" if row.stage == "default" else "ok", "not compared": "not compared"}.get(
+                    n.verdict, f"{'NOT REPEATABLE' if row.stage == 'default' else 'OVER'}: {n.detail}")
+                numerics = verdict + (f"; {n.nonfinite}" if n.nonfinite else "") + (
+                    f"; not compared: {n.uncompared}" if n.uncompared else "")
+            lines.append(f"{name:<{width}} {cells[0]:>6} {cells[1]:>13}  {cells[2]:<22} {ms:>9} {first:>10} "
+                         f"{_num(n.max_abs_diff if n else None):>9} {_num(n.max_rel_diff if n else None, 2):>8}  "
+                         f"{numerics}")
+            if row.versus is not None and row.versus_ratio is not None:
+                v = row.versus_ratio
+                against = f"    vs {row.versus}"
+                against = against if len(against) <= width else against[: width - 1] + "~"
+                lines.append(f"{against:<{width}} {v.median:6.3f} {f'{v.low:.3f}-{v.high:.3f}':>13}  "
+                             f"{v.verdict:<22} (against the set it extends, in the same rounds)")
+        tolerance = ("per dtype: " + ", ".join(f"{k} {v:g}" for k, v in DEFAULT_TOLERANCES.items())
+                     if self.tolerance is None else f"{self.tolerance:g}")
+        lines += [
+            "",
+            f"ratio: variant time / default time in each of {self.rounds} randomized rounds of "
+            f"{self.steps_per_round} call{'s' * (self.steps_per_round != 1)} per variant (median, 95% bootstrap "
+            f"interval; < 1 is faster); timer: {self.timer}",
+            f"first call: wall time of each variant's first call (its compile), after which {self.warmup} warm-up "
+            f"call{'s' * (self.warmup != 1)}; never part of ms/call",
+            f"numerics: first call against the default's; tolerance on max|diff| / max|default| {tolerance}; "
+            "str compared for equality; 'not compared': no tensor, number or str to compare",
+            *(f"note: {note}" for note in self.notes),
+            f"recommended: {self.recommendation()}",
+        ]
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.table()
+
+    # --- JSON ------------------------------------------------------------------------------------------------------
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready data (non-finite floats as the strings "inf", "-inf", "nan")."""
+        def row(r: SearchRow) -> dict[str, Any]:
+            return {
+                "label": r.label, "options": _options_dict(r.options), "stage": r.stage, "status": r.status,
+                "first_call_s": r.first_call_s, "ms_per_call": r.ms_per_call,
+                "ratio": None if r.ratio is None else r.ratio.as_dict(),
+                "numerics": None if r.numerics is None else {
+                    "max_abs_diff": _finite(r.numerics.max_abs_diff), "max_rel_diff": _finite(r.numerics.max_rel_diff),
+                    "ok": r.numerics.ok, "compared": r.numerics.compared, "nonfinite": r.numerics.nonfinite,
+                    "detail": r.numerics.detail, "uncompared": r.numerics.uncompared},
+                "error": r.error, "fusions": r.fusions, "new_partitions": r.new_partitions, "versus": r.versus,
+                "versus_ratio": None if r.versus_ratio is None else r.versus_ratio.as_dict(),
+                "recommended": r.recommended,
+            }
+        return {
+            "rows": [row(r) for r in self.rows], "recommended": _options_dict(self.recommended),
+            "recommendation": self.recommendation(), "timer": self.timer, "rounds": self.rounds,
+            "steps_per_round": self.steps_per_round, "warmup": self.warmup, "tolerance": self.tolerance,
+            "seed": self.seed, "elapsed_s": self.elapsed_s, "notes": list(self.notes),
+        }
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.as_dict(), indent=indent, allow_nan=False)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SearchResult:
+        def ratio(d: dict[str, Any] | None) -> RatioSummary | None:
+            return None if d is None else RatioSummary.from_dict(d)
+
+        rows = []
+        for r in data["rows"]:
+            n = r["numerics"]
+            rows.append(SearchRow(
+                r["label"], _options(r["options"]), r["stage"], r["first_call_s"], r["ms_per_call"], ratio(r["ratio"]),
+                None if n is None else Numerics(float(n["max_abs_diff"]), float(n["max_rel_diff"]), n["ok"],
+                                                n["compared"], n["nonfinite"], n["detail"], n.get("uncompared", "")),
+                r["error"], r["fusions"], r["new_partitions"], r["versus"], ratio(r["versus_ratio"]),
+                r["recommended"]))
+        return cls(tuple(rows), _options(data["recommended"]), data["timer"], data["rounds"], data["steps_per_round"],
+                   data["warmup"], data["tolerance"], data["seed"], data["elapsed_s"], tuple(data["notes"]))
+
+    @classmethod
+    def from_json(cls, text: str) -> SearchResult:
+        return cls.from_dict(json.loads(text))
+
+    # --- chart -----------------------------------------------------------------------------------------------------
+
+    def plot(self, path: str, *, title: str | None = None) -> str:
+        """Save a PNG: each timed variant's median time ratio with its 95% interval; returns ``path``.
+
+        Needs matplotlib (``pip install matplotlib``); the search itself does not.
+        """
+        import textwrap
+
+        Figure = figure_class("SearchResult.plot", "the search")
+        rows = [r for r in self.ranked() if r.stage != "default"]
+        fig = Figure(figsize=(8, 1.2 + 0.38 * max(1, len(rows))), layout="constrained")
+        ax = fig.add_subplot()
+        colors = {"faster": "tab:green", "slower": "tab:red", "no difference detected": "tab:gray"}
+        for y, r in enumerate(reversed(rows)):
+            if r.ratio is None:
+                ax.text(0.02, y, f"failed: {r.error or 'not timed'}"[:90], transform=ax.get_yaxis_transform(),
+                        ha="left", va="center", fontsize=7, color="tab:red",
+                        bbox={"facecolor": "white", "edgecolor": "none"})
+                continue
+            color = "tab:orange" if r.status == "over tolerance" else colors[r.ratio.verdict]
+            ax.errorbar([r.ratio.median], [y], xerr=[[r.ratio.median - r.ratio.low], [r.ratio.high - r.ratio.median]],
+                        fmt="D" if r.recommended else "o", color=color, capsize=3)
+        ax.axvline(1.0, color="black", linewidth=0.8, linestyle="--")
+        ax.set_ylim(-0.6, len(rows) - 0.4)
+        for name, color in (*colors.items(), ("over tolerance", "tab:orange")):
+            ax.plot([], [], "o", color=color, label=name)
+        ax.legend(fontsize=7, loc="best")
+        labels = [("* " if r.recommended else "") + r.label + (" (over tol.)" if r.status == "over tolerance" else "")
+                  for r in reversed(rows)]
+        ax.set_yticks(range(len(rows)), labels, fontsize=8)
+        ax.set_xlabel(f"time / default time per round (median, 95% bootstrap interval; {self.rounds} rounds); "
+                      "< 1 is faster", fontsize=8)
+        # Over the whole figure (long candidate labels narrow the axes), wrapped: a recommendation with its reason is
+        # longer than the figure is wide.
+        fig.suptitle(textwrap.fill(title or f"nvscope search: {self.recommendation()}", 90), fontsize=9)
+        fig.savefig(path, dpi=130)
+        return path
+
+
+def _options_dict(options: OptionSet) -> dict[str, list[str]]:
+    return {"enable": options.enable_list(), "disable": options.disable_list()}
+
+
+def _options(data: dict[str, list[str]]) -> OptionSet:
+    return OptionSet(data.get("enable", ()), data.get("disable", ()))
+
+
+def _finite(value: float) -> float | str:
+    return value if math.isfinite(value) else str(value)
+
+
+def figure_class(who: str, what: str) -> Any:
+    """matplotlib's ``Figure`` for a result's ``plot`` (``who``), or an ImportError saying ``what`` works without it.
+
+    The object API: no pyplot, so no GUI backend and no global figure state in the caller's process."""
+    import importlib
+
+    try:
+        return importlib.import_module("matplotlib.figure").Figure
+    except ImportError:
+        raise ImportError(f"{who} needs matplotlib: pip install matplotlib ({what} itself works without it)") from None

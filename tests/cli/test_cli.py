@@ -1,0 +1,519 @@
+"""The ``nvscope`` command (nvscope/cli.py), run as ``python -m nvscope`` in a subprocess with a clean environment."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+import nvscope
+
+REPO = Path(__file__).resolve().parents[2]
+STATUSES = ("ok    ", "note  ", "warn  ", "FAIL  ", "fix:  ")
+
+
+def nvscope_cmd(*args: str, cwd: Path, path: Sequence[Path] = (), **env: str) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("NVSCOPE_", "PYTHON", "NVFUSER_"))}
+    clean["PYTHONPATH"] = os.pathsep.join(str(p) for p in (*path, REPO))
+    clean.update(env)
+    return subprocess.run([sys.executable, "-m", "nvscope", *args], env=clean, cwd=cwd, capture_output=True,
+                          text=True, timeout=120)
+
+
+def write(path: Path, source: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(source))
+    return path
+
+
+# --- help -----------------------------------------------------------------------------------------------------------
+
+def test_help_has_examples(tmp_path: Path) -> None:
+    result = nvscope_cmd("--help", cwd=tmp_path)
+    assert result.returncode == 0
+    assert "examples:" in result.stdout
+    for command in ("options", "doctor", "run"):
+        assert command in result.stdout
+    run_help = nvscope_cmd("run", "--help", cwd=tmp_path)
+    assert run_help.returncode == 0
+    assert "-m module" in run_help.stdout and "examples:" in run_help.stdout
+
+
+def test_no_command_prints_help_and_exits_2(tmp_path: Path) -> None:
+    result = nvscope_cmd(cwd=tmp_path)
+    assert result.returncode == 2
+    assert "usage:" in result.stderr and "examples:" in result.stderr
+
+
+# --- options --------------------------------------------------------------------------------------------------------
+
+def test_options_table(tmp_path: Path) -> None:
+    result = nvscope_cmd("options", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"source: {nvscope.catalog().source}"
+    assert "enable options (" in result.stdout and "disable options (" in result.stdout
+    row = next(line for line in lines if line.split()[:1] == ["fuse_matmul"])
+    assert row.split()[1:4] == ["(ops)", "codegen", "0.2.23+"]  # can only affect some fusions
+    assert any(line.split()[:2] == ["p2p_protocol", "(args)"] for line in lines)  # needs arguments
+    assert next(line for line in lines if line.split()[:1] == ["fma"]).split()[1] == "codegen"  # every fusion
+    for option in nvscope.catalog().options:
+        assert f" {option.name} " in result.stdout
+    # The gated options, at the end: which ops, and the nvFuser files that show it
+    gates = lines[next(i for i, line in enumerate(lines) if line.startswith("(ops): ")):]
+    gated = [o for o in nvscope.catalog().options if o.ops]
+    for option in gated:
+        assert any(line.split()[:2] == [option.kind, option.name] and f" {', '.join(option.ops)} " in line
+                   and line.endswith(str(option.source)) for line in gates), option.name
+    assert sum(1 for line in gates if line.split()[:1] in (["enable"], ["disable"])) == len(gated)
+
+
+def test_options_one_kind(tmp_path: Path) -> None:
+    result = nvscope_cmd("options", "--disable", cwd=tmp_path)
+    assert result.returncode == 0
+    assert "disable options (" in result.stdout and "enable options (" not in result.stdout
+    assert nvscope_cmd("options", "--enable", "--disable", cwd=tmp_path).returncode == 2
+
+
+def test_options_json(tmp_path: Path) -> None:
+    result = nvscope_cmd("options", "--json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout)
+    assert document["source"] == nvscope.catalog().source
+    assert document["nvfuser"] is None  # no nvFuser in this environment
+    assert len(document["options"]) == len(nvscope.catalog().options)
+    by_name = {(o["kind"], o["name"]): o for o in document["options"]}
+    assert by_name["enable", "fuse_matmul"] == {
+        "kind": "enable", "name": "fuse_matmul", "effect": "codegen",
+        "description": nvscope.catalog().get("enable", "fuse_matmul").description,  # type: ignore[union-attr]
+        "since": "0.2.23", "until": None, "requires_args": False,
+        "ops": ["linear", "matmul"], "source": "csrc/scheduler/matmul_utils.cpp",
+    }
+    assert by_name["disable", "fma"]["ops"] == [] and by_name["disable", "fma"]["source"] is None
+    assert by_name["enable", "p2p_protocol"]["requires_args"] is True
+    only_enable = json.loads(nvscope_cmd("options", "--enable", "--json", cwd=tmp_path).stdout)
+    assert {o["kind"] for o in only_enable["options"]} == {"enable"}
+
+
+def fake_dist(site: Path, dist_info: str) -> None:
+    """An installed distribution as pip leaves it: ``<name>-<version>.dist-info/METADATA``."""
+    name, _, version = dist_info.removesuffix(".dist-info").rpartition("-")
+    write(site / dist_info / "METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+
+
+def test_options_source_names_the_installed_nvfuser(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    fake_dist(site, "nvfuser-0.2.30.dist-info")
+    result = nvscope_cmd("options", "--json", cwd=tmp_path, path=[site])
+    document = json.loads(result.stdout)
+    assert document["nvfuser"] == "0.2.30"
+    assert "for installed nvFuser 0.2.30" in document["source"]
+    assert "cutlass_scheduler" not in {o["name"] for o in document["options"]}  # 0.2.34+
+    text = nvscope_cmd("options", cwd=tmp_path, path=[site]).stdout
+    assert text.splitlines()[0].startswith("source: bundled catalog for installed nvFuser 0.2.30")
+
+
+# --- doctor ---------------------------------------------------------------------------------------------------------
+
+def test_doctor_ok_here(tmp_path: Path) -> None:
+    result = nvscope_cmd("doctor", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith(f"ok    python {sys.version_info.major}.{sys.version_info.minor}.")
+    checks = [line for line in lines if line and not line.startswith("doctor:")]
+    assert all(line.startswith(STATUSES) for line in checks), checks
+    assert "FAIL" not in result.stdout
+    assert "ok    NVFUSER_ENABLE not set" in lines
+    assert "note  development mode off (NVSCOPE_DEV not set)" in result.stdout
+
+
+def test_doctor_reports_development_mode(tmp_path: Path) -> None:
+    result = nvscope_cmd("doctor", cwd=tmp_path, NVSCOPE_DEV="1", NVSCOPE_STRICT="1")
+    assert result.returncode == 0
+    assert "ok    development mode on (NVSCOPE_DEV=1)" in result.stdout.splitlines()
+    assert "ok    strict mode on (NVSCOPE_STRICT=1)" in result.stdout.splitlines()
+
+
+@pytest.mark.parametrize(("variable", "value", "expected"), [
+    ("NVFUSER_ENABLE", "bogus", "FAIL  NVFUSER_ENABLE: unknown nvFuser enable option 'bogus'"),
+    ("NVFUSER_ENABLE", "fuse_matmul,fuse_matmu",
+     "FAIL  NVFUSER_ENABLE: unknown nvFuser enable option 'fuse_matmu'; did you mean 'fuse_matmul'"),
+    ("NVFUSER_DISABLE", "fuse_matmul",
+     "FAIL  NVFUSER_DISABLE: 'fuse_matmul' is an nvFuser enable option, not a disable option"),
+    ("NVFUSER_ENABLE", "matmul_expr_eval",
+     "FAIL  NVFUSER_ENABLE: 'matmul_expr_eval' is an nvFuser disable option, not an enable option"),
+    ("NVFUSER_ENABLE", "FUSE_MATMUL",
+     "FAIL  NVFUSER_ENABLE: unknown nvFuser enable option 'FUSE_MATMUL'; did you mean 'fuse_matmul'"),
+    # malformed values, which nvFuser's own parser does not read as meant
+    ("NVFUSER_ENABLE", "fuse_matmul(", "FAIL  NVFUSER_ENABLE: an unclosed '(' in 'fuse_matmul('"),
+    ("NVFUSER_ENABLE", ",", "FAIL  NVFUSER_ENABLE: an empty name between commas in ','"),
+    ("NVFUSER_DISABLE", "fma,,matmul_expr_eval",
+     "FAIL  NVFUSER_DISABLE: an empty name between commas in 'fma,,matmul_expr_eval'"),
+    ("NVFUSER_ENABLE", "fuse_matmul)", "FAIL  NVFUSER_ENABLE: a ')' without its '(' in 'fuse_matmul)'"),
+])
+def test_doctor_fails_on_bad_environment_names(tmp_path: Path, variable: str, value: str, expected: str) -> None:
+    result = nvscope_cmd("doctor", cwd=tmp_path, **{variable: value})
+    assert result.returncode == 1
+    lines = result.stdout.splitlines()
+    index = next(i for i, line in enumerate(lines) if line.startswith(expected))
+    assert lines[index + 1].startswith("fix:  ")
+    assert lines[-1].startswith("doctor: 1 failure")
+
+
+def test_doctor_reports_bad_nvscope_variables(tmp_path: Path) -> None:
+    result = nvscope_cmd("doctor", cwd=tmp_path, NVSCOPE_MAX_PARTITIONS="0", NVSCOPE_DEV="maybe",
+                         NVSCOPE_STRCT="1")
+    assert result.returncode == 0, result.stdout + result.stderr  # warnings: nvscope still works
+    lines = result.stdout.splitlines()
+    assert ("warn  NVSCOPE_MAX_PARTITIONS='0' is not a positive integer; using the default (8)" in lines), lines
+    assert "warn  NVSCOPE_DEV='maybe' is not 1/true/yes/on or 0/false/no/off; using the default (False)" in lines
+    assert any(line.startswith("warn  NVSCOPE_STRCT is not a variable nvscope reads (known: NVSCOPE_DEV, ")
+               for line in lines), lines
+    index = lines.index("warn  NVSCOPE_MAX_PARTITIONS='0' is not a positive integer; using the default (8)")
+    assert lines[index + 1] == "fix:  set NVSCOPE_MAX_PARTITIONS to an accepted value, or unset it"
+    assert "Traceback" not in result.stderr
+
+
+def test_doctor_accepts_environment_names_with_arguments(tmp_path: Path) -> None:
+    result = nvscope_cmd("doctor", cwd=tmp_path, NVFUSER_ENABLE="p2p_protocol(put),fuse_matmul",
+                         NVFUSER_DISABLE="expr_simplify(a, b)")
+    assert result.returncode == 0, result.stdout
+    assert "ok    NVFUSER_ENABLE=p2p_protocol(put),fuse_matmul: valid" in result.stdout
+    assert "ok    NVFUSER_DISABLE=expr_simplify(a, b): valid" in result.stdout
+    missing_args = nvscope_cmd("doctor", cwd=tmp_path, NVFUSER_ENABLE="p2p_protocol")
+    assert missing_args.returncode == 0
+    assert "warn  NVFUSER_ENABLE: 'p2p_protocol' needs arguments" in missing_args.stdout
+
+
+def test_doctor_with_an_nvfuser_newer_than_the_catalog(tmp_path: Path) -> None:
+    # No CUDA here, so nvFuser cannot be asked (the probe's child process fails): the FAIL says how to override,
+    # and with the override the name is a note, not a failure.
+    site = tmp_path / "site"
+    fake_dist(site, "nvfuser-9.0.0.dist-info")
+    result = nvscope_cmd("doctor", cwd=tmp_path, path=[site], NVFUSER_ENABLE="brand_new_option")
+    assert result.returncode == 1
+    line = next(line for line in result.stdout.splitlines() if line.startswith("FAIL  NVFUSER_ENABLE: "))
+    assert "older than the installed 9.0.0" in line and "NVSCOPE_TRUST_NVFUSER=1" in line
+    trusted = nvscope_cmd("doctor", cwd=tmp_path, path=[site], NVFUSER_ENABLE="brand_new_option",
+                          NVSCOPE_TRUST_NVFUSER="1")
+    assert trusted.returncode == 0, trusted.stdout
+    assert ("note  NVFUSER_ENABLE: nvFuser enable option 'brand_new_option' is not in nvscope's option catalog: "
+            "passed to nvFuser unvalidated (NVSCOPE_TRUST_NVFUSER=1)") in trusted.stdout.splitlines()
+    assert "ok    NVFUSER_ENABLE=brand_new_option: valid" in trusted.stdout
+
+
+def test_doctor_reports_a_thunder_that_fails_to_import(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    write(site / "thunder" / "__init__.py", "raise RuntimeError('this Thunder needs an older torch')\n")
+    result = nvscope_cmd("doctor", cwd=tmp_path, path=[site])
+    assert result.returncode == 0, result.stdout
+    assert ("warn  Thunder is installed but fails to import: RuntimeError: this Thunder needs an older torch"
+            in result.stdout.splitlines())
+    strict = nvscope_cmd("doctor", "--require-gpu-stack", cwd=tmp_path, path=[site])
+    assert strict.returncode == 1
+    assert "FAIL  Thunder is installed but fails to import" in strict.stdout
+
+
+def test_doctor_nvfuser_found_without_importing_it(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    fake_dist(site, "nvfuser_cu130_torch210-0.2.35.dist-info")
+    write(site / "nvfuser_direct" / "__init__.py", "raise AssertionError('doctor must not import nvFuser')\n")
+    result = nvscope_cmd("doctor", cwd=tmp_path, path=[site])
+    assert "ok    nvFuser 0.2.35 (nvfuser_cu130_torch210), frontend nvfuser_direct" in result.stdout.splitlines()
+    shutil.rmtree(site / "nvfuser_cu130_torch210-0.2.35.dist-info")
+    fake_dist(site, "nvfuser-0.2.20.dist-info")
+    old = nvscope_cmd("doctor", cwd=tmp_path, path=[site])
+    assert "warn  nvFuser 0.2.20 (nvfuser), frontend nvfuser_direct: too old for per-call options" in old.stdout
+
+
+def test_doctor_require_gpu_stack(tmp_path: Path) -> None:
+    result = nvscope_cmd("doctor", "--require-gpu-stack", cwd=tmp_path)
+    notes = [line for line in result.stdout.splitlines() if line.startswith("note  ")]
+    assert all("development mode" in line for line in notes), notes  # missing pieces are failures
+    assert result.returncode == (1 if "FAIL  " in result.stdout else 0)
+
+
+# --- run ------------------------------------------------------------------------------------------------------------
+
+SCRIPT = """\
+    import sys
+    import nvscope
+    print("options:", nvscope.current_options().as_shell())
+    print("argv:", sys.argv)
+    print("development mode:", nvscope.development_mode())
+    print("main:", __name__, __file__)
+    import sibling  # sys.path[0] is the script's directory
+    sys.exit(3)
+"""
+
+
+def test_run_script(tmp_path: Path) -> None:
+    script = write(tmp_path / "work" / "script.py", SCRIPT)
+    write(tmp_path / "work" / "sibling.py", "")
+    result = nvscope_cmd("run", "--enable", "fuse_matmul", "--enable", "static_fusion_count,kernel_profile",
+                         "--disable", "matmul_expr_eval", str(script), "--enable", "x", "-m", "y", cwd=tmp_path)
+    assert result.returncode == 3, result.stderr
+    options = "NVFUSER_ENABLE=fuse_matmul,kernel_profile,static_fusion_count NVFUSER_DISABLE=matmul_expr_eval"
+    assert result.stdout.splitlines() == [
+        f"options: {options}",
+        f"argv: {[str(script), '--enable', 'x', '-m', 'y']}",
+        "development mode: True",
+        f"main: __main__ {script}",
+    ]
+    assert result.stderr.splitlines()[:2] == [
+        f"nvscope run: options {options}",
+        "nvscope audit: no nvFuser fusion executed",
+    ]
+
+
+def test_run_after_double_dash_and_relative_path(tmp_path: Path) -> None:
+    write(tmp_path / "script.py", SCRIPT)
+    write(tmp_path / "sibling.py", "")
+    result = nvscope_cmd("run", "--disable=fma", "--", "script.py", "--flag", cwd=tmp_path)
+    assert result.returncode == 3, result.stderr
+    assert "options: NVFUSER_DISABLE=fma" in result.stdout
+    assert "argv: ['script.py', '--flag']" in result.stdout
+
+
+def test_run_module(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    module = write(site / "pkg" / "tool.py", """\
+        import sys
+        import nvscope
+        print("options:", nvscope.current_options().as_shell())
+        print("argv:", sys.argv)
+        print("name:", __name__)
+    """)
+    write(site / "pkg" / "__init__.py", "")
+    write(site / "pkg" / "__main__.py", "import nvscope; print('package main', nvscope.current_options().as_shell())")
+    result = nvscope_cmd("run", "--enable", "fuse_matmul", "-m", "pkg.tool", "a", "--b", cwd=tmp_path, path=[site])
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "options: NVFUSER_ENABLE=fuse_matmul",
+        f"argv: {[str(module), 'a', '--b']}",
+        "name: __main__",
+    ]
+    assert result.stderr.startswith("nvscope run: options NVFUSER_ENABLE=fuse_matmul\n")
+    package = nvscope_cmd("run", "--disable", "fma", "-m", "pkg", cwd=tmp_path, path=[site])
+    assert package.stdout == "package main NVFUSER_DISABLE=fma\n"
+
+
+def test_run_module_from_the_working_directory(tmp_path: Path) -> None:
+    write(tmp_path / "here.py", "import sys; print(sys.argv[1:])")
+    result = nvscope_cmd("run", "-m", "here", "x", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "['x']\n"
+
+
+def test_run_unknown_option_exits_2_before_running(tmp_path: Path) -> None:
+    write(tmp_path / "script.py", "open('ran', 'w').close()")
+    result = nvscope_cmd("run", "--enable", "fuse_matmu", "script.py", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "unknown nvFuser enable option 'fuse_matmu'; did you mean 'fuse_matmul'" in result.stderr
+    assert not (tmp_path / "ran").exists()
+    wrong_list = nvscope_cmd("run", "--enable", "matmul_expr_eval", "script.py", cwd=tmp_path)
+    assert wrong_list.returncode == 2
+    # The hint speaks the command line, not Python's nv_options(disable=[...]).
+    assert wrong_list.stderr == ("nvscope run: error: 'matmul_expr_eval' is an nvFuser disable option, not an enable "
+                                 "option: pass it as --disable matmul_expr_eval\n")
+    other_way = nvscope_cmd("run", "--enable", "kernel_profile", "--disable", "fuse_matmul", "script.py", cwd=tmp_path)
+    assert other_way.returncode == 2
+    assert other_way.stderr.endswith("not a disable option: pass it as --enable fuse_matmul\n")
+    upper = nvscope_cmd("run", "--disable", "FMA", "script.py", cwd=tmp_path)
+    assert upper.returncode == 2 and "did you mean 'fma'?" in upper.stderr
+    assert not (tmp_path / "ran").exists()
+
+
+def test_run_names_may_be_separated_by_spaces(tmp_path: Path) -> None:
+    write(tmp_path / "script.py", "import nvscope; print(nvscope.current_options().as_shell())")
+    result = nvscope_cmd("run", "--no-audit", "--enable", "fuse_matmul kernel_profile, static_fusion_count",
+                         "script.py", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "NVFUSER_ENABLE=fuse_matmul,kernel_profile,static_fusion_count\n"
+
+
+def test_run_of_a_program_that_leaves_a_scope_open(tmp_path: Path) -> None:
+    write(tmp_path / "leaks.py", """\
+        import sys
+        import nvscope
+        nvscope.nv_options(disable=["fma"]).__enter__()
+        print("options:", nvscope.current_options().as_shell())
+        sys.exit(5)
+    """)
+    result = nvscope_cmd("run", "--enable", "fuse_matmul", "leaks.py", cwd=tmp_path)
+    assert result.returncode == 5, result.stderr  # the program's exit code, not nvscope's
+    assert result.stdout == "options: NVFUSER_ENABLE=fuse_matmul NVFUSER_DISABLE=fma\n"
+    assert "Traceback" not in result.stderr and "RuntimeError" not in result.stderr
+    assert ("UnclosedScopeWarning: the program ended with 1 scope(s) it entered still open (innermost first): "
+            "nv_options(enable=[], disable=['fma'])") in result.stderr
+    assert "nvscope run: options NVFUSER_ENABLE=fuse_matmul\nnvscope audit: no nvFuser fusion executed" in (
+        result.stderr)
+
+
+def test_run_summary_names_the_process_wide_options_as_shell_words(tmp_path: Path) -> None:
+    write(tmp_path / "plain.py", "")
+    result = nvscope_cmd("run", "--enable", "fuse_matmul", "plain.py", cwd=tmp_path,
+                         NVFUSER_ENABLE="p2p_protocol(put)", NVFUSER_DISABLE="kernel_reuse")
+    assert result.returncode == 0, result.stderr
+    # Quoted as in the repro command: pasted into a shell, the line sets the same value.
+    assert result.stderr.splitlines()[0] == (
+        "nvscope run: options NVFUSER_ENABLE=fuse_matmul (and NVFUSER_ENABLE='p2p_protocol(put)' "
+        "NVFUSER_DISABLE=kernel_reuse from the environment, for the whole process)"), result.stderr
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("missing.py",), "can't open file"),
+    (("-m", "no_such_module"), "No module named 'no_such_module'"),
+    ((), "give the script to run"),
+])
+def test_run_missing_target_exits_2(tmp_path: Path, args: tuple[str, ...], message: str) -> None:
+    result = nvscope_cmd("run", "--enable", "fuse_matmul", *args, cwd=tmp_path)
+    assert result.returncode == 2
+    assert message in result.stderr
+
+
+def test_run_script_raising(tmp_path: Path) -> None:
+    write(tmp_path / "boom.py", """\
+        def fail():
+            raise ValueError("boom")
+        fail()
+    """)
+    result = nvscope_cmd("run", "--enable", "fuse_matmul", "boom.py", cwd=tmp_path)
+    assert result.returncode == 1
+    traceback = result.stderr[:result.stderr.index("nvscope run: options")]
+    assert traceback.startswith("Traceback (most recent call last):")
+    assert 'boom.py", line 3, in <module>' in traceback
+    assert traceback.rstrip().endswith("ValueError: boom")
+    assert "runpy" not in traceback and "cli.py" not in traceback  # only the program's frames
+    assert "nvscope run: options NVFUSER_ENABLE=fuse_matmul" in result.stderr
+
+
+@pytest.mark.parametrize(("source", "code", "stderr"), [
+    ("import sys; sys.exit('bad input')", 1, "bad input"),
+    ("import sys; sys.exit()", 0, ""),
+    ("raise SystemExit(7)", 7, ""),
+])
+def test_run_exit_codes(tmp_path: Path, source: str, code: int, stderr: str) -> None:
+    write(tmp_path / "script.py", source)
+    result = nvscope_cmd("run", "script.py", cwd=tmp_path)
+    assert result.returncode == code
+    assert result.stderr.startswith(stderr)
+    assert "nvscope run: options (none)" in result.stderr
+
+
+def test_run_no_audit(tmp_path: Path) -> None:
+    write(tmp_path / "script.py", "import nvscope; print(nvscope.current_options().as_shell())")
+    result = nvscope_cmd("run", "--no-audit", "--enable", "fuse_matmul", "script.py", cwd=tmp_path)
+    assert result.returncode == 0
+    assert result.stdout == "NVFUSER_ENABLE=fuse_matmul\n"
+    assert result.stderr == ""
+
+
+def _fake_thunder(site: Path) -> None:
+    """Just enough of Thunder's and nvFuser's modules for nvscope.thunder.install() to patch."""
+    write(site / "nvfuser_direct" / "__init__.py", """\
+        class FusionDefinition:
+            def execute(self, inputs, **kwargs):
+                return inputs
+
+        def version():
+            return "0.2.35"
+    """)
+    write(site / "thunder" / "__init__.py", """\
+        __version__ = "0.0.fake"
+        import nvfuser_direct
+        from thunder.executors import nvfuserex_impl, torch_autograd
+    """)
+    write(site / "thunder" / "executors" / "__init__.py", "")
+    write(site / "thunder" / "executors" / "nvfuserex.py", "def nvfuser_version():\n    return '0.2.35'\n")
+    write(site / "thunder" / "executors" / "nvfuserex_impl.py", """\
+        from nvfuser_direct import FusionDefinition
+
+        class FusionDefinitionWrapper:
+            # Thunder's is a slots dataclass with these fields; the adapter checks for them before patching.
+            __slots__ = ("get_fd", "to_descriptors", "name", "use_cache", "last_used", "last_inputs",
+                         "store_inputs", "enable_options", "disable_options")
+
+            def __call__(self, *args):
+                return args
+    """)
+    write(site / "thunder" / "executors" / "torch_autograd.py", """\
+        class ThunderFunction:
+            @staticmethod
+            def forward(ctx, *args):
+                return args
+
+            @staticmethod
+            def backward(ctx, *grads):
+                return grads
+    """)
+
+
+def test_run_installs_the_thunder_adapter_when_the_program_imports_thunder(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    _fake_thunder(site)
+    write(tmp_path / "uses_thunder.py", """\
+        import nvscope.nvfuser
+        import nvscope.thunder
+        assert not nvscope.thunder.installed()
+        import thunder
+        print(nvscope.thunder.installed(), nvscope.nvfuser.frontends(), type(thunder.__loader__).__name__)
+    """)
+    write(tmp_path / "uses_nvfuser.py", """\
+        import nvscope.nvfuser
+        import nvfuser_direct
+        print(nvscope.nvfuser.frontends())
+    """)
+    result = nvscope_cmd("run", "--enable", "fuse_matmul", "uses_thunder.py", cwd=tmp_path, path=[site])
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "True [] SourceFileLoader\n"  # the module keeps its real loader
+    direct = nvscope_cmd("run", "--enable", "fuse_matmul", "uses_nvfuser.py", cwd=tmp_path, path=[site])
+    assert direct.stdout == "['nvfuser_direct']\n", direct.stderr
+    off = nvscope_cmd("run", "--enable", "fuse_matmul", "uses_thunder.py", cwd=tmp_path, path=[site],
+                      NVSCOPE_AUTOINSTALL="0")
+    assert off.stdout.startswith("False")
+    assert "no nvscope adapter was installed" in off.stderr
+
+
+def test_tools_import_no_heavy_modules(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", "import sys, nvscope.cli, nvscope.pytest_plugin; "
+                               "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'thunder') "
+                               "or m.startswith('nvfuser')))"],
+        env={**os.environ, "PYTHONPATH": str(REPO)}, cwd=tmp_path, capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "[]\n"
+
+
+# --- options --probe: nvFuser's own list against the catalog ------------------------------------------------------
+
+def test_probe_without_nvfuser_fails_clearly() -> None:
+    done = subprocess.run([sys.executable, "-m", "nvscope", "options", "--probe"], capture_output=True, text=True,
+                          timeout=120)
+    if "nvfuser" in done.stdout.lower() and done.returncode == 0:
+        pytest.skip("an nvFuser that runs is installed here")
+    assert done.returncode == 1
+    assert "nvscope options --probe: nvFuser did not list its enable options" in done.stderr
+
+
+@pytest.mark.parametrize(("extra", "code"), [(set(), 0), ({"brand_new_option"}, 1)])
+def test_probe_compares_with_the_catalog(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+                                         extra: set[str], code: int) -> None:
+    from nvscope import cli
+    from nvscope._core import _catalog_probe as _probe
+
+    known = nvscope.catalog()
+    accepted = {"enable": (known.names("enable") - {"fuse_matmul"}) | extra, "disable": known.names("disable")}
+    monkeypatch.setattr(_probe, "probe_installed", lambda: {k: frozenset(v) for k, v in accepted.items()})
+    assert cli.main(["options", "--probe"]) == code
+    out = capsys.readouterr().out
+    assert "in the catalog for this version but not accepted by this build: fuse_matmul" in out
+    assert ("accepted by nvFuser but missing from the catalog: brand_new_option" in out) == bool(extra)

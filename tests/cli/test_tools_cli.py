@@ -1,0 +1,179 @@
+"""``nvscope profile``, ``nvscope bisect`` and ``nvscope bisect --subprocess`` (nvscope._cli._profile_bisect_cmd), on
+scripts whose
+fusions are the Thunder double's. In process, the script is imported by the command (as `nvscope search` does);
+with --subprocess, each probe is a fresh ``python -m nvscope run --fusions=... script.py``."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from thunder_double import reset_nvscope
+
+from nvscope import OptionSet
+from nvscope._tools._bisect_process import bisect_program, run_line
+from nvscope._tools._bisect_report import exact_glob, nv_options_line
+from nvscope.cli import main
+
+TESTS = Path(__file__).resolve().parents[1]  # the doubles live at tests/ top level
+ROOT = TESTS.parent
+
+SCRIPT = f'''\
+import os, sys
+sys.path.insert(0, {str(TESTS)!r})
+import pytest
+from thunder_double import ThunderDouble
+import nvscope.thunder
+
+MONKEYPATCH = pytest.MonkeyPatch()
+double = ThunderDouble(MONKEYPATCH)
+nvscope.thunder.install()
+BREAKS = {{2: "fuse_matmul"}}
+wrappers = [double.make_wrapper(f"nvFusion{{i}}", breaks_with=BREAKS.get(i)) for i in range(6)]
+
+def step():
+    x = 1.0
+    for w in wrappers:
+        (x,) = w(x)
+    return x
+
+if __name__ == "__main__":
+    try:
+        step()
+    except RuntimeError:
+        if os.environ.get("CRASH"):
+            os.abort()  # as a CUDA abort would: no Python exception, no exit code of its own
+        raise
+'''
+
+
+@pytest.fixture
+def script(tmp_path: Path) -> Iterator[Path]:
+    path = tmp_path / "train.py"
+    path.write_text(SCRIPT)
+    yield path
+    imported = sys.modules.pop("__nvscope_search__", None)
+    reset_nvscope()
+    if imported is not None and hasattr(imported, "MONKEYPATCH"):
+        imported.MONKEYPATCH.undo()
+
+
+def test_bisect_a_script_function(script: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = script.with_name("bisect.json")
+    code = main(["bisect", "--enable", "fuse_matmul,fast_math", "--disable", "matmul_expr_eval", "--json", str(out),
+                 "--quiet", f"{script}:step"])
+    stdout = capsys.readouterr().out
+    assert code == 0, stdout
+    assert ("culprit: options fuse_matmul (1-minimal: without any one of them it runs clean) on fusions "
+            "forward/nvFusion2 (of 6)") in stdout
+    assert "  reproduce: with nv_options(enable=['fuse_matmul'], fusions=['forward/nvFusion2']):" in stdout
+    assert "  repro script: " in stdout
+    assert "the given options on every fusion but the culprits': clean" in stdout
+    data = json.loads(out.read_text())
+    assert data["fusions"] == ["forward/nvFusion2"] and data["options"] == {"enable": ["fuse_matmul"], "disable": []}
+    assert data["probes"] == len(data["log"]) and data["line"].startswith("nv_options(")
+
+
+def test_bisect_that_does_not_reproduce_exits_with_1(script: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bisect", "--enable", "fast_math", "--quiet", f"{script}:step"]) == 1
+    assert "not reproduced" in capsys.readouterr().out
+
+
+def test_profile_a_script_function_writes_table_json_and_chart(script: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("matplotlib")
+    paths = {kind: script.with_name(f"profile.{kind}") for kind in ("json", "png", "txt")}
+    code = main(["profile", "--enable", "fuse_matmul", "--rounds", "5", "--steps", "1", "--quiet",
+                 "--json", str(paths["json"]), "--plot", str(paths["png"]), "--table", str(paths["txt"]),
+                 f"{script}:step"])
+    stdout = capsys.readouterr().out
+    assert code == 0, stdout
+    assert stdout.startswith("nvscope profile: fuse_matmul against the defaults, per fusion")
+    assert "FAILED under the options" in stdout  # fusion 2 breaks under fuse_matmul: a row, not the end
+    assert paths["txt"].read_text().rstrip("\n") == stdout.rstrip("\n")
+    rows = json.loads(paths["json"].read_text())["rows"]
+    assert [r["fusion"] for r in rows] == [f"forward/nvFusion{i}" for i in range(6)]
+    assert [r["status"] for r in rows].count("failed") == 1
+    assert paths["png"].stat().st_size > 1000
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["bisect", "--enable", "fast_maht", "nope.py:step"], "unknown nvFuser enable option 'fast_maht'"),
+    (["profile", "nope.py:step"], "give the options"),
+    (["bisect", "--enable", "fast_math", "nope.py"], "names no function"),
+    (["profile", "--enable", "fast_math", "nope.py:step"], "no such file"),
+    (["bisect", "--enable", "fast_math", "--subprocess", "nope.py"], "no such file"),
+    (["bisect", "--enable", "fast_math", "--subprocess", "--check", "numerics", "nope.py"],
+     "--check: not with --subprocess"),
+    (["bisect", "--enable", "fast_math", "--timeout", "5", "nope.py:step"], "--timeout: not without --subprocess"),
+])
+def test_bad_command_lines_exit_with_2(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_probe_command_lines() -> None:
+    line = run_line(OptionSet(["fuse_matmul", "fast_math"], ["matmul_expr_eval"]), ("backward/nvFusion3", "a/b*[1]"),
+                    ["train.py", "--steps", "1"], module=False, python="python")
+    assert line == ["python", "-m", "nvscope", "run", "--no-audit", "--enable=fast_math,fuse_matmul",
+                    "--disable=matmul_expr_eval", "--fusions=backward/nvFusion3", "--fusions=a/b[*][[]1]", "--",
+                    "train.py", "--steps", "1"]
+    assert exact_glob("forward/nvFusion0") == "forward/nvFusion0"
+    assert nv_options_line(OptionSet(["fast_math"]), ("call/FusionDefinition#2", "x/a*")) == (
+        "nv_options(enable=['fast_math'], fusions=['call/FusionDefinition#2', 'x/a[*]'])")
+
+
+@pytest.mark.parametrize("crash", [False, True])
+def test_bisect_a_program_one_process_per_probe(script: Path, monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture[str], crash: bool) -> None:
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    if crash:
+        monkeypatch.setenv("CRASH", "1")
+    result = bisect_program([str(script)], enable=["fuse_matmul", "fast_math"], disable=["matmul_expr_eval"],
+                            timeout=120)
+    err = capsys.readouterr().err
+    assert result.reproduced and result.mode == "subprocess"
+    assert result.options == OptionSet(["fuse_matmul"]) and result.fusions == ("forward/nvFusion2",)
+    assert result.others_clean is True
+    assert ("killed by SIGABRT" if crash else "exit 1") in result.problem
+    assert err.count("nvscope bisect: probe ") == result.probes
+    assert result.command() == f"python -m nvscope run --enable fuse_matmul --fusions forward/nvFusion2 {script}"
+    if not crash:
+        assert result.repro_scripts and Path(result.repro_scripts[0]).is_file()
+
+
+def test_search_per_fusion_from_the_command_line(script: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = script.with_name("per_fusion.json")
+    code = main(["search", "--per-fusion", "--candidates", "fast_math", "--candidates", "fuse_matmul",
+                 "--rounds", "5", "--steps", "1", "--warmup", "1", "--quiet", "--json", str(out), f"{script}:step"])
+    stdout = capsys.readouterr().out
+    assert code == 0, stdout
+    assert "best candidate" in stdout and "\nverdict: " in stdout
+    data = json.loads(out.read_text())
+    assert [p["options"] for p in data["profiles"]] == [{"enable": ["fast_math"], "disable": []},
+                                                        {"enable": ["fuse_matmul"], "disable": []}]
+    # fuse_matmul breaks fusion 2: never its choice.
+    assert all(c["options"] != "fuse_matmul" for c in data["choices"] if c["fusion"] == "forward/nvFusion2")
+
+
+def test_the_tools_are_public_names_loaded_on_first_use() -> None:
+    import subprocess
+
+    code = (
+        "import sys, nvscope\n"
+        "tools = ('nvscope._tools._profile', 'nvscope._tools._bisect', 'nvscope._tools._search_fusions',\n"
+        "         'nvscope._tools._minimize')\n"
+        "assert not any(m in sys.modules for m in tools), [m for m in tools if m in sys.modules]\n"
+        "names = ('profile', 'ProfileResult', 'ProfileRow', 'bisect', 'BisectResult', 'search_fusions',\n"
+        "         'FusionSearchResult')\n"
+        "assert all(n in nvscope.__all__ and n in dir(nvscope) for n in names)\n"
+        "assert nvscope.profile.__module__ == 'nvscope._tools._profile'\n"
+        "assert nvscope.bisect.__module__ == 'nvscope._tools._bisect'\n"
+        "assert nvscope.search_fusions.__module__ == 'nvscope._tools._search_fusions'\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr

@@ -1,0 +1,230 @@
+"""Installing nvscope for real: the nvFuser wheel for a torch, the license in the wheel, one source for the version."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from nvscope._cli import _wheels as _install
+from nvscope._core import _version
+
+ROOT = Path(__file__).resolve().parents[2]
+SHARED_WHEELS = ROOT.parent / "shared" / "gpu" / "wheels"
+
+
+# --- which nvFuser wheel ------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("torch", "cuda", "package"), [
+    ("2.10.0+cu130", "13.0", "nvfuser-cu130-torch210"),
+    ("2.10.0+cu128", "12.8", "nvfuser-cu128-torch210"),
+    ("2.8.0+cu128", "12.8", "nvfuser-cu128-torch28"),
+    ("2.8.0", "12.9", "nvfuser-cu129-torch28"),  # no local label: torch.version.cuda decides
+    ("2.9.1+cu126", "12.6", "nvfuser-cu126-torch29"),
+    ("2.10.0rc3+cu128", "12.8", "nvfuser-cu128-torch210"),  # a release candidate is that release
+    ("2.5.1+cu118", "11.8.0", "nvfuser-cu118-torch25"),
+])
+def test_a_published_pair_gets_its_pip_line(torch: str, cuda: str, package: str) -> None:
+    hint = _install.nvfuser_wheel(torch, cuda, python=(3, 12), system="Linux", machine="x86_64")
+    assert hint.command == f"pip install {package}"
+
+
+def test_no_wheel_is_said_plainly_with_what_to_do() -> None:
+    def reason(torch: str, cuda: str | None, **where: object) -> str:
+        hint = _install.nvfuser_wheel(torch, cuda, **where)  # type: ignore[arg-type]
+        assert hint.command is None, hint
+        return hint.reason
+
+    assert "not a CUDA build" in reason("2.13.0+cpu", None)
+    # The H200's torch: no torch211 wheel known; the newest for CUDA 13.0 is named, and how to check for a new one.
+    text = reason("2.11.0+cu130", "13.0")
+    assert "nvfuser-cu130-torch211" in text and "pip index versions" in text
+    assert "torch 2.10" in text and "pip install nvfuser-cu130-torch210" in text
+    # A CUDA nvFuser has no wheel for, with this torch: the CUDA versions it does have.
+    text = reason("2.9.1+cu129", "12.9")
+    assert "nvfuser-cu126-torch29" in text and "nvfuser-cu130-torch29" in text
+    # A wheel that exists but is older than per-call options.
+    text = reason("2.4.1+cu121", "12.1")
+    assert "0.2.9" in text and "0.2.23" in text and "nvfuser-cu121-torch25" in text
+    assert "source build" in reason("2.8.0a0+5228986c39.nv25.06", "12.9")
+    assert "Python 3.10 and 3.12" in reason("2.10.0+cu130", "13.0", python=(3, 11))
+    assert "x86_64" in reason("2.10.0+cu130", "13.0", system="Linux", machine="aarch64")
+    assert "not a version" in reason("banana", "13.0")
+    assert "not one nvscope can read" in reason("2.10.0", "thirteen")
+
+
+def test_a_torch_nightly_gets_nvfusers_nightly_with_the_caveat() -> None:
+    hint = _install.nvfuser_wheel("2.12.0.dev20260301+cu130", "13.0")
+    assert hint.command == "pip install --pre nvfuser-cu130 --extra-index-url https://pypi.nvidia.com"
+    assert "no compatibility" in hint.reason
+    assert _install.nvfuser_wheel("2.12.0.dev20260301+cu129", "12.9").command is None
+
+
+def test_the_table_in_the_install_page_is_what_the_code_answers() -> None:
+    text = (ROOT / "docs" / "install-gpu.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| `([^`]+)` \| `([^`]+)` \| (.+) \|$", text, flags=re.MULTILINE)
+    assert len(rows) >= 8
+    for torch, cuda, answer in rows:
+        hint = _install.nvfuser_wheel(torch, None if cuda == "None" else cuda, python=(3, 12), system="Linux",
+                                      machine="x86_64")
+        shown = re.fullmatch(r"`(pip install [^`]+)`", answer)
+        assert hint.command == (shown[1] if shown else None), (torch, cuda, answer, hint)
+
+
+def test_the_naming_matches_a_real_nvfuser_wheel() -> None:
+    wheels = sorted(SHARED_WHEELS.glob("nvfuser_*.whl")) if SHARED_WHEELS.is_dir() else []
+    if not wheels:
+        pytest.skip(f"no nvFuser wheel in {SHARED_WHEELS}")
+    import zipfile
+
+    for wheel in wheels:
+        with zipfile.ZipFile(wheel) as archive:
+            metadata = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
+            name = re.search(r"^Name: (\S+)$", archive.read(metadata).decode(), flags=re.MULTILINE)
+        assert name is not None
+        found = re.fullmatch(r"nvfuser_cu(\d+)(\d)_torch(\d)(\d+)", name[1])
+        assert found is not None, name[1]
+        torch, cuda = f"{found[3]}.{found[4]}.0", f"{found[1]}.{found[2]}"
+        hint = _install.nvfuser_wheel(torch, cuda)
+        assert hint.command == f"pip install {name[1].replace('_', '-')}"
+
+
+def test_an_installed_nvfuser_for_another_torch_is_named() -> None:
+    assert _install.mismatch("nvfuser_cu130_torch210", "2.10.0+cu130", "13.0") is None
+    problem = _install.mismatch("nvfuser_cu130_torch210", "2.11.0+cu130", "13.0")
+    assert problem is not None and "torch 2.10" in problem and "2.11.0+cu130" in problem
+    problem = _install.mismatch("nvfuser-cu128-torch28", "2.8.0+cu126", "12.6")
+    assert problem == "nvfuser-cu128-torch28 is built for CUDA 12.8, but torch's CUDA is 12.6"
+    assert _install.mismatch("something_else", "2.8.0", "12.8") is None
+
+
+def test_install_hint_reads_the_installed_torch(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = types.ModuleType("torch")
+    fake.__version__ = "2.10.0+cu130"  # type: ignore[attr-defined]
+    fake.version = types.SimpleNamespace(cuda="13.0")  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    monkeypatch.setattr("importlib.util.find_spec", lambda name, package=None: object())
+    monkeypatch.setattr("platform.system", lambda: "Linux")
+    monkeypatch.setattr("platform.machine", lambda: "x86_64")
+    hint = _install.install_hint()
+    if sys.version_info[:2] in _install.PYTHONS:
+        assert hint.startswith("pip install nvfuser-cu130-torch210  (")
+    else:
+        assert "Python 3.10 and 3.12" in hint and "nvfuser-cu130-torch210" in hint
+
+
+def test_install_hint_without_torch(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr("importlib.util.find_spec", lambda name, package=None: None if name == "torch" else
+                        real(name, package))
+    assert _install.install_hint().startswith("install a CUDA build of torch first")
+
+
+# --- the version: one source --------------------------------------------------------------------------------------
+
+def test_the_version_is_pyprojects() -> None:
+    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    declared = _version.from_pyproject(text)
+    if sys.version_info >= (3, 11):
+        import tomllib
+
+        assert declared == tomllib.loads(text)["project"]["version"]
+    assert declared is not None and re.fullmatch(r"\d+\.\d+\.\d+\S*", declared)
+    import nvscope
+
+    assert nvscope.__version__ == declared
+
+
+def test_the_pyproject_reader_takes_only_nvscopes_project_table() -> None:
+    assert _version.from_pyproject('[project]\nname = "nvscope"\nversion = "1.2.3"  # bumped\n') == "1.2.3"
+    assert _version.from_pyproject('[project]\nname = "other"\nversion = "1.2.3"\n') is None
+    assert _version.from_pyproject('[tool.x]\nversion = "9"\n[project]\nname = "nvscope"\nversion = \'2.0\'\n') == "2.0"
+    assert _version.from_pyproject('[project]\nname = "nvscope"\n[tool.x]\nversion = "9"\n') is None
+
+
+def _copy_package(target: Path) -> None:
+    shutil.copytree(ROOT / "nvscope", target / "nvscope", ignore=shutil.ignore_patterns("__pycache__"))
+
+
+def _version_in(path: Path, code: str = "import nvscope; print(nvscope.__version__)") -> str:
+    # -S and cwd: neither site-packages nor the checkout (an editable install's nvscope.egg-info) can answer instead.
+    done = subprocess.run([sys.executable, "-S", "-c", f"import sys; sys.path.insert(0, {str(path)!r}); {code}"],
+                          cwd=path, capture_output=True, text=True, timeout=60, check=True)
+    return done.stdout.strip()
+
+
+def test_an_installed_copy_reads_its_metadata(tmp_path: Path) -> None:
+    _copy_package(tmp_path)
+    info = tmp_path / "nvscope-7.8.9.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.4\nName: nvscope\nVersion: 7.8.9\n")
+    assert _version_in(tmp_path) == "7.8.9"
+    assert _version_in(tmp_path, "from nvscope.cli import main; main(['--version'])") == "nvscope 7.8.9"
+
+
+def test_a_source_tree_wins_over_stale_metadata(tmp_path: Path) -> None:
+    _copy_package(tmp_path)
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "nvscope"\nversion = "3.0.0"\n')
+    info = tmp_path / "nvscope-2.0.0.dist-info"  # e.g. an editable install made before the version was bumped
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.4\nName: nvscope\nVersion: 2.0.0\n")
+    assert _version_in(tmp_path) == "3.0.0"
+
+
+def test_neither_source_nor_metadata_says_so(tmp_path: Path) -> None:
+    _copy_package(tmp_path)
+    assert _version_in(tmp_path) == _version.UNKNOWN
+
+
+def test_reading_the_version_keeps_import_nvscope_light() -> None:
+    code = ("import sys, nvscope; before = 'importlib.metadata' in sys.modules; v = nvscope.__version__; "
+            "print(before, bool(v))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                          check=True)
+    assert done.stdout.split() == ["False", "True"]
+
+
+# --- the license --------------------------------------------------------------------------------------------------
+
+def test_the_license_is_the_apache_2_text_declared_in_pyproject() -> None:
+    text = (ROOT / "LICENSE").read_text(encoding="utf-8")
+    assert "Apache License" in text and "Version 2.0, January 2004" in text
+    assert "END OF TERMS AND CONDITIONS" in text
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    assert re.search(r'^license = "Apache-2.0"$', pyproject, flags=re.MULTILINE)
+    assert re.search(r'^license-files = \["LICENSE"\]$', pyproject, flags=re.MULTILINE)
+
+
+def test_the_wheel_carries_the_license(tmp_path: Path) -> None:
+    # Built from a copy, so that the build's own files (build/, *.egg-info) stay out of the checkout.
+    source = tmp_path / "source"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md", "LICENSE", "_nvscope_pytestplugin.py"):
+        shutil.copy(ROOT / name, source / name)
+    _copy_package(source)
+    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path / "dist"),
+                           str(source)], capture_output=True, text=True, timeout=300)
+    if done.returncode != 0 and "No matching distribution found for setuptools" in done.stderr:
+        pytest.skip("pip cannot fetch the build backend here (no package index)")
+    assert done.returncode == 0, done.stderr
+    import zipfile
+
+    (wheel,) = (tmp_path / "dist").glob("nvscope-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        metadata = archive.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
+        entry_points = archive.read(next(n for n in names if n.endswith(".dist-info/entry_points.txt"))).decode()
+    assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names), names
+    assert "nvscope/_child/sitecustomize.py" in names  # nvscope run's hook for child processes (package data)
+    # The pytest plugin's entry point: a top-level module, so that it can load without nvscope.
+    assert "_nvscope_pytestplugin.py" in names
+    assert "[pytest11]\nnvscope = _nvscope_pytestplugin\n" in entry_points
+    assert "License-Expression: Apache-2.0" in metadata and "License-File: LICENSE" in metadata
+    assert "Requires-Python: >=3.10" in metadata

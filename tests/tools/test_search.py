@@ -1,0 +1,469 @@
+"""nvscope search on CPU: a function that reads the active options, as an executor would, and whose speed and
+numerics depend on them. Big effects (x0.5, x2) and short sleeps, so verdicts are certain and the file is quick."""
+
+from __future__ import annotations
+
+import io
+import itertools
+import json
+import sys
+import time
+import warnings
+from typing import Any
+
+import pytest
+
+import nvscope
+from nvscope import OptionSet, UnknownOptionError, current_options
+from nvscope._measure._candidates import default_candidates, parse_candidate
+from nvscope._tools._search import search
+from nvscope._tools._search_report import SearchResult
+
+torch = pytest.importorskip("torch")
+# Most tests here search functions of a microsecond on purpose; tests/tools/test_search_timing.py tests that warning.
+pytestmark = pytest.mark.filterwarnings("ignore:nvscope.search. a call of the function takes:nvscope.NvscopeWarning")
+
+BASE_S = 0.004
+FAST = {"fast_math": 0.5, "memory_promotion": 0.6, "tma_inner_persistent": 0.7}  # time factors, alone
+QUICK = {"rounds": 5, "steps_per_round": 1, "warmup": 1, "progress": False}
+# For the tests that assert timing verdicts: enough rounds that a few disturbed ones (a busy 2-core CI machine
+# preempts a sleeping thread for milliseconds) cannot move the interval across 1.0.
+TIMED = {**QUICK, "rounds": 16}
+
+
+class Workload:
+    """``step(x)``: sleeps BASE_S x the factors of the active options, returns x (times 1.01 under tma_pointwise).
+
+    fast_math x0.5 and memory_promotion x0.6 compound; tma_inner_persistent is x0.7 alone but x1.5 on top of
+    fast_math (it conflicts); ws_normalization x2 (slower); tma_reduction alternates x0.5 / x1.5 from call to call
+    (no difference on median, with a wide interval); -fma raises. Every call's options are recorded.
+    """
+
+    def __init__(self) -> None:
+        self.calls: list[OptionSet] = []
+        self.parity = 0
+
+    def __call__(self, x: Any) -> Any:
+        options = current_options()
+        self.calls.append(options)
+        if "fma" in options.disable:
+            raise RuntimeError("INTERNAL ASSERT FAILED at csrc/scheduler/runtime_info.h:69\nthe rest of the message")
+        factor = 1.0
+        for name, f in FAST.items():
+            if name in options.enable:
+                factor *= 1.5 if name == "tma_inner_persistent" and "fast_math" in options.enable else f
+        if "ws_normalization" in options.enable:
+            factor *= 2.0
+        if "tma_reduction" in options.enable:
+            self.parity += 1
+            factor *= 0.5 if self.parity % 2 else 1.5
+        time.sleep(BASE_S * factor)
+        return x * 1.01 if "tma_pointwise" in options.enable else x.clone()
+
+
+@pytest.fixture
+def work() -> Workload:
+    return Workload()
+
+
+def test_verdicts_ranking_failures_and_the_greedy_combination(work: Workload) -> None:
+    candidates = ["fast_math", "memory_promotion", "tma_inner_persistent", "ws_normalization", "tma_reduction",
+                  "tma_pointwise", "-fma"]
+    result = search(work, torch.ones(4), candidates=candidates, **TIMED)
+    status = {row.label: row.status for row in result.rows}
+    assert status == {
+        "default": "baseline",
+        "fast_math": "faster", "memory_promotion": "faster", "tma_inner_persistent": "faster",
+        "ws_normalization": "slower", "tma_reduction": "no difference detected",
+        "tma_pointwise": "over tolerance", "-fma": "failed",
+        "fast_math + memory_promotion": "faster",
+        "fast_math + memory_promotion + tma_inner_persistent": "faster",  # than the default, not than the set
+    }
+    assert result["fast_math"].ratio is not None and result["fast_math"].ratio.median == pytest.approx(0.5, abs=0.1)
+    assert result["-fma"].error == "RuntimeError: INTERNAL ASSERT FAILED at csrc/scheduler/runtime_info.h:69"
+    assert result["-fma"].ratio is None and result["-fma"].ms_per_call is None
+    # Adding tma_inner_persistent was measured against the set it extends, in the same rounds, and was slower.
+    tried = result["fast_math + memory_promotion + tma_inner_persistent"]
+    assert tried.versus == "fast_math + memory_promotion"
+    assert tried.versus_ratio is not None and tried.versus_ratio.verdict == "slower"
+    kept = result["fast_math + memory_promotion"]
+    assert kept.versus == "fast_math" and kept.versus_ratio is not None and kept.versus_ratio.verdict == "faster"
+    assert result.recommended == OptionSet(["fast_math", "memory_promotion"])
+    assert [r.label for r in result.rows if r.recommended] == ["fast_math + memory_promotion"]
+    assert result.recommendation() == "nv_options(enable=['fast_math', 'memory_promotion'])"
+    ranked = [r.label for r in result.ranked()]
+    assert ranked[0] == "default" and ranked[-1] == "-fma"
+    assert ranked.index("fast_math + memory_promotion") < ranked.index("fast_math") < ranked.index("ws_normalization")
+    # Over tolerance: timed, ranked, marked, never recommended, and the output difference is reported.
+    over = result["tma_pointwise"]
+    assert over.numerics is not None and not over.numerics.ok and "out: rel diff" in over.numerics.detail
+    assert over.numerics.max_abs_diff == pytest.approx(0.01) and over.numerics.max_rel_diff == pytest.approx(0.01)
+
+
+def test_every_call_runs_under_exactly_one_variant_and_nothing_leaks(work: Workload) -> None:
+    result = search(work, torch.ones(2), candidates=["-fma", "fast_math"], **QUICK)
+    allowed = {OptionSet(), OptionSet(disable=["fma"]), OptionSet(["fast_math"])}
+    assert set(work.calls) == allowed
+    failing = work.calls.index(OptionSet(disable=["fma"]))
+    assert work.calls[failing + 1:].count(OptionSet(disable=["fma"])) == 0  # skipped after its failure
+    assert current_options() == OptionSet()
+    # 1 first call + 1 warm-up + 5 rounds of 1 call.
+    assert work.calls.count(OptionSet(["fast_math"])) == 1 + 1 + 5
+    assert result["fast_math"].ratio is not None and result["fast_math"].ratio.rounds == 5
+
+
+def test_a_failure_while_timed_is_reported_and_dropped() -> None:
+    count = {"n": 0}
+
+    def flaky(x: Any) -> Any:
+        if "fast_math" in current_options().enable:
+            count["n"] += 1
+            if count["n"] > 4:  # first call and warm-up pass; it breaks in the rounds
+                raise ValueError("out of memory")
+        time.sleep(0.0005)
+        return x
+
+    result = search(flaky, 1.0, candidates=["fast_math", "tma_pointwise"], **QUICK)
+    assert result["fast_math"].error is not None and result["fast_math"].error.endswith("ValueError: out of memory")
+    assert "while timed, round" in result["fast_math"].error
+    assert result["tma_pointwise"].ratio is not None and result["tma_pointwise"].ratio.rounds == 5
+
+
+def test_runs_in_development_mode_and_restores_the_setting(work: Workload) -> None:
+    seen = []
+
+    def fn(x: Any) -> Any:
+        seen.append(nvscope.development_mode())
+        return x
+
+    nvscope.set_development_mode(False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", nvscope.DevelopmentModeWarning)
+        search(fn, 1.0, candidates=["fast_math"], **QUICK)
+    assert all(seen) and seen
+    assert nvscope.set_development_mode(True) is False  # the previous setting is back
+
+
+def test_the_default_failing_stops_the_search() -> None:
+    def broken(x: Any) -> Any:
+        raise KeyError("no such parameter")
+
+    with pytest.raises(KeyError, match="no such parameter"):
+        search(broken, 1.0, candidates=["fast_math"], **QUICK)
+    assert current_options() == OptionSet()
+
+
+def test_winners_that_contradict_each_other_are_not_combined() -> None:
+    def step(x: Any) -> Any:  # id_model and -id_model: both faster, alone; together they are no option set
+        options = current_options()
+        time.sleep(BASE_S * (0.5 if "id_model" in options.enable else 0.6 if "id_model" in options.disable else 1))
+        return x
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", nvscope.NvscopeWarning)  # nothing stopped early
+        result = search(step, 1.0, candidates=["id_model", "-id_model"], **TIMED)
+    assert result["id_model"].status == result["-id_model"].status == "faster"
+    assert [r.stage for r in result.rows] == ["default", "candidate", "candidate"]  # no combination was run
+    assert "id_model + -id_model not tried: it would enable and disable id_model" in result.notes
+    assert result.recommended == OptionSet(["id_model"])
+
+
+def test_a_failure_late_in_the_search_keeps_what_was_measured() -> None:
+    combined: list[bool] = []
+
+    def step(x: Any) -> Any:
+        options = current_options()
+        if len(options.enable) == 2:
+            combined.append(True)
+        elif not options and combined:
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")  # the default, at last
+        time.sleep(BASE_S * (0.5 if options.enable else 1))
+        return x
+
+    with pytest.warns(nvscope.NvscopeWarning, match="stopped early"):
+        result = search(step, 1.0, candidates=["fast_math", "memory_promotion"], **TIMED)
+    assert result["fast_math"].status == result["memory_promotion"].status == "faster"  # measured, kept
+    note = next(n for n in result.notes if n.startswith("the search stopped early"))
+    assert "RuntimeError: CUDA error: an illegal memory access was encountered" in note
+    assert result.recommended in (OptionSet(["fast_math"]), OptionSet(["memory_promotion"]))  # the best measured
+    assert "note: the search stopped early" in result.table()
+
+
+def test_progress_to_a_closed_stderr_does_not_stop_the_search(work: Workload, monkeypatch: pytest.MonkeyPatch) -> None:
+    closed = io.StringIO()
+    closed.close()
+    monkeypatch.setattr(sys, "stderr", closed)
+    result = search(work, torch.ones(1), candidates=["fast_math"], **{**QUICK, "progress": True})
+    assert result["fast_math"].ratio is not None
+
+
+# --- numerics ---------------------------------------------------------------------------------------------------
+
+def test_a_reused_output_buffer_does_not_hide_a_difference() -> None:
+    buffer = torch.zeros(3)
+
+    def in_place(x: Any) -> Any:
+        buffer.fill_(2.0 if "fast_math" in current_options().enable else 1.0)
+        return buffer  # every call returns the same tensor
+
+    result = search(in_place, None, candidates=["fast_math", "tma_pointwise"], **QUICK)
+    assert result["fast_math"].numerics is not None and result["fast_math"].numerics.max_abs_diff == 1.0
+    assert not result["fast_math"].numerics.ok
+    assert result["tma_pointwise"].numerics is not None and result["tma_pointwise"].numerics.max_abs_diff == 0.0
+
+
+@pytest.mark.parametrize(("bad", "kind"), [(float("nan"), "NaN"), (float("inf"), "Inf")])
+def test_nan_and_inf_anywhere_show(bad: float, kind: str) -> None:
+    def fn(x: Any) -> Any:
+        out = x.clone()
+        if "fast_math" in current_options().enable:
+            out[1, 2] = bad
+        return {"hidden": [1, out]}
+
+    result = search(fn, torch.ones(2, 4), candidates=["fast_math"], **QUICK)
+    n = result["fast_math"].numerics
+    assert n is not None and not n.ok
+    assert n.nonfinite == f"{kind} in out['hidden'][1] (1)"
+    assert "NaN/Inf where the default has none" in n.detail
+    assert result.recommended == OptionSet()
+    assert result.recommendation().startswith("keep the defaults")
+
+
+class Opaque:
+    """An output neither tool can compare."""
+
+
+@pytest.mark.parametrize(("default", "candidate", "verdict", "detail"), [
+    (None, None, "not compared", ""),  # nothing to judge: not "ok"
+    ("text", "text", "ok", ""),  # str are compared for equality
+    ("text", "other", "over", "out: 'text' became 'other'"),
+    (1 + 2j, 1 + 3j, "over", "out: rel diff 0.45 > 1e-07"),
+    ({"y": 1.0}, {"x": 1.0}, "over", "the structure differs: out['y'] only in the default; out['x'] only in this"),
+    ([1.0, [2.0]], [[1.0], 2.0], "over", "the structure differs: out[0], out[1][0] only in the default; out[0][0], "),
+    (1.0, "a", "over", "out: a float became a str"),
+    (True, 1, "over", "out: a bool became an int"),
+])
+def test_outputs_without_numbers_are_not_called_ok(default: Any, candidate: Any, verdict: str, detail: str) -> None:
+    result = search(lambda: candidate if current_options() else default, candidates=["fast_math"], **QUICK)
+    n = result["fast_math"].numerics
+    assert n is not None and n.verdict == verdict and n.detail.startswith(detail)
+    assert (result["fast_math"].status == "over tolerance") == (verdict == "over")
+    row = next(line for line in result.table().splitlines() if " fast_math " in line)
+    assert f"  {'OVER: ' + detail if verdict == 'over' else verdict}" in row
+
+
+def test_objects_that_cannot_be_compared_are_named() -> None:
+    result = search(lambda: (torch.ones(2), Opaque()), candidates=["fast_math"], **QUICK)
+    n = result["fast_math"].numerics
+    assert n is not None and n.verdict == "ok" and n.compared == 1 and n.uncompared == "out[1] (an Opaque)"
+    assert "ok; not compared: out[1] (an Opaque)" in result.table()
+    assert SearchResult.from_json(result.to_json()) == result
+
+
+def test_tolerance_is_user_settable(work: Workload) -> None:
+    strict = search(work, torch.ones(3), candidates=["tma_pointwise"], **QUICK)
+    loose = search(work, torch.ones(3), candidates=["tma_pointwise"], tolerance=0.05, **QUICK)
+    assert strict["tma_pointwise"].status == "over tolerance"
+    assert loose["tma_pointwise"].numerics is not None and loose["tma_pointwise"].numerics.ok
+    assert loose.tolerance == 0.05
+
+
+def test_default_tolerance_follows_the_dtype() -> None:
+    def fn(x: Any) -> Any:
+        return x * (1.005 if "fast_math" in current_options().enable else 1.0)
+
+    half = search(fn, torch.ones(3, dtype=torch.bfloat16), candidates=["fast_math"], **QUICK)
+    full = search(fn, torch.ones(3, dtype=torch.float32), candidates=["fast_math"], **QUICK)
+    ints = search(lambda n: n + ("fast_math" in current_options().enable), 3, candidates=["fast_math"], **QUICK)
+    assert half["fast_math"].numerics is not None and half["fast_math"].numerics.ok  # within bf16's 4e-2
+    assert full["fast_math"].status == "over tolerance"  # beyond fp32's 1e-4
+    assert ints["fast_math"].status == "over tolerance"  # integers must match exactly
+
+
+def test_gradients_are_compared_with_backward_true() -> None:
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 3)
+    x = torch.randn(5, 4, requires_grad=True)
+
+    def loss(x: Any) -> Any:
+        scale = 1.02 if "fast_math" in current_options().enable else 1.0
+        return (model(x) ** 2).mean() * scale
+
+    result = search(loss, x, candidates=["fast_math", "tma_pointwise"], backward=True, module=model, **QUICK)
+    fast, same = result["fast_math"].numerics, result["tma_pointwise"].numerics
+    assert fast is not None and same is not None
+    assert fast.compared == same.compared == 4  # the loss, weight.grad, bias.grad (model) and x.grad (argument)
+    assert not fast.ok and fast.detail.startswith("out: rel diff")
+    assert same.ok and same.max_abs_diff == 0.0
+    assert model.weight.grad is not None  # the search really ran backward
+
+
+def test_gradients_of_a_function_that_runs_backward_itself_are_compared() -> None:
+    w = torch.ones(3, requires_grad=True)
+
+    def step(w: Any) -> None:
+        scale = 2.0 if "fast_math" in current_options().enable else 1.0
+        (w * scale).sum().backward()  # returns nothing: only the gradient can show the difference
+
+    result = search(step, w, candidates=["fast_math"], **QUICK)
+    n = result["fast_math"].numerics
+    assert n is not None and not n.ok and n.detail.startswith("grad[arg0]") and n.max_abs_diff == 1.0
+
+
+def test_backward_true_needs_a_scalar_loss() -> None:
+    with pytest.raises(TypeError, match="scalar loss tensor"):
+        search(lambda: torch.ones(2, requires_grad=True) * 2, candidates=["fast_math"], backward=True, **QUICK)
+
+
+def test_an_unrepeatable_default_is_noted() -> None:
+    counter = itertools.count()  # the search calls the default many times: a sample lasts at least a millisecond
+
+    result = search(lambda: float(next(counter)), candidates=["fast_math"], **QUICK)
+    assert result.default.status == "baseline" and result.default.numerics is not None
+    assert not result.default.numerics.ok
+    assert any("not repeatable" in note for note in result.notes)
+
+
+# --- candidates -------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("spec", "expected"), [
+    ("fast_math", OptionSet(["fast_math"])),
+    ("+fast_math", OptionSet(["fast_math"])),
+    ("fuse_matmul, -matmul_expr_eval", OptionSet(["fuse_matmul"], ["matmul_expr_eval"])),
+    ("enable:fuse_matmul,disable:matmul_expr_eval", OptionSet(["fuse_matmul"], ["matmul_expr_eval"])),
+    ({"enable": ["fuse_matmul"], "disable": ["matmul_expr_eval"]}, OptionSet(["fuse_matmul"], ["matmul_expr_eval"])),
+    (OptionSet(disable=["fma"]), OptionSet(disable=["fma"])),
+    (nvscope.nv_options(disable="fma"), OptionSet(disable=["fma"])),
+])
+def test_candidate_forms(spec: object, expected: OptionSet) -> None:
+    assert parse_candidate(spec) == expected
+
+
+@pytest.mark.parametrize(("candidates", "error", "match"), [
+    (["fast_maht"], UnknownOptionError, "did you mean 'fast_math'"),
+    (["fma"], UnknownOptionError, "write '-fma'"),
+    (["-fast_math"], UnknownOptionError, "enable option: write .fast_math."),
+    (["fast_math,,fma"], ValueError, "empty name"),
+    ([{"enable": []}], ValueError, "no options"),
+    ([{"enabled": ["fast_math"]}], TypeError, "unknown keys"),
+    (["fast_math", "+fast_math"], ValueError, "same option set"),
+    ([], ValueError, "is empty"),
+    ("fast_math", TypeError, r"candidates=\['fast_math'\]"),
+    ([42], TypeError, "a candidate is a str"),
+])
+def test_bad_candidates_fail_before_anything_runs(candidates: Any, error: type[Exception], match: str) -> None:
+    calls: list[object] = []
+    with pytest.raises(error, match=match):
+        search(calls.append, 1, candidates=candidates, **QUICK)
+    assert calls == [] and current_options() == OptionSet()
+
+
+@pytest.mark.parametrize(("fn", "candidates", "kwargs"), [
+    (lambda: None, ["x" * 100_000], {}),
+    (lambda: None, ["fast_math," + "x" * 100_000], {}),
+    (lambda: None, ["fast_math,," + "x" * 100_000], {}),
+    (lambda: None, "x" * 100_000, {}),
+    (lambda: None, [{"enable": ["fast_math"], "k" * 100_000: 1}], {}),
+    (lambda: None, [b"x" * 100_000], {}),
+    ("x" * 100_000, ["fast_math"], {}),
+    (lambda: None, ["fast_math"], {"rounds": "9" * 100_000}),
+    (lambda: None, ["fast_math"], {"tolerance": "9" * 100_000}),
+])
+def test_errors_do_not_echo_huge_inputs(fn: Any, candidates: Any, kwargs: dict[str, Any]) -> None:
+    with pytest.raises((TypeError, ValueError)) as info:
+        search(fn, candidates=candidates, **{**QUICK, **kwargs})
+    assert len(str(info.value)) < 500, str(info.value)[:300]
+
+
+def test_a_huge_error_message_is_cut_in_the_table() -> None:
+    def fn() -> float:
+        if current_options():
+            raise RuntimeError("x" * 100_000)
+        return 1.0
+
+    result = search(fn, candidates=["fast_math"], **QUICK)
+    assert result["fast_math"].error is not None and len(result["fast_math"].error) < 300
+    assert result["fast_math"].error.endswith("(100000 characters)")
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [
+    ({"rounds": 4}, "rounds must be an int >= 5"),
+    ({"steps_per_round": 0}, "steps_per_round"),
+    ({"warmup": -1}, "warmup"),
+    ({"tolerance": -1.0}, "tolerance"),
+    ({"tolerance": float("nan")}, "tolerance"),
+])
+def test_bad_settings_fail_early(kwargs: dict[str, Any], match: str) -> None:
+    settings = {**QUICK, **kwargs}
+    with pytest.raises(ValueError, match=match):
+        search(lambda: None, candidates=["fast_math"], **settings)
+
+
+def test_default_candidates_are_the_catalogs_codegen_options_without_arguments() -> None:
+    specs = default_candidates()
+    catalog = nvscope.catalog()
+    singles = {parse_candidate(s) for s in specs if "," not in s}
+    expected = {OptionSet(**{o.kind: [o.name]}) for o in catalog.options
+                if o.effect == "codegen" and not o.requires_args}
+    assert singles == expected
+    assert "fuse_matmul,-matmul_expr_eval" in specs and len(specs) == len(expected) + 1
+
+
+def test_candidates_are_timed_in_batches_within_the_partition_bound(work: Workload,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NVSCOPE_MAX_PARTITIONS", "3")  # batches of 2 candidates
+    candidates = ["fast_math", "ws_normalization", "tma_pointwise", "tma_reduction"]
+    result = search(work, torch.ones(1), candidates=candidates, **QUICK)
+    spans = {label: [i for i, o in enumerate(work.calls) if o == parse_candidate(label)] for label in candidates}
+    assert max(spans["fast_math"] + spans["ws_normalization"]) < min(spans["tma_pointwise"] + spans["tma_reduction"])
+    assert any("batches of 2" in note for note in result.notes)
+    assert all(result[c].ratio is not None and result[c].ratio.rounds == 5 for c in candidates)  # type: ignore[union-attr]
+
+
+# --- output -----------------------------------------------------------------------------------------------------
+
+def test_table_progress_and_json_round_trip(work: Workload, capsys: pytest.CaptureFixture[str]) -> None:
+    result = search(work, torch.ones(2), candidates=["fast_math", "-fma"], **{**TIMED, "progress": True})
+    err = capsys.readouterr().err
+    assert "nvscope search: [1/2] fast_math: first call" in err and "-fma: FAILED, skipped" in err
+    assert "nvscope search: done" in err
+    table = result.table()
+    assert "*1 fast_math" in table and "FAILED: RuntimeError: INTERNAL ASSERT FAILED" in table
+    assert "the rest of the message" not in table
+    assert table.endswith("recommended: nv_options(enable=['fast_math'])")
+    assert "no nvFuser fusion ran through nvscope" in table  # a pure-Python function: the options reached nothing
+    text = result.to_json()
+    data = json.loads(text)
+    assert data["recommended"] == {"enable": ["fast_math"], "disable": []}
+    assert [row["status"] for row in data["rows"]] == ["baseline", "faster", "failed"]
+    assert SearchResult.from_json(text) == result
+    quiet = search(work, torch.ones(2), candidates=["fast_math"], **QUICK)
+    assert capsys.readouterr().err == "" and quiet.timer == "time.perf_counter"
+
+
+def test_json_keeps_infinite_differences_valid() -> None:
+    def fn() -> Any:
+        return [1.0] if "fast_math" in current_options().enable else [1.0, 2.0]  # the structure changes
+
+    result = search(fn, candidates=["fast_math"], **QUICK)
+    n = result["fast_math"].numerics
+    assert n is not None and n.max_rel_diff == float("inf") and "structure" in n.detail
+    assert "Infinity" not in result.to_json()
+    assert SearchResult.from_json(result.to_json()) == result
+
+
+def test_plot_writes_a_png(work: Workload, tmp_path: Any) -> None:
+    pytest.importorskip("matplotlib")
+    result = search(work, torch.ones(2), candidates=["fast_math", "ws_normalization", "-fma"], **QUICK)
+    path = tmp_path / "search.png"
+    assert result.plot(str(path)) == str(path)
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_plot_without_matplotlib_says_how_to_get_it(work: Workload, monkeypatch: pytest.MonkeyPatch,
+                                                     tmp_path: Any) -> None:
+    result = search(work, torch.ones(2), candidates=["fast_math"], **QUICK)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now raises ImportError
+    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
+    with pytest.raises(ImportError, match="pip install matplotlib"):
+        result.plot(str(tmp_path / "x.png"))
