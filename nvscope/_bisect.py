@@ -23,7 +23,6 @@ that kill it) is `nvscope._bisect_process`; both share `drive`.
 
 from __future__ import annotations
 
-import math
 import sys
 import time
 import warnings
@@ -31,8 +30,9 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import nvscope
-from nvscope import OptionSet, nv_options
+from nvscope import OptionSet, _checks, nv_options
 from nvscope._bisect_report import BisectResult, Culprit, Probe
+from nvscope._checks import step_callable
 from nvscope._minimize import minimize
 
 __all__ = ["CHECKS", "Outcome", "bisect", "drive", "repro_paths"]
@@ -198,18 +198,16 @@ def bisect(fn: Callable[..., Any], /, *args: Any, enable: Iterable[str] | str = 
     """
     from nvscope._bisect_probe import InProcess
 
-    if not callable(fn):
-        raise TypeError(f"bisect() needs a callable, not {type(fn).__name__}: {fn!r}")
+    step_callable("bisect", fn)
     checks = _check_arg(check)
     given = nv_options(enable, disable).options  # validated against the catalog before anything runs
     if not given:
         raise ValueError("bisect() needs the options under which the step goes wrong: enable=[...] and/or "
                          "disable=[...]")
-    if tolerance is not None and not (isinstance(tolerance, (int, float)) and math.isfinite(tolerance)
-                                      and tolerance >= 0):
-        raise ValueError(f"tolerance must be a finite number >= 0 or None, got {tolerance!r}")
-    if not (isinstance(slower_by, (int, float)) and math.isfinite(slower_by) and slower_by >= 0):
-        raise ValueError(f"slower_by must be a finite number >= 0, got {slower_by!r}")
+    tolerance = _checks.number("tolerance", tolerance, none=True)
+    slower_by = _checks.number("slower_by", slower_by)
+    rounds, steps_per_round = _checks.rounds("rounds", rounds), _checks.count("steps_per_round", steps_per_round, 1)
+    seed = _checks.integer("seed", seed)
 
     def say(message: str) -> None:
         if progress:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nvscope import _texttable
+from nvscope._checks import count, step_callable
 from nvscope._devmode import set_development_mode
 from nvscope._errors import NvscopeWarning
 from nvscope._names import first_line, shown
@@ -153,9 +154,8 @@ def compare(
     Runs in development mode and restores the previous setting. Prints the table unless ``show=False``; returns
     the data.
     """
-    for what, value, least in (("repeat", repeat, 1), ("warmup", warmup, 0)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < least:
-            raise ValueError(f"{what} must be an int >= {least}, got {shown(value)}")
+    step_callable("compare", fn)
+    repeat, warmup = count("repeat", repeat, 1), count("warmup", warmup)
     scopes = _validated(variants)
     results: dict[str, VariantResult] = {}
     reference: list[tuple[str, Any]] | None = None

@@ -20,7 +20,6 @@ The method (docs/profile.md), built on the search's runner and statistics:
 
 from __future__ import annotations
 
-import math
 import random
 import sys
 import time
@@ -31,15 +30,21 @@ from typing import Any, NamedTuple
 
 import nvscope
 from nvscope import OptionSet, nv_options
+from nvscope import _checks as checks
 from nvscope._bisect_report import exact_glob
+from nvscope._checks import step_callable
 from nvscope._names import first_line
 from nvscope._numerics import Numerics, compare_leaves, flatten_outputs
 from nvscope._profile_report import ProfileResult, ProfileRow
 from nvscope._schedulers import Recorder, Segment, recorder
 from nvscope._search import _install_adapters, _Runner, _Variant
-from nvscope._stats import MIN_ROUNDS, median, summarize
+from nvscope._stats import median, summarize
 
-__all__ = ["profile"]
+__all__ = ["NO_FUSION", "profile"]
+
+NO_FUSION = ("{tool}: no nvFuser fusion ran through nvscope when the step ran with its defaults, so no option can "
+             "reach one and there is nothing to measure per fusion: is the function jitted (thunder.jit) or built on "
+             "nvFuser's FusionDefinition, and is the step run in this process?")
 
 
 class _Clock:
@@ -118,15 +123,10 @@ def profile(fn: Callable[..., Any], /, *args: Any, enable: Any = (), disable: An
     """
     from nvscope import _events
 
-    if not callable(fn):
-        raise TypeError(f"profile() needs a callable, not {type(fn).__name__}: {fn!r}")
-    for name, value, least in (("rounds", rounds, MIN_ROUNDS), ("steps_per_round", steps_per_round, 1),
-                               ("warmup", warmup, 0)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < least:
-            raise ValueError(f"{name} must be an int >= {least}, got {value!r}")
-    if tolerance is not None and not (isinstance(tolerance, (int, float)) and math.isfinite(tolerance)
-                                      and tolerance >= 0):
-        raise ValueError(f"tolerance must be a finite number >= 0 or None, got {tolerance!r}")
+    step_callable("profile", fn)
+    rounds, steps_per_round = checks.rounds("rounds", rounds), checks.count("steps_per_round", steps_per_round, 1)
+    warmup, seed = checks.count("warmup", warmup), checks.integer("seed", seed)
+    tolerance = checks.number("tolerance", tolerance, none=True)
     recorder(schedulers)  # validates the choice before anything runs
     scope = nv_options(enable, disable, fusions=fusions, on_error="fallback")  # validated before anything runs
     options = scope.options
@@ -152,6 +152,7 @@ def profile(fn: Callable[..., Any], /, *args: Any, enable: Any = (), disable: An
                 warnings.simplefilter("ignore", quiet)  # the rows say which fusions ran, changed and failed
             _install_adapters()
             base = _first(runner, default, clock)
+            _selected(base.infos, scope)
             clock.cuda = runner.timer.detect()  # CUDA events once the default used CUDA, as the search decides
             under = _first(runner, variant, clock)
             runner.reference = base.leaves
@@ -192,6 +193,17 @@ def profile(fn: Callable[..., Any], /, *args: Any, enable: Any = (), disable: An
                            None if clock.recorder is None else clock.recorder.source, tuple(notes))
     say(f"done in {result.elapsed_s:.1f} s")
     return result
+
+
+def _selected(infos: list[Any], scope: nv_options) -> None:
+    """The default ran fusions, and ``fusions=`` selects some of them: else a `ValueError` naming the fix."""
+    if not infos:
+        raise ValueError(NO_FUSION.format(tool="profile"))
+    if scope.fusions is not None and not any(scope.fusions(i) for i in infos):
+        ids = [i.id for i in infos]
+        shown = ", ".join(ids[:8]) + (f", ... ({len(ids)} in all)" if len(ids) > 8 else "")
+        raise ValueError(f"profile: fusions={scope.fusions!r} selects none of the fusions the step ran ({shown}): "
+                         "select by these ids, e.g. 'forward/*' or '*/nvFusion0' (`nvscope fusions` lists them)")
 
 
 def _listen(record: Any) -> None:
