@@ -97,8 +97,10 @@ def export(settings: Settings) -> Callable[[], None]:
 # --- the child: nvscope/_child/sitecustomize.py ---------------------------------------------------------------------
 
 # What the exit handler reports: (scope, audit log or None, adapter install errors, the entered import watch and
-# audit, kept referenced: a generator-based context manager that is collected exits); empty once reported.
-_running: list[tuple[nvscope.nv_options, nvscope.AuditLog | None, list[BaseException], contextlib.ExitStack]] = []
+# audit, kept referenced: a generator-based context manager that is collected exits; the scope's fusion globs or
+# None); empty once reported.
+_running: list[tuple[nvscope.nv_options, nvscope.AuditLog | None, list[BaseException], contextlib.ExitStack,
+                     list[str] | None]] = []
 
 
 def _refuse(raw: str, why: str) -> None:
@@ -176,7 +178,7 @@ def start() -> None:
         return
     import atexit
 
-    _running.append((scope, log, install_errors, entered))
+    _running.append((scope, log, install_errors, entered, settings.fusions))
     atexit.register(_report)
 
 
@@ -189,14 +191,14 @@ def _report() -> None:
     """At exit: install errors, and the audit summary if Thunder or nvFuser was imported, tagged with the pid."""
     if not _running:
         return
-    scope, log, install_errors, _ = _running.pop()
+    scope, log, install_errors, _, fusions = _running.pop()
     lines = [f"nvscope run: could not install an adapter: {problem!r}" for problem in install_errors]
     from nvscope import _autoinstall
 
     if log is not None and (log.records or any(name in sys.modules for name in _autoinstall._WATCHED)):
         from nvscope._runner import _summary
 
-        lines.extend(_summary(scope.options, log).splitlines())
+        lines.extend(_summary(scope.options, log, fusions).splitlines())
     if not lines:
         return
     rank = os.environ.get("RANK")

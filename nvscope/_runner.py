@@ -103,9 +103,11 @@ def run(script: str | None, module: str | None, program_args: list[str], enable:
             scope.__enter__()
             ours = ACTIVE.get()
             _carry.take_over()  # in a child of another nvscope run, this run's summary replaces the child's
-            # This run's options over those of the nvscope run that started this process, if any.
-            effective = nvscope.current_options()
-            carried.enable, carried.disable = sorted(effective.enable), sorted(effective.disable)
+            if fusions is None:  # this run's options over those of the nvscope run that started this process, if any
+                effective = nvscope.current_options()
+                carried.enable, carried.disable = sorted(effective.enable), sorted(effective.disable)
+            # With --fusions the options reach only the selected fusions (current_options() leaves them out): the
+            # children get this run's own names and globs, and the summary says both.
             stop_carrying = _carry.export(carried)  # the Python processes the program starts get them too
             try:
                 if script is not None:
@@ -135,7 +137,7 @@ def run(script: str | None, module: str | None, program_args: list[str], enable:
             sys.stdout.flush()
         except Exception:  # the program may have closed stdout
             pass
-        print(_summary(effective, log), file=sys.stderr)
+        print(_summary(effective, log, fusions), file=sys.stderr)
         if listing:
             print(fusion_listing(log), file=sys.stderr)
     return code
@@ -174,9 +176,10 @@ def fusion_listing(log: nvscope.AuditLog) -> str:
                       _texttable.render(("id", "ops", "function", "calls"), rows, right=(3,))])
 
 
-def _summary(options: nvscope.OptionSet, log: nvscope.AuditLog) -> str:
+def _summary(options: nvscope.OptionSet, log: nvscope.AuditLog, fusions: list[str] | None = None) -> str:
     env = process_options_shell()
-    lines = [f"nvscope run: options {options.as_shell() or '(none)'}"
+    where = f" on the fusions {', '.join(fusions)}" if fusions is not None and options else ""
+    lines = [f"nvscope run: options {options.as_shell() or '(none)'}{where}"
              + (f" (and {env} from the environment, for the whole process)" if env else "")]
     lines.append(log.summary())
     if not log.records and not _patches.owners():
