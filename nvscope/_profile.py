@@ -196,9 +196,7 @@ def profile(fn: Callable[..., Any], /, *args: Any, enable: Any = (), disable: An
 
 
 def _selected(infos: list[Any], scope: nv_options) -> None:
-    """The default ran fusions, and ``fusions=`` selects some of them: else a `ValueError` naming the fix."""
-    if not infos:
-        raise ValueError(NO_FUSION.format(tool="profile"))
+    """``fusions=`` selects some of the fusions the default ran: else a `ValueError` naming the fix."""
     if scope.fusions is not None and not any(scope.fusions(i) for i in infos):
         ids = [i.id for i in infos]
         shown = ", ".join(ids[:8]) + (f", ... ({len(ids)} in all)" if len(ids) > 8 else "")
@@ -239,6 +237,8 @@ def _first(runner: _Runner, v: _Variant, clock: _Clock) -> _FirstCall:
         del out
     finally:
         clock.segments = clock.wall = clock.outputs = None
+    if v.stage == "default" and not log.records:  # nothing to profile: said before the step runs again
+        raise ValueError(NO_FUSION.format(tool="profile"))
     repeat: dict[str, Numerics] = {}
     if v.stage == "default":  # once more: a fusion whose own defaults move between calls has no reference outputs
         again: dict[str, list[list[tuple[str, Any]]]] = {}
