@@ -222,6 +222,20 @@ def test_documented_example_runs(block: Block, shell_env: dict[str, str], tmp_pa
         _run_python(block, shell_env, tmp_path)
 
 
+def test_the_quickstart_runs_without_a_warning_and_says_what_it_showed(shell_env: dict[str, str]) -> None:
+    """The README's first example is the first thing a newcomer runs (and .ci/run runs it on CPU): no warning, and
+    plain words on what it showed, with or without a GPU stack (issue 27 item 12)."""
+    done = subprocess.run([sys.executable, "-W", "error", "examples/quickstart.py"], cwd=ROOT, env=shell_env,
+                          capture_output=True, text=True, timeout=TIMEOUT)
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert done.stdout.startswith("GPU stack (CUDA, nvFuser, Thunder): ")
+    if "GPU stack (CUDA, nvFuser, Thunder): not here (" in done.stdout:
+        assert "Real fusions:\n  skipped: " in done.stdout
+        assert "Not shown here: options changing kernels" in done.stdout
+    else:
+        assert "nvscope audit:" in done.stdout or "fusion executions" in done.stdout, done.stdout
+
+
 def test_output_matching_follows_the_convention() -> None:
     actual = ["a", "b", "c", "d"]
     assert _match(["a", "b", "c", "d"], actual)

@@ -42,7 +42,8 @@ def test_the_committed_module_is_what_the_renderer_writes_from_the_notes() -> No
                         options={(k, n): (since, until) for k, n, _, since, until, _, _ in data.OPTIONS})
     gates = {(kind, name): (regen.gate_ops(notes, nodes), ", ".join(sources))
              for (kind, name), (nodes, sources) in notes.GATES.items()}
-    text = regen.render(table, found[2], found[3], notes, gates)
+    nightly = regen.check_nightly(None, [], table, notes)  # no history here: the dates are checked for form only
+    text = regen.render(table, found[2], found[3], notes, gates, nightly)
     assert text == (ROOT / "nvscope" / "_core" / "_catalog_data.py").read_text(encoding="utf-8")
 
 
@@ -123,6 +124,7 @@ def notes(**changes: object) -> types.ModuleType:
     module.GATES = {  # type: ignore[attr-defined]
         ("enable", "fuse_matmul"): (("LinearOp", "MatmulOp", "MmaOp"), ("csrc/scheduler/matmul_utils.cpp",)),
     }
+    module.NIGHTLY = {("enable", "mid_opt"): ("2026-01-02", "2026-01-02")}  # type: ignore[attr-defined]
     for name, value in changes.items():
         setattr(module, name, value)
     return module
@@ -149,6 +151,7 @@ def test_versions_and_ranges_from_the_history(fuser: Path) -> None:
         ("enable", "old_opt", "debug", "0.2.23", "0.2.23", False, "Old"),
     )
     assert found["OP_GATES"] == (("enable", "fuse_matmul", ("linear", "matmul"), "csrc/scheduler/matmul_utils.cpp"),)
+    assert found["NIGHTLY_DATES"] == (("enable", "mid_opt", "2026-01-02", "2026-01-02"),)
     assert found["FRONTEND_OPS"] == (
         ("linear", "LinearOp", "python/python_direct/python_translate.cpp"),
         ("matmul", "MatmulOp", "python/python_direct/python_translate.cpp"),
@@ -183,6 +186,16 @@ def test_the_output_keeps_the_files_layout(fuser: Path) -> None:
                        "sum": (("ReductionOp",), ("python/python_direct/python_translate.cpp",))}},
      r"frontend op 'sum': python/python_direct/python_translate.cpp does not name it"),
     ({"FRONTEND_OPS": {"matmul": (("MatmulOp",), ("python/gone.cpp",))}}, r"no covered nvFuser version has python/"),
+    ({"NIGHTLY": {("enable", "mid_opt"): ("2026-01-03", None)}},
+     r"NIGHTLY \('enable', 'mid_opt'\): added on 2026-01-03, but nvFuser's history has it from \w+, committed "
+     r"2026-01-02"),
+    ({"NIGHTLY": {("enable", "mid_opt"): (None, "2026-02-01")}}, r"removed on 2026-02-01, but nvFuser's history "
+                                                                 r"removes it on 2026-01-02"),
+    ({"NIGHTLY": {("disable", "fma"): (None, "2026-01-02")}}, r"removed on 2026-01-02, but the newest commit read "
+                                                              r"still has it"),
+    ({"NIGHTLY": {("enable", "nope"): ("2026-01-02", None)}}, r"NIGHTLY dates \('enable', 'nope'\), which is not an"),
+    ({"NIGHTLY": {("enable", "mid_opt"): ("20260102", None)}}, r"'20260102' is not a day as YYYY-MM-DD"),
+    ({"NIGHTLY": {("enable", "mid_opt"): (None, None)}}, r"give a date, or remove the entry"),
 ])
 def test_what_the_notes_must_say(fuser: Path, change: dict[str, object], message: str) -> None:
     with pytest.raises(regen.RegenError, match=message):

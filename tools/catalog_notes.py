@@ -193,3 +193,16 @@ GATES: dict[tuple[str, str], tuple[tuple[str, ...], tuple[str, ...]]] = {
     ("enable", "ws_normalization"): (_REDUCTION, ("csrc/scheduler/normalization_inner_outer.cpp",
                                                   "csrc/scheduler/normalization_utils.cpp")),
 }
+
+# Where a version number is not enough. nvFuser's nightly builds are versioned <version.txt>.dev<YYYYMMDD> (e.g.
+# 0.2.36.dev20260301), and a name added or removed between two version bumps is in some nightlies of that version and
+# not in others, while the table's (first, last) versions say only that some commit of the version has it.
+# (kind, name): (the day the commit adding the name landed on nvFuser's main branch, or None; the day the commit
+# removing it landed, or None), as "YYYY-MM-DD" (git's committer date, %cs). A nightly dated before the first lacks the
+# name; one dated on or after the second lacks it; one dated on the day itself may have been built either side of the
+# commit and is taken to follow it. The regenerator checks each date against nvFuser's history where it has it.
+NIGHTLY: dict[tuple[str, str], tuple[str | None, str | None]] = {
+    # Came upstream on 2026-04-01, after 0.2.36's bump: `nvscope options --probe` on nvFuser 0.2.36.dev20260301
+    # reported it "in the catalog for this version but not accepted by this build" (issue 27).
+    ("enable", "p2p_transport"): ("2026-04-01", None),
+}

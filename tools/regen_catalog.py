@@ -174,6 +174,40 @@ def check_notes(git: Git, table: Table, notes: ModuleType) -> dict[tuple[str, st
     return gates
 
 
+def check_nightly(git: Git | None, snapshots: Sequence[Snapshot], table: Table,
+                  notes: ModuleType) -> dict[tuple[str, str], tuple[str | None, str | None]]:
+    """The notes' NIGHTLY dates, checked: each names an option, each date is a day; with ``git`` (the history at
+    hand), the first date is the committer date of the first commit that has the name, the second that of the first
+    commit after it that lacks it."""
+    dates: dict[tuple[str, str], tuple[str | None, str | None]] = {}
+    for key, (added, removed) in notes.NIGHTLY.items():
+        if key not in table.options:
+            raise RegenError(f"tools/catalog_notes.py NIGHTLY dates {key}, which is not an option")
+        for day in (added, removed):
+            if day is not None and not re.fullmatch(r"20\d\d-[01]\d-[0-3]\d", day):
+                raise RegenError(f"tools/catalog_notes.py NIGHTLY {key}: {day!r} is not a day as YYYY-MM-DD")
+        if added is None and removed is None:
+            raise RegenError(f"tools/catalog_notes.py NIGHTLY {key}: give a date, or remove the entry")
+        if removed is not None and table.options[key][1] is None:
+            raise RegenError(f"tools/catalog_notes.py NIGHTLY {key}: removed on {removed}, but the newest commit read "
+                             "still has it")
+        if git is not None and snapshots:
+            having = [i for i, snap in enumerate(snapshots) if key in snap.names]
+            first = snapshots[having[0]].commit
+            history = git("log", "-1", "--format=%cs", first).strip()
+            if added is not None and added != history:
+                raise RegenError(f"tools/catalog_notes.py NIGHTLY {key}: added on {added}, but nvFuser's history has "
+                                 f"it from {first[:12]}, committed {history}")
+            if removed is not None:
+                gone = next((s.commit for s in snapshots[having[-1] + 1:] if key not in s.names), None)
+                day = None if gone is None else git("log", "-1", "--format=%cs", gone).strip()
+                if day != removed:
+                    raise RegenError(f"tools/catalog_notes.py NIGHTLY {key}: removed on {removed}, but nvFuser's "
+                                     f"history removes it on {day}")
+        dates[key] = (added, removed)
+    return dates
+
+
 def gate_ops(notes: ModuleType, nodes: Iterable[str]) -> tuple[str, ...]:
     """The frontend op names (FRONTEND_OPS) that put any of the IR ``nodes`` in a fusion, sorted."""
     return tuple(sorted(op for op, (made, _) in notes.FRONTEND_OPS.items() if set(made) & set(nodes)))
@@ -224,7 +258,8 @@ How it is built: versions come from version.txt / python/version.txt. For every 
 bump to the newest commit that touches csrc/options.cpp, csrc/options.h or a version file, names are taken from the
 {{"name", EnableOption::X}} / {{"name", DisableOption::X}} maps in options.cpp and checked against the enums in
 options.h. A version "has" a name if any commit in that version's range (from its bump commit up to the next bump)
-has it, so a nightly build of that version may lack names added or removed mid-range. VERSIONS lists the bump commit
+has it, so a nightly build of that version may lack names added or removed mid-range: NIGHTLY_DATES gives the days
+where that is known (tools/catalog_notes.py's NIGHTLY, checked against the history). VERSIONS lists the bump commit
 of each version; {last} was also read at the newest commit above, and a name is marked present (last_version None)
 only if that newest commit still has it.
 requires_args: the option does nothing (or cannot work) unless given arguments, e.g. NVFUSER_ENABLE=p2p_protocol(put).
@@ -249,6 +284,14 @@ FRONTEND_HEADER = """
 # fusion's IR (so a composite such as var_mean shows as its parts); the legacy nvfuser frontend (0.2.35 and older)
 # prints the recorded calls.
 FRONTEND_OPS: tuple[tuple[str, str, str], ...] = (
+"""
+
+NIGHTLY_HEADER = """
+# Where a version number is not enough: nightly builds are versioned <version>.dev<YYYYMMDD>, and a name added or
+# removed between two version bumps is in some nightlies of that version only. (kind, name, the day the name came
+# upstream or None, the day it left or None), from tools/catalog_notes.py's NIGHTLY: a nightly of the name's first
+# version dated before the first day lacks it, and so does one of its last version dated on or after the second.
+NIGHTLY_DATES: tuple[tuple[str, str, str | None, str | None], ...] = (
 """
 
 GATES_HEADER = """
@@ -282,7 +325,8 @@ def _entry(values: tuple[object, ...], indent: str = "    ") -> str:
 
 
 def render(table: Table, newest: str, date: str, notes: ModuleType,
-           gates: dict[tuple[str, str], tuple[tuple[str, ...], str]]) -> str:
+           gates: dict[tuple[str, str], tuple[tuple[str, ...], str]],
+           nightly: dict[tuple[str, str], tuple[str | None, str | None]]) -> str:
     (first, first_commit), (last, last_bump) = table.versions[0], table.versions[-1]
     no_bump = f"; no version bump after {last} yet" if last_bump != newest else ""
     out = [DOCSTRING.format(first=first, first_commit=first_commit[:12], last=last, newest=newest[:12], date=date,
@@ -299,6 +343,8 @@ def render(table: Table, newest: str, date: str, notes: ModuleType,
         out.append(_entry((op, ", ".join(nodes), ", ".join(files))))
     out += [")\n", GATES_HEADER]
     out += [_entry((kind, name, ops, source)) for (kind, name), (ops, source) in sorted(gates.items())]
+    out += [")\n", NIGHTLY_HEADER]
+    out += [_entry((kind, name, added, removed)) for (kind, name), (added, removed) in sorted(nightly.items())]
     out.append(")\n")
     return "".join(out)
 
@@ -315,7 +361,8 @@ def generate(git_dir: Path, ref: str = "HEAD", notes: ModuleType | None = None) 
     snapshots, newest, date = read_history(git, ref)
     table = build_table(git, snapshots)
     gates = check_notes(git, table, notes)
-    return render(table, newest, date, notes, gates)
+    nightly = check_nightly(git, snapshots, table, notes)
+    return render(table, newest, date, notes, gates, nightly)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

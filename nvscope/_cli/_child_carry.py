@@ -102,8 +102,10 @@ def export(settings: Settings) -> Callable[[], None]:
 # --- the child: nvscope/_child/sitecustomize.py ---------------------------------------------------------------------
 
 # What the exit handler reports: (scope, audit log or None, adapter install errors, the entered import watch and
-# audit, kept referenced: a generator-based context manager that is collected exits); empty once reported.
-_running: list[tuple[nv_options, AuditLog | None, list[BaseException], contextlib.ExitStack]] = []
+# audit, kept referenced: a generator-based context manager that is collected exits; the scope's fusion globs or
+# None); empty once reported.
+_running: list[tuple[nv_options, AuditLog | None, list[BaseException], contextlib.ExitStack,
+                     list[str] | None]] = []
 
 
 def _refuse(raw: str, why: str) -> None:
@@ -181,7 +183,7 @@ def start() -> None:
         return
     import atexit
 
-    _running.append((scope, log, install_errors, entered))
+    _running.append((scope, log, install_errors, entered, settings.fusions))
     atexit.register(_report)
 
 
@@ -194,13 +196,13 @@ def _report() -> None:
     """At exit: install errors, and the audit summary if Thunder or nvFuser was imported, tagged with the pid."""
     if not _running:
         return
-    scope, log, install_errors, _ = _running.pop()
+    scope, log, install_errors, _, fusions = _running.pop()
     lines = [f"nvscope run: could not install an adapter: {problem!r}" for problem in install_errors]
     from nvscope._exec import _autoinstall
 
     if log is not None and (log.records or any(name in sys.modules for name in _autoinstall._WATCHED)):
 
-        lines.extend(summary(scope.options, log).splitlines())
+        lines.extend(summary(scope.options, log, fusions).splitlines())
     if not lines:
         return
     rank = os.environ.get("RANK")
@@ -216,10 +218,12 @@ def _report() -> None:
         pass
 
 
-def summary(options: OptionSet, log: AuditLog) -> str:
-    """What ``nvscope run`` says at the end of a process: the options, the audit, why no fusion ran (if none)."""
+def summary(options: OptionSet, log: AuditLog, fusions: list[str] | None = None) -> str:
+    """What ``nvscope run`` says at the end of a process: the options (on which fusions), the audit, why no fusion
+    ran (if none)."""
     env = process_options_shell()
-    lines = [f"nvscope run: options {options.as_shell() or '(none)'}"
+    where = f" on the fusions {', '.join(fusions)}" if fusions is not None and options else ""
+    lines = [f"nvscope run: options {options.as_shell() or '(none)'}{where}"
              + (f" (and {env} from the environment, for the whole process)" if env else "")]
     lines.append(log.summary())
     if not log.records and not _patches.owners():

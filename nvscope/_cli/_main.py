@@ -281,9 +281,16 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
 def _option_json(option: OptionInfo) -> dict[str, Any]:
     return {
         "kind": option.kind, "name": option.name, "effect": option.effect, "description": option.description,
-        "since": option.since, "until": option.until, "requires_args": option.requires_args,
+        "since": option.since, "until": option.until, "since_day": option.since_day, "until_day": option.until_day,
+        "requires_args": option.requires_args,
         "ops": list(option.ops), "source": option.source,
     }
+
+
+def _nightly_note(option: OptionInfo) -> str:
+    days = [f"from {option.since_day}" if option.since_day else "", f"before {option.until_day}" if option.until_day
+            else ""]
+    return f" (nightlies {' and '.join(d for d in days if d)} only)" if any(days) else ""
 
 
 def _options(kind: Kind | None, as_json: bool) -> int:
@@ -309,7 +316,7 @@ def _options(kind: Kind | None, as_json: bool) -> int:
         print()
         print(f"{k} options ({len(group)}):")
         rows = [(o.name + (" (args)" if o.requires_args else "") + (" (ops)" if o.ops else ""), o.effect, o.versions,
-                 o.description) for o in group]
+                 o.description + _nightly_note(o)) for o in group]
         print(_texttable.render(("name", "effect", "versions", "description"), rows, indent="  "))
     print()
     if any(o.requires_args for o in selected):

@@ -22,6 +22,7 @@ from typing import Any
 
 from nvscope._cli._search_cmd import _count, _positive, _rounds, _tolerance, load_step
 from nvscope._core._scope import nv_options
+from nvscope._measure._checks import arg, number
 
 __all__ = ["add_parsers", "command"]
 
@@ -71,6 +72,14 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
 
 
+def _positive_seconds(name: str, value: object) -> float:
+    return number(name, value, above=True, finite=False)  # type: ignore[no-any-return]
+
+
+_margin = arg(number, float)
+_seconds = arg(_positive_seconds, float)
+
+
 def add_parsers(subparsers: Any) -> None:
     """Add ``profile`` and ``bisect`` to an ``argparse`` subparsers object."""
     p = subparsers.add_parser("profile", help="per-fusion times, schedulers and outputs under options vs defaults",
@@ -82,7 +91,9 @@ examples:
       --json profile.json --plot profile.png --table profile.txt train.py:loss""",
                               formatter_class=_FORMATTER, allow_abbrev=False)
     _common(p)
-    p.add_argument("--fusions", action="append", metavar="GLOB", help="profile only these fusion ids (repeat)")
+    p.add_argument("--fusions", action="append", metavar="GLOB[,GLOB...]",
+                   help="profile only the fusions whose id (phase/name, e.g. forward/nvFusion0) matches a glob; "
+                        "repeat it or separate globs with commas, as for nvscope run")
     p.add_argument("--warmup", type=_count, default=2, help="untimed calls after each first call (default 2)")
     p.add_argument("--plot", metavar="PATH", help="write a PNG chart of the ratios (needs matplotlib)")
     p.add_argument("--table", metavar="PATH", help="write the table to a file too")
@@ -101,10 +112,10 @@ examples:
     _common(b)
     b.add_argument("--check", default=None, metavar="raises,numerics,slower",
                    help="what going wrong means (default raises,numerics); not with --subprocess")
-    b.add_argument("--slower-by", type=float, default=0.05, help="with --check slower: the margin (default 0.05)")
+    b.add_argument("--slower-by", type=_margin, default=0.05, help="with --check slower: the margin (default 0.05)")
     b.add_argument("--subprocess", action="store_true",
                    help="the target is a program; one fresh process per probe, judged by its exit code")
-    b.add_argument("--timeout", type=float, default=None, help="with --subprocess: seconds per run (default 600)")
+    b.add_argument("--timeout", type=_seconds, default=None, help="with --subprocess: seconds per run (default 600)")
     b.add_argument("--bad-exit", type=int, action="append", metavar="CODE",
                    help="with --subprocess: only these exit codes are bad (default: any but 0)")
 
@@ -130,9 +141,16 @@ def command(ns: argparse.Namespace) -> int:
     enable, disable = _names(ns.enable), _names(ns.disable)
     if not enable and not disable:
         return _error(name, "give the options: --enable NAME and/or --disable NAME")
-    try:
+    fusions = getattr(ns, "fusions", None)
+    if fusions is not None:
+        from nvscope._core._validate import split
 
-        nv_options(enable, disable)  # names checked before the script is imported
+        ns.fusions = fusions = split(fusions)
+        if not fusions:
+            return _error(name, "--fusions needs a glob over fusion ids, e.g. --fusions 'forward/*' or --fusions "
+                                "backward/nvFusion0")
+    try:
+        nv_options(enable, disable, fusions=fusions)  # names and globs checked before the script is imported
     except (ValueError, TypeError) as error:
         return _error(name, str(error))
     for path, flag in ((ns.json, "--json"), (getattr(ns, "plot", None), "--plot"),

@@ -104,9 +104,11 @@ def run(script: str | None, module: str | None, program_args: list[str], enable:
             scope.__enter__()
             ours = ACTIVE.get()
             _carry.take_over()  # in a child of another nvscope run, this run's summary replaces the child's
-            # This run's options over those of the nvscope run that started this process, if any.
-            effective = current_options()
-            carried.enable, carried.disable = sorted(effective.enable), sorted(effective.disable)
+            if fusions is None:  # this run's options over those of the nvscope run that started this process, if any
+                effective = current_options()
+                carried.enable, carried.disable = sorted(effective.enable), sorted(effective.disable)
+            # With --fusions the options reach only the selected fusions (current_options() leaves them out): the
+            # children get this run's own names and globs, and the summary says both.
             stop_carrying = _carry.export(carried)  # the Python processes the program starts get them too
             try:
                 if script is not None:
@@ -136,7 +138,7 @@ def run(script: str | None, module: str | None, program_args: list[str], enable:
             sys.stdout.flush()
         except Exception:  # the program may have closed stdout
             pass
-        print(_carry.summary(effective, log), file=sys.stderr)
+        print(_carry.summary(effective, log, fusions), file=sys.stderr)
         if listing:
             print(fusion_listing(log), file=sys.stderr)
     return code

@@ -19,6 +19,8 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+from nvscope._measure._checks import arg, count, number, rounds
+
 __all__ = ["add_parser", "command"]
 
 _DESCRIPTION = """\
@@ -49,40 +51,15 @@ exit codes: 0 when the search ran (whatever it found); 1 when the script, the de
 failed; 2 for a bad command line (unknown option name, no such script or function)."""
 
 
-def _rounds(text: str) -> int:
-    from nvscope._measure._stats import MIN_ROUNDS
-
-    value = _count(text)
-    if value < MIN_ROUNDS:
-        raise argparse.ArgumentTypeError(f"at least {MIN_ROUNDS} rounds are needed for a confidence interval")
-    return value
+def _at_least_one(name: str, value: object) -> int:
+    return count(name, value, 1)
 
 
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
-
-
-def _positive(text: str) -> int:
-    value = _count(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
-
-
-def _tolerance(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value >= 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
-    return value
+# The command line's argument types: the tools' own checks (nvscope._measure._checks), as argparse types.
+_rounds = arg(rounds)
+_count = arg(count)
+_positive = arg(_at_least_one)
+_tolerance = arg(number, float)
 
 
 def add_parser(subparsers: Any) -> None:

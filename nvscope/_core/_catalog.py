@@ -55,10 +55,14 @@ class OptionInfo(Record):
     last nvFuser versions the bundled table has the name in (``until`` is None when the newest covered one has it).
     ``ops``: the option can only affect a fusion holding one of these ops (nvFuser frontend op names, as
     ``fd.ops.<name>(...)`` in a printed FusionDefinition), as the nvFuser files in ``source`` show; empty (and
-    ``source`` None) when it can affect every fusion.
+    ``source`` None) when it can affect every fusion. ``since_day``/``until_day``: where a version number is not
+    enough, the day (``"YYYY-MM-DD"``) the name came upstream during ``since`` or left it during ``until``, so that a
+    nightly build (``0.2.36.dev20260301``) dated before ``since_day`` (or from ``until_day`` on) lacks it; None
+    where not recorded.
     """
 
-    __slots__ = ("description", "effect", "kind", "name", "ops", "requires_args", "since", "source", "until")
+    __slots__ = ("description", "effect", "kind", "name", "ops", "requires_args", "since", "since_day", "source",
+                 "until", "until_day")
 
     kind: Kind
     name: str
@@ -69,24 +73,32 @@ class OptionInfo(Record):
     requires_args: bool
     ops: tuple[str, ...]
     source: str | None
+    since_day: str | None
+    until_day: str | None
 
     def __init__(self, kind: Kind, name: str, effect: Effect, description: str, since: str, until: str | None,
-                 requires_args: bool, ops: tuple[str, ...] = (), source: str | None = None) -> None:
+                 requires_args: bool, ops: tuple[str, ...] = (), source: str | None = None,
+                 since_day: str | None = None, until_day: str | None = None) -> None:
         self._init(kind=kind, name=name, effect=effect, description=description, since=since, until=until,
-                   requires_args=requires_args, ops=ops, source=source)
+                   requires_args=requires_args, ops=ops, source=source, since_day=since_day, until_day=until_day)
 
     def available_in(self, version: Version) -> bool:
-        """Whether nvFuser ``version`` (compared by its release, ignoring dev/local parts) has this option."""
+        """Whether nvFuser ``version`` has this option: compared by its release, and for a nightly build
+        (``0.2.36.dev20260301``) of the version the name came in or left, by its date too (local parts ignored)."""
         from packaging.version import Version
 
         release = Version(version.base_version)
-        if release < Version(self.since):
+        if release < Version(self.since) or (self.until is not None and release > Version(self.until)):
             return False
-        return self.until is None or release <= Version(self.until)
+        day = _nightly_day(version)  # None for a release: it keeps the whole version's names
+        if day is None:
+            return True
+        came = self.since_day is None or release != Version(self.since) or day >= self.since_day
+        return came and (self.until_day is None or release != Version(self.until or "0") or day < self.until_day)
 
     @property
     def versions(self) -> str:
-        """The version range as text, e.g. ``0.2.23+`` or ``0.2.26-0.2.35``."""
+        """The version range as text, e.g. ``0.2.23+`` or ``0.2.26-0.2.35`` (see ``since_day``/``until_day`` too)."""
         return f"{self.since}+" if self.until is None else f"{self.since}-{self.until}"
 
 
@@ -102,11 +114,19 @@ class InstalledNvFuser(Record):
         self._init(distribution=distribution, version=version)
 
 
+def _nightly_day(version: Version) -> str | None:
+    """The build day of an nvFuser nightly (``0.2.36.dev20260301`` -> ``"2026-03-01"``); None for a release or a dev
+    number that is not a date."""
+    text = str(version.dev)
+    return f"{text[:4]}-{text[4:6]}-{text[6:]}" if len(text) == 8 and "20000101" <= text <= "29991231" else None
+
+
 def _bundled() -> tuple[OptionInfo, ...]:
     gates = {(kind, name): (ops, source) for kind, name, ops, source in _catalog_data.OP_GATES}
+    days = {(kind, name): (added, removed) for kind, name, added, removed in _catalog_data.NIGHTLY_DATES}
     return tuple(
         OptionInfo(kind, name, effect, description, since, until, requires_args,  # type: ignore[arg-type]
-                   *gates.get((kind, name), ((), None)))
+                   *gates.get((kind, name), ((), None)), *days.get((kind, name), (None, None)))  # type: ignore[call-arg]
         for kind, name, effect, since, until, requires_args, description in _catalog_data.OPTIONS
     )
 

@@ -13,7 +13,8 @@ How it is built: versions come from version.txt / python/version.txt. For every 
 bump to the newest commit that touches csrc/options.cpp, csrc/options.h or a version file, names are taken from the
 {"name", EnableOption::X} / {"name", DisableOption::X} maps in options.cpp and checked against the enums in
 options.h. A version "has" a name if any commit in that version's range (from its bump commit up to the next bump)
-has it, so a nightly build of that version may lack names added or removed mid-range. VERSIONS lists the bump commit
+has it, so a nightly build of that version may lack names added or removed mid-range: NIGHTLY_DATES gives the days
+where that is known (tools/catalog_notes.py's NIGHTLY, checked against the history). VERSIONS lists the bump commit
 of each version; 0.2.36 was also read at the newest commit above, and a name is marked present (last_version None)
 only if that newest commit still has it.
 requires_args: the option does nothing (or cannot work) unless given arguments, e.g. NVFUSER_ENABLE=p2p_protocol(put).
@@ -491,4 +492,12 @@ OP_GATES: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
         ("batch_norm", "fmax", "fmin", "max", "min", "prod", "sum", "var", "var_mean", "welford"),
         "csrc/scheduler/normalization_inner_outer.cpp, csrc/scheduler/normalization_utils.cpp",
     ),
+)
+
+# Where a version number is not enough: nightly builds are versioned <version>.dev<YYYYMMDD>, and a name added or
+# removed between two version bumps is in some nightlies of that version only. (kind, name, the day the name came
+# upstream or None, the day it left or None), from tools/catalog_notes.py's NIGHTLY: a nightly of the name's first
+# version dated before the first day lacks it, and so does one of its last version dated on or after the second.
+NIGHTLY_DATES: tuple[tuple[str, str, str | None, str | None], ...] = (
+    ("enable", "p2p_transport", "2026-04-01", None),
 )

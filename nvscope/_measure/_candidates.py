@@ -52,6 +52,14 @@ def parse_candidate(spec: object) -> OptionSet:
     the catalog of the installed nvFuser; an unknown one raises `UnknownOptionError` with the fix.
     """
     if isinstance(spec, nv_options):
+        extra = [f"{name}={value!r}" for name, value, default in (
+            ("fusions", spec.fusions, None), ("on_error", spec.on_error, None), ("inherit", spec.inherit, True))
+            if value != default]
+        if extra:
+            raise ValueError(f"candidate {shown(spec, 120)}: a candidate is an option set, tried on every fusion of "
+                             f"the step, so its {', '.join(extra)} would be dropped: pass nv_options(enable=..., "
+                             "disable=...) alone (nvscope.search_fusions finds the set for each fusion; "
+                             "nvscope.profile(..., fusions=...) measures a set on some fusions)")
         options = spec.options
     elif isinstance(spec, OptionSet):
         options = nv_options(spec.enable, spec.disable).options

@@ -23,7 +23,6 @@ that kill it) is `nvscope._tools._bisect_process`; both share `nvscope._tools._b
 
 from __future__ import annotations
 
-import math
 import sys
 import warnings
 from collections.abc import Callable, Iterable
@@ -32,6 +31,8 @@ from typing import Any
 from nvscope._core._devmode import set_development_mode
 from nvscope._core._errors import NoEffectWarning, NoFusionWarning
 from nvscope._core._scope import nv_options
+from nvscope._measure import _checks
+from nvscope._measure._checks import step_callable
 from nvscope._tools._bisect_drive import drive, items_of
 from nvscope._tools._bisect_report import BisectResult
 
@@ -68,18 +69,16 @@ def bisect(fn: Callable[..., Any], /, *args: Any, enable: Iterable[str] | str = 
     """
     from nvscope._tools._bisect_harness import InProcess
 
-    if not callable(fn):
-        raise TypeError(f"bisect() needs a callable, not {type(fn).__name__}: {fn!r}")
+    step_callable("bisect", fn)
     checks = _check_arg(check)
     given = nv_options(enable, disable).options  # validated against the catalog before anything runs
     if not given:
         raise ValueError("bisect() needs the options under which the step goes wrong: enable=[...] and/or "
                          "disable=[...]")
-    if tolerance is not None and not (isinstance(tolerance, (int, float)) and math.isfinite(tolerance)
-                                      and tolerance >= 0):
-        raise ValueError(f"tolerance must be a finite number >= 0 or None, got {tolerance!r}")
-    if not (isinstance(slower_by, (int, float)) and math.isfinite(slower_by) and slower_by >= 0):
-        raise ValueError(f"slower_by must be a finite number >= 0, got {slower_by!r}")
+    tolerance = _checks.number("tolerance", tolerance, none=True)
+    slower_by = _checks.number("slower_by", slower_by)
+    rounds, steps_per_round = _checks.rounds("rounds", rounds), _checks.count("steps_per_round", steps_per_round, 1)
+    seed = _checks.integer("seed", seed)
 
     def say(message: str) -> None:
         if progress:

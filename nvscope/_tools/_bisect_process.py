@@ -26,6 +26,7 @@ from collections.abc import Iterable, Sequence
 from nvscope._core._optionset import OptionSet
 from nvscope._core._scope import nv_options
 from nvscope._exec._repro import scripts_named_in
+from nvscope._measure._checks import number
 from nvscope._tools._bisect_drive import Outcome, drive
 from nvscope._tools._bisect_report import BisectResult, exact_glob
 
@@ -98,8 +99,7 @@ def bisect_program(program: Sequence[str], *, module: bool = False, enable: Iter
     given = nv_options(enable, disable).options
     if not given:
         raise ValueError("bisect needs the options under which the program fails: --enable and/or --disable")
-    if not (isinstance(timeout, (int, float)) and timeout > 0):
-        raise ValueError(f"timeout must be a number of seconds > 0, got {timeout!r}")
+    timeout = number("timeout", timeout, above=True, finite=False)  # seconds
     bad_codes = None if bad_exit is None else set(bad_exit)
     if not module and not os.path.exists(program[0]):
         raise FileNotFoundError(f"can't open file {os.path.abspath(program[0])!r}: no such file")

@@ -27,6 +27,7 @@ from nvscope._core._errors import NvscopeWarning
 from nvscope._core._optionset import OptionSet
 from nvscope._core._scope import nv_options
 from nvscope._core._validate import first_line, shown
+from nvscope._measure._checks import count, step_callable
 from nvscope._measure._numerics import flatten_outputs, has_nan, pair, raw_max_abs_diff
 from nvscope._measure._timer import MIN_SAMPLE_S, Timer
 
@@ -154,9 +155,8 @@ def compare(
     Runs in development mode and restores the previous setting. Prints the table unless ``show=False``; returns
     the data.
     """
-    for what, value, least in (("repeat", repeat, 1), ("warmup", warmup, 0)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < least:
-            raise ValueError(f"{what} must be an int >= {least}, got {shown(value)}")
+    step_callable("compare", fn)
+    repeat, warmup = count("repeat", repeat, 1), count("warmup", warmup)
     scopes = _validated(variants)
     results: dict[str, VariantResult] = {}
     reference: list[tuple[str, Any]] | None = None

@@ -21,7 +21,6 @@ The method (docs/profile.md), built on the search's runner and statistics:
 
 from __future__ import annotations
 
-import math
 import random
 import sys
 import time
@@ -36,14 +35,20 @@ from nvscope._core._optionset import OptionSet
 from nvscope._core._scope import nv_options
 from nvscope._core._validate import first_line
 from nvscope._exec._audit import audit
+from nvscope._measure import _checks as checks
+from nvscope._measure._checks import step_callable
 from nvscope._measure._numerics import Numerics, compare_leaves, flatten_outputs
 from nvscope._measure._schedulers import Recorder, Segment, recorder
-from nvscope._measure._stats import MIN_ROUNDS, median, summarize
+from nvscope._measure._stats import median, summarize
 from nvscope._tools._bisect_report import exact_glob
 from nvscope._tools._profile_report import ProfileResult, ProfileRow
 from nvscope._tools._search import _install_adapters, _Runner, _Variant
 
-__all__ = ["profile"]
+__all__ = ["NO_FUSION", "profile"]
+
+NO_FUSION = ("{tool}: no nvFuser fusion ran through nvscope when the step ran with its defaults, so no option can "
+             "reach one and there is nothing to measure per fusion: is the function jitted (thunder.jit) or built on "
+             "nvFuser's FusionDefinition, and is the step run in this process?")
 
 
 class _Clock:
@@ -123,15 +128,10 @@ def profile(fn: Callable[..., Any], /, *args: Any, enable: Any = (), disable: An
     """
     from nvscope._exec import _events
 
-    if not callable(fn):
-        raise TypeError(f"profile() needs a callable, not {type(fn).__name__}: {fn!r}")
-    for name, value, least in (("rounds", rounds, MIN_ROUNDS), ("steps_per_round", steps_per_round, 1),
-                               ("warmup", warmup, 0)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < least:
-            raise ValueError(f"{name} must be an int >= {least}, got {value!r}")
-    if tolerance is not None and not (isinstance(tolerance, (int, float)) and math.isfinite(tolerance)
-                                      and tolerance >= 0):
-        raise ValueError(f"tolerance must be a finite number >= 0 or None, got {tolerance!r}")
+    step_callable("profile", fn)
+    rounds, steps_per_round = checks.rounds("rounds", rounds), checks.count("steps_per_round", steps_per_round, 1)
+    warmup, seed = checks.count("warmup", warmup), checks.integer("seed", seed)
+    tolerance = checks.number("tolerance", tolerance, none=True)
     recorder(schedulers)  # validates the choice before anything runs
     scope = nv_options(enable, disable, fusions=fusions, on_error="fallback")  # validated before anything runs
     options = scope.options
@@ -157,6 +157,7 @@ def profile(fn: Callable[..., Any], /, *args: Any, enable: Any = (), disable: An
                 warnings.simplefilter("ignore", quiet)  # the rows say which fusions ran, changed and failed
             _install_adapters()
             base = _first(runner, default, clock)
+            _selected(base.infos, scope)
             clock.cuda = runner.timer.detect()  # CUDA events once the default used CUDA, as the search decides
             under = _first(runner, variant, clock)
             runner.reference = base.leaves
@@ -199,6 +200,15 @@ def profile(fn: Callable[..., Any], /, *args: Any, enable: Any = (), disable: An
     return result
 
 
+def _selected(infos: list[Any], scope: nv_options) -> None:
+    """``fusions=`` selects some of the fusions the default ran: else a `ValueError` naming the fix."""
+    if scope.fusions is not None and not any(scope.fusions(i) for i in infos):
+        ids = [i.id for i in infos]
+        shown = ", ".join(ids[:8]) + (f", ... ({len(ids)} in all)" if len(ids) > 8 else "")
+        raise ValueError(f"profile: fusions={scope.fusions!r} selects none of the fusions the step ran ({shown}): "
+                         "select by these ids, e.g. 'forward/*' or '*/nvFusion0' (`nvscope fusions` lists them)")
+
+
 def _listen(record: Any) -> None:
     """A sink that keeps nothing: while it is registered, every fusion execution runs inside the timers."""
 
@@ -232,6 +242,8 @@ def _first(runner: _Runner, v: _Variant, clock: _Clock) -> _FirstCall:
         del out
     finally:
         clock.segments = clock.wall = clock.outputs = None
+    if v.stage == "default" and not log.records:  # nothing to profile: said before the step runs again
+        raise ValueError(NO_FUSION.format(tool="profile"))
     repeat: dict[str, Numerics] = {}
     if v.stage == "default":  # once more: a fusion whose own defaults move between calls has no reference outputs
         again: dict[str, list[list[tuple[str, Any]]]] = {}

@@ -25,7 +25,6 @@ so that no variant's kernels are evicted and recompiled in the middle of the rou
 from __future__ import annotations
 
 import gc
-import math
 import random
 import sys
 import time
@@ -38,11 +37,13 @@ from nvscope._core._devmode import set_development_mode
 from nvscope._core._errors import NoFusionWarning, NvscopeWarning
 from nvscope._core._optionset import OptionSet
 from nvscope._core._scope import nv_options
-from nvscope._core._validate import first_line, shown
+from nvscope._core._validate import first_line
 from nvscope._exec._audit import audit
+from nvscope._measure import _checks as checks
 from nvscope._measure._candidates import resolve, spec
+from nvscope._measure._checks import step_callable
 from nvscope._measure._numerics import Numerics, compare_leaves, flatten_outputs, grad_targets
-from nvscope._measure._stats import MIN_ROUNDS, RatioSummary, median, summarize
+from nvscope._measure._stats import RatioSummary, median, summarize
 from nvscope._measure._timer import MIN_SAMPLE_S, Timer
 from nvscope._tools._search_report import SearchResult, SearchRow, Stage
 
@@ -217,16 +218,10 @@ def search(fn: Callable[..., Any], /, *args: Any, candidates: Iterable[object] |
     set to None before every call. Progress goes to stderr unless ``progress=False``. Runs in development mode and
     restores the previous setting; no scope stays active afterwards.
     """
-    if not callable(fn):
-        raise TypeError(f"search() needs a callable, not {type(fn).__name__}: {shown(fn)}")
-    for name, value, least in (("rounds", rounds, MIN_ROUNDS), ("steps_per_round", steps_per_round, 1),
-                               ("warmup", warmup, 0), ("seed", seed, -sys.maxsize)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < least:
-            raise ValueError(f"{name} must be an int >= {least}, got {shown(value)}"
-                             + (" (fewer rounds give no confidence interval)" if name == "rounds" else ""))
-    if tolerance is not None and not (isinstance(tolerance, (int, float)) and math.isfinite(tolerance)
-                                      and tolerance >= 0):
-        raise ValueError(f"tolerance must be a finite number >= 0 or None, got {shown(tolerance)}")
+    step_callable("search", fn)
+    rounds, steps_per_round = checks.rounds("rounds", rounds), checks.count("steps_per_round", steps_per_round, 1)
+    warmup, seed = checks.count("warmup", warmup), checks.integer("seed", seed)
+    tolerance = checks.number("tolerance", tolerance, none=True)
     options = resolve(candidates)
     printing = [progress]
 

@@ -32,11 +32,14 @@ from typing import Any
 from nvscope._core._devmode import set_development_mode
 from nvscope._core._optionset import OptionSet
 from nvscope._core._scope import nv_options
+from nvscope._exec._audit import audit
+from nvscope._measure import _checks as checks
 from nvscope._measure._candidates import resolve, spec
+from nvscope._measure._checks import step_callable
 from nvscope._measure._numerics import Numerics
 from nvscope._measure._stats import RatioSummary, summarize
 from nvscope._tools._bisect_report import exact_glob
-from nvscope._tools._profile import profile
+from nvscope._tools._profile import NO_FUSION, profile
 from nvscope._tools._profile_report import ProfileResult
 from nvscope._tools._search import _install_adapters, _Runner, _Variant
 from nvscope._tools._search_report import figure_class
@@ -214,15 +217,21 @@ def search_fusions(fn: Callable[..., Any], /, *args: Any, candidates: Iterable[o
     candidate is profiled with ``rounds`` x ``steps_per_round``, then the map is timed in as many rounds.
     ``min_gain``: the least a candidate must save on a fusion (median ratio <= 1 - min_gain) to be chosen for it."""
 
+    step_callable("search_fusions", fn)
+    rounds, steps_per_round = checks.rounds("rounds", rounds), checks.count("steps_per_round", steps_per_round, 1)
+    warmup, seed = checks.count("warmup", warmup), checks.integer("seed", seed)
+    tolerance, min_gain = checks.number("tolerance", tolerance, none=True), checks.fraction("min_gain", min_gain)
     options = resolve(candidates)
-    if not (isinstance(min_gain, (int, float)) and 0 <= min_gain < 1):
-        raise ValueError(f"min_gain must be a number in [0, 1), got {min_gain!r}")
     began = time.perf_counter()
 
     def say(message: str) -> None:
         if progress:
             print(f"nvscope search: {message}", file=sys.stderr, flush=True)
 
+    # The default once, before any candidate: a step that fails with its defaults is the caller's bug (it propagates,
+    # where a candidate's failure is only that candidate's), and one that runs no fusion through nvscope has nothing
+    # to choose per fusion.
+    _default_runs(fn, args, kwargs, backward, module)
     common = {"rounds": rounds, "steps_per_round": steps_per_round, "warmup": warmup, "tolerance": tolerance,
               "backward": backward, "module": module, "seed": seed, "progress": progress}
     profiles: list[ProfileResult] = []
@@ -288,3 +297,19 @@ def search_fusions(fn: Callable[..., Any], /, *args: Any, candidates: Iterable[o
                                 time.perf_counter() - began, min_gain)
     say(f"done in {result.elapsed_s:.1f} s: {result.verdict()}")
     return result
+
+
+def _default_runs(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], backward: bool,
+                  module: Any) -> None:
+    """One call of the step with its defaults, audited: what it raises propagates; no fusion is a `ValueError`."""
+
+    runner = _Runner(fn, args, kwargs, backward, module, None, 1, 0, lambda message: None)
+    previous = set_development_mode(True)
+    try:
+        _install_adapters()
+        with audit() as log:
+            runner.invoke()
+    finally:
+        set_development_mode(previous)
+    if not log.records:
+        raise ValueError(NO_FUSION.format(tool="search_fusions"))

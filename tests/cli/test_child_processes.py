@@ -315,6 +315,26 @@ def test_fusions_and_on_error_reach_nv_options_in_the_program_and_its_children(t
     assert calls == [f"{calls[0].split()[0]} {expected}", f"{pid} {expected}"]  # nvscope run's process, the child's
 
 
+@pytest.mark.parametrize(("glob", "reached"), [("call/*", True), ("forward/*", False)])
+def test_fusions_reach_the_selected_fusions_of_children_and_both_summaries_say_so(
+        tmp_path: Path, site: Path, glob: str, reached: bool) -> None:
+    """Issue 27 item 4: with --fusions the children got {"enable": [], "disable": []} and ran every fusion with its
+    defaults, and both summaries said "options (none)"."""
+    write(tmp_path / "parent.py", PARENT)
+    result = python("-m", "nvscope", "run", "--fusions", glob, "--enable", "fuse_matmul", "--disable", "fma",
+                    "parent.py", cwd=tmp_path, path=[site, REPO])
+    assert result.returncode == 0, result.stderr
+    ((pid, seen),) = child_pids(result.stdout).items()
+    assert seen == "(none) dev=True"  # the options reach selected fusions only, not every fusion
+    lines = tagged(result.stderr, pid)
+    assert lines[0] == f"nvscope run: options {OPTIONS} on the fusions {glob}", lines
+    row = rf"call/FusionDefinition#0 +{OPTIONS} +call +new +MainThread +1" if reached else \
+        r"call/FusionDefinition#0 +\(none\) +call +default +MainThread +1"
+    assert re.fullmatch(row, lines[3]), lines
+    assert f"\nnvscope run: options {OPTIONS} on the fusions {glob}\nnvscope audit: no nvFuser fusion executed\n" in \
+        result.stderr  # the parent's own summary, untagged
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (("--fusions", ""), "nvscope run: error: --fusions needs a glob over fusion ids, e.g. --fusions 'forward/*'"),
     (("--fusions", " , "), "nvscope run: error: --fusions needs a glob over fusion ids"),

@@ -93,9 +93,11 @@ def test_options_json(tmp_path: Path) -> None:
     assert by_name["enable", "fuse_matmul"] == {
         "kind": "enable", "name": "fuse_matmul", "effect": "codegen",
         "description": nvscope.catalog().get("enable", "fuse_matmul").description,  # type: ignore[union-attr]
-        "since": "0.2.23", "until": None, "requires_args": False,
+        "since": "0.2.23", "until": None, "since_day": None, "until_day": None, "requires_args": False,
         "ops": ["linear", "matmul"], "source": "csrc/scheduler/matmul_utils.cpp",
     }
+    assert (by_name["enable", "p2p_transport"]["since"], by_name["enable", "p2p_transport"]["since_day"]) == (
+        "0.2.36", "2026-04-01")  # a nightly of 0.2.36 before that day lacks it
     assert by_name["disable", "fma"]["ops"] == [] and by_name["disable", "fma"]["source"] is None
     assert by_name["enable", "p2p_protocol"]["requires_args"] is True
     only_enable = json.loads(nvscope_cmd("options", "--enable", "--json", cwd=tmp_path).stdout)

@@ -15,7 +15,6 @@ from nvscope._cli import _wheels as _install
 from nvscope._core import _version
 
 ROOT = Path(__file__).resolve().parents[2]
-SHARED_WHEELS = ROOT.parent / "shared" / "gpu" / "wheels"
 
 
 # --- which nvFuser wheel ------------------------------------------------------------------------------------------
@@ -76,22 +75,37 @@ def test_the_table_in_the_install_page_is_what_the_code_answers() -> None:
         assert hint.command == (shown[1] if shown else None), (torch, cuda, answer, hint)
 
 
-def test_the_naming_matches_a_real_nvfuser_wheel() -> None:
-    wheels = sorted(SHARED_WHEELS.glob("nvfuser_*.whl")) if SHARED_WHEELS.is_dir() else []
-    if not wheels:
-        pytest.skip(f"no nvFuser wheel in {SHARED_WHEELS}")
+# The distribution names in the METADATA of real nvFuser wheels (``Name:``), as pip normalises them, with the CUDA and
+# torch each is built for: nvfuser-cu128-torch28 and nvfuser-cu130-torch210 were downloaded
+# (nvscope/_cli/_wheels.py), the others are PyPI's project names in the same scheme. Held here, so that the test
+# runs on a fresh clone.
+REAL_NAMES = [
+    ("nvfuser_cu128_torch28", "2.8", "12.8"),
+    ("nvfuser_cu130_torch210", "2.10", "13.0"),
+    ("nvfuser_cu126_torch29", "2.9", "12.6"),
+    ("nvfuser_cu118_torch25", "2.5", "11.8"),
+]
+
+
+@pytest.mark.parametrize(("name", "torch", "cuda"), REAL_NAMES)
+def test_the_naming_matches_real_nvfuser_wheels(name: str, torch: str, cuda: str, tmp_path: Path) -> None:
+    # A wheel with that METADATA, read as a real one is: its Name is the distribution the pip line installs.
     import zipfile
 
-    for wheel in wheels:
-        with zipfile.ZipFile(wheel) as archive:
-            metadata = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
-            name = re.search(r"^Name: (\S+)$", archive.read(metadata).decode(), flags=re.MULTILINE)
-        assert name is not None
-        found = re.fullmatch(r"nvfuser_cu(\d+)(\d)_torch(\d)(\d+)", name[1])
-        assert found is not None, name[1]
-        torch, cuda = f"{found[3]}.{found[4]}.0", f"{found[1]}.{found[2]}"
-        hint = _install.nvfuser_wheel(torch, cuda)
-        assert hint.command == f"pip install {name[1].replace('_', '-')}"
+    version = _install.LISTED[(tuple(map(int, cuda.split("."))), tuple(map(int, torch.split("."))))]  # type: ignore[index]
+    wheel = tmp_path / f"{name}-{version}-cp312-cp312-manylinux_2_28_x86_64.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr(f"{name}-{version}.dist-info/METADATA",
+                         f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    with zipfile.ZipFile(wheel) as archive:
+        metadata = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
+        found = re.search(r"^Name: (\S+)$", archive.read(metadata).decode(), flags=re.MULTILINE)
+    assert found is not None and found[1] == name
+    for local in ("", f"+cu{cuda.replace('.', '')}"):  # torch with and without its local CUDA label
+        hint = _install.nvfuser_wheel(f"{torch}.0{local}", cuda, python=(3, 12), system="Linux", machine="x86_64")
+        assert hint.command == f"pip install {name.replace('_', '-')}", hint
+        assert _install.mismatch(name, f"{torch}.0{local}", cuda) is None
+    assert _install.mismatch(name, "2.99.0", cuda) is not None  # and the name is read, not ignored
 
 
 def test_an_installed_nvfuser_for_another_torch_is_named() -> None:

@@ -656,3 +656,51 @@ def test_trust_on_a_newer_nvfuser_passes_a_name_in_the_other_list_and_says_so(ne
                     "(NVSCOPE_TRUST_NVFUSER=1); if it is still a disable option there, pass it as "
                     "disable=['matmul_expr_eval']")
     assert "not in nvscope's option catalog" not in note and fake.calls == 0
+
+
+# --- nightly builds: where a version number is not enough (issue 27 item 15) ----------------------------------------
+
+def test_a_nightly_dated_before_a_name_came_lacks_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     fresh_catalog: None) -> None:
+    fake_nvfuser(tmp_path / "release", monkeypatch, "nvfuser_cu130_torch210-0.2.36.dist-info")
+    release = nvscope.catalog().names("enable")
+    assert "p2p_transport" in release  # a release keeps the whole version's names
+    fake_nvfuser(tmp_path / "nightly", monkeypatch, "nvfuser_cu130_torch210-0.2.36.dev20260301.dist-info")
+    assert nvscope.catalog().names("enable") == release - {"p2p_transport"}  # came upstream on 2026-04-01
+    with pytest.raises(UnknownOptionError, match=r"0\.2\.36\.dev20260301"):
+        nv_options(enable=["p2p_transport"])
+    fake_nvfuser(tmp_path / "later", monkeypatch, "nvfuser_cu130_torch210-0.2.36.dev20260401.dist-info")
+    assert nvscope.catalog().names("enable") == release
+
+
+def test_probe_agrees_with_the_catalog_on_a_dated_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        fresh_catalog: None,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """`nvscope options --probe` on nvFuser 0.2.36.dev20260301 reported p2p_transport "in the catalog for this version
+    but not accepted by this build": that build accepts 0.2.36's names but p2p_transport, and the catalog agrees."""
+    from nvscope.cli import main
+
+    fake_nvfuser(tmp_path / "release", monkeypatch, "nvfuser_cu130_torch210-0.2.36.dist-info")
+    names = {kind: nvscope.catalog().names(kind) for kind in ("enable", "disable")}
+    fake_nvfuser(tmp_path / "nightly", monkeypatch, "nvfuser_cu130_torch210-0.2.36.dev20260301.dist-info")
+    probe(monkeypatch, enable=names["enable"] - {"p2p_transport"}, disable=names["disable"])
+    assert main(["options", "--probe"]) == 0
+    out = capsys.readouterr().out
+    assert "not accepted by this build" not in out and "missing from the catalog" not in out, out
+
+
+@pytest.mark.parametrize(("version", "has"), [
+    ("0.2.36.dev20260331", False), ("0.2.36.dev20260401", True), ("0.2.36.dev20260401+cu130", True),
+    ("0.2.36", True), ("0.2.35.dev20260501", False), ("0.2.37.dev20260101", True), ("0.2.36.dev3", True),
+])
+def test_available_in_reads_a_nightlys_date_only_for_the_version_the_name_came_in(version: str, has: bool) -> None:
+    option = nvscope.catalog().get("enable", "p2p_transport")
+    assert option is not None and option.since_day == "2026-04-01"
+    assert option.available_in(Version(version)) is has
+
+
+def test_a_name_that_left_mid_version_is_gone_from_nightlies_dated_after() -> None:
+    info = option_catalog.OptionInfo("enable", "gone", "debug", "Gone", "0.2.30", "0.2.31", False,
+                                     until_day="2026-02-10")
+    assert info.available_in(Version("0.2.31.dev20260209")) and info.available_in(Version("0.2.31"))
+    assert not info.available_in(Version("0.2.31.dev20260210")) and not info.available_in(Version("0.2.32"))
