@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 
-from nvscope import _autoinstall
+from nvscope import _autoinstall, _fusion
 from nvscope._audit import AuditLog, audit, fusions
 from nvscope._autoinstall import install
 from nvscope._catalog import Catalog, OptionInfo, catalog
@@ -148,4 +148,5 @@ def uninstall() -> bool:
         if adapter is not None:
             restored = adapter.uninstall() or restored
     _autoinstall.reset()
+    _fusion.forget_ids()
     return restored

@@ -26,6 +26,7 @@ from collections.abc import Iterable, Sequence
 from nvscope import OptionSet, nv_options
 from nvscope._bisect import Outcome, drive
 from nvscope._bisect_report import BisectResult, exact_glob
+from nvscope._fusion import note_ids
 from nvscope._repro import scripts_named_in
 
 __all__ = ["bisect_program", "run_line"]
@@ -110,6 +111,7 @@ def bisect_program(program: Sequence[str], *, module: bool = False, enable: Iter
     say(f"listing the fusions: {shlex.join(program)} without options")
     fusions = _list_fusions(program, module, timeout, python)
     say(f"the program ran {len(fusions)} fusions without options")
+    note_ids(fusions)  # "x#2" among them: the culprit lines must select "x" as "x#1" (`exact_glob`)
 
     def run(options: OptionSet, selected: tuple[str, ...] | None) -> Outcome:
         try:

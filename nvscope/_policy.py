@@ -121,6 +121,8 @@ def resolve(policy: OptionSet | Policy | None, info: FusionInfo | None) -> Optio
 def _matches(chosen: Selector, info: FusionInfo) -> bool:
     try:
         return chosen(info)
+    except NvscopeError:  # a callable's non-bool result (SelectorError): already names the selector and the fusion
+        raise
     except Exception as error:  # the user's callable: name it and the fusion, keep the cause
         raise NvscopeError(f"fusions={chosen!r} raised {type(error).__name__} on fusion {info.id} ({error}): a "
                            "selector must return True or False for every FusionInfo") from error

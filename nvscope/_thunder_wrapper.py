@@ -27,7 +27,7 @@ from typing import Any
 from nvscope import _events, _frontends, _repro
 from nvscope._errors import UnsupportedError
 from nvscope._execute import NO_KWARGS, Adapter, execute
-from nvscope._fusion import FusionInfo, ops_of_definition
+from nvscope._fusion import FusionInfo, claim, ops_of_definition
 from nvscope._fusion_table import FusionTable
 from nvscope._optionset import OptionSet
 from nvscope._scope import ACTIVE
@@ -152,7 +152,7 @@ class WrapperShape(Adapter):
             ops: tuple[str, ...] | None = ops_of_definition(repr(fd))
         except Exception:
             ops = None  # unknown: the catalog's gates then drop nothing
-        return FusionInfo(short(fusion.name), _events.PHASE.get(), ops, jitted_function())
+        return claim(short(fusion.name), _events.PHASE.get(), ops, jitted_function())
 
     def static(self, fusion: Any, kwargs: dict[str, Any]) -> OptionSet:
         return OptionSet(fusion.enable_options or (), fusion.disable_options or ())

@@ -22,7 +22,7 @@ from typing import Any
 from nvscope import _events, _frontends, _patches, _repro
 from nvscope._errors import UnsupportedError
 from nvscope._execute import Adapter, execute
-from nvscope._fusion import FusionInfo, ops_of_definition
+from nvscope._fusion import FusionInfo, claim, ops_of_definition
 from nvscope._fusion_table import FusionTable
 from nvscope._optionset import OptionSet
 from nvscope._scope import ACTIVE
@@ -92,7 +92,7 @@ class FrontendAdapter(Adapter):
             ops: tuple[str, ...] | None = ops_of_definition(repr(fusion))
         except Exception:
             ops = None
-        return FusionInfo(f"{type(fusion).__name__}#{next(_numbers)}", "call", ops)
+        return claim(f"{type(fusion).__name__}#{next(_numbers)}", "call", ops, None)
 
     def static(self, fusion: Any, kwargs: dict[str, Any]) -> OptionSet:
         return _passed_options(kwargs)
