@@ -90,15 +90,15 @@ def table(adapter: Adapter, fusion: Any, args: tuple[Any, ...],
 def _resolve(adapter: Adapter, found: FusionTable[_frontends.Partition], policy: Any,
              static: OptionSet) -> tuple[_frontends.Partition | None, bool, bool]:
     """The partition a (policy, own options) pair runs in (None: the fusion's own cache), whether the innermost scope
-    is what changed it (`_own_part`), and whether the partition was built."""
+    is what changed it (`nvscope._policy.effective_split`), and whether the partition was built."""
     resolved = found.resolved
     key = (policy, static)
     memo = resolved.get(key)
     if memo is None:
         info: FusionInfo = found.info  # type: ignore[assignment]  # `table` sets it
-        options = _policy.effective(static, policy, info)
+        options, own = _policy.effective_split(static, policy, info)
         effective = None if options == static else options
-        memo = (effective, effective is None or _own_part(static, policy, info, options))
+        memo = (effective, own)
         if len(resolved) >= _MAX_RESOLVED:
             resolved.clear()
         resolved[key] = memo
@@ -111,15 +111,6 @@ def _resolve(adapter: Adapter, found: FusionTable[_frontends.Partition], policy:
         partition, new = found.get(effective)
     found.hot = (policy, static, partition, own)
     return partition, own, new
-
-
-def _own_part(static: OptionSet, policy: Any, info: FusionInfo, options: OptionSet) -> bool:
-    """Whether the innermost scope changed this fusion: False when its selector leaves the fusion's options what the
-    scopes around it give (a nested ``fusions="Forward/*"``), so that scope warns `NoEffectWarning` as it would alone.
-    Only a selective innermost layer is judged (a `Policy` is interned, so its layers name the scopes in the stack)."""
-    if not isinstance(policy, _policy.Policy) or len(policy.layers) < 2 or policy.layers[-1][1] is None:
-        return True
-    return _policy.effective(static, _policy.Policy(policy.layers[:-1]), info) != options
 
 
 def _changed_below(frame: Frame) -> None:

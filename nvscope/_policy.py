@@ -33,7 +33,7 @@ from nvscope._errors import NvscopeError
 from nvscope._fusion import FusionInfo, Selector
 from nvscope._optionset import EMPTY, OptionSet
 
-__all__ = ["Policy", "compose", "effective", "over", "resolve"]
+__all__ = ["Policy", "compose", "effective", "effective_split", "over", "resolve"]
 
 Layer = tuple[OptionSet, "Selector | None", bool]
 
@@ -106,16 +106,22 @@ def compose(outer: OptionSet | Policy | None, inner: OptionSet | Policy | None) 
 
 def resolve(policy: OptionSet | Policy | None, info: FusionInfo | None) -> OptionSet:
     """The scopes' options for one fusion (step 3 above); ``info=None`` matches no selector."""
+    return _layered(policy, info)[0]
+
+
+def _layered(policy: OptionSet | Policy | None, info: FusionInfo | None) -> tuple[OptionSet, OptionSet]:
+    """`resolve`, and what it is without the innermost layer (each selector matched once)."""
     if policy is None:
-        return EMPTY
+        return EMPTY, EMPTY
     if isinstance(policy, OptionSet):
-        return policy
-    result = EMPTY
+        return policy, policy
+    result = below = EMPTY
     for options, chosen, inherit in policy.layers:
+        below = result
         if chosen is not None and (info is None or not _matches(chosen, info)):
             continue
         result = result.override(options) if inherit else options
-    return result
+    return result, below
 
 
 def _matches(chosen: Selector, info: FusionInfo) -> bool:
@@ -130,7 +136,22 @@ def _matches(chosen: Selector, info: FusionInfo) -> bool:
 
 def effective(static: OptionSet, policy: OptionSet | Policy | None, info: FusionInfo) -> OptionSet:
     """What one fusion executes with under ``policy``: steps 2-4 above (nvFuser adds step 1 itself)."""
-    scope = resolve(policy, info)
+    return _gated(static, resolve(policy, info), info)
+
+
+def effective_split(static: OptionSet, policy: OptionSet | Policy | None,
+                    info: FusionInfo) -> tuple[OptionSet, bool]:
+    """`effective`, and whether the innermost scope changed it: False when a selective innermost scope leaves the
+    fusion what the scopes around it give (e.g. its selector matches nothing), so that scope can say it changed
+    nothing as it would alone. Any other innermost scope counts as changing what its fusions ran with."""
+    scope, below = _layered(policy, info)
+    options = _gated(static, scope, info)
+    if not isinstance(policy, Policy) or len(policy.layers) < 2 or policy.layers[-1][1] is None:
+        return options, True
+    return options, _gated(static, below, info) != options
+
+
+def _gated(static: OptionSet, scope: OptionSet, info: FusionInfo) -> OptionSet:
     ops = info.ops
     if scope and ops is not None:  # unknown ops: no gate can be judged, so none drops anything
         gate = catalog().can_affect
