@@ -152,3 +152,12 @@ def test_a_fusion_info_carries_its_number() -> None:
     for bad, error in ((0, ValueError), ("2", TypeError), (True, TypeError)):
         with pytest.raises(error, match="instance="):
             FusionInfo("nvFusion0", "forward", instance=bad)  # type: ignore[arg-type]
+
+
+def test_a_failure_note_and_its_repro_script_name_the_one_fusion(double: ThunderDouble) -> None:
+    step = TwoFunctions(double, breaks={1: "fuse_matmul"})
+    step(t())
+    with nv_options(enable=["fuse_matmul"]), pytest.raises(RuntimeError, match="INTERNAL ASSERT") as raised:
+        step(t())
+    note = "\n".join(raised.value.__notes__)
+    assert "fusion forward/nvFusion0#2 failed" in note and "forward-nvFusion0_2-" in note
