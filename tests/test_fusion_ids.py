@@ -161,3 +161,18 @@ def test_a_failure_note_and_its_repro_script_name_the_one_fusion(double: Thunder
         step(t())
     note = "\n".join(raised.value.__notes__)
     assert "fusion forward/nvFusion0#2 failed" in note and "forward-nvFusion0_2-" in note
+
+
+def test_ids_learned_from_another_process_make_the_culprit_line_exact() -> None:
+    """A subprocess bisect learns the ids from its child: ``x#2`` among them makes ``x``'s glob ``x#1``."""
+    from nvscope._fusion import forget_ids, note_ids
+
+    forget_ids()
+    try:
+        assert exact_glob("forward/nvFusion0") == "forward/nvFusion0"
+        note_ids(["forward/nvFusion0", "forward/nvFusion0#2", "call/FusionDefinition#3", "backward/nvFusion1"])
+        assert [exact_glob(i) for i in ("forward/nvFusion0", "forward/nvFusion0#2", "backward/nvFusion1",
+                                        "call/FusionDefinition#3")] == [
+            "forward/nvFusion0#1", "forward/nvFusion0#2", "backward/nvFusion1", "call/FusionDefinition#3"]
+    finally:
+        forget_ids()
