@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sys
 
+from nvscope._core import _fusion
 from nvscope._core._catalog import Catalog, OptionInfo, catalog
 from nvscope._core._decorators import bind, with_nv_options
 from nvscope._core._devmode import dev_mode, development_mode, set_development_mode
@@ -149,4 +150,5 @@ def uninstall() -> bool:
         if adapter is not None:
             restored = adapter.uninstall() or restored
     _autoinstall.reset()
+    _fusion.forget_ids()
     return restored

@@ -22,6 +22,7 @@ __all__ = [
     "NoFusionWarning",
     "NvscopeError",
     "NvscopeWarning",
+    "SelectorError",
     "UnclosedScopeWarning",
     "UnknownOptionError",
     "UnsupportedError",
@@ -39,6 +40,10 @@ class UnknownOptionError(NvscopeError, ValueError):
 
 class UnsupportedError(NvscopeError, RuntimeError):
     """Scoped options cannot be honoured here (nvFuser too old, a Thunder nvscope does not know, ...)."""
+
+
+class SelectorError(NvscopeError, TypeError):
+    """A ``fusions=`` callable returned something other than True or False for a fusion."""
 
 
 class DevelopmentModeError(NvscopeError, RuntimeError):

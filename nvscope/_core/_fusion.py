@@ -3,13 +3,19 @@
 A fusion's identity is computed once, when nvscope first sees it (its table is made, `nvscope._exec._execute`), and
 kept:
 the id is ``"<phase>/<name>"`` because Thunder's counter restarts per trace (forward and backward both have an
-``nvFusion0``); the ops are the nvFuser operations of its definition, read from the Python nvFuser prints for it
+``nvFusion0``), and ``"<phase>/<name>#<k>"`` for the k-th distinct fusion (k >= 2: another jitted function, another
+trace) to claim the same ``<phase>/<name>`` in this process (`claim`, in order of first sight: the same program gives
+the same ids); the ops are the nvFuser operations of its definition, read from the Python nvFuser prints for it
 (``fd.ops.linear(...)``), the same on every Thunder and both frontends, so a selector by ops means one thing.
 
 Selectors are values: a glob over ids, a list of globs, a callable taking a `FusionInfo`, or the helpers `phase`
-and `holding`, combined with ``|``, ``&`` and ``~``. Each is compiled once, when its scope is built, so a bad glob
-or a non-callable fails before anything is entered; a selector that raises while matching fails the fusion's call
-with a message naming the selector (it is matched once per fusion and scope, never per execution).
+and `holding`, combined with ``|``, ``&`` and ``~``. Each is compiled when its scope is built (and kept: the same
+glob or list of globs written again, e.g. in a loop, is the same compiled selector), so a bad glob or a non-callable
+fails before anything is entered; a selector that raises, or a callable that returns something other than True or
+False, fails the fusion's call with a message naming the selector and the fusion (it is matched once per fusion and
+scope, never per execution). A glob selects a fusion when it matches its id, or its ``<phase>/<name>`` without the
+``#k`` (so ``"*/nvFusion0"`` selects every such fusion), or its numbered id ``<phase>/<name>#<k>`` (``#1`` for the
+first: ``"forward/nvFusion0#1"`` selects that one alone).
 """
 
 from __future__ import annotations
@@ -25,7 +31,8 @@ if TYPE_CHECKING:
 
     Phase = Literal["forward", "backward", "call"]
 
-__all__ = ["FusionInfo", "Selector", "holding", "ops_of_definition", "phase", "selector"]
+__all__ = ["FusionInfo", "Selector", "claim", "claimed", "forget_ids", "holding", "note_ids", "ops_of_definition",
+           "phase", "selector"]
 
 _PHASES = ("forward", "backward", "call")
 
@@ -42,18 +49,22 @@ class FusionInfo(Record):
 
     ``phase`` is ``"forward"``, ``"backward"`` (Thunder's backward trace) or ``"call"`` (a direct nvFuser
     ``execute``); ``ops`` the sorted nvFuser op names of its definition; ``function`` the name of the jitted function
-    it belongs to, when nvscope could tell (Thunder), else None.
+    it belongs to, when nvscope could tell (Thunder), else None. ``instance`` is k when this is the k-th distinct
+    fusion of the process to claim ``<phase>/<name>``: its id is then ``"<phase>/<name>#<k>"`` (1, the first: no
+    suffix), so an id names one fusion.
     """
 
-    __slots__ = ("function", "id", "name", "ops", "phase")
+    __slots__ = ("function", "id", "instance", "name", "ops", "phase")
 
     id: str
     name: str
     phase: Phase
     ops: tuple[str, ...] | None
     function: str | None
+    instance: int
 
-    def __init__(self, name: str, phase: Phase, ops: Iterable[str] | None = (), function: str | None = None) -> None:
+    def __init__(self, name: str, phase: Phase, ops: Iterable[str] | None = (), function: str | None = None, *,
+                 instance: int = 1) -> None:
         # Checked once per fusion: a fusion built wrong here would be one that no selector or gate reads right.
         if not isinstance(name, str) or not name:
             raise (ValueError if name == "" else TypeError)(
@@ -68,15 +79,55 @@ class FusionInfo(Record):
             if not all(isinstance(op, str) for op in unique):
                 raise TypeError(f"FusionInfo: ops= takes op names (str), not {sorted(map(repr, unique))}")
             ops = tuple(sorted(unique))
-        self._init(id=f"{phase}/{name}", name=name, phase=phase, ops=ops, function=function)
+        if type(instance) is not int or instance < 1:
+            raise (TypeError if type(instance) is not int else ValueError)(
+                f"FusionInfo: instance= takes the fusion's number among those of its <phase>/<name> (1, 2, ...), "
+                f"not {instance!r}")
+        base = f"{phase}/{name}"
+        self._init(id=base if instance == 1 else f"{base}#{instance}", name=name, phase=phase, ops=ops,
+                   function=function, instance=instance)
 
     def __repr__(self) -> str:
         where = f", function={self.function!r}" if self.function else ""
         ops = "unknown" if self.ops is None else repr(list(self.ops))
         return f"FusionInfo({self.id!r}, ops={ops}{where})"
 
-    def __reduce__(self) -> tuple[type[FusionInfo], tuple[object, ...]]:
-        return (FusionInfo, (self.name, self.phase, self.ops, self.function))
+    def aliases(self) -> tuple[str, str]:
+        """What a glob may match besides the id: ``<phase>/<name>`` and the numbered id ``<phase>/<name>#<k>``."""
+        base = f"{self.phase}/{self.name}"
+        return base, f"{base}#{self.instance}"
+
+
+# How many distinct fusions claimed each "<phase>/<name>" so far in this process (`claim`); the adapters call `claim`
+# under `nvscope._exec._frontends.TABLE_LOCK`, once per fusion.
+_claimed: dict[str, int] = {}
+
+
+def claim(name: str, phase: Phase, ops: Iterable[str] | None, function: str | None) -> FusionInfo:
+    """The identity of a fusion nvscope sees for the first time: the k-th to claim ``<phase>/<name>`` gets ``#k``."""
+    base = f"{phase}/{name}"
+    instance = _claimed.get(base, 0) + 1
+    info = FusionInfo(name, phase, ops, function, instance=instance)  # may raise: then nothing is claimed
+    _claimed[base] = instance
+    return info
+
+
+def claimed(base: str) -> int:
+    """How many distinct fusions claimed ``<phase>/<name>`` ``base`` in this process so far."""
+    return _claimed.get(base, 0)
+
+
+def note_ids(ids: Iterable[str]) -> None:
+    """Count the fusions behind ``ids`` seen in another process (a bisect's probes): ``x#k`` says k claimed ``x``."""
+    for fusion_id in ids:
+        base, mark, number = fusion_id.rpartition("#")
+        if mark and "/" in base and number.isdigit():
+            _claimed[base] = max(_claimed.get(base, 0), int(number))
+
+
+def forget_ids() -> None:
+    """Numbering starts again (the adapters dropped every fusion's table: `nvscope.uninstall`)."""
+    _claimed.clear()
 
 
 class Selector:
@@ -104,7 +155,7 @@ class Selector:
         return self._hash
 
     def __call__(self, info: FusionInfo) -> bool:
-        return bool(self._match(info))
+        return self._match(info)
 
     def __repr__(self) -> str:
         return self._text
@@ -160,12 +211,57 @@ def _glob(pattern: str) -> Selector:
     if "/" not in text and not text.startswith("*"):
         raise ValueError(f"fusions= got {pattern!r}: fusion ids are '<phase>/<name>' (e.g. 'forward/nvFusion0'); "
                          f"use {'*/' + text!r} for that name in every phase")
-    regex = re.compile(fnmatch.translate(text))
-    return Selector(lambda info: regex.match(info.id) is not None, repr(text), ("glob", text))
+    match = re.compile(fnmatch.translate(text)).match
+
+    def matches(info: FusionInfo) -> bool:
+        return match(info.id) is not None or any(match(alias) is not None for alias in info.aliases())
+
+    return Selector(matches, repr(text), ("glob", text))
+
+
+def _checked(call: Callable[[FusionInfo], object], name: str) -> Callable[[FusionInfo], bool]:
+    """``call`` (the user's), refusing a result that is not a bool: truthiness would read ``"no"`` as True."""
+
+    def checked(info: FusionInfo) -> bool:
+        result = call(info)
+        if result is True or result is False:
+            return result
+        from nvscope._core._errors import SelectorError
+        from nvscope._core._validate import shown
+
+        raise SelectorError(f"fusions={name} returned {type(result).__name__} {shown(result)} for fusion {info.id}: "
+                            f"a selector must return True or False (e.g. bool(...) of what it computes)")
+
+    return checked
+
+
+# Compiled selectors by the value they were built from (a glob, or a list or tuple of globs): a scope written inside
+# a loop builds its selector once, not at every entry. Bounded: a program generating globs stays finite.
+_compiled: dict[object, Selector] = {}
+_MAX_COMPILED = 1024
 
 
 def selector(value: object) -> Selector:
     """A `Selector` from what ``fusions=`` takes: a glob, a list of globs, a callable or a `Selector`."""
+    if isinstance(value, Selector):
+        return value
+    key: object = None
+    if isinstance(value, str):
+        key = value
+    elif type(value) in (list, tuple) and all(type(item) is str for item in value):  # type: ignore[attr-defined]
+        key = (tuple(value),)  # type: ignore[arg-type]
+    if key is None:
+        return _build(value)
+    found = _compiled.get(key)
+    if found is None:
+        found = _build(value)
+        if len(_compiled) >= _MAX_COMPILED:
+            _compiled.clear()
+        _compiled[key] = found
+    return found
+
+
+def _build(value: object) -> Selector:
     from nvscope._core._validate import shown
 
     if isinstance(value, Selector):
@@ -178,7 +274,7 @@ def selector(value: object) -> Selector:
         name = getattr(value, "__qualname__", None) or repr(value)
         # A function (or a bound method) is equal to itself only: the same one passed again selects the same.
         same = isinstance(value, (FunctionType, MethodType, BuiltinFunctionType))
-        return Selector(value, name, ("call", value) if same else None)
+        return Selector(_checked(value, name), name, ("call", value) if same else None)
     if isinstance(value, Iterable) and not isinstance(value, dict):
         parts = [selector(item) if isinstance(item, (str, Selector)) or callable(item) else _not_a_selector(item)
                  for item in value]

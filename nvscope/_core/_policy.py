@@ -34,7 +34,7 @@ from nvscope._core._errors import NvscopeError
 from nvscope._core._fusion import FusionInfo, Selector
 from nvscope._core._optionset import EMPTY, OptionSet
 
-__all__ = ["Policy", "compose", "effective", "over", "resolve"]
+__all__ = ["Policy", "compose", "effective", "effective_split", "over", "resolve"]
 
 Layer = tuple[OptionSet, "Selector | None", bool]
 
@@ -107,21 +107,29 @@ def compose(outer: OptionSet | Policy | None, inner: OptionSet | Policy | None) 
 
 def resolve(policy: OptionSet | Policy | None, info: FusionInfo | None) -> OptionSet:
     """The scopes' options for one fusion (step 3 above); ``info=None`` matches no selector."""
+    return _layered(policy, info)[0]
+
+
+def _layered(policy: OptionSet | Policy | None, info: FusionInfo | None) -> tuple[OptionSet, OptionSet]:
+    """`resolve`, and what it is without the innermost layer (each selector matched once)."""
     if policy is None:
-        return EMPTY
+        return EMPTY, EMPTY
     if isinstance(policy, OptionSet):
-        return policy
-    result = EMPTY
+        return policy, policy
+    result = below = EMPTY
     for options, chosen, inherit in policy.layers:
+        below = result
         if chosen is not None and (info is None or not _matches(chosen, info)):
             continue
         result = result.override(options) if inherit else options
-    return result
+    return result, below
 
 
 def _matches(chosen: Selector, info: FusionInfo) -> bool:
     try:
         return chosen(info)
+    except NvscopeError:  # a callable's non-bool result (SelectorError): already names the selector and the fusion
+        raise
     except Exception as error:  # the user's callable: name it and the fusion, keep the cause
         raise NvscopeError(f"fusions={chosen!r} raised {type(error).__name__} on fusion {info.id} ({error}): a "
                            "selector must return True or False for every FusionInfo") from error
@@ -129,7 +137,22 @@ def _matches(chosen: Selector, info: FusionInfo) -> bool:
 
 def effective(static: OptionSet, policy: OptionSet | Policy | None, info: FusionInfo) -> OptionSet:
     """What one fusion executes with under ``policy``: steps 2-4 above (nvFuser adds step 1 itself)."""
-    scope = resolve(policy, info)
+    return _gated(static, resolve(policy, info), info)
+
+
+def effective_split(static: OptionSet, policy: OptionSet | Policy | None,
+                    info: FusionInfo) -> tuple[OptionSet, bool]:
+    """`effective`, and whether the innermost scope changed it: False when a selective innermost scope leaves the
+    fusion what the scopes around it give (e.g. its selector matches nothing), so that scope can say it changed
+    nothing as it would alone. Any other innermost scope counts as changing what its fusions ran with."""
+    scope, below = _layered(policy, info)
+    options = _gated(static, scope, info)
+    if not isinstance(policy, Policy) or len(policy.layers) < 2 or policy.layers[-1][1] is None:
+        return options, True
+    return options, _gated(static, below, info) != options
+
+
+def _gated(static: OptionSet, scope: OptionSet, info: FusionInfo) -> OptionSet:
     ops = info.ops
     if scope and ops is not None:  # unknown ops: no gate can be judged, so none drops anything
         gate = catalog().can_affect

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 
 from nvscope._core import _text as _texttable
 from nvscope._core._fusion import FusionInfo
-from nvscope._exec import _events
+from nvscope._exec import _autoinstall, _events
 from nvscope._exec._events import FusionRecord
 
 TYPE_CHECKING = False
@@ -72,7 +72,13 @@ class AuditLog:
 
 @contextmanager
 def audit() -> Iterator[AuditLog]:
-    """Record every nvFuser fusion execution that goes through nvscope's adapters while the block runs."""
+    """Record every nvFuser fusion execution that goes through nvscope's adapters while the block runs.
+
+    Entering it installs the adapter of each framework already imported, as a scope does (Thunder's, else the direct
+    nvFuser adapter for an nvFuser frontend imported without Thunder; not under ``NVSCOPE_AUTOINSTALL=0``), so a step
+    jitted and run before any scope is recorded too.
+    """
+    _autoinstall.ensure_adapters(direct=True)
     log = AuditLog()
     sink = log._append
     _events.SINKS.append(sink)
@@ -86,7 +92,8 @@ def fusions(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> list[FusionInf
     """Call ``fn(*args, **kwargs)`` once and return the nvFuser fusions it ran (id, name, phase, ops, function), in
     the order they first ran. Backward fusions appear when ``fn`` runs the backward (e.g. calls ``loss.backward()``).
 
-    The same list as ``nvscope fusions script.py``; the ids are what ``nv_options(fusions=...)`` selects by.
+    The same list as ``nvscope fusions script.py``; the ids are what ``nv_options(fusions=...)`` selects by. Like
+    `audit`, it installs the adapters of the frameworks already imported first.
     """
     with audit() as log:
         fn(*args, **kwargs)

@@ -29,7 +29,8 @@ __all__ = ["FUNCTION", "PHASE", "SINKS", "TIMERS", "FusionRecord", "emit"]
 
 # Set by the Thunder adapter around a backward pass; everything else is forward (direct nvFuser calls: "call").
 PHASE: ContextVar[Phase] = ContextVar("nvscope.phase", default="forward")
-# Set by the Thunder adapter around a scoped backward pass: the jitted function its forward belonged to.
+# Set by the Thunder adapter around a backward pass whose forward ran scoped or audited: the jitted function its
+# forward belonged to.
 FUNCTION: ContextVar[str | None] = ContextVar("nvscope.function", default=None)
 
 

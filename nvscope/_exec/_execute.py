@@ -90,25 +90,40 @@ def table(adapter: Adapter, fusion: Any, args: tuple[Any, ...],
 
 
 def _resolve(adapter: Adapter, found: FusionTable[_frontends.Partition], policy: Any,
-             static: OptionSet) -> tuple[_frontends.Partition | None, bool]:
-    """The partition a (policy, own options) pair runs in (None: the fusion's own cache) and whether it was built."""
+             static: OptionSet) -> tuple[_frontends.Partition | None, bool, bool]:
+    """The partition a (policy, own options) pair runs in (None: the fusion's own cache), whether the innermost scope
+    is what changed it (`nvscope._core._policy.effective_split`), and whether the partition was built."""
     resolved = found.resolved
     key = (policy, static)
-    effective = resolved.get(key, _MISSING)
-    if effective is _MISSING:
-        options = _policy.effective(static, policy, found.info)  # type: ignore[arg-type]  # `table` sets it
+    memo = resolved.get(key)
+    if memo is None:
+        info: FusionInfo = found.info  # type: ignore[assignment]  # `table` sets it
+        options, own = _policy.effective_split(static, policy, info)
         effective = None if options == static else options
+        memo = (effective, own)
         if len(resolved) >= _MAX_RESOLVED:
             resolved.clear()
-        resolved[key] = effective
+        resolved[key] = memo
+    effective, own = memo
     if effective is None:
         partition, new = None, False
     else:
         if adapter.version_error is not None:
             raise adapter.version_error
-        partition, new = found.get(effective)  # type: ignore[arg-type]
-    found.hot = (policy, static, partition)
-    return partition, new
+        partition, new = found.get(effective)
+    found.hot = (policy, static, partition, own)
+    return partition, own, new
+
+
+def _changed_below(frame: Frame) -> None:
+    """A fusion changed by the scopes around ``frame`` only: they count it as changed, ``frame`` as run."""
+    parent = frame.parent
+    if parent is None:
+        frame.ran = CHANGED
+        return
+    parent.ran = CHANGED
+    if frame.ran == NOTHING:
+        frame.ran = NO_EFFECT
 
 
 def execute(adapter: Adapter, fusion: Any, frame: Frame | None, args: tuple[Any, ...],
@@ -122,12 +137,20 @@ def execute(adapter: Adapter, fusion: Any, frame: Frame | None, args: tuple[Any,
             found = table(adapter, fusion, args, kwargs)
     policy = None if frame is None else frame.policy
     static = found.static if kwargs is NO_KWARGS else adapter.static(fusion, kwargs)
-    hot_policy, hot_static, partition = found.hot
+    hot_policy, hot_static, partition, own = found.hot
     new = False
     if hot_policy is not policy or hot_static is not static:
-        partition, new = _resolve(adapter, found, policy, static)
+        try:
+            partition, own, new = _resolve(adapter, found, policy, static)
+        except NvscopeError:  # a selector that raised, a refusal: the scope met a fusion; its error says the rest
+            if frame is not None:
+                frame.ran = CHANGED
+            raise
     if partition is not None:
-        frame.ran = CHANGED  # type: ignore[union-attr]  # a partition means a scope: a frame
+        if own:
+            frame.ran = CHANGED  # type: ignore[union-attr]  # a partition means a scope: a frame
+        else:
+            _changed_below(frame)  # type: ignore[arg-type]
         if partition.error is None and not _SINKS:  # the steady state of a scoped loop
             try:
                 return partition.run(args, kwargs)

@@ -53,11 +53,12 @@ class FusionTable(Generic[T]):
         self._entries: OrderedDict[OptionSet, T] = OrderedDict()
         self._lock = threading.RLock()  # reentrant: a build runs user (Thunder) code
         # A one-entry memo for the hot path: (the scope's policy object, the fusion's own options, the entry they
-        # resolved to or None for "the fusion's own cache"). A training loop re-enters the same scope object, so one
-        # identity test replaces the resolution and the LRU update. It may keep an evicted entry alive until the
-        # scope changes. `resolved` remembers what other pairs resolved to (an option set, or None).
-        self.hot: tuple[Any, OptionSet | None, T | None] = (_NEVER, None, None)
-        self.resolved: dict[tuple[Any, OptionSet], OptionSet | None] = {}
+        # resolved to or None for "the fusion's own cache", whether the innermost scope is what changed it). A
+        # training loop re-enters the same scope object, so one identity test replaces the resolution and the LRU
+        # update. It may keep an evicted entry alive until the scope changes. `resolved` remembers what other pairs
+        # resolved to (an option set, or None; and the innermost scope's part in it).
+        self.hot: tuple[Any, OptionSet | None, T | None, bool] = (_NEVER, None, None, True)
+        self.resolved: dict[tuple[Any, OptionSet], tuple[OptionSet | None, bool]] = {}
 
     def __len__(self) -> int:
         return len(self._entries)

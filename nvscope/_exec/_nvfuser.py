@@ -21,7 +21,7 @@ from typing import Any
 
 from nvscope._core import _patches
 from nvscope._core._errors import UnsupportedError
-from nvscope._core._fusion import FusionInfo, ops_of_definition
+from nvscope._core._fusion import FusionInfo, claim, ops_of_definition
 from nvscope._core._optionset import OptionSet
 from nvscope._core._scope import ACTIVE
 from nvscope._exec import (
@@ -98,7 +98,7 @@ class FrontendAdapter(Adapter):
             ops: tuple[str, ...] | None = ops_of_definition(repr(fusion))
         except Exception:
             ops = None
-        return FusionInfo(f"{type(fusion).__name__}#{next(_numbers)}", "call", ops)
+        return claim(f"{type(fusion).__name__}#{next(_numbers)}", "call", ops, None)
 
     def static(self, fusion: Any, kwargs: dict[str, Any]) -> OptionSet:
         return _passed_options(kwargs)

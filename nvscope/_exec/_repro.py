@@ -95,7 +95,7 @@ def annotate(error: BaseException, what: str, fusion: FusionInfo, compile_time: 
     if notes is not None and any(isinstance(n, str) and n.startswith(MARK) for n in notes):
         return
     try:
-        repro = _repro_line(error, f"{what} {fusion.id}", f"{fusion.phase}-{fusion.name}", effective, script)
+        repro = _repro_line(error, f"{what} {fusion.id}", fusion.id.replace("/", "-"), effective, script)
     except Exception as problem:  # the user's error matters more than the repro
         repro = f"not written ({type(problem).__name__}: {_first_line(problem)})"
     lines = [

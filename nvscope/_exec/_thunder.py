@@ -25,7 +25,7 @@ import importlib
 import sys
 from typing import Any
 
-from nvscope._core import _patches
+from nvscope._core import _fusion, _patches
 from nvscope._core._errors import UnsupportedError
 from nvscope._exec import _frontends
 from nvscope._exec._fusion_table import FusionTable
@@ -142,6 +142,7 @@ def uninstall() -> bool:
         shape = _installed.pop()
         shape.forget()
         shape.frontend.release(_OWNER)
+    _fusion.forget_ids()  # every Thunder fusion's table is gone: seen again, each gets its id anew
     return restored
 
 

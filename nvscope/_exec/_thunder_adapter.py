@@ -25,7 +25,7 @@ from types import ModuleType
 from typing import Any
 
 from nvscope._core._errors import UnsupportedError
-from nvscope._core._fusion import FusionInfo, ops_of_definition
+from nvscope._core._fusion import FusionInfo, claim, ops_of_definition
 from nvscope._core._optionset import OptionSet
 from nvscope._core._scope import ACTIVE
 from nvscope._exec import (
@@ -157,7 +157,7 @@ class WrapperShape(Adapter):
             ops: tuple[str, ...] | None = ops_of_definition(repr(fd))
         except Exception:
             ops = None  # unknown: the catalog's gates then drop nothing
-        return FusionInfo(short(fusion.name), _events.PHASE.get(), ops, jitted_function())
+        return claim(short(fusion.name), _events.PHASE.get(), ops, jitted_function())
 
     def static(self, fusion: Any, kwargs: dict[str, Any]) -> OptionSet:
         return OptionSet(fusion.enable_options or (), fusion.disable_options or ())

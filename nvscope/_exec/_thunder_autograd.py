@@ -3,10 +3,10 @@
 
 Thunder's backward fusions run wherever PyTorch's autograd engine runs them: on the thread that called
 ``.backward()`` with ``thunder.jit``, on the autograd device thread with ``thunderfx``, where the caller's context is
-invisible. So the forward records the policy active when it ran (and the jitted function, for fusion identity), and
-the backward runs under it laid over whatever scope is active on the thread executing it
-(`nvscope._core._policy.compose`),
-as ``torch.amp.custom_bwd`` does for autocast state.
+invisible. So the forward records the policy active when it ran (and the jitted function, for fusion identity: also
+when only an audit listens, so that a backward fusion's ``function`` is its forward's whether or not the first step
+was scoped), and the backward runs under it laid over whatever scope is active on the thread executing it
+(`nvscope._core._policy.compose`), as ``torch.amp.custom_bwd`` does for autocast state.
 """
 
 from __future__ import annotations
@@ -33,11 +33,14 @@ def refusal(autograd: Any) -> list[str]:
 
 
 def make_forward(original: Any) -> Any:
+    sinks = _events.SINKS  # the list itself: audit() appends to it in place
+
     def forward(ctx: Any, *args: Any) -> Any:
         frame = ACTIVE.get()
         if frame is None or (frame.policy is None and frame.fallback is None):
-            setattr(ctx, _CAPTURED, None)
-        else:  # once per scoped step, not per fusion: the stack walk costs a few microseconds
+            # Unscoped: only an audit (nvscope.fusions) makes backward fusions' tables, which need the function.
+            setattr(ctx, _CAPTURED, (None, None, jitted_function()) if sinks else None)
+        else:  # once per scoped or audited step, not per fusion: the stack walk costs a few microseconds
             setattr(ctx, _CAPTURED, (frame.policy, frame.fallback, jitted_function()))
         return original(ctx, *args)
 
@@ -53,13 +56,17 @@ def make_backward(original: Any) -> Any:
             if captured is None:
                 return original(ctx, *grads)
             policy, fallback, function = captured
-            token = push(policy, fallback)
             named = _events.FUNCTION.set(function)
             try:
-                return original(ctx, *grads)
+                if policy is None and fallback is None:  # audited only: the thread's own scope, if any
+                    return original(ctx, *grads)
+                token = push(policy, fallback)
+                try:
+                    return original(ctx, *grads)
+                finally:
+                    pop(token)
             finally:
                 _events.FUNCTION.reset(named)
-                pop(token)
         finally:
             _events.PHASE.reset(phase)
 

@@ -23,6 +23,7 @@ import sys
 import tempfile
 from collections.abc import Iterable, Sequence
 
+from nvscope._core._fusion import note_ids
 from nvscope._core._optionset import OptionSet
 from nvscope._core._scope import nv_options
 from nvscope._exec._repro import scripts_named_in
@@ -111,6 +112,7 @@ def bisect_program(program: Sequence[str], *, module: bool = False, enable: Iter
     say(f"listing the fusions: {shlex.join(program)} without options")
     fusions = _list_fusions(program, module, timeout, python)
     say(f"the program ran {len(fusions)} fusions without options")
+    note_ids(fusions)  # "x#2" among them: the culprit lines must select "x" as "x#1" (`exact_glob`)
 
     def run(options: OptionSet, selected: tuple[str, ...] | None) -> Outcome:
         try:

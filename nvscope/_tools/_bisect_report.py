@@ -17,7 +17,12 @@ __all__ = ["BisectResult", "Culprit", "Probe", "exact_glob"]
 
 
 def exact_glob(fusion_id: str) -> str:
-    """A glob (``fusions=``) that matches exactly ``fusion_id``: ``*``, ``?`` and ``[`` in brackets."""
+    """A glob (``fusions=``) that matches exactly ``fusion_id``: ``*``, ``?`` and ``[`` in brackets, and ``#1`` after
+    the id of the first of several fusions of one ``<phase>/<name>`` (the id alone selects them all)."""
+    from nvscope._core._fusion import claimed
+
+    if claimed(fusion_id) > 1:
+        fusion_id += "#1"
     return "".join(f"[{c}]" if c in "*?[" else c for c in fusion_id)
 
 

@@ -349,7 +349,7 @@ def _install_adapters() -> None:
         from nvscope._exec import _autoinstall
     except ImportError:
         return
-    _autoinstall.ensure_adapters()
+    _autoinstall.ensure_adapters(direct=True)  # a direct FusionDefinition program too, as the subprocess runner does
 
 
 def _ratios(times: list[float], base: list[float]) -> list[float]:

@@ -7,7 +7,9 @@ its own options; otherwise its options are laid over what is below, a name it re
 outer request. After every step ``current_options()`` (scopes that reach every fusion) and ``current_options(info)``
 for a few fusions must equal the model's, and so must what three fusions of the Thunder double execute with: the
 model's options for them, less those the catalog's gates say cannot affect them, laid over their compile-time
-options (through the execution path and its per-fusion memo, audited or not). A fourth fusion breaks under
+options (through the execution path and its per-fusion memo, audited or not). Two of them share Thunder's name
+``nvFusion0`` (two jitted functions): the second nvscope sees is ``forward/nvFusion0#2``, and globs select either by
+number or both by name. Another fusion breaks under
 ``fuse_matmul``: it must raise, or run its defaults when the innermost scope that sets ``on_error=`` says
 ``"fallback"`` (whatever that scope's selector or ``inherit=``).
 """
@@ -46,22 +48,28 @@ FUSIONS = (
     nvscope.FusionInfo("nvFusion1", "forward", ()),
     nvscope.FusionInfo("FusionDefinition#3", "call", None),
     nvscope.FusionInfo("nvFusion2", "forward", None),
+    nvscope.FusionInfo("nvFusion0", "forward", ("add",), instance=2),
 )
-# The forward fusions the Thunder double runs: name -> (the ops its definition prints, None: nvscope cannot read
-# them; its compile-time options).
-RUNS: dict[str, tuple[tuple[str, ...] | None, Pair]] = {
-    "nvFusion0": (("linear", "add"), (frozenset({"kernel_profile", "id_model"}), frozenset({"parallel_compile"}))),
-    "nvFusion1": ((), EMPTY_PAIR),
-    "nvFusion2": (None, EMPTY_PAIR),
-    "nvFusion3": (("linear",), EMPTY_PAIR),  # breaks under fuse_matmul
+# The forward fusions the Thunder double runs, in the order nvscope first sees them: (name, its number among the
+# fusions of that name) -> (the ops its definition prints, None: nvscope cannot read them; its compile-time options).
+RUNS: dict[tuple[str, int], tuple[tuple[str, ...] | None, Pair]] = {
+    ("nvFusion0", 1): (("linear", "add"),
+                       (frozenset({"kernel_profile", "id_model"}), frozenset({"parallel_compile"}))),
+    ("nvFusion1", 1): ((), EMPTY_PAIR),
+    ("nvFusion2", 1): (None, EMPTY_PAIR),
+    ("nvFusion3", 1): (("linear",), EMPTY_PAIR),  # breaks under fuse_matmul
+    ("nvFusion0", 2): (("add",), EMPTY_PAIR),  # another jitted function's nvFusion0: forward/nvFusion0#2
 }
-BREAKS = "nvFusion3"
+BREAKS = ("nvFusion3", 1)
 # fusions= values with a reference predicate each (written without nvscope's selector code).
 SELECTORS: dict[str, tuple[Any, Any]] = {
     "none": (None, None),
     "forward glob": ("forward/*", lambda f: f.phase == "forward"),
     "one id": ("backward/nvFusion1", lambda f: f.phase == "backward" and f.name == "nvFusion1"),
     "list": (["backward/*", "*/nvFusion0"], lambda f: f.phase == "backward" or f.name == "nvFusion0"),
+    "second": ("forward/nvFusion0#2", lambda f: f.phase == "forward" and f.name == "nvFusion0" and f.instance == 2),
+    "first": (["forward/nvFusion0#1", "call/*"],
+              lambda f: f.phase == "call" or (f.phase == "forward" and f.name == "nvFusion0" and f.instance == 1)),
     "phase": (nvscope.phase("call", "backward"), lambda f: f.phase in ("call", "backward")),
     "holding": (nvscope.holding("linear"), lambda f: "linear" in (f.ops or ())),
     "holding add": (nvscope.holding("add"), lambda f: "add" in (f.ops or ())),
@@ -152,14 +160,15 @@ class ScopeMachine(RuleBasedStateMachine):
         self.double = ThunderDouble(self.patches)
         assert nvscope.thunder.install()
         self.wrappers = {}
-        for name, (ops, (enable, disable)) in RUNS.items():
-            breaks = "fuse_matmul" if name == BREAKS else None
+        for (name, number), (ops, (enable, disable)) in RUNS.items():
+            breaks = "fuse_matmul" if (name, number) == BREAKS else None
             wrapper = self.double.make_wrapper(name, sorted(enable), sorted(disable), breaks, ops=ops or ())
             if ops is None:
                 wrapper.last_used = Unprintable()  # what nvscope reads a fusion's ops from when it first sees it
-            with audit():  # nvscope sees it now: its identity is computed before any scope
+            with audit() as log:  # nvscope sees it now: its identity is computed before any scope
                 wrapper(Tensor((1.0,)))
-            self.wrappers[name] = wrapper
+            assert log.records[0].info.instance == number
+            self.wrappers[name, number] = wrapper
 
     # -- the reference model --
 
@@ -189,16 +198,16 @@ class ScopeMachine(RuleBasedStateMachine):
 
     def run_fusions(self, audited: bool) -> None:
         """Each of the double's fusions runs with the model's options for it, gated, over its compile-time ones."""
-        for name, (ops, static) in RUNS.items():
-            fusion = nvscope.FusionInfo(name, "forward", ops)
+        for (name, number), (ops, static) in RUNS.items():
+            fusion = nvscope.FusionInfo(name, "forward", ops, instance=number)
             expected = laid_over(static, gated(resolve(self.model, fusion), ops))
-            broken = name == BREAKS and "fuse_matmul" in expected[0]
+            broken = (name, number) == BREAKS and "fuse_matmul" in expected[0]
             with audit() if audited else nullcontext() as log:
                 if broken and not self.falls_back():
                     with pytest.raises(RuntimeError, match="INTERNAL ASSERT"):
-                        self.wrappers[name](Tensor((1.0,)))
+                        self.wrappers[name, number](Tensor((1.0,)))
                     continue
-                self.wrappers[name](Tensor((1.0,)))
+                self.wrappers[name, number](Tensor((1.0,)))
             execution = self.double.executions[-1]
             ran = static if broken else expected  # a fusion that fell back ran its defaults
             assert (frozenset(execution.enable), frozenset(execution.disable)) == ran, (fusion, execution)

@@ -70,6 +70,65 @@ def test_a_backwards_function_is_its_forwards_when_the_forward_ran_scoped(double
     assert [f.function for f in log.fusions()] == ["ThunderDouble.make_model.<locals>.model"] * 2
 
 
+def test_fusions_and_audit_see_a_step_run_before_any_scope(monkeypatch: pytest.MonkeyPatch) -> None:
+    reset_nvscope()
+    double = ThunderDouble(monkeypatch)  # imported, not installed: no scope was ever entered
+    try:
+        step = jit(double.make_wrapper())
+        step(t())  # a first, unscoped step
+        assert [f.id for f in nvscope.fusions(step, t())] == ["forward/nvFusion0"]
+        with audit() as log:
+            step(t())
+        assert [r.fusion for r in log.records] == ["forward/nvFusion0"]
+    finally:
+        reset_nvscope()
+
+
+def test_fusions_installs_nothing_under_nvscope_autoinstall_0(monkeypatch: pytest.MonkeyPatch) -> None:
+    reset_nvscope()
+    monkeypatch.setenv("NVSCOPE_AUTOINSTALL", "0")
+    double = ThunderDouble(monkeypatch)
+    try:
+        assert nvscope.fusions(double.make_wrapper(), t()) == []
+        assert not nvscope.thunder.installed()
+    finally:
+        reset_nvscope()
+
+
+def test_fusions_sees_a_direct_fusion_definition_program(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("torch")  # the direct adapter rebuilds definitions from Python that imports torch
+    from thunder_double import load_frontend
+
+    reset_nvscope()
+    fe = load_frontend(monkeypatch, "nvfuser_direct")  # no Thunder
+    try:
+        with fe.FusionDefinition() as fd:
+            fd.define_tensor(shape=[2], dtype=fe.DataType.Float)
+            fd.ops.linear(0)
+        (info,) = nvscope.fusions(lambda: fd.execute([1.0, 2.0]))  # looked up when it runs, as in a step
+        assert info.phase == "call" and info.id.startswith("call/FusionDefinition#") and info.ops == ("linear",)
+    finally:
+        reset_nvscope()
+
+
+def test_a_backwards_function_is_its_forwards_whether_or_not_the_first_step_was_scoped(
+        double: ThunderDouble) -> None:
+    torch = pytest.importorskip("torch")
+    model, _, _ = double.make_model()
+    jitted = jit(model)
+
+    def train_step(x: Any) -> None:
+        jitted(x).sum().backward()  # the backward outside the jitted function, as with thunder.jit(model)
+
+    x = torch.ones(3, requires_grad=True)
+    found = nvscope.fusions(train_step, x)  # unscoped: the first step nvscope sees
+    name = "ThunderDouble.make_model.<locals>.model"
+    assert [(f.id, f.function) for f in found] == [("forward/nvFusion0", name), ("backward/nvFusion1", name)]
+    with nv_options(enable=SFC, fusions=lambda info: info.phase == "backward" and info.function == name):
+        train_step(x)
+    assert options_of(double)[-2:] == [OptionSet(), OptionSet(SFC)]
+
+
 def test_ops_come_from_the_printed_definition(double: ThunderDouble) -> None:
     wrapper = double.make_wrapper(ops=("matmul", "add", "matmul"))
     (info,) = nvscope.fusions(wrapper, t())
@@ -259,6 +318,66 @@ def test_a_selector_that_matched_a_fusion_whose_gate_dropped_the_options_is_not_
         pointwise(t())
     text = str(caught[0].message)
     assert "fusions='forward/*' matched none of them or its options can affect only some fusions" in text
+
+
+def test_a_nested_selector_that_matches_nothing_says_so_as_it_would_alone(double: ThunderDouble) -> None:
+    wrapper = double.make_wrapper()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with nv_options(enable=SFC):
+            with nv_options(disable=MEE, fusions="Forward/*"):  # a case typo: it matches nothing
+                wrapper(t())
+    said = [str(w.message) for w in caught if issubclass(w.category, nvscope.NvscopeWarning)]
+    assert len(said) == 1 and "fusions='Forward/*' matched none of them" in said[0]  # the outer scope did change it
+    assert options_of(double) == [OptionSet(SFC)]
+
+
+def test_a_nested_selector_that_matches_keeps_both_scopes_quiet(double: ThunderDouble) -> None:
+    wrapper = double.make_wrapper()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", nvscope.NvscopeWarning)
+        for _ in range(2):  # the second pass runs from the fusion's memo
+            with nv_options(enable=SFC), nv_options(disable=MEE, fusions="forward/*"):
+                wrapper(t())
+    assert options_of(double) == [OptionSet(SFC, MEE)] * 2
+
+
+def test_a_selector_that_raised_inside_its_scope_is_not_reported_as_no_fusion(double: ThunderDouble) -> None:
+    wrapper = double.make_wrapper()
+
+    def broken(info: FusionInfo) -> bool:
+        raise KeyError("oops")
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", nvscope.NvscopeWarning)
+        with nv_options(enable=SFC, fusions=broken):
+            with pytest.raises(NvscopeError, match="broken raised KeyError on fusion forward/nvFusion0"):
+                wrapper(t())
+
+
+@pytest.mark.parametrize("result", ["no", 1, None, [True]])
+def test_a_selector_returning_something_else_than_a_bool_is_refused(double: ThunderDouble, result: Any) -> None:
+    wrapper = double.make_wrapper()
+
+    def sloppy(info: FusionInfo) -> Any:
+        return result
+
+    with nv_options(enable=SFC, fusions=sloppy | phase("backward")):
+        with pytest.raises(TypeError, match=r"fusions=.*sloppy returned .* for fusion forward/nvFusion0: a selector "
+                                            r"must return True or False") as raised:
+            wrapper(t())
+    assert isinstance(raised.value, NvscopeError)  # nvscope's own: never a fallback
+    assert double.executions == []
+
+
+def test_a_selector_built_from_the_same_globs_is_compiled_once(double: ThunderDouble) -> None:
+    globs = [f"forward/nvFusion{i}" for i in range(50)]
+    first = nv_options(enable=SFC, fusions=globs).fusions
+    assert nv_options(enable=SFC, fusions=list(globs)).fusions is first
+    assert nv_options(enable=SFC, fusions=tuple(globs)).fusions is first
+    assert nv_options(enable=SFC, fusions="forward/*").fusions is nv_options(enable=SFC, fusions="forward/*").fusions
+    assert first is not None and first(FusionInfo("nvFusion7", "forward")) and \
+        not first(FusionInfo("nvFusion7", "backward"))
 
 
 # --- failure policy ----------------------------------------------------------------------------------------------

@@ -7,12 +7,13 @@ Every claim about kernels is checked with torch.profiler's kernel names, indepen
 
 from __future__ import annotations
 
+import json
 import time
 import warnings
 from typing import Any
 
 import pytest
-from gpu_helpers import kernels, numbered, nvfuser_matmul
+from gpu_helpers import fresh_python, kernels, numbered, nvfuser_matmul
 
 import nvscope
 from nvscope import audit, nv_options
@@ -113,3 +114,48 @@ def test_a_first_scoped_step_compiles_only_the_selected_fusions() -> None:
           f"{selective_s:.2f} s; then every fusion -> {len(rest)} more partitions, {rest_s:.2f} s")
     assert built == sorted(chosen)
     assert rest == {f.id for f in fusions} - set(chosen)
+
+
+_FIRST_THING = """\
+import json
+import torch, thunder
+import nvscope
+
+def encoder(x):
+    return torch.nn.functional.gelu(x * 2 + 1)
+
+def decoder(x):
+    return torch.nn.functional.gelu(x * 3 - 1)
+
+enc, dec = thunder.jit(encoder), thunder.jit(decoder)
+def step(x):
+    y = dec(enc(x))
+    y.sum().backward()
+
+x = torch.randn(64, 64, device="cuda", requires_grad=True)
+step(x)  # jitted and run before any scope, as a user would
+found = nvscope.fusions(step, x)
+with nvscope.audit() as log:
+    step(x)
+with nvscope.dev_mode(), nvscope.audit() as one, nvscope.nv_options(enable=["static_fusion_count"],
+                                                                   fusions=["forward/nvFusion0#2"]):
+    step(x)
+print("RESULT " + json.dumps({"ids": [f.id for f in found], "functions": [f.function for f in found],
+                              "audited": [r.fusion for r in log.records],
+                              "new": sorted({r.fusion for r in one.records if r.partition == "new"})}))
+"""
+
+
+def test_fusions_and_audit_see_a_first_unscoped_step_and_two_functions_have_distinct_ids() -> None:
+    """Issue 27 items 1-3 on the real path, in a fresh process where no scope was ever entered."""
+    done = fresh_python("-c", _FIRST_THING)
+    assert done.returncode == 0, done.stderr[-3000:]
+    line = next(text for text in done.stdout.splitlines() if text.startswith("RESULT "))
+    result = json.loads(line[len("RESULT "):])
+    print(result)
+    ids = result["ids"]
+    assert ids and len(ids) == len(set(ids)), ids
+    assert "forward/nvFusion0" in ids and "forward/nvFusion0#2" in ids, ids
+    assert sorted(result["audited"]) == sorted(ids)  # the audit sees the same fusions, by the same ids
+    assert all(f is not None for f in result["functions"]), result["functions"]  # backward ones too
+    assert result["new"] == ["forward/nvFusion0#2"], result["new"]  # the glob by number selects that one alone

@@ -195,3 +195,33 @@ def test_an_enclosing_scope_of_the_caller_changes_no_probe(double: ThunderDouble
     assert result.reproduced and result.fusions == ("forward/nvFusion3",)
     assert result.options == OptionSet(["fuse_matmul"])
     assert not any("tma_pointwise" in (ex.enable or ()) for ex in double.executions[-5:])
+
+
+def test_a_direct_fusion_definition_program_in_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No Thunder: nvFuser's FusionDefinition used directly; the bisect installs the direct adapter itself."""
+    pytest.importorskip("torch")  # the direct adapter rebuilds definitions from Python that imports torch
+    from thunder_double import load_frontend
+
+    reset_nvscope()
+    fe = load_frontend(monkeypatch, "nvfuser_direct")
+    try:
+        fds = []
+        for i in range(3):
+            with fe.FusionDefinition() as fd:
+                fd.define_tensor(shape=[1], dtype=fe.DataType.Float)
+                fd.ops.linear(0)
+                if i == 1:
+                    fd.define_scalar(fe.BREAKS_WITH + "fuse_matmul")
+            fds.append(fd)
+
+        def step(x: float) -> float:
+            for fd in fds:
+                (x,) = fd.execute([x])
+            return x
+
+        result = bisect(step, 1.0, enable=["fuse_matmul", "fast_math"])
+        assert result.reproduced and len(result.all_fusions) == 3
+        assert result.options == OptionSet(["fuse_matmul"]) and result.fusions == (result.all_fusions[1],)
+        assert result.fusions[0].startswith("call/FusionDefinition#")
+    finally:
+        reset_nvscope()

@@ -348,3 +348,30 @@ def test_no_recorder_without_cuda_and_a_stale_profile_is_not_reused() -> None:
         seen.append([s.scheduler for s in segments])
     # The second execution left nvFuser's last profile as it was (same fusion_id): no segments rather than wrong ones.
     assert seen == [["s7"], [], ["s8"]]
+
+
+def test_a_direct_fusion_definition_program_in_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No Thunder: nvFuser's FusionDefinition used directly; the profile installs the direct adapter itself."""
+    pytest.importorskip("torch")  # the direct adapter rebuilds definitions from Python that imports torch
+    from thunder_double import load_frontend
+
+    reset_nvscope()
+    fe = load_frontend(monkeypatch, "nvfuser_direct")
+    try:
+        fds = []
+        for _ in range(2):
+            with fe.FusionDefinition() as fd:
+                fd.define_tensor(shape=[1], dtype=fe.DataType.Float)
+                fd.ops.linear(0)
+            fds.append(fd)
+
+        def step(x: float) -> float:
+            for fd in fds:
+                (x,) = fd.execute([x])
+            return x
+
+        result = profile(step, 1.0, enable=["fast_math"], **QUICK)
+        assert [r.calls for r in result.rows] == [1, 1] and len({r.fusion for r in result.rows}) == 2
+        assert all(r.fusion.startswith("call/FusionDefinition#") and r.ratio is not None for r in result.rows)
+    finally:
+        reset_nvscope()
