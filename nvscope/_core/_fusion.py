@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
     Phase = Literal["forward", "backward", "call"]
 
-__all__ = ["FusionInfo", "Selector", "holding", "ops_of_definition", "phase", "selector"]
+__all__ = ["FusionInfo", "Selector", "exact_glob", "holding", "ops_of_definition", "phase", "selector"]
 
 _PHASES = ("forward", "backward", "call")
 
@@ -196,3 +196,8 @@ def _not_a_selector(value: object) -> Selector:
     raise TypeError(f"fusions= takes a glob over fusion ids ('backward/*'), a list of them, a callable taking a "
                     f"FusionInfo, or nvscope.phase(...)/nvscope.holding(...); not {type(value).__name__}: "
                     f"{shown(value)}")
+
+
+def exact_glob(fusion_id: str) -> str:
+    """A glob (``fusions=``) that matches exactly ``fusion_id``: ``*``, ``?`` and ``[`` in brackets."""
+    return "".join(f"[{c}]" if c in "*?[" else c for c in fusion_id)

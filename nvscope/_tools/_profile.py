@@ -30,18 +30,18 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Any, NamedTuple
 
-from nvscope._core._devmode import set_development_mode
+from nvscope._core._devmode import dev_mode
 from nvscope._core._errors import FallbackWarning, NoEffectWarning, NoFusionWarning
+from nvscope._core._fusion import exact_glob
 from nvscope._core._optionset import OptionSet
 from nvscope._core._scope import nv_options
 from nvscope._core._validate import first_line
 from nvscope._exec._audit import audit
+from nvscope._measure._harness import Runner, Variant, install_adapters, progress_printer
 from nvscope._measure._numerics import Numerics, compare_leaves, flatten_outputs
-from nvscope._measure._schedulers import Recorder, Segment, recorder
+from nvscope._measure._schedulers import Segment, SegmentRecorder, recorder
 from nvscope._measure._stats import MIN_ROUNDS, median, summarize
-from nvscope._tools._bisect_report import exact_glob
 from nvscope._tools._profile_report import ProfileResult, ProfileRow
-from nvscope._tools._search import _install_adapters, _Runner, _Variant
 
 __all__ = ["profile"]
 
@@ -49,7 +49,7 @@ __all__ = ["profile"]
 class _Clock:
     """The per-fusion timing hook (an entry of ``_events.TIMERS``) and what it collects, switched per pass."""
 
-    def __init__(self, cuda: bool, rec: Recorder | None) -> None:
+    def __init__(self, cuda: bool, rec: SegmentRecorder | None) -> None:
         self.cuda, self.recorder = cuda, rec
         self.times: dict[str, list[Any]] | None = None  # per fusion: CUDA event pairs or ms, while timing
         self.segments: dict[str, tuple[Segment, ...]] | None = None  # first execution's segments, while first calls
@@ -138,24 +138,21 @@ def profile(fn: Callable[..., Any], /, *args: Any, enable: Any = (), disable: An
     if not options:
         raise ValueError("profile() needs the options to profile: enable=[...] and/or disable=[...]")
 
-    def say(message: str) -> None:
-        if progress:
-            print(f"nvscope profile: {message}", file=sys.stderr, flush=True)
+    say = progress_printer("profile", progress)
 
     began = time.perf_counter()
-    runner = _Runner(fn, args, kwargs, backward, module, tolerance, steps_per_round, warmup, say)
-    default, variant = _Variant("default", OptionSet(), "default"), _Variant("options", options, "candidate")
+    runner = Runner(fn, args, kwargs, backward, module, tolerance, steps_per_round, warmup, say)
+    default, variant = Variant("default", OptionSet(), "default"), Variant("options", options, "candidate")
     variant.scope = scope
     clock = _Clock(False, recorder(schedulers))  # no recorder on CPU or without nvFuser
     notes: list[str] = []
-    previous = set_development_mode(True)
     _events.TIMERS.append(clock)
     _events.SINKS.append(_listen)  # timers run only while something listens
     try:
-        with warnings.catch_warnings():
+        with dev_mode(True), warnings.catch_warnings():
             for quiet in (NoFusionWarning, NoEffectWarning, FallbackWarning):
                 warnings.simplefilter("ignore", quiet)  # the rows say which fusions ran, changed and failed
-            _install_adapters()
+            install_adapters()
             base = _first(runner, default, clock)
             clock.cuda = runner.timer.detect()  # CUDA events once the default used CUDA, as the search decides
             under = _first(runner, variant, clock)
@@ -175,7 +172,6 @@ def profile(fn: Callable[..., Any], /, *args: Any, enable: Any = (), disable: An
     finally:
         _events.SINKS.remove(_listen)
         _events.TIMERS.remove(clock)
-        set_development_mode(previous)
     rows = []
     for info in chosen:
         f = info.id
@@ -216,7 +212,7 @@ class _FirstCall(NamedTuple):
     repeat: dict[str, Numerics]  # the default's: each fusion's outputs in a second call against the first's
 
 
-def _first(runner: _Runner, v: _Variant, clock: _Clock) -> _FirstCall:
+def _first(runner: Runner, v: Variant, clock: _Clock) -> _FirstCall:
     """A variant's first call (audited, segments, wall times, outputs of the default's fusions), then its warm-up."""
     segments: dict[str, tuple[Segment, ...]] = {}
     wall: dict[str, float] = {}
@@ -268,7 +264,7 @@ def _error_line(text: str) -> str:
     return "\n".join(x for x in (first[:300], note, script) if x)
 
 
-def _isolated(runner: _Runner, clock: _Clock, options: OptionSet, chosen: list[Any], reached: dict[str, int],
+def _isolated(runner: Runner, clock: _Clock, options: OptionSet, chosen: list[Any], reached: dict[str, int],
               reference: dict[str, list[list[tuple[str, Any]]]], tolerance: float | None,
               say: Callable[[str], None]) -> dict[str, Any]:
     """Per fusion: its outputs with only it under the options, against its outputs under the defaults."""
@@ -290,7 +286,7 @@ def _isolated(runner: _Runner, clock: _Clock, options: OptionSet, chosen: list[A
     return numerics
 
 
-def _rounds(runner: _Runner, clock: _Clock, default: _Variant, variant: _Variant, rounds: int,
+def _rounds(runner: Runner, clock: _Clock, default: Variant, variant: Variant, rounds: int,
             rng: random.Random) -> tuple[dict[str, dict[str, list[float]]], dict[str, list[float]]]:
     fusion_times: dict[str, dict[str, list[float]]] = {"default": {}, "options": {}}
     step_times: dict[str, list[float]] = {"default": [], "options": []}

@@ -15,7 +15,7 @@ The method, built from the search's and the profile's parts:
    for that fusion match, and that did not fail on it. Fusions no candidate helps keep the defaults.
 3. The winners form one selector map: nested scopes, ``nv_options(<candidate>, fusions=[<its fusions>])`` per
    candidate (the fusion sets are disjoint). The map, the global set and the default are timed against each other in
-   the same randomized rounds (`nvscope._tools._search._Runner`), the map's outputs and gradients checked.
+   the same randomized rounds (`nvscope._measure._harness.Runner`), the map's outputs and gradients checked.
 
 The result says plainly when the per-fusion map is not better than the global set (or than the defaults).
 """
@@ -23,23 +23,22 @@ The result says plainly when the per-fusion map is not better than the global se
 from __future__ import annotations
 
 import random
-import sys
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from nvscope._core._devmode import set_development_mode
+from nvscope._core._devmode import dev_mode
+from nvscope._core._fusion import exact_glob
 from nvscope._core._optionset import OptionSet
 from nvscope._core._scope import nv_options
 from nvscope._measure._candidates import resolve, spec
+from nvscope._measure._harness import Runner, Variant, install_adapters, progress_printer
 from nvscope._measure._numerics import Numerics
+from nvscope._measure._results import figure_class, nv_options_line
 from nvscope._measure._stats import RatioSummary, summarize
-from nvscope._tools._bisect_report import exact_glob
 from nvscope._tools._profile import profile
 from nvscope._tools._profile_report import ProfileResult
-from nvscope._tools._search import _install_adapters, _Runner, _Variant
-from nvscope._tools._search_report import figure_class
 
 __all__ = ["FusionChoice", "FusionSearchResult", "search_fusions"]
 
@@ -80,11 +79,7 @@ class _Map:
 def _code(groups: list[tuple[OptionSet, list[str]]]) -> str:
     if not groups:
         return "keep the defaults"
-    scopes = []
-    for options, fusions in groups:
-        parts = [f"enable={options.enable_list()!r}"] if options.enable else []
-        parts += [f"disable={options.disable_list()!r}"] if options.disable else []
-        scopes.append(f"nv_options({', '.join(parts)}, fusions={[exact_glob(f) for f in fusions]!r})")
+    scopes = [nv_options_line(options, fusions) for options, fusions in groups]
     return "with " + ", \\\n     ".join(scopes) + ":"
 
 
@@ -135,7 +130,7 @@ class FusionSearchResult:
                 return f"the per-fusion map was not timed against {spec(self.global_best)}"
             how = g.verdict if g.verdict != "faster" else f"faster by less than min_gain {self.min_gain:g}"
             return (f"the per-fusion map is NOT better than the best global set {spec(self.global_best)} "
-                    f"(ratio {g.median:.3f}, {how}): use nv_options({spec(self.global_best)!r}) instead")
+                    f"(ratio {g.median:.3f}, {how}): use {nv_options_line(self.global_best)} instead")
         return "the per-fusion map is faster than the defaults" + (
             f" and than the best global set {spec(self.global_best)}" if self.global_best is not None else "")
 
@@ -219,9 +214,7 @@ def search_fusions(fn: Callable[..., Any], /, *args: Any, candidates: Iterable[o
         raise ValueError(f"min_gain must be a number in [0, 1), got {min_gain!r}")
     began = time.perf_counter()
 
-    def say(message: str) -> None:
-        if progress:
-            print(f"nvscope search: {message}", file=sys.stderr, flush=True)
+    say = progress_printer("search", progress)
 
     common = {"rounds": rounds, "steps_per_round": steps_per_round, "warmup": warmup, "tolerance": tolerance,
               "backward": backward, "module": module, "seed": seed, "progress": progress}
@@ -258,24 +251,20 @@ def search_fusions(fn: Callable[..., Any], /, *args: Any, candidates: Iterable[o
     if groups:
         say(f"timing the per-fusion map ({len(groups)} scopes) against the defaults"
             + (f" and {spec(global_best)}" if global_best is not None else ""))
-        runner = _Runner(fn, args, kwargs, backward, module, tolerance, steps_per_round, warmup,
-                         (lambda m: say(m)))
-        previous = set_development_mode(True)
-        try:
-            _install_adapters()
-            default = _Variant("default", OptionSet(), "default")
+        runner = Runner(fn, args, kwargs, backward, module, tolerance, steps_per_round, warmup, say)
+        with dev_mode(True):
+            install_adapters()
+            default = Variant("default", OptionSet(), "default")
             runner.reference = runner.first_call(default)
             runner.calibrate()  # calls per timed sample, as the search sets them (nvscope._measure._timer)
-            mapped = _Variant("per-fusion map", OptionSet(), "combination")
+            mapped = Variant("per-fusion map", OptionSet(), "combination")
             mapped.scope = _Map([(o, f) for o, f in groups])
             variants = [default, mapped]
             if global_best is not None:
-                variants.append(_Variant(spec(global_best), global_best, "candidate"))
+                variants.append(Variant(spec(global_best), global_best, "candidate"))
             for v in variants[1:]:
                 runner.prepare(v, "[per fusion]")
             times = runner.rounds(variants, rounds, random.Random(seed))
-        finally:
-            set_development_mode(previous)
         numerics = mapped.numerics
         if id(mapped) in times:
             vs_default = summarize(times[id(mapped)], times[id(default)], seed=seed)
