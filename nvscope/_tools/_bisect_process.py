@@ -25,6 +25,7 @@ from collections.abc import Iterable, Sequence
 
 from nvscope._core._optionset import OptionSet
 from nvscope._core._scope import nv_options
+from nvscope._core._text import cut
 from nvscope._exec._repro import scripts_named_in
 from nvscope._measure._harness import progress_printer
 from nvscope._measure._results import run_command
@@ -69,7 +70,7 @@ def _detail(done: subprocess.CompletedProcess[str] | None, timeout: float) -> st
     lines = [line.strip() for line in (done.stderr or "").splitlines() if line.strip()]
     errors = [line for line in lines if "Error" in line.partition(":")[0] or "error" in line.partition(":")[0]]
     last = errors[-1] if errors else lines[-1] if lines else ""
-    return f"{how}: {last[:300]}" if last else how
+    return f"{how}: {cut(last, 300)}" if last else how
 
 
 def _repro(stderr: str) -> tuple[str, ...]:

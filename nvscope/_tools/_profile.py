@@ -35,8 +35,10 @@ from nvscope._core._errors import FallbackWarning, NoEffectWarning, NoFusionWarn
 from nvscope._core._fusion import exact_glob
 from nvscope._core._optionset import OptionSet
 from nvscope._core._scope import nv_options
+from nvscope._core._text import cut
 from nvscope._core._validate import first_line
 from nvscope._exec._audit import audit
+from nvscope._exec._repro import failure_note
 from nvscope._measure._harness import Runner, Variant, install_adapters, progress_printer
 from nvscope._measure._numerics import Numerics, compare_leaves, flatten_outputs
 from nvscope._measure._schedulers import Segment, SegmentRecorder, recorder
@@ -259,9 +261,9 @@ def _flat(calls: list[list[tuple[str, Any]]]) -> list[tuple[str, Any]]:
 def _error_line(text: str) -> str:
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     first = lines[0] if lines else "failed"
-    note = next((line for line in lines if line.startswith("nvscope:")), "")
-    script = next((line for line in lines if line.startswith("repro script:")), "")
-    return "\n".join(x for x in (first[:300], note, script) if x)
+    note = [line.strip() for line in (failure_note(text) or "").splitlines()]
+    script = next((line for line in note if line.startswith("repro script:")), "")
+    return "\n".join(x for x in (cut(first, 300), note[0] if note else "", script) if x)
 
 
 def _isolated(runner: Runner, clock: _Clock, options: OptionSet, chosen: list[Any], reached: dict[str, int],

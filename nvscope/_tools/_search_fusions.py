@@ -32,6 +32,7 @@ from nvscope._core._devmode import dev_mode
 from nvscope._core._fusion import exact_glob
 from nvscope._core._optionset import OptionSet
 from nvscope._core._scope import nv_options
+from nvscope._core._validate import first_line
 from nvscope._measure._candidates import resolve, spec
 from nvscope._measure._harness import Runner, Variant, install_adapters, progress_printer
 from nvscope._measure._numerics import Numerics
@@ -226,7 +227,7 @@ def search_fusions(fn: Callable[..., Any], /, *args: Any, candidates: Iterable[o
             profiles.append(profile(fn, *args, enable=candidate.enable_list(), disable=candidate.disable_list(),
                                     **common, **kwargs))
         except Exception as error:  # a candidate that breaks the step outside a fusion: skipped, said
-            errors.append((spec(candidate), f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"))
+            errors.append((spec(candidate), first_line(error)))
     choices: list[FusionChoice] = []
     fusions = list(dict.fromkeys(row.fusion for p in profiles for row in p.rows))
     for fusion in fusions:
