@@ -3,9 +3,10 @@ charts, and the two lines a result hands its reader: the ``nv_options(...)`` cal
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from nvscope._core._fusion import exact_glob
 from nvscope._core._optionset import OptionSet
@@ -21,6 +22,32 @@ __all__ = [
     "options_from",
     "run_command",
 ]
+
+_Loaded = TypeVar("_Loaded", bound="LoadableResult")
+
+
+class JsonResult:
+    """A result saved as JSON: its ``as_dict()`` (plain data, non-finite floats as strings), written strictly."""
+
+    def as_dict(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def to_json(self, indent: int | None = 2) -> str:
+        """The result as strict JSON (``as_dict()``), to save and load again with ``from_json`` where it has one."""
+        return json.dumps(self.as_dict(), indent=indent, allow_nan=False)
+
+
+class LoadableResult(JsonResult):
+    """A `JsonResult` that ``from_json`` reads back (through its ``from_dict``), equal to the one saved."""
+
+    @classmethod
+    def from_dict(cls: type[_Loaded], data: dict[str, Any]) -> _Loaded:
+        raise NotImplementedError
+
+    @classmethod
+    def from_json(cls: type[_Loaded], text: str) -> _Loaded:
+        """The result that ``to_json`` wrote."""
+        return cls.from_dict(json.loads(text))
 
 
 def options_dict(options: OptionSet) -> dict[str, list[str]]:

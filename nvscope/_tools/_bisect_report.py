@@ -5,13 +5,12 @@ Plain data (frozen dataclasses) with ``to_json()``/``from_json()``, like the sea
 
 from __future__ import annotations
 
-import json
 import shlex
 from dataclasses import dataclass
 from typing import Any
 
 from nvscope._core._optionset import OptionSet
-from nvscope._measure._results import nv_options_line, options_dict, options_from, run_command
+from nvscope._measure._results import LoadableResult, nv_options_line, options_dict, options_from, run_command
 
 __all__ = ["BisectResult", "Culprit", "Probe"]
 
@@ -48,7 +47,7 @@ class Culprit:
 
 
 @dataclass(frozen=True)
-class BisectResult:
+class BisectResult(LoadableResult):
     """The culprits of a step that goes wrong under ``given``.
 
     ``culprits``: the first is a minimal culprit of the step (`Culprit`); when the given options on the other fusions
@@ -156,9 +155,6 @@ class BisectResult:
                      "seconds": p.seconds} for p in self.log],
         }
 
-    def to_json(self, indent: int | None = 2) -> str:
-        return json.dumps(self.as_dict(), indent=indent, allow_nan=False)
-
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> BisectResult:
         log = tuple(Probe(p["number"], p["stage"], options_from(p["options"]),
@@ -169,7 +165,3 @@ class BisectResult:
         return cls(options_from(data["given"]), culprits, tuple(data["all_fusions"]), log, data["check"],
                    data["others_clean"], data["mode"], tuple(data["program"]), data["elapsed_s"], tuple(data["notes"]),
                    data["detail"])
-
-    @classmethod
-    def from_json(cls, text: str) -> BisectResult:
-        return cls.from_dict(json.loads(text))

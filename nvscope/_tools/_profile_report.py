@@ -6,14 +6,20 @@ Plain data (frozen dataclasses), so a result can be saved with ``to_json()``, lo
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from typing import Any
 
 from nvscope._core._optionset import OptionSet
 from nvscope._measure._numerics import DEFAULT_TOLERANCES, Numerics
-from nvscope._measure._results import figure_class, numerics_dict, numerics_from, options_dict, options_from
+from nvscope._measure._results import (
+    LoadableResult,
+    figure_class,
+    numerics_dict,
+    numerics_from,
+    options_dict,
+    options_from,
+)
 from nvscope._measure._schedulers import Segment
 from nvscope._measure._stats import RatioSummary
 
@@ -120,7 +126,7 @@ def _schedulers(segments: tuple[Segment, ...] | None) -> str:
 
 
 @dataclass(frozen=True)
-class ProfileResult:
+class ProfileResult(LoadableResult):
     """The profile: one row per fusion (in first-execution order), the whole step's ratio, and how it was measured."""
 
     rows: tuple[ProfileRow, ...]
@@ -234,9 +240,6 @@ class ProfileResult:
             "notes": list(self.notes), "rows": [_row_dict(r) for r in self.rows],
         }
 
-    def to_json(self, indent: int | None = 2) -> str:
-        return json.dumps(self.as_dict(), indent=indent, allow_nan=False)
-
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ProfileResult:
         rows = tuple(ProfileRow(
@@ -248,10 +251,6 @@ class ProfileResult:
         return cls(rows, options_from(data["options"]), data["timer"], data["rounds"], data["steps_per_round"],
                    data["warmup"], data["tolerance"], data["seed"], data["elapsed_s"], _ratio(data["step"]),
                    numerics_from(data["step_numerics"]), data["schedulers_from"], tuple(data["notes"]))
-
-    @classmethod
-    def from_json(cls, text: str) -> ProfileResult:
-        return cls.from_dict(json.loads(text))
 
     # --- chart -----------------------------------------------------------------------------------------------------
 

@@ -36,7 +36,7 @@ from nvscope._core._validate import first_line
 from nvscope._measure._candidates import resolve, spec
 from nvscope._measure._harness import Runner, Variant, install_adapters, progress_printer
 from nvscope._measure._numerics import Numerics
-from nvscope._measure._results import figure_class, nv_options_line
+from nvscope._measure._results import JsonResult, figure_class, nv_options_line
 from nvscope._measure._stats import RatioSummary, summarize
 from nvscope._tools._profile import profile
 from nvscope._tools._profile_report import ProfileResult
@@ -85,7 +85,7 @@ def _code(groups: list[tuple[OptionSet, list[str]]]) -> str:
 
 
 @dataclass(frozen=True)
-class FusionSearchResult:
+class FusionSearchResult(JsonResult):
     """Per fusion its best candidate; the map they form; the map against the defaults and the best global set."""
 
     choices: tuple[FusionChoice, ...]
@@ -171,11 +171,6 @@ class FusionSearchResult:
             "errors": [list(e) for e in self.errors], "elapsed_s": self.elapsed_s, "min_gain": self.min_gain,
             "profiles": [p.as_dict() for p in self.profiles],
         }
-
-    def to_json(self, indent: int | None = 2) -> str:
-        import json
-
-        return json.dumps(self.as_dict(), indent=indent, allow_nan=False)
 
     def __str__(self) -> str:
         return self.table()

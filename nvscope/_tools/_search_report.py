@@ -6,7 +6,6 @@ Plain data (frozen dataclasses), so a result can be saved with ``to_json()``, lo
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -15,6 +14,7 @@ from nvscope._core._optionset import OptionSet
 from nvscope._measure._harness import Stage
 from nvscope._measure._numerics import DEFAULT_TOLERANCES, Numerics
 from nvscope._measure._results import (
+    LoadableResult,
     figure_class,
     numerics_dict,
     numerics_from,
@@ -71,7 +71,7 @@ def _num(value: float | None, digits: int = 3) -> str:
 
 
 @dataclass(frozen=True)
-class SearchResult:
+class SearchResult(LoadableResult):
     """The search: rows (default first, then candidates in the order given, then combinations), the recommended
     option set (empty: keep the defaults), and how it was measured."""
 
@@ -193,9 +193,6 @@ class SearchResult:
             "seed": self.seed, "elapsed_s": self.elapsed_s, "notes": list(self.notes),
         }
 
-    def to_json(self, indent: int | None = 2) -> str:
-        return json.dumps(self.as_dict(), indent=indent, allow_nan=False)
-
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SearchResult:
         def ratio(d: dict[str, Any] | None) -> RatioSummary | None:
@@ -207,10 +204,6 @@ class SearchResult:
             ratio(r["versus_ratio"]), r["recommended"]) for r in data["rows"])
         return cls(rows, options_from(data["recommended"]), data["timer"], data["rounds"], data["steps_per_round"],
                    data["warmup"], data["tolerance"], data["seed"], data["elapsed_s"], tuple(data["notes"]))
-
-    @classmethod
-    def from_json(cls, text: str) -> SearchResult:
-        return cls.from_dict(json.loads(text))
 
     # --- chart -----------------------------------------------------------------------------------------------------
 
