@@ -144,7 +144,7 @@ def test_runs_in_development_mode_and_restores_the_setting(work: Workload) -> No
     assert nvscope.set_development_mode(True) is False  # the previous setting is back
 
 
-def test_the_search_s_development_mode_does_not_leak_to_other_threads(work: Workload) -> None:
+def test_the_search_s_development_mode_does_not_leak_to_other_threads() -> None:
     """The search turns development mode on for its own context: a thread running meanwhile keeps the process-wide
     setting (it entered its scopes outside development mode, and must still be warned)."""
     import threading
