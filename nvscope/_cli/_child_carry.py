@@ -28,6 +28,7 @@ from nvscope._core._devmode import set_development_mode
 from nvscope._core._errors import ConfigWarning, NvscopeWarning
 from nvscope._core._optionset import OptionSet, process_options_shell
 from nvscope._core._scope import nv_options
+from nvscope._core._text import cut
 from nvscope._exec._audit import AuditLog, audit
 from nvscope._exec._frontends import MODULES
 
@@ -109,8 +110,7 @@ _running: list[tuple[nv_options, AuditLog | None, list[BaseException], contextli
 
 
 def _refuse(raw: str, why: str) -> None:
-    shown = raw if len(raw) <= 80 else raw[:77] + "..."
-    warnings.warn(f"{VARIABLE}={shown!r} {why}; this process runs without nvscope run's options. {_FIX}",
+    warnings.warn(f"{VARIABLE}={cut(raw, 80, repr)} {why}; this process runs without nvscope run's options. {_FIX}",
                   ConfigWarning, stacklevel=3)
 
 
@@ -169,7 +169,7 @@ def start() -> None:
         return
     from nvscope._exec import _autoinstall
 
-    previous = set_development_mode(True)
+    previous = set_development_mode(True)  # process-wide: the scope below stays entered until the process ends
     entered = contextlib.ExitStack()  # left entered: they end with the process
     try:
         install_errors = entered.enter_context(_autoinstall.watch_imports())

@@ -20,7 +20,8 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from nvscope._cli._search_cmd import _count, _positive, _rounds, _tolerance, load_step
+from nvscope._cli._args import load_step
+from nvscope._cli._search_cmd import _count, _positive, _rounds, _tolerance
 from nvscope._core._scope import nv_options
 from nvscope._measure._checks import arg, number
 

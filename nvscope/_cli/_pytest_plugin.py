@@ -48,9 +48,10 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from nvscope._core._catalog import catalog
-from nvscope._core._devmode import set_development_mode
+from nvscope._core._devmode import dev_mode, set_development_mode
 from nvscope._core._errors import NoFusionWarning, UnclosedScopeWarning
 from nvscope._core._scope import ACTIVE, Frame, nv_options, unwind
+from nvscope._core._text import cut
 from nvscope._core._validate import split
 
 if TYPE_CHECKING:
@@ -115,14 +116,17 @@ def _describe(mark: pytest.Mark) -> str:
     """The marker as written, e.g. ``nv_options(enable=['fuse_matmu'])``, cut to a readable length."""
     arguments = [repr(a) for a in mark.args] + [f"{k}={v!r}" for k, v in mark.kwargs.items()]
     text = ", ".join(arguments)
-    return f"{mark.name}({text if len(text) <= 100 else text[:97] + '...'})"
+    return f"{mark.name}({cut(text, 100)})"
 
 
 def scoped_call(item: pytest.Item, session: nv_options | None,
                 scopes: tuple[nv_options, ...]) -> Generator[None, object, object]:
     """The ``pytest_runtest_call`` wrapper's body when the test has options (the command line's, its markers' or
     both), new-style: the test's call runs at the ``yield``, inside the scopes."""
-    previous_mode = set_development_mode(True) if session is None else None  # markers only: for this call
+    # Markers only: development mode for this call, in its context (the session's flags set the process default).
+    call_mode = dev_mode(True) if session is None else None
+    if call_mode is not None:
+        call_mode.__enter__()
     base = top = ACTIVE.get()
     entered: list[nv_options] = []
     unclosed: list[object] = []
@@ -142,8 +146,8 @@ def scoped_call(item: pytest.Item, session: nv_options | None,
             unwind(base)  # whatever went wrong, the next test starts clean
             raise
         finally:
-            if session is None:
-                set_development_mode(previous_mode)
+            if call_mode is not None:
+                call_mode.__exit__(None, None, None)
         if unclosed and failed:
             path, lineno, _ = item.reportinfo()
             warnings.warn_explicit(_unclosed_message(unclosed), UnclosedScopeWarning, str(path), (lineno or 0) + 1)

@@ -94,6 +94,7 @@ def run(script: str | None, module: str | None, program_args: list[str], enable:
             return 2
         sys.argv = [module, *program_args]
 
+    # Process-wide, not dev_mode's context-local switch: the program's own threads may enter scopes too.
     previous_mode = set_development_mode(True)
     log: AuditLog | None = None
     effective = scope.options

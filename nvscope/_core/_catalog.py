@@ -176,9 +176,9 @@ _noted: set[tuple[str, str]] = set()
 
 def _shown(name: str) -> str:
     """``repr(name)``, cut to a readable length."""
-    if len(name) <= _LONGEST_SHOWN:
-        return repr(name)
-    return f"{name[:_LONGEST_SHOWN - 12]!r}... ({len(name)} characters)"
+    from nvscope._core._text import cut
+
+    return cut(name, _LONGEST_SHOWN - 12, repr)
 
 
 def _same_but_case(name: str, names: Iterable[str]) -> str | None:

@@ -14,6 +14,7 @@ import sys
 import threading
 
 from nvscope._core._optionset import NVFUSER_VARIABLES
+from nvscope._core._text import cut
 
 __all__ = ["accepted", "known", "probe_installed", "reset"]
 
@@ -72,7 +73,7 @@ def accepted() -> dict[str, frozenset[str]] | None:
                 _accepted = probe_installed()
             except Exception as error:  # RuntimeError (no CUDA, no list printed), a timeout, no interpreter
                 text = f"{type(error).__name__}: {error}"
-                _error = text if len(text) <= 200 else text[:197] + "..."
+                _error = cut(text, 200)
         return _accepted
 
 

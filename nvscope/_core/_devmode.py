@@ -5,8 +5,11 @@ non-empty scope entered outside development mode warns (`DevelopmentModeWarning`
 once per call site under Python's default warning filter), and ``NVSCOPE_STRICT=1`` turns that warning into a
 `DevelopmentModeError` for code that must never run with developer flags.
 
-Development mode is on with ``NVSCOPE_DEV=1`` or ``set_development_mode(True)``; the programmatic switch wins.
-The environment is read at each scope entry (not at import), so a launcher or test can change it at any time.
+Development mode is on with ``NVSCOPE_DEV=1``, ``set_development_mode(True)`` (the process-wide default) or inside
+``with dev_mode(True):`` (this context only: as numpy's ``errstate``, a `ContextVar`, so threads running meanwhile and
+threads started inside keep the process-wide default). The innermost ``dev_mode`` block wins, then the process-wide
+switch, then the environment, which is read at each scope entry (not at import), so a launcher or test can change it
+at any time.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import warnings
 from collections.abc import Iterator
+from contextvars import ContextVar
 
 from nvscope._core import _env
 from nvscope._core._errors import (
@@ -35,11 +39,18 @@ __all__ = [
     "strict_mode",
 ]
 
-_override: bool | None = None
+_default: bool | None = None  # set_development_mode's process-wide setting; None: follow NVSCOPE_DEV
+_FOLLOW_DEFAULT = object()  # no dev_mode block in this context: the process-wide setting applies
+# A dev_mode block's setting (True, False, or None to follow the environment) for the current context only.
+_LOCAL: ContextVar[object] = ContextVar("nvscope_dev_mode", default=_FOLLOW_DEFAULT)
+
 
 def development_mode() -> bool:
-    """Whether development mode is on: ``set_development_mode``'s value if set, else ``NVSCOPE_DEV``."""
-    return _override if _override is not None else _env.flag("NVSCOPE_DEV")
+    """Whether development mode is on: the innermost ``dev_mode`` block's setting in this context, else
+    ``set_development_mode``'s, else ``NVSCOPE_DEV``."""
+    local = _LOCAL.get()
+    setting = _default if local is _FOLLOW_DEFAULT else local
+    return setting if isinstance(setting, bool) else _env.flag("NVSCOPE_DEV")
 
 
 def strict_mode() -> bool:
@@ -47,28 +58,35 @@ def strict_mode() -> bool:
     return _env.flag("NVSCOPE_STRICT")
 
 
+def _checked(enabled: object, who: str) -> bool | None:
+    if enabled is not None and not isinstance(enabled, bool):
+        raise TypeError(f"{who} takes True, False or None, not {enabled!r}")
+    return enabled
+
+
 def set_development_mode(enabled: bool | None) -> bool | None:
-    """Turn development mode on (True) or off (False), or back to following ``NVSCOPE_DEV`` (None).
+    """Turn development mode on (True) or off (False), or back to following ``NVSCOPE_DEV`` (None), process-wide.
 
     Returns the previous setting, so ``previous = set_development_mode(True); ...; set_development_mode(previous)``
-    restores it. The switch is process-wide, like the environment variable it overrides.
+    restores it. This is the default of every thread and context; a ``dev_mode`` block overrides it in its own
+    context only.
     """
-    global _override
-    if enabled is not None and not isinstance(enabled, bool):
-        raise TypeError(f"set_development_mode takes True, False or None, not {enabled!r}")
-    previous, _override = _override, enabled
+    global _default
+    previous, _default = _default, _checked(enabled, "set_development_mode")
     return previous
 
 
 @contextlib.contextmanager
 def dev_mode(enabled: bool | None = True) -> Iterator[None]:
     """``with nvscope.dev_mode(): ...`` runs the block with development mode on (or off, or following the
-    environment for ``None``) and then restores the previous setting, also when the block raises."""
-    previous = set_development_mode(enabled)
+    environment for ``None``) in the current context only, and then restores the previous setting, also when the
+    block raises. Other threads, and threads started inside the block, keep the process-wide setting
+    (`set_development_mode`), as they keep their own scopes."""
+    token = _LOCAL.set(_checked(enabled, "dev_mode"))
     try:
         yield
     finally:
-        set_development_mode(previous)
+        _LOCAL.reset(token)
 
 
 def check_scope(options: OptionSet) -> None:

@@ -59,8 +59,9 @@ def _parse(name: str, raw: str) -> tuple[object, str | None]:
             return int(value), None
     else:
         return value, None
-    shown = raw if len(raw) <= 40 else raw[:37] + "..."
-    return default, f"{name}={shown!r} is not {_accepted(kind)}; using the default ({default!r})"
+    from nvscope._core._text import cut
+
+    return default, f"{name}={cut(raw, 40, repr)} is not {_accepted(kind)}; using the default ({default!r})"
 
 
 def _get(name: str) -> object:

@@ -31,8 +31,8 @@ if TYPE_CHECKING:
 
     Phase = Literal["forward", "backward", "call"]
 
-__all__ = ["FusionInfo", "Selector", "claim", "claimed", "forget_ids", "holding", "note_ids", "ops_of_definition",
-           "phase", "selector"]
+__all__ = ["FusionInfo", "Selector", "claim", "claimed", "exact_glob", "forget_ids", "holding", "note_ids",
+           "ops_of_definition", "phase", "selector"]
 
 _PHASES = ("forward", "backward", "call")
 
@@ -292,3 +292,11 @@ def _not_a_selector(value: object) -> Selector:
     raise TypeError(f"fusions= takes a glob over fusion ids ('backward/*'), a list of them, a callable taking a "
                     f"FusionInfo, or nvscope.phase(...)/nvscope.holding(...); not {type(value).__name__}: "
                     f"{shown(value)}")
+
+
+def exact_glob(fusion_id: str) -> str:
+    """A glob (``fusions=``) that matches exactly ``fusion_id``: ``*``, ``?`` and ``[`` in brackets, and ``#1`` after
+    the id of the first of several fusions of one ``<phase>/<name>`` (the id alone selects them all)."""
+    if claimed(fusion_id) > 1:
+        fusion_id += "#1"
+    return "".join(f"[{c}]" if c in "*?[" else c for c in fusion_id)

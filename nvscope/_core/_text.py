@@ -1,10 +1,17 @@
-"""One plain-text table renderer for every tool (audit summaries, compare, search, ``nvscope options``)."""
+"""Text for people: one plain-text table renderer for every tool (audit summaries, compare, search, ``nvscope
+options``), and one way to cut a long text short in a message."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-__all__ = ["render"]
+__all__ = ["cut", "render"]
+
+
+def cut(text: str, limit: int, show: Callable[[str], str] = str) -> str:
+    """``show(text)``, or for a text longer than ``limit`` its first ``limit`` characters shown and how long it was:
+    a message must not echo a 10,000-character argument or a 100,000-character error."""
+    return show(text) if len(text) <= limit else f"{show(text[:limit])}... ({len(text)} characters)"
 
 
 def render(header: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[int] = (), indent: str = "") -> str:

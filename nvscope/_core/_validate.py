@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 
 from nvscope._core._catalog import catalog
 from nvscope._core._errors import UnknownOptionError
+from nvscope._core._text import cut
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported at run time: `import nvscope` must stay light (nvscope/_core/_record.py)
@@ -25,21 +26,17 @@ MAX_NAME = 100
 
 def shown(value: object, limit: int = 60) -> str:
     """``repr(value)`` for an error message, cut short: a message must not echo a 10,000-character argument."""
-    text = repr(value)
-    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+    return cut(repr(value), limit)
 
 
 def first_line(error: BaseException, limit: int = 200) -> str:
     """``Type: first line of the message`` (and the first line of the first note, add_note), each cut short: what a
     table row says of a failure, which must not hold a 100,000-character message."""
 
-    def cut(line: str) -> str:
-        return line if len(line) <= limit else f"{line[:limit]}... ({len(line)} characters)"
-
     text = str(error).strip()
-    line = f"{type(error).__name__}: {cut(text.splitlines()[0])}" if text else type(error).__name__
+    line = f"{type(error).__name__}: {cut(text.splitlines()[0], limit)}" if text else type(error).__name__
     notes = [n.strip() for n in getattr(error, "__notes__", ()) if isinstance(n, str) and n.strip()]
-    return f"{line} ({cut(notes[0].splitlines()[0])})" if notes else line
+    return f"{line} ({cut(notes[0].splitlines()[0], limit)})" if notes else line
 
 
 def split(values: Iterable[str] | None) -> list[str]:

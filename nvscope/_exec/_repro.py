@@ -29,12 +29,13 @@ from typing import Any
 
 from nvscope._core import _env
 from nvscope._core._optionset import OptionSet, process_options_shell
+from nvscope._core._text import cut
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from nvscope._core._fusion import FusionInfo
 
-__all__ = ["MARK", "annotate", "attach", "repro_paths", "with_options"]
+__all__ = ["MARK", "annotate", "attach", "failure_note", "repro_paths", "with_options"]
 
 MARK = "nvscope:"  # every note starts with it: one note per exception, however many layers see it
 _EXECUTE = "fd.execute(inputs)"  # how both frontends' repro_script_for end when given inputs
@@ -92,7 +93,7 @@ def annotate(error: BaseException, what: str, fusion: FusionInfo, compile_time: 
     notes = getattr(error, "__notes__", None)
     if notes is not None and not isinstance(notes, list):
         return  # someone's non-list __notes__: add_note would raise TypeError over the user's error
-    if notes is not None and any(isinstance(n, str) and n.startswith(MARK) for n in notes):
+    if failure_note(error) is not None:
         return
     try:
         repro = _repro_line(error, f"{what} {fusion.id}", fusion.id.replace("/", "-"), effective, script)
@@ -116,8 +117,7 @@ def annotate(error: BaseException, what: str, fusion: FusionInfo, compile_time: 
 
 def _first_line(error: BaseException) -> str:
     text = str(error).strip().splitlines()
-    line = text[0] if text else type(error).__name__
-    return line if len(line) <= 200 else line[:197] + "..."
+    return cut(text[0], 200) if text else type(error).__name__
 
 
 def _repro_line(error: BaseException, fusion: str, stem: str, effective: OptionSet,
@@ -181,10 +181,23 @@ def repro_paths(error: BaseException) -> tuple[str, ...]:
     current: BaseException | None = error
     while current is not None and id(current) not in seen:
         seen.add(id(current))
-        notes = getattr(current, "__notes__", None)
-        for note in notes if isinstance(notes, list) else ():
-            if not (isinstance(note, str) and note.startswith(MARK)):
-                continue
+        note = failure_note(current)
+        if note is not None:
             paths += scripts_named_in(note)
         current = current.__cause__ or current.__context__
     return tuple(dict.fromkeys(paths))
+
+
+def failure_note(failure: BaseException | str) -> str | None:
+    """nvscope's failure note (see `annotate`), or None: on an exception, its note; in the text of a failure (a
+    fusion record's ``error``: the exception's first line and its notes), the note's lines."""
+    if isinstance(failure, BaseException):
+        notes = getattr(failure, "__notes__", None)
+        return next((n for n in notes if isinstance(n, str) and n.startswith(MARK)), None) \
+            if isinstance(notes, list) else None
+    lines = failure.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith(MARK)), None)
+    if start is None:
+        return None
+    end = next((i for i in range(start + 1, len(lines)) if not lines[i].startswith(" ")), len(lines))
+    return "\n".join(lines[start:end])

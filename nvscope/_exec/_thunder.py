@@ -29,7 +29,7 @@ from nvscope._core import _fusion, _patches
 from nvscope._core._errors import UnsupportedError
 from nvscope._exec import _frontends
 from nvscope._exec._fusion_table import FusionTable
-from nvscope._exec._thunder_adapter import IMPL_MODULE, PROVEN, SHAPES, WrapperShape, thunder_version
+from nvscope._exec._thunder_adapter import IMPL_MODULE, PROVEN, SHAPES, ThunderAdapter, thunder_version
 from nvscope._exec._thunder_autograd import AUTOGRAD_MODULE, make_backward, make_forward
 from nvscope._exec._thunder_autograd import refusal as _autograd_refusal
 
@@ -37,7 +37,7 @@ __all__ = ["install", "installed", "partitions", "uninstall", "unsupported"]
 
 VERSION_MODULE = "thunder.executors.nvfuserex"
 _OWNER = "thunder"
-_installed: list[WrapperShape] = []  # the shape driving Thunder now (one at most)
+_installed: list[ThunderAdapter] = []  # the shape driving Thunder now (one at most)
 
 
 def _nvfuser_version() -> str | None:
@@ -48,7 +48,7 @@ def _nvfuser_version() -> str | None:
     return None if raw is None else str(raw)
 
 
-def _choose(impl: Any, autograd: Any) -> type[WrapperShape] | str:
+def _choose(impl: Any, autograd: Any) -> type[ThunderAdapter] | str:
     """The wrapper shape that fits this Thunder, or why none does (what is missing or in the way)."""
     missing: list[str] = []
     shape = None

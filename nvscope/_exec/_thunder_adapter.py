@@ -37,7 +37,7 @@ from nvscope._exec import (
 from nvscope._exec._execute import NO_KWARGS, Adapter, execute
 from nvscope._exec._fusion_table import FusionTable
 
-__all__ = ["SHAPES", "WrapperShape", "jitted_function"]
+__all__ = ["SHAPES", "ThunderAdapter", "jitted_function"]
 
 PROVEN = "Thunder 0.2.6 and 0.2.7.dev20260201"  # tests/gpu ran with both on the H200
 IMPL_MODULE = "thunder.executors.nvfuserex_impl"
@@ -74,7 +74,7 @@ def jitted_function(limit: int = 40) -> str | None:
     return _events.FUNCTION.get()  # a backward: its forward's, captured by the autograd patch
 
 
-class WrapperShape(Adapter):
+class ThunderAdapter(Adapter):
     """Thunder 0.2.6 / 0.2.7.dev's ``FusionDefinitionWrapper`` (a slots dataclass)."""
 
     FIELDS = ("get_fd", "to_descriptors", "name", "use_cache", "last_used", "last_inputs", "store_inputs",
@@ -250,4 +250,4 @@ def _local_inputs(args: tuple[Any, ...]) -> list[Any]:
 
 
 # The wrapper shapes nvscope knows, tried in order by nvscope.thunder.install.
-SHAPES: tuple[type[WrapperShape], ...] = (WrapperShape,)
+SHAPES: tuple[type[ThunderAdapter], ...] = (ThunderAdapter,)

@@ -174,7 +174,9 @@ class Paired(NamedTuple):
 
 
 def _cut(text: str, limit: int = 80) -> str:
-    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+    from nvscope._core._text import cut
+
+    return cut(text, limit)
 
 
 def _shown(value: object) -> str:

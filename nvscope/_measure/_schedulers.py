@@ -36,7 +36,7 @@ from typing import Any
 
 from nvscope._measure import _kernels
 
-__all__ = ["SOURCES", "Recorder", "Segment", "recorder", "scheduler_of_kernel"]
+__all__ = ["SOURCES", "Segment", "SegmentRecorder", "recorder", "scheduler_of_kernel"]
 
 _NAMED = re.compile(r"nvfuser_(?P<scheduler>[a-z][a-z_]*?)_f\d+_c\d+")
 _NUMBERED = re.compile(r"nvfuser_\d+\b")
@@ -63,7 +63,7 @@ def scheduler_of_kernel(name: str) -> str:
     return "unknown" if _NUMBERED.search(name) or "nvfuser" in name else "expr_eval"
 
 
-class Recorder:
+class SegmentRecorder:
     """Records the segments of the nvFuser fusion executed inside `record` (see the module docstring)."""
 
     def __init__(self, source: str, profiler: Any = None) -> None:
@@ -122,7 +122,7 @@ class Recorder:
 SOURCES = ("kernels", "nvfuser")
 
 
-def recorder(source: str = "kernels") -> Recorder | None:
+def recorder(source: str = "kernels") -> SegmentRecorder | None:
     """What can tell nvFuser's schedulers here, or None: no torch, no CUDA device, or no nvFuser frontend imported.
 
     ``source="kernels"`` (the default) reads them off kernel names (torch.profiler). ``"nvfuser"`` asks nvFuser's
@@ -143,5 +143,5 @@ def recorder(source: str = "kernels") -> Recorder | None:
     # CUPTI takes one subscriber: after torch.profiler ran in this process (nvscope's kernel names included), nvFuser's
     # profiler would abort the process (measured on the H200), so kernel names it is.
     if source == "nvfuser" and profiler is not None and not _kernels.torch_profiler_used():
-        return Recorder("nvFuser's PythonProfiler", profiler)
-    return Recorder("kernel names (torch.profiler)")
+        return SegmentRecorder("nvFuser's PythonProfiler", profiler)
+    return SegmentRecorder("kernel names (torch.profiler)")

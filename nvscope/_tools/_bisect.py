@@ -23,16 +23,16 @@ that kill it) is `nvscope._tools._bisect_process`; both share `nvscope._tools._b
 
 from __future__ import annotations
 
-import sys
 import warnings
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from nvscope._core._devmode import set_development_mode
+from nvscope._core._devmode import dev_mode
 from nvscope._core._errors import NoEffectWarning, NoFusionWarning
 from nvscope._core._scope import nv_options
 from nvscope._measure import _checks
 from nvscope._measure._checks import step_callable
+from nvscope._measure._harness import progress_printer
 from nvscope._tools._bisect_drive import drive, items_of
 from nvscope._tools._bisect_report import BisectResult
 
@@ -80,16 +80,13 @@ def bisect(fn: Callable[..., Any], /, *args: Any, enable: Iterable[str] | str = 
     rounds, steps_per_round = _checks.rounds("rounds", rounds), _checks.count("steps_per_round", steps_per_round, 1)
     seed = _checks.integer("seed", seed)
 
-    def say(message: str) -> None:
-        if progress:
-            print(f"nvscope bisect: {message}", file=sys.stderr, flush=True)
+    say = progress_printer("bisect", progress)
 
     from nvscope._core._scope import enter_frame, reset
 
-    previous = set_development_mode(True)
     outside = enter_frame(None)  # the caller's scopes do not apply: the default is the defaults, a probe is its options
     try:
-        with warnings.catch_warnings():
+        with dev_mode(True), warnings.catch_warnings():
             for quiet in (NoFusionWarning, NoEffectWarning):  # probes that change nothing: expected
                 warnings.simplefilter("ignore", quiet)
             oracle = InProcess(fn, args, kwargs, checks, tolerance, slower_by, rounds, steps_per_round, backward,
@@ -103,7 +100,6 @@ def bisect(fn: Callable[..., Any], /, *args: Any, enable: Iterable[str] | str = 
             result = drive(given, fusions, oracle.run, say, description)
     finally:
         reset(outside)
-        set_development_mode(previous)
     say(f"done: {result.line() if result.reproduced else 'not reproduced'} ({result.probes} probes)")
     return result
 

@@ -1,10 +1,10 @@
 """One probe of an in-process bisect: the step once under ``nv_options(options, fusions=[...])``, judged.
 
-Built on the search's runner (`nvscope._tools._search._Runner`: the call, ``.grad`` reset, copies of outputs and
-gradients,
-paired timing rounds), so the bisect judges numerics and speed exactly as the search does. Each probe is checked to
-have done what it says: every fusion it selected ran with the probe's options (in a partition of its own, compiled
-for them), no other fusion got them, and it left no scope active, no warning filter changed and no patch added.
+Built on the tools' harness (`nvscope._measure._harness.Runner`: the call, ``.grad`` reset, copies of outputs and
+gradients, paired timing rounds), so the bisect judges numerics and speed exactly as the search does. Each probe is
+checked to have done what it says: every fusion it selected ran with the probe's options (in a partition of its own,
+compiled for them), no other fusion got them, and it left no scope active, no warning filter changed and no patch
+added.
 """
 
 from __future__ import annotations
@@ -15,16 +15,16 @@ from collections.abc import Callable
 from typing import Any
 
 from nvscope._core._catalog import catalog
+from nvscope._core._fusion import exact_glob
 from nvscope._core._optionset import OptionSet
 from nvscope._core._scope import current_options, nv_options
 from nvscope._core._validate import first_line
 from nvscope._exec._audit import audit
 from nvscope._exec._repro import repro_paths
+from nvscope._measure._harness import Runner, Variant, install_adapters
 from nvscope._measure._numerics import Numerics, compare_leaves
 from nvscope._measure._stats import summarize
 from nvscope._tools._bisect_drive import Outcome
-from nvscope._tools._bisect_report import exact_glob
-from nvscope._tools._search import _install_adapters, _Runner, _Variant
 
 __all__ = ["InProcess"]
 
@@ -37,9 +37,9 @@ class InProcess:
                  rounds: int, steps: int, backward: bool, module: Any, seed: int) -> None:
         self.checks, self.tolerance, self.slower_by, self.rounds = checks, tolerance, slower_by, rounds
         timed = not callable(checks) and "slower" in checks
-        self.runner = _Runner(fn, args, kwargs, backward, module, tolerance, steps, 1 if timed else 0,
-                              lambda message: None)
-        self.default = _Variant("default", OptionSet(), "default")
+        self.runner = Runner(fn, args, kwargs, backward, module, tolerance, steps, 1 if timed else 0,
+                             lambda message: None)
+        self.default = Variant("default", OptionSet(), "default")
         self.rng = random.Random(seed)
         self.seed = seed
         self.patches: list[str] = []
@@ -49,7 +49,7 @@ class InProcess:
         default itself is not usable as a reference."""
         from nvscope._core import _patches
 
-        _install_adapters()
+        install_adapters()
         with audit() as log:
             self.runner.reference = self.runner.first_call(self.default)  # a default that raises: the caller's bug
         fusions = list(dict.fromkeys(r.fusion for r in log.records))
@@ -71,7 +71,7 @@ class InProcess:
 
     def run(self, options: OptionSet, fusions: tuple[str, ...] | None) -> Outcome:
         """One probe: the step under ``options`` on ``fusions`` (None: all), judged by the checks."""
-        variant = _Variant("probe", options, "candidate")
+        variant = Variant("probe", options, "candidate")
         # inherit=False and on_error="raise": an enclosing scope of the caller's changes nothing a probe sees.
         variant.scope = nv_options(options.enable, options.disable, inherit=False, on_error="raise",
                                    fusions=None if fusions is None else [exact_glob(f) for f in fusions])
@@ -100,7 +100,7 @@ class InProcess:
             return self._timed(variant)
         return Outcome(False, "" if numerics.ok else f"(numerics not checked: {numerics.detail})")
 
-    def _timed(self, variant: _Variant) -> Outcome:
+    def _timed(self, variant: Variant) -> Outcome:
         for _ in range(self.runner.warmup):
             with variant.scope:
                 self.runner.invoke()

@@ -26,12 +26,15 @@ from collections.abc import Iterable, Sequence
 from nvscope._core._fusion import note_ids
 from nvscope._core._optionset import OptionSet
 from nvscope._core._scope import nv_options
+from nvscope._core._text import cut
 from nvscope._exec._repro import scripts_named_in
 from nvscope._measure._checks import number
+from nvscope._measure._harness import progress_printer
+from nvscope._measure._results import run_command
 from nvscope._tools._bisect_drive import Outcome, drive
-from nvscope._tools._bisect_report import BisectResult, exact_glob
+from nvscope._tools._bisect_report import BisectResult
 
-__all__ = ["bisect_program", "run_line"]
+__all__ = ["bisect_program"]
 
 # The child that lists the fusions: the program as `nvscope run` runs it (no options), inside an audit.
 _LIST = """\
@@ -45,18 +48,6 @@ with open(out, "w", encoding="utf-8") as file:
     json.dump({"code": code, "fusions": list(dict.fromkeys(r.fusion for r in log.records))}, file)
 sys.exit(code)
 """
-
-
-def run_line(options: OptionSet, fusions: tuple[str, ...] | None, program: Sequence[str], module: bool,
-             python: str = sys.executable) -> list[str]:
-    """The ``python -m nvscope run`` command of one probe (every flag as one ``--flag=value`` word)."""
-    words = [python, "-m", "nvscope", "run", "--no-audit"]
-    if options.enable:
-        words.append(f"--enable={','.join(options.enable_list())}")
-    if options.disable:
-        words.append(f"--disable={','.join(options.disable_list())}")
-    words += [f"--fusions={exact_glob(f)}" for f in fusions or ()]
-    return [*words, *(["-m"] if module else ["--"]), *program]
 
 
 def _environment() -> dict[str, str]:
@@ -81,7 +72,7 @@ def _detail(done: subprocess.CompletedProcess[str] | None, timeout: float) -> st
     lines = [line.strip() for line in (done.stderr or "").splitlines() if line.strip()]
     errors = [line for line in lines if "Error" in line.partition(":")[0] or "error" in line.partition(":")[0]]
     last = errors[-1] if errors else lines[-1] if lines else ""
-    return f"{how}: {last[:300]}" if last else how
+    return f"{how}: {cut(last, 300)}" if last else how
 
 
 def _repro(stderr: str) -> tuple[str, ...]:
@@ -105,9 +96,7 @@ def bisect_program(program: Sequence[str], *, module: bool = False, enable: Iter
     if not module and not os.path.exists(program[0]):
         raise FileNotFoundError(f"can't open file {os.path.abspath(program[0])!r}: no such file")
 
-    def say(message: str) -> None:
-        if progress:
-            print(f"nvscope bisect: {message}", file=sys.stderr, flush=True)
+    say = progress_printer("bisect", progress)
 
     say(f"listing the fusions: {shlex.join(program)} without options")
     fusions = _list_fusions(program, module, timeout, python)
@@ -117,7 +106,8 @@ def bisect_program(program: Sequence[str], *, module: bool = False, enable: Iter
     def run(options: OptionSet, selected: tuple[str, ...] | None) -> Outcome:
         try:
             done: subprocess.CompletedProcess[str] | None = subprocess.run(
-                run_line(options, selected, program, module, python), capture_output=True, text=True,
+                run_command(options, selected, [*(["-m"] if module else []), *program], python=python,
+                            audit=False), capture_output=True, text=True,
                 timeout=timeout, check=False, env=_environment())
         except subprocess.TimeoutExpired:
             done = None

@@ -5,25 +5,14 @@ Plain data (frozen dataclasses) with ``to_json()``/``from_json()``, like the sea
 
 from __future__ import annotations
 
-import json
 import shlex
 from dataclasses import dataclass
 from typing import Any
 
 from nvscope._core._optionset import OptionSet
-from nvscope._tools._search_report import _options, _options_dict
+from nvscope._measure._results import LoadableResult, nv_options_line, options_dict, options_from, run_command
 
-__all__ = ["BisectResult", "Culprit", "Probe", "exact_glob"]
-
-
-def exact_glob(fusion_id: str) -> str:
-    """A glob (``fusions=``) that matches exactly ``fusion_id``: ``*``, ``?`` and ``[`` in brackets, and ``#1`` after
-    the id of the first of several fusions of one ``<phase>/<name>`` (the id alone selects them all)."""
-    from nvscope._core._fusion import claimed
-
-    if claimed(fusion_id) > 1:
-        fusion_id += "#1"
-    return "".join(f"[{c}]" if c in "*?[" else c for c in fusion_id)
+__all__ = ["BisectResult", "Culprit", "Probe"]
 
 
 @dataclass(frozen=True)
@@ -40,30 +29,6 @@ class Probe:
     seconds: float
 
 
-def nv_options_line(options: OptionSet, fusions: tuple[str, ...] | None) -> str:
-    """``nv_options(enable=[...], disable=[...], fusions=[...])``: the scope that reproduces."""
-    parts = []
-    if options.enable:
-        parts.append(f"enable={options.enable_list()!r}")
-    if options.disable:
-        parts.append(f"disable={options.disable_list()!r}")
-    if fusions is not None:
-        parts.append(f"fusions={[exact_glob(f) for f in fusions]!r}")
-    return f"nv_options({', '.join(parts)})"
-
-
-def run_command(options: OptionSet, fusions: tuple[str, ...] | None, program: list[str]) -> str:
-    """The ``python -m nvscope run`` line that runs ``program`` (script and arguments) under the culprit."""
-    words = ["python", "-m", "nvscope", "run"]
-    if options.enable:
-        words += ["--enable", ",".join(options.enable_list())]
-    if options.disable:
-        words += ["--disable", ",".join(options.disable_list())]
-    for fusion in fusions or ():
-        words += ["--fusions", exact_glob(fusion)]
-    return shlex.join([*words, *program])
-
-
 @dataclass(frozen=True)
 class Culprit:
     """One culprit: a 1-minimal set of ``options`` (removing any one makes the problem go away on ``fusions``) and a
@@ -77,12 +42,12 @@ class Culprit:
     repro_scripts: tuple[str, ...] = ()
 
     def line(self) -> str:
-        """The ``nv_options(...)`` call that reproduces it."""
+        """The ``nvoptions_from(...)`` call that reproduces it."""
         return nv_options_line(self.options, self.fusions)
 
 
 @dataclass(frozen=True)
-class BisectResult:
+class BisectResult(LoadableResult):
     """The culprits of a step that goes wrong under ``given``.
 
     ``culprits``: the first is a minimal culprit of the step (`Culprit`); when the given options on the other fusions
@@ -130,12 +95,12 @@ class BisectResult:
         return len(self.log)
 
     def line(self) -> str:
-        """The ``nv_options(...)`` call that reproduces the problem (the culprit options on the culprit fusions)."""
+        """The ``nvoptions_from(...)`` call that reproduces the problem (the culprit options on the culprit fusions)."""
         return nv_options_line(self.options, self.fusions)
 
     def command(self) -> str | None:
         """For a bisect of a program (subprocess mode): the ``python -m nvscope run ...`` line that reproduces."""
-        return run_command(self.options, self.fusions, list(self.program)) if self.program else None
+        return shlex.join(run_command(self.options, self.fusions, self.program)) if self.program else None
 
     def report(self) -> str:
         """The result in words: the culprits, the line to reproduce each, the repro scripts, the probes."""
@@ -177,33 +142,26 @@ class BisectResult:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "given": _options_dict(self.given), "options": _options_dict(self.options), "fusions": list(self.fusions),
-            "culprits": [{"options": _options_dict(c.options), "fusions": list(c.fusions), "problem": c.problem,
+            "given": options_dict(self.given), "options": options_dict(self.options), "fusions": list(self.fusions),
+            "culprits": [{"options": options_dict(c.options), "fusions": list(c.fusions), "problem": c.problem,
                           "repro_scripts": list(c.repro_scripts), "line": c.line()} for c in self.culprits],
             "all_fusions": list(self.all_fusions), "probes": self.probes, "check": self.check,
             "reproduced": self.reproduced, "line": self.line() if self.reproduced else None,
             "command": self.command() if self.reproduced else None, "others_clean": self.others_clean,
             "mode": self.mode, "program": list(self.program), "elapsed_s": self.elapsed_s, "notes": list(self.notes),
             "detail": self.detail,
-            "log": [{"number": p.number, "stage": p.stage, "options": _options_dict(p.options),
+            "log": [{"number": p.number, "stage": p.stage, "options": options_dict(p.options),
                      "fusions": None if p.fusions is None else list(p.fusions), "bad": p.bad, "detail": p.detail,
                      "seconds": p.seconds} for p in self.log],
         }
 
-    def to_json(self, indent: int | None = 2) -> str:
-        return json.dumps(self.as_dict(), indent=indent, allow_nan=False)
-
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> BisectResult:
-        log = tuple(Probe(p["number"], p["stage"], _options(p["options"]),
+        log = tuple(Probe(p["number"], p["stage"], options_from(p["options"]),
                           None if p["fusions"] is None else tuple(p["fusions"]), p["bad"], p["detail"], p["seconds"])
                     for p in data["log"])
-        culprits = tuple(Culprit(_options(c["options"]), tuple(c["fusions"]), c["problem"], tuple(c["repro_scripts"]))
-                         for c in data["culprits"])
-        return cls(_options(data["given"]), culprits, tuple(data["all_fusions"]), log, data["check"],
+        culprits = tuple(Culprit(options_from(c["options"]), tuple(c["fusions"]), c["problem"],
+                                 tuple(c["repro_scripts"])) for c in data["culprits"])
+        return cls(options_from(data["given"]), culprits, tuple(data["all_fusions"]), log, data["check"],
                    data["others_clean"], data["mode"], tuple(data["program"]), data["elapsed_s"], tuple(data["notes"]),
                    data["detail"])
-
-    @classmethod
-    def from_json(cls, text: str) -> BisectResult:
-        return cls.from_dict(json.loads(text))

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nvscope._core import _text as _texttable
-from nvscope._core._devmode import set_development_mode
+from nvscope._core._devmode import dev_mode
 from nvscope._core._errors import NvscopeWarning
 from nvscope._core._optionset import OptionSet
 from nvscope._core._scope import nv_options
@@ -167,8 +167,7 @@ def compare(
     def call() -> Any:
         return fn(*args, **kwargs)
 
-    previous = set_development_mode(True)  # an explicit developer action, as search: no DevelopmentModeWarning
-    try:
+    with dev_mode(True):  # an explicit developer action, as search: no DevelopmentModeWarning (this context only)
         for name, scope in scopes.items():
             effective, times, names, error = scope.options, [], [], None
             try:
@@ -194,8 +193,6 @@ def compare(
             paired = pair(reference, compared, (shown(first, 30), shown(name, 30)))
             results[name] = VariantResult(name, effective, tuple(times), raw_max_abs_diff(paired), tuple(names),
                                           timer.name, has_nan(paired), paired.problem, error)
-    finally:
-        set_development_mode(previous)
     result = CompareResult(results, calls)
     if show:
         try:

@@ -29,20 +29,22 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Any, NamedTuple
 
-from nvscope._core._devmode import set_development_mode
+from nvscope._core._devmode import dev_mode
 from nvscope._core._errors import FallbackWarning, NoEffectWarning, NoFusionWarning
+from nvscope._core._fusion import exact_glob
 from nvscope._core._optionset import OptionSet
 from nvscope._core._scope import nv_options
+from nvscope._core._text import cut
 from nvscope._core._validate import first_line
 from nvscope._exec._audit import audit
+from nvscope._exec._repro import failure_note
 from nvscope._measure import _checks as checks
 from nvscope._measure._checks import step_callable
+from nvscope._measure._harness import Runner, Variant, install_adapters, progress_printer
 from nvscope._measure._numerics import Numerics, compare_leaves, flatten_outputs
-from nvscope._measure._schedulers import Recorder, Segment, recorder
+from nvscope._measure._schedulers import Segment, SegmentRecorder, recorder
 from nvscope._measure._stats import median, summarize
-from nvscope._tools._bisect_report import exact_glob
 from nvscope._tools._profile_report import ProfileResult, ProfileRow
-from nvscope._tools._search import _install_adapters, _Runner, _Variant
 
 __all__ = ["NO_FUSION", "profile"]
 
@@ -54,7 +56,7 @@ NO_FUSION = ("{tool}: no nvFuser fusion ran through nvscope when the step ran wi
 class _Clock:
     """The per-fusion timing hook (an entry of ``_events.TIMERS``) and what it collects, switched per pass."""
 
-    def __init__(self, cuda: bool, rec: Recorder | None) -> None:
+    def __init__(self, cuda: bool, rec: SegmentRecorder | None) -> None:
         self.cuda, self.recorder = cuda, rec
         self.times: dict[str, list[Any]] | None = None  # per fusion: CUDA event pairs or ms, while timing
         self.segments: dict[str, tuple[Segment, ...]] | None = None  # first execution's segments, while first calls
@@ -138,24 +140,21 @@ def profile(fn: Callable[..., Any], /, *args: Any, enable: Any = (), disable: An
     if not options:
         raise ValueError("profile() needs the options to profile: enable=[...] and/or disable=[...]")
 
-    def say(message: str) -> None:
-        if progress:
-            print(f"nvscope profile: {message}", file=sys.stderr, flush=True)
+    say = progress_printer("profile", progress)
 
     began = time.perf_counter()
-    runner = _Runner(fn, args, kwargs, backward, module, tolerance, steps_per_round, warmup, say)
-    default, variant = _Variant("default", OptionSet(), "default"), _Variant("options", options, "candidate")
+    runner = Runner(fn, args, kwargs, backward, module, tolerance, steps_per_round, warmup, say)
+    default, variant = Variant("default", OptionSet(), "default"), Variant("options", options, "candidate")
     variant.scope = scope
     clock = _Clock(False, recorder(schedulers))  # no recorder on CPU or without nvFuser
     notes: list[str] = []
-    previous = set_development_mode(True)
     _events.TIMERS.append(clock)
     _events.SINKS.append(_listen)  # timers run only while something listens
     try:
-        with warnings.catch_warnings():
+        with dev_mode(True), warnings.catch_warnings():
             for quiet in (NoFusionWarning, NoEffectWarning, FallbackWarning):
                 warnings.simplefilter("ignore", quiet)  # the rows say which fusions ran, changed and failed
-            _install_adapters()
+            install_adapters()
             base = _first(runner, default, clock)
             _selected(base.infos, scope)
             clock.cuda = runner.timer.detect()  # CUDA events once the default used CUDA, as the search decides
@@ -176,7 +175,6 @@ def profile(fn: Callable[..., Any], /, *args: Any, enable: Any = (), disable: An
     finally:
         _events.SINKS.remove(_listen)
         _events.TIMERS.remove(clock)
-        set_development_mode(previous)
     rows = []
     for info in chosen:
         f = info.id
@@ -226,7 +224,7 @@ class _FirstCall(NamedTuple):
     repeat: dict[str, Numerics]  # the default's: each fusion's outputs in a second call against the first's
 
 
-def _first(runner: _Runner, v: _Variant, clock: _Clock) -> _FirstCall:
+def _first(runner: Runner, v: Variant, clock: _Clock) -> _FirstCall:
     """A variant's first call (audited, segments, wall times, outputs of the default's fusions), then its warm-up."""
     segments: dict[str, tuple[Segment, ...]] = {}
     wall: dict[str, float] = {}
@@ -275,12 +273,12 @@ def _flat(calls: list[list[tuple[str, Any]]]) -> list[tuple[str, Any]]:
 def _error_line(text: str) -> str:
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     first = lines[0] if lines else "failed"
-    note = next((line for line in lines if line.startswith("nvscope:")), "")
-    script = next((line for line in lines if line.startswith("repro script:")), "")
-    return "\n".join(x for x in (first[:300], note, script) if x)
+    note = [line.strip() for line in (failure_note(text) or "").splitlines()]
+    script = next((line for line in note if line.startswith("repro script:")), "")
+    return "\n".join(x for x in (cut(first, 300), note[0] if note else "", script) if x)
 
 
-def _isolated(runner: _Runner, clock: _Clock, options: OptionSet, chosen: list[Any], reached: dict[str, int],
+def _isolated(runner: Runner, clock: _Clock, options: OptionSet, chosen: list[Any], reached: dict[str, int],
               reference: dict[str, list[list[tuple[str, Any]]]], tolerance: float | None,
               say: Callable[[str], None]) -> dict[str, Any]:
     """Per fusion: its outputs with only it under the options, against its outputs under the defaults."""
@@ -302,7 +300,7 @@ def _isolated(runner: _Runner, clock: _Clock, options: OptionSet, chosen: list[A
     return numerics
 
 
-def _rounds(runner: _Runner, clock: _Clock, default: _Variant, variant: _Variant, rounds: int,
+def _rounds(runner: Runner, clock: _Clock, default: Variant, variant: Variant, rounds: int,
             rng: random.Random) -> tuple[dict[str, dict[str, list[float]]], dict[str, list[float]]]:
     fusion_times: dict[str, dict[str, list[float]]] = {"default": {}, "options": {}}
     step_times: dict[str, list[float]] = {"default": [], "options": []}

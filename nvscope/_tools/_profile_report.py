@@ -6,16 +6,22 @@ Plain data (frozen dataclasses), so a result can be saved with ``to_json()``, lo
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from typing import Any
 
 from nvscope._core._optionset import OptionSet
 from nvscope._measure._numerics import DEFAULT_TOLERANCES, Numerics
+from nvscope._measure._results import (
+    LoadableResult,
+    figure_class,
+    numerics_dict,
+    numerics_from,
+    options_dict,
+    options_from,
+)
 from nvscope._measure._schedulers import Segment
 from nvscope._measure._stats import RatioSummary
-from nvscope._tools._search_report import _finite, _options, _options_dict, figure_class
 
 __all__ = ["ProfileResult", "ProfileRow"]
 
@@ -120,7 +126,7 @@ def _schedulers(segments: tuple[Segment, ...] | None) -> str:
 
 
 @dataclass(frozen=True)
-class ProfileResult:
+class ProfileResult(LoadableResult):
     """The profile: one row per fusion (in first-execution order), the whole step's ratio, and how it was measured."""
 
     rows: tuple[ProfileRow, ...]
@@ -227,31 +233,24 @@ class ProfileResult:
     def as_dict(self) -> dict[str, Any]:
         """Plain JSON-ready data (non-finite floats as the strings "inf", "-inf", "nan")."""
         return {
-            "options": _options_dict(self.options), "timer": self.timer, "rounds": self.rounds,
+            "options": options_dict(self.options), "timer": self.timer, "rounds": self.rounds,
             "steps_per_round": self.steps_per_round, "warmup": self.warmup, "tolerance": self.tolerance,
             "seed": self.seed, "elapsed_s": self.elapsed_s, "step": _ratio_dict(self.step),
-            "step_numerics": _numerics_dict(self.step_numerics), "schedulers_from": self.schedulers_from,
+            "step_numerics": numerics_dict(self.step_numerics), "schedulers_from": self.schedulers_from,
             "notes": list(self.notes), "rows": [_row_dict(r) for r in self.rows],
         }
-
-    def to_json(self, indent: int | None = 2) -> str:
-        return json.dumps(self.as_dict(), indent=indent, allow_nan=False)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ProfileResult:
         rows = tuple(ProfileRow(
             r["fusion"], r["phase"], tuple(r["ops"]), r["calls"], r["default_ms"], r["options_ms"],
             _ratio(r["ratio"]), _segments(r["default_segments"]), _segments(r["options_segments"]),
-            r["default_first_ms"], r["options_first_ms"], _numerics(r["numerics"]), r["error"], r["reached"],
-            _numerics(r.get("default_repeat")))
+            r["default_first_ms"], r["options_first_ms"], numerics_from(r["numerics"]), r["error"], r["reached"],
+            numerics_from(r.get("default_repeat")))
             for r in data["rows"])
-        return cls(rows, _options(data["options"]), data["timer"], data["rounds"], data["steps_per_round"],
+        return cls(rows, options_from(data["options"]), data["timer"], data["rounds"], data["steps_per_round"],
                    data["warmup"], data["tolerance"], data["seed"], data["elapsed_s"], _ratio(data["step"]),
-                   _numerics(data["step_numerics"]), data["schedulers_from"], tuple(data["notes"]))
-
-    @classmethod
-    def from_json(cls, text: str) -> ProfileResult:
-        return cls.from_dict(json.loads(text))
+                   numerics_from(data["step_numerics"]), data["schedulers_from"], tuple(data["notes"]))
 
     # --- chart -----------------------------------------------------------------------------------------------------
 
@@ -327,18 +326,6 @@ def _ratio_dict(ratio: RatioSummary | None) -> dict[str, Any] | None:
     return None if ratio is None else ratio.as_dict()
 
 
-def _numerics_dict(n: Numerics | None) -> dict[str, Any] | None:
-    return None if n is None else {
-        "max_abs_diff": _finite(n.max_abs_diff), "max_rel_diff": _finite(n.max_rel_diff), "ok": n.ok,
-        "compared": n.compared, "nonfinite": n.nonfinite, "detail": n.detail, "uncompared": n.uncompared}
-
-
-def _numerics(data: dict[str, Any] | None) -> Numerics | None:
-    return None if data is None else Numerics(float(data["max_abs_diff"]), float(data["max_rel_diff"]), data["ok"],
-                                              data["compared"], data["nonfinite"], data["detail"],
-                                              data.get("uncompared", ""))
-
-
 def _segments_dict(segments: tuple[Segment, ...] | None) -> list[dict[str, Any]] | None:
     return None if segments is None else [
         {"segment_id": s.segment_id, "scheduler": s.scheduler, "kernel": s.kernel, "compile_ms": s.compile_ms,
@@ -356,6 +343,6 @@ def _row_dict(r: ProfileRow) -> dict[str, Any]:
         "schedulers": {k: None if v is None else list(v) for k, v in r.schedulers.items()},
         "compile_ms": r.compile_ms, "default_segments": _segments_dict(r.default_segments),
         "options_segments": _segments_dict(r.options_segments), "default_first_ms": r.default_first_ms,
-        "options_first_ms": r.options_first_ms, "numerics": _numerics_dict(r.numerics), "error": r.error,
-        "reached": r.reached, "default_repeat": _numerics_dict(r.default_repeat),
+        "options_first_ms": r.options_first_ms, "numerics": numerics_dict(r.numerics), "error": r.error,
+        "reached": r.reached, "default_repeat": numerics_dict(r.default_repeat),
     }

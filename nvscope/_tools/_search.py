@@ -24,28 +24,24 @@ so that no variant's kernels are evicted and recompiled in the middle of the rou
 
 from __future__ import annotations
 
-import gc
 import random
-import sys
 import time
 import warnings
 from collections.abc import Callable, Iterable
-from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
-from nvscope._core._devmode import set_development_mode
+from nvscope._core._devmode import dev_mode
 from nvscope._core._errors import NoFusionWarning, NvscopeWarning
 from nvscope._core._optionset import OptionSet
-from nvscope._core._scope import nv_options
 from nvscope._core._validate import first_line
-from nvscope._exec._audit import audit
 from nvscope._measure import _checks as checks
 from nvscope._measure._candidates import resolve, spec
 from nvscope._measure._checks import step_callable
-from nvscope._measure._numerics import Numerics, compare_leaves, flatten_outputs, grad_targets
+from nvscope._measure._harness import Runner, Variant, install_adapters, progress_printer, seconds
+from nvscope._measure._numerics import compare_leaves
 from nvscope._measure._stats import RatioSummary, median, summarize
-from nvscope._measure._timer import MIN_SAMPLE_S, Timer
-from nvscope._tools._search_report import SearchResult, SearchRow, Stage
+from nvscope._measure._timer import MIN_SAMPLE_S
+from nvscope._tools._search_report import SearchResult, SearchRow
 
 __all__ = ["search"]
 
@@ -62,146 +58,6 @@ def _partition_bound() -> int:
     return _env.integer("NVSCOPE_MAX_PARTITIONS")
 
 
-def _seconds(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f} s" if value >= 1 else f"{value * 1e3:.1f} ms"
-
-
-class _Variant:
-    """A variant being measured (mutable while the search runs; a `SearchRow` when it is done)."""
-
-    def __init__(self, label: str, options: OptionSet, stage: Stage) -> None:
-        self.label, self.options, self.stage = label, options, stage
-        self.scope: AbstractContextManager[Any] = nv_options(options.enable, options.disable) if options \
-            else nullcontext()
-        self.first_call_s: float | None = None
-        self.times: list[float] = []  # ms per call, one per round
-        self.default_times: list[float] = []  # the default's, in the same rounds
-        self.base_times: list[float] = []  # a combination's: the set it extends, in the same rounds
-        self.numerics: Numerics | None = None
-        self.summaries: dict[tuple[float | int | None, ...], RatioSummary] = {}
-        self.error: str | None = None
-        self.fusions = self.new_partitions = 0
-
-
-class _Runner:
-    """Calls the function, copies and compares its outputs, times blocks of calls."""
-
-    def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], backward: bool,
-                 module: Any, tolerance: float | None, steps: int, warmup: int, say: Callable[[str], None]) -> None:
-        self.fn, self.args, self.kwargs, self.backward = fn, args, kwargs, backward
-        self.tolerance, self.steps, self.warmup, self.say = tolerance, steps, warmup, say
-        self.targets = grad_targets(args, kwargs, module)
-        self.reference: list[tuple[str, Any]] = []
-        self.timer = Timer()
-
-    def invoke(self) -> Any:
-        for _, tensor in self.targets:
-            tensor.grad = None  # as zero_grad(set_to_none=True): each call's gradients are its own
-        out = self.fn(*self.args, **self.kwargs)
-        if self.backward:
-            torch = sys.modules.get("torch")
-            if torch is None or not isinstance(out, torch.Tensor) or out.numel() != 1 or not out.requires_grad:
-                raise TypeError(f"backward=True: the function must return a scalar loss tensor that requires grad, "
-                                f"got {type(out).__name__}: search calls .backward() on it")
-            out.backward()
-        return out
-
-    def snapshot(self, out: Any) -> list[tuple[str, Any]]:
-        """Copies of every output and gradient leaf, taken now: a function returning a reused buffer, or the next
-        variant overwriting .grad, cannot change what is compared."""
-        leaves = flatten_outputs(out, "out")
-        leaves += [(name, t.grad.detach().clone()) for name, t in self.targets if t.grad is not None]
-        return leaves
-
-    def first_call(self, v: _Variant) -> list[tuple[str, Any]]:
-        """The first call (timed alone: it compiles), audited, its outputs copied; then the warm-up calls."""
-        with v.scope:
-            with audit() as log:
-                if v.stage == "default":  # CUDA work queued by the caller is not ours
-                    self.timer.detect()
-                self.timer.sync()
-                start = time.perf_counter()
-                out = self.invoke()
-                if v.stage == "default":  # CUDA events once anything (the default) used CUDA
-                    self.timer.detect()
-                self.timer.sync()
-                v.first_call_s = time.perf_counter() - start
-            leaves = self.snapshot(out)
-            del out
-            for _ in range(self.warmup):
-                self.invoke()
-            self.timer.sync()
-        v.fusions = len(log.records)
-        v.new_partitions = sum(r.partition == "new" for r in log.records)
-        return leaves
-
-    def block(self, v: _Variant) -> float:
-        """``steps`` calls of one variant inside its scope; milliseconds per call."""
-        with v.scope:
-            return self.timer.time(self.invoke, self.steps)
-
-    def calibrate(self) -> tuple[float, float]:
-        """Set ``steps`` (calls per sample) from the default's calls; (ms per call, harness ms per call)."""
-        self.steps, per_call = self.timer.calibrate(self.invoke, least=self.steps)
-        fn, backward = self.fn, self.backward
-        self.fn, self.backward = (lambda *a, **k: None), False  # the same loop and call, around a no-op
-        try:
-            _, overhead = self.timer.calibrate(self.invoke)
-        finally:
-            self.fn, self.backward = fn, backward
-        return per_call, overhead
-
-    def prepare(self, v: _Variant, index: str) -> None:
-        """First call, numerics and warm-up of one candidate; a failure is recorded on it, never raised."""
-        try:
-            leaves = self.first_call(v)
-        except Exception as error:
-            v.error = first_line(error)
-            self.say(f"{index} {v.label}: FAILED, skipped: {v.error}")
-            return
-        v.numerics = compare_leaves(self.reference, leaves, self.tolerance)
-        n = v.numerics
-        state = {"ok": "ok", "not compared": "not compared (no tensor, number or str in the outputs)"}.get(
-            n.verdict, f"OVER TOLERANCE ({n.detail})")
-        self.say(f"{index} {v.label}: first call {_seconds(v.first_call_s)} ({v.new_partitions} partitions compiled), "
-                 f"numerics {state}, max rel diff {n.max_rel_diff:.2g}" + (f", {n.nonfinite}" if n.nonfinite else ""))
-
-    def rounds(self, variants: list[_Variant], rounds: int, rng: random.Random) -> dict[int, list[float]]:
-        """Interleaved rounds of ``variants`` (the first is the baseline, whose failure propagates): per variant
-        (by id) its ms per call in each round. A variant that raises is marked failed and dropped."""
-        live = [v for v in variants if v.error is None]
-        times: dict[int, list[float]] = {id(v): [] for v in live}
-        self.say(f"timing {len(live)} variants x {rounds} rounds x {self.steps} calls")
-        reported = time.monotonic()
-        collecting = gc.isenabled()
-        gc.collect()
-        for r in range(rounds):
-            order = live[:]
-            rng.shuffle(order)
-            # No collection inside a block (it would be charged to that variant alone); between rounds only the
-            # young generations, which hold what the round left: a full collection costs ~50 ms once torch is loaded.
-            gc.collect(1)
-            gc.disable()
-            try:
-                for v in order:
-                    try:
-                        times[id(v)].append(self.block(v))
-                    except Exception as error:
-                        if v is variants[0]:
-                            raise
-                        v.error = f"(while timed, round {r + 1}) {first_line(error)}"
-                        live.remove(v)
-                        del times[id(v)]
-                        self.say(f"{v.label}: FAILED, skipped: {v.error}")
-            finally:
-                if collecting:
-                    gc.enable()
-            if time.monotonic() - reported > 10:
-                reported = time.monotonic()
-                self.say(f"  round {r + 1}/{rounds}")
-        return times
-
-
 def search(fn: Callable[..., Any], /, *args: Any, candidates: Iterable[object] | None = None, rounds: int = 30,
            steps_per_round: int = 5, warmup: int = 2, tolerance: float | None = None, backward: bool = False,
            module: Any = None, seed: int = 0, progress: bool = True, **kwargs: Any) -> SearchResult:
@@ -215,52 +71,41 @@ def search(fn: Callable[..., Any], /, *args: Any, candidates: Iterable[object] |
     ``backward=True``: ``fn`` returns a scalar loss and the search calls ``.backward()`` on it. Gradients compared:
     those of ``module``'s parameters (an ``nn.Module``, a Thunder module, or an iterable of tensors) and of the
     leaf tensors in ``args``/``kwargs`` that require grad, also when ``fn`` runs backward itself; their ``.grad`` is
-    set to None before every call. Progress goes to stderr unless ``progress=False``. Runs in development mode and
-    restores the previous setting; no scope stays active afterwards.
+    set to None before every call. Progress goes to stderr unless ``progress=False``. Runs in development mode (in
+    this context only: other threads keep theirs); no scope stays active afterwards.
     """
     step_callable("search", fn)
     rounds, steps_per_round = checks.rounds("rounds", rounds), checks.count("steps_per_round", steps_per_round, 1)
     warmup, seed = checks.count("warmup", warmup), checks.integer("seed", seed)
     tolerance = checks.number("tolerance", tolerance, none=True)
     options = resolve(candidates)
-    printing = [progress]
-
-    def say(message: str) -> None:
-        if printing[0]:
-            try:
-                print(f"nvscope search: {message}", file=sys.stderr, flush=True)
-            except (OSError, ValueError):  # stderr closed or gone: progress stops, the search goes on
-                printing[0] = False
-
+    say = progress_printer("search", progress)
     began = time.perf_counter()
     rng = random.Random(seed)
-    runner = _Runner(fn, args, kwargs, backward, module, tolerance, steps_per_round, warmup, say)
-    default = _Variant("default", OptionSet(), "default")
-    singles = [_Variant(spec(o), o, "candidate") for o in options]
-    combos: list[tuple[_Variant, _Variant]] = []  # (combination, the set it extends)
+    runner = Runner(fn, args, kwargs, backward, module, tolerance, steps_per_round, warmup, say)
+    default = Variant("default", OptionSet(), "default")
+    singles = [Variant(spec(o), o, "candidate") for o in options]
+    combos: list[tuple[Variant, Variant]] = []  # (combination, the set it extends)
     notes: list[str] = []
-    chosen: list[_Variant] = []  # the set to recommend so far (the last one); none: keep the defaults
+    chosen: list[Variant] = []  # the set to recommend so far (the last one); none: keep the defaults
     stopped = ""
-    previous = set_development_mode(True)  # an explicit developer action: no DevelopmentModeWarning
-    try:
-        with warnings.catch_warnings():
-            # Fusions seen are counted per variant instead; a warning per candidate scope would only repeat it.
-            warnings.simplefilter("ignore", NoFusionWarning)
-            _install_adapters()
-            say(f"{len(singles)} candidates; each variant's first call compiles (seconds each)")
-            default_leaves = runner.first_call(default)  # a default that fails is the caller's bug: it propagates
-            runner.reference = default_leaves
-            default.numerics = compare_leaves(default_leaves, runner.snapshot(runner.invoke()), tolerance)
-            per_call, overhead = runner.calibrate()
-            notes += _timing_notes(steps_per_round, runner.steps, per_call, overhead)
-            say(f"default: first call {_seconds(default.first_call_s)}, {default.fusions} nvFuser fusion executions; "
-                f"timer {runner.timer.name}, {runner.steps} calls per sample ({per_call * 1e3:.3g} us per call)")
-            try:
-                _measure(runner, default, singles, combos, chosen, notes, rounds, rng, seed)
-            except Exception as error:  # what was measured is kept: the result says where the search stopped
-                stopped = first_line(error)
-    finally:
-        set_development_mode(previous)
+    # An explicit developer action: no DevelopmentModeWarning, in this context only.
+    with dev_mode(True), warnings.catch_warnings():
+        # Fusions seen are counted per variant instead; a warning per candidate scope would only repeat it.
+        warnings.simplefilter("ignore", NoFusionWarning)
+        install_adapters()
+        say(f"{len(singles)} candidates; each variant's first call compiles (seconds each)")
+        default_leaves = runner.first_call(default)  # a default that fails is the caller's bug: it propagates
+        runner.reference = default_leaves
+        default.numerics = compare_leaves(default_leaves, runner.snapshot(runner.invoke()), tolerance)
+        per_call, overhead = runner.calibrate()
+        notes += _timing_notes(steps_per_round, runner.steps, per_call, overhead)
+        say(f"default: first call {seconds(default.first_call_s)}, {default.fusions} nvFuser fusion executions; "
+            f"timer {runner.timer.name}, {runner.steps} calls per sample ({per_call * 1e3:.3g} us per call)")
+        try:
+            _measure(runner, default, singles, combos, chosen, notes, rounds, rng, seed)
+        except Exception as error:  # what was measured is kept: the result says where the search stopped
+            stopped = first_line(error)
     if stopped:
         say(f"stopped early: {stopped}")
         notes.append(f"the search stopped early ({stopped}): the rows hold what was measured before, and the "
@@ -278,8 +123,8 @@ def search(fn: Callable[..., Any], /, *args: Any, candidates: Iterable[object] |
     return result
 
 
-def _measure(runner: _Runner, default: _Variant, singles: list[_Variant], combos: list[tuple[_Variant, _Variant]],
-             chosen: list[_Variant], notes: list[str], rounds: int, rng: random.Random, seed: int) -> None:
+def _measure(runner: Runner, default: Variant, singles: list[Variant], combos: list[tuple[Variant, Variant]],
+             chosen: list[Variant], notes: list[str], rounds: int, rng: random.Random, seed: int) -> None:
     """Steps 1 to 3 after the default's first call: the candidates in batches, then the greedy combination. Each set
     chosen is appended to ``chosen`` as soon as it is (so that a failure later keeps it); the last one is the
     recommendation, and none means keep the defaults."""
@@ -312,7 +157,7 @@ def _measure(runner: _Runner, default: _Variant, singles: list[_Variant], combos
                          f"{', '.join(sorted(both))}")
             say(f"not combining {best.label} + {w.label}: contradictory")
             continue
-        trial = _Variant(f"{best.label} + {w.label}", union, "combination")
+        trial = Variant(f"{best.label} + {w.label}", union, "combination")
         say(f"combining: {trial.label}")
         runner.prepare(trial, "[combination]")
         combos.append((trial, best))
@@ -342,21 +187,11 @@ def _timing_notes(asked: int, steps: int, per_call: float, overhead: float) -> l
     return notes
 
 
-def _install_adapters() -> None:
-    # The default must run through the same (patched) executor as the candidates, from its first call: a scope
-    # installs the adapter only when it is entered, and the default runs in none. Internal on purpose.
-    try:
-        from nvscope._exec import _autoinstall
-    except ImportError:
-        return
-    _autoinstall.ensure_adapters(direct=True)  # a direct FusionDefinition program too, as the subprocess runner does
-
-
 def _ratios(times: list[float], base: list[float]) -> list[float]:
     return [a / b for a, b in zip(times, base, strict=True)]
 
 
-def _summary(v: _Variant, base_times: list[float], seed: int) -> RatioSummary:
+def _summary(v: Variant, base_times: list[float], seed: int) -> RatioSummary:
     """The paired-ratio summary of ``v`` against ``base_times``, computed once (the bootstrap is the costly part)."""
     key = (*v.times, None, *base_times, None, seed)
     if key not in v.summaries:
@@ -364,14 +199,14 @@ def _summary(v: _Variant, base_times: list[float], seed: int) -> RatioSummary:
     return v.summaries[key]
 
 
-def _wins(v: _Variant, base_times: list[float], seed: int) -> bool:
+def _wins(v: Variant, base_times: list[float], seed: int) -> bool:
     """Timed, numerics within tolerance, and faster than ``base_times`` (measured in the same rounds)."""
     if v.error is not None or v.numerics is None or not v.numerics.ok or not v.times:
         return False
     return _summary(v, base_times, seed).verdict == "faster"
 
 
-def _row(v: _Variant, seed: int, recommended: OptionSet, base: _Variant | None) -> SearchRow:
+def _row(v: Variant, seed: int, recommended: OptionSet, base: Variant | None) -> SearchRow:
     timed = v.error is None and bool(v.times) and v.stage != "default"
     ratio = _summary(v, v.default_times, seed) if timed else None
     versus = _summary(v, v.base_times, seed) if timed and v.base_times else None
@@ -380,7 +215,7 @@ def _row(v: _Variant, seed: int, recommended: OptionSet, base: _Variant | None) 
                      bool(recommended) and v.options == recommended and v.error is None)
 
 
-def _notes(default: _Variant, variants: list[_Variant]) -> list[str]:
+def _notes(default: Variant, variants: list[Variant]) -> list[str]:
     notes = []
     n = default.numerics
     if n is not None and not n.ok:

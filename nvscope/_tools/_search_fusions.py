@@ -15,7 +15,7 @@ The method, built from the search's and the profile's parts:
    for that fusion match, and that did not fail on it. Fusions no candidate helps keep the defaults.
 3. The winners form one selector map: nested scopes, ``nv_options(<candidate>, fusions=[<its fusions>])`` per
    candidate (the fusion sets are disjoint). The map, the global set and the default are timed against each other in
-   the same randomized rounds (`nvscope._tools._search._Runner`), the map's outputs and gradients checked.
+   the same randomized rounds (`nvscope._measure._harness.Runner`), the map's outputs and gradients checked.
 
 The result says plainly when the per-fusion map is not better than the global set (or than the defaults).
 """
@@ -23,26 +23,26 @@ The result says plainly when the per-fusion map is not better than the global se
 from __future__ import annotations
 
 import random
-import sys
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from nvscope._core._devmode import set_development_mode
+from nvscope._core._devmode import dev_mode
+from nvscope._core._fusion import exact_glob
 from nvscope._core._optionset import OptionSet
 from nvscope._core._scope import nv_options
+from nvscope._core._validate import first_line
 from nvscope._exec._audit import audit
 from nvscope._measure import _checks as checks
 from nvscope._measure._candidates import resolve, spec
 from nvscope._measure._checks import step_callable
+from nvscope._measure._harness import Runner, Variant, install_adapters, progress_printer
 from nvscope._measure._numerics import Numerics
+from nvscope._measure._results import JsonResult, figure_class, nv_options_line
 from nvscope._measure._stats import RatioSummary, summarize
-from nvscope._tools._bisect_report import exact_glob
 from nvscope._tools._profile import NO_FUSION, profile
 from nvscope._tools._profile_report import ProfileResult
-from nvscope._tools._search import _install_adapters, _Runner, _Variant
-from nvscope._tools._search_report import figure_class
 
 __all__ = ["FusionChoice", "FusionSearchResult", "search_fusions"]
 
@@ -83,16 +83,12 @@ class _Map:
 def _code(groups: list[tuple[OptionSet, list[str]]]) -> str:
     if not groups:
         return "keep the defaults"
-    scopes = []
-    for options, fusions in groups:
-        parts = [f"enable={options.enable_list()!r}"] if options.enable else []
-        parts += [f"disable={options.disable_list()!r}"] if options.disable else []
-        scopes.append(f"nv_options({', '.join(parts)}, fusions={[exact_glob(f) for f in fusions]!r})")
+    scopes = [nv_options_line(options, fusions) for options, fusions in groups]
     return "with " + ", \\\n     ".join(scopes) + ":"
 
 
 @dataclass(frozen=True)
-class FusionSearchResult:
+class FusionSearchResult(JsonResult):
     """Per fusion its best candidate; the map they form; the map against the defaults and the best global set."""
 
     choices: tuple[FusionChoice, ...]
@@ -138,7 +134,7 @@ class FusionSearchResult:
                 return f"the per-fusion map was not timed against {spec(self.global_best)}"
             how = g.verdict if g.verdict != "faster" else f"faster by less than min_gain {self.min_gain:g}"
             return (f"the per-fusion map is NOT better than the best global set {spec(self.global_best)} "
-                    f"(ratio {g.median:.3f}, {how}): use nv_options({spec(self.global_best)!r}) instead")
+                    f"(ratio {g.median:.3f}, {how}): use {nv_options_line(self.global_best)} instead")
         return "the per-fusion map is faster than the defaults" + (
             f" and than the best global set {spec(self.global_best)}" if self.global_best is not None else "")
 
@@ -178,11 +174,6 @@ class FusionSearchResult:
             "errors": [list(e) for e in self.errors], "elapsed_s": self.elapsed_s, "min_gain": self.min_gain,
             "profiles": [p.as_dict() for p in self.profiles],
         }
-
-    def to_json(self, indent: int | None = 2) -> str:
-        import json
-
-        return json.dumps(self.as_dict(), indent=indent, allow_nan=False)
 
     def __str__(self) -> str:
         return self.table()
@@ -224,9 +215,7 @@ def search_fusions(fn: Callable[..., Any], /, *args: Any, candidates: Iterable[o
     options = resolve(candidates)
     began = time.perf_counter()
 
-    def say(message: str) -> None:
-        if progress:
-            print(f"nvscope search: {message}", file=sys.stderr, flush=True)
+    say = progress_printer("search", progress)
 
     # The default once, before any candidate: a step that fails with its defaults is the caller's bug (it propagates,
     # where a candidate's failure is only that candidate's), and one that runs no fusion through nvscope has nothing
@@ -242,7 +231,7 @@ def search_fusions(fn: Callable[..., Any], /, *args: Any, candidates: Iterable[o
             profiles.append(profile(fn, *args, enable=candidate.enable_list(), disable=candidate.disable_list(),
                                     **common, **kwargs))
         except Exception as error:  # a candidate that breaks the step outside a fusion: skipped, said
-            errors.append((spec(candidate), f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"))
+            errors.append((spec(candidate), first_line(error)))
     choices: list[FusionChoice] = []
     fusions = list(dict.fromkeys(row.fusion for p in profiles for row in p.rows))
     for fusion in fusions:
@@ -267,24 +256,20 @@ def search_fusions(fn: Callable[..., Any], /, *args: Any, candidates: Iterable[o
     if groups:
         say(f"timing the per-fusion map ({len(groups)} scopes) against the defaults"
             + (f" and {spec(global_best)}" if global_best is not None else ""))
-        runner = _Runner(fn, args, kwargs, backward, module, tolerance, steps_per_round, warmup,
-                         (lambda m: say(m)))
-        previous = set_development_mode(True)
-        try:
-            _install_adapters()
-            default = _Variant("default", OptionSet(), "default")
+        runner = Runner(fn, args, kwargs, backward, module, tolerance, steps_per_round, warmup, say)
+        with dev_mode(True):
+            install_adapters()
+            default = Variant("default", OptionSet(), "default")
             runner.reference = runner.first_call(default)
             runner.calibrate()  # calls per timed sample, as the search sets them (nvscope._measure._timer)
-            mapped = _Variant("per-fusion map", OptionSet(), "combination")
+            mapped = Variant("per-fusion map", OptionSet(), "combination")
             mapped.scope = _Map([(o, f) for o, f in groups])
             variants = [default, mapped]
             if global_best is not None:
-                variants.append(_Variant(spec(global_best), global_best, "candidate"))
+                variants.append(Variant(spec(global_best), global_best, "candidate"))
             for v in variants[1:]:
                 runner.prepare(v, "[per fusion]")
             times = runner.rounds(variants, rounds, random.Random(seed))
-        finally:
-            set_development_mode(previous)
         numerics = mapped.numerics
         if id(mapped) in times:
             vs_default = summarize(times[id(mapped)], times[id(default)], seed=seed)
@@ -302,14 +287,10 @@ def search_fusions(fn: Callable[..., Any], /, *args: Any, candidates: Iterable[o
 def _default_runs(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], backward: bool,
                   module: Any) -> None:
     """One call of the step with its defaults, audited: what it raises propagates; no fusion is a `ValueError`."""
-
-    runner = _Runner(fn, args, kwargs, backward, module, None, 1, 0, lambda message: None)
-    previous = set_development_mode(True)
-    try:
-        _install_adapters()
+    runner = Runner(fn, args, kwargs, backward, module, None, 1, 0, lambda message: None)
+    with dev_mode(True):
+        install_adapters()
         with audit() as log:
             runner.invoke()
-    finally:
-        set_development_mode(previous)
     if not log.records:
         raise ValueError(NO_FUSION.format(tool="search_fusions"))

@@ -6,18 +6,25 @@ Plain data (frozen dataclasses), so a result can be saved with ``to_json()``, lo
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from nvscope._core._optionset import OptionSet
+from nvscope._measure._harness import Stage
 from nvscope._measure._numerics import DEFAULT_TOLERANCES, Numerics
+from nvscope._measure._results import (
+    LoadableResult,
+    figure_class,
+    numerics_dict,
+    numerics_from,
+    nv_options_line,
+    options_dict,
+    options_from,
+)
 from nvscope._measure._stats import RatioSummary
 
 __all__ = ["SearchResult", "SearchRow", "Stage"]
-
-Stage = Literal["default", "candidate", "combination"]
 
 @dataclass(frozen=True)
 class SearchRow:
@@ -59,21 +66,12 @@ class SearchRow:
         return self.ratio.verdict
 
 
-def _nv_options_call(options: OptionSet) -> str:
-    parts = []
-    if options.enable:
-        parts.append(f"enable={options.enable_list()!r}")
-    if options.disable:
-        parts.append(f"disable={options.disable_list()!r}")
-    return f"nv_options({', '.join(parts)})"
-
-
 def _num(value: float | None, digits: int = 3) -> str:
     return "-" if value is None else f"{value:.{digits}g}"
 
 
 @dataclass(frozen=True)
-class SearchResult:
+class SearchResult(LoadableResult):
     """The search: rows (default first, then candidates in the order given, then combinations), the recommended
     option set (empty: keep the defaults), and how it was measured."""
 
@@ -108,7 +106,7 @@ class SearchResult:
     def recommendation(self) -> str:
         """The line to paste: ``nv_options(enable=[...], disable=[...])``, or why to keep the defaults."""
         if self.recommended:
-            return _nv_options_call(self.recommended)
+            return nv_options_line(self.recommended)
         return "keep the defaults (no candidate was faster with its numerics within tolerance)"
 
     def table(self) -> str:
@@ -180,47 +178,32 @@ class SearchResult:
         """Plain JSON-ready data (non-finite floats as the strings "inf", "-inf", "nan")."""
         def row(r: SearchRow) -> dict[str, Any]:
             return {
-                "label": r.label, "options": _options_dict(r.options), "stage": r.stage, "status": r.status,
+                "label": r.label, "options": options_dict(r.options), "stage": r.stage, "status": r.status,
                 "first_call_s": r.first_call_s, "ms_per_call": r.ms_per_call,
                 "ratio": None if r.ratio is None else r.ratio.as_dict(),
-                "numerics": None if r.numerics is None else {
-                    "max_abs_diff": _finite(r.numerics.max_abs_diff), "max_rel_diff": _finite(r.numerics.max_rel_diff),
-                    "ok": r.numerics.ok, "compared": r.numerics.compared, "nonfinite": r.numerics.nonfinite,
-                    "detail": r.numerics.detail, "uncompared": r.numerics.uncompared},
+                "numerics": numerics_dict(r.numerics),
                 "error": r.error, "fusions": r.fusions, "new_partitions": r.new_partitions, "versus": r.versus,
                 "versus_ratio": None if r.versus_ratio is None else r.versus_ratio.as_dict(),
                 "recommended": r.recommended,
             }
         return {
-            "rows": [row(r) for r in self.rows], "recommended": _options_dict(self.recommended),
+            "rows": [row(r) for r in self.rows], "recommended": options_dict(self.recommended),
             "recommendation": self.recommendation(), "timer": self.timer, "rounds": self.rounds,
             "steps_per_round": self.steps_per_round, "warmup": self.warmup, "tolerance": self.tolerance,
             "seed": self.seed, "elapsed_s": self.elapsed_s, "notes": list(self.notes),
         }
-
-    def to_json(self, indent: int | None = 2) -> str:
-        return json.dumps(self.as_dict(), indent=indent, allow_nan=False)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SearchResult:
         def ratio(d: dict[str, Any] | None) -> RatioSummary | None:
             return None if d is None else RatioSummary.from_dict(d)
 
-        rows = []
-        for r in data["rows"]:
-            n = r["numerics"]
-            rows.append(SearchRow(
-                r["label"], _options(r["options"]), r["stage"], r["first_call_s"], r["ms_per_call"], ratio(r["ratio"]),
-                None if n is None else Numerics(float(n["max_abs_diff"]), float(n["max_rel_diff"]), n["ok"],
-                                                n["compared"], n["nonfinite"], n["detail"], n.get("uncompared", "")),
-                r["error"], r["fusions"], r["new_partitions"], r["versus"], ratio(r["versus_ratio"]),
-                r["recommended"]))
-        return cls(tuple(rows), _options(data["recommended"]), data["timer"], data["rounds"], data["steps_per_round"],
+        rows = tuple(SearchRow(
+            r["label"], options_from(r["options"]), r["stage"], r["first_call_s"], r["ms_per_call"], ratio(r["ratio"]),
+            numerics_from(r["numerics"]), r["error"], r["fusions"], r["new_partitions"], r["versus"],
+            ratio(r["versus_ratio"]), r["recommended"]) for r in data["rows"])
+        return cls(rows, options_from(data["recommended"]), data["timer"], data["rounds"], data["steps_per_round"],
                    data["warmup"], data["tolerance"], data["seed"], data["elapsed_s"], tuple(data["notes"]))
-
-    @classmethod
-    def from_json(cls, text: str) -> SearchResult:
-        return cls.from_dict(json.loads(text))
 
     # --- chart -----------------------------------------------------------------------------------------------------
 
@@ -260,27 +243,3 @@ class SearchResult:
         fig.suptitle(textwrap.fill(title or f"nvscope search: {self.recommendation()}", 90), fontsize=9)
         fig.savefig(path, dpi=130)
         return path
-
-
-def _options_dict(options: OptionSet) -> dict[str, list[str]]:
-    return {"enable": options.enable_list(), "disable": options.disable_list()}
-
-
-def _options(data: dict[str, list[str]]) -> OptionSet:
-    return OptionSet(data.get("enable", ()), data.get("disable", ()))
-
-
-def _finite(value: float) -> float | str:
-    return value if math.isfinite(value) else str(value)
-
-
-def figure_class(who: str, what: str) -> Any:
-    """matplotlib's ``Figure`` for a result's ``plot`` (``who``), or an ImportError saying ``what`` works without it.
-
-    The object API: no pyplot, so no GUI backend and no global figure state in the caller's process."""
-    import importlib
-
-    try:
-        return importlib.import_module("matplotlib.figure").Figure
-    except ImportError:
-        raise ImportError(f"{who} needs matplotlib: pip install matplotlib ({what} itself works without it)") from None

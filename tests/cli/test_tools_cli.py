@@ -15,8 +15,9 @@ import pytest
 from thunder_double import reset_nvscope
 
 from nvscope import OptionSet
-from nvscope._tools._bisect_process import bisect_program, run_line
-from nvscope._tools._bisect_report import exact_glob, nv_options_line
+from nvscope._core._fusion import exact_glob
+from nvscope._measure._results import nv_options_line, run_command
+from nvscope._tools._bisect_process import bisect_program
 from nvscope.cli import main
 
 TESTS = Path(__file__).resolve().parents[1]  # the doubles live at tests/ top level
@@ -117,11 +118,13 @@ def test_bad_command_lines_exit_with_2(argv: list[str], message: str, capsys: py
 
 
 def test_probe_command_lines() -> None:
-    line = run_line(OptionSet(["fuse_matmul", "fast_math"], ["matmul_expr_eval"]), ("backward/nvFusion3", "a/b*[1]"),
-                    ["train.py", "--steps", "1"], module=False, python="python")
+    options = OptionSet(["fuse_matmul", "fast_math"], ["matmul_expr_eval"])
+    line = run_command(options, ("backward/nvFusion3", "a/b*[1]"), ["train.py", "--steps", "1"], audit=False)
     assert line == ["python", "-m", "nvscope", "run", "--no-audit", "--enable=fast_math,fuse_matmul",
                     "--disable=matmul_expr_eval", "--fusions=backward/nvFusion3", "--fusions=a/b[*][[]1]", "--",
                     "train.py", "--steps", "1"]
+    assert run_command(OptionSet(disable=["fma"]), None, ["-m", "pkg.train", "--fast"], python="/bin/py") == [
+        "/bin/py", "-m", "nvscope", "run", "--disable=fma", "-m", "pkg.train", "--fast"]
     assert exact_glob("forward/nvFusion0") == "forward/nvFusion0"
     assert nv_options_line(OptionSet(["fast_math"]), ("call/FusionDefinition#2", "x/a*")) == (
         "nv_options(enable=['fast_math'], fusions=['call/FusionDefinition#2', 'x/a[*]'])")
@@ -141,7 +144,7 @@ def test_bisect_a_program_one_process_per_probe(script: Path, monkeypatch: pytes
     assert result.others_clean is True
     assert ("killed by SIGABRT" if crash else "exit 1") in result.problem
     assert err.count("nvscope bisect: probe ") == result.probes
-    assert result.command() == f"python -m nvscope run --enable fuse_matmul --fusions forward/nvFusion2 {script}"
+    assert result.command() == f"python -m nvscope run --enable=fuse_matmul --fusions=forward/nvFusion2 -- {script}"
     if not crash:
         assert result.repro_scripts and Path(result.repro_scripts[0]).is_file()
 

@@ -409,6 +409,50 @@ def test_dev_mode_restores_the_previous_setting_also_on_error() -> None:
     assert nvscope.development_mode() is True
 
 
+@pytest.mark.no_development_mode
+def test_dev_mode_is_context_local_over_the_process_wide_default() -> None:
+    """``dev_mode`` sets this context's mode only: a thread running meanwhile and one started inside the block see
+    the process-wide default; ``set_development_mode`` changes that default, which a ``dev_mode`` block overrides."""
+    import threading
+
+    def in_thread() -> bool:
+        seen: list[bool] = []
+        thread = threading.Thread(target=lambda: seen.append(nvscope.development_mode()))
+        thread.start()
+        thread.join(30)
+        return seen[0]
+
+    previous = nvscope.set_development_mode(False)
+    try:
+        go, done, during = threading.Event(), threading.Event(), []
+
+        def running() -> None:
+            go.wait(30)
+            during.append(nvscope.development_mode())
+            done.set()
+
+        meanwhile = threading.Thread(target=running)
+        meanwhile.start()
+        with nvscope.dev_mode(True):
+            go.set()
+            done.wait(30)
+            assert nvscope.development_mode() is True
+            assert in_thread() is False
+            assert nvscope.set_development_mode(True) is False  # the default changes; this block still says True
+            assert in_thread() is True
+            with nvscope.dev_mode(False):
+                assert nvscope.development_mode() is False
+                assert in_thread() is True
+        meanwhile.join(30)
+        assert during == [False]
+        assert nvscope.development_mode() is True  # the process-wide default set inside the block stays
+        with pytest.raises(TypeError, match="dev_mode takes True, False or None"):
+            with nvscope.dev_mode(1):  # type: ignore[arg-type]
+                pass
+    finally:
+        nvscope.set_development_mode(previous)
+
+
 def test_import_is_light(tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-c", textwrap.dedent("""\

@@ -19,8 +19,8 @@ from thunder_double import ThunderDouble, jit, reset_nvscope
 import nvscope
 import nvscope.thunder
 from nvscope import FusionInfo, OptionSet, audit, nv_options
+from nvscope._core._fusion import exact_glob
 from nvscope._tools._bisect import bisect
-from nvscope._tools._bisect_report import exact_glob
 from nvscope._tools._profile import profile
 
 SFC = ["static_fusion_count"]

@@ -252,3 +252,23 @@ def test_an_error_whose_notes_are_not_a_list_is_raised_untouched() -> None:
                     OptionSet(["fuse_matmul"]),
                     OptionSet(["fuse_matmul"]), lambda: "print('repro')\n")
     assert error.__notes__ == ("set by someone else",)  # type: ignore[attr-defined]
+
+
+def test_the_failure_note_is_read_the_same_from_the_error_and_from_the_failure_text(double: ThunderDouble) -> None:
+    """One reader for nvscope's note: on the exception (repro_paths, the bisect), and in the text a fusion record
+    keeps of the failure (the profile's rows), where the note is followed by other notes and lines."""
+    from nvscope._exec._repro import failure_note, repro_paths
+
+    error = fail(double.make_wrapper(breaks_with="fuse_matmul"), t())
+    error.__notes__.append("a note of someone else's")  # type: ignore[attr-defined]
+    note = failure_note(error)
+    assert note == note_of_nvscope(error)
+    text = "\n".join([f"RuntimeError: {error}", "another note", note, "a note of someone else's"])
+    assert failure_note(text) == note
+    assert repro_paths(error) == (str(script_path(note)),)
+    assert failure_note(RuntimeError("plain")) is None and failure_note("RuntimeError: plain\n  indented") is None
+
+
+def note_of_nvscope(error: BaseException) -> str:
+    (note,) = [n for n in getattr(error, "__notes__", []) if n.startswith("nvscope: ")]
+    return str(note)

@@ -17,7 +17,7 @@ from thunder_double import ThunderDouble, reset_nvscope
 
 import nvscope
 from nvscope import OptionSet
-from nvscope._measure._schedulers import Recorder
+from nvscope._measure._schedulers import SegmentRecorder
 from nvscope._tools._profile import profile
 from nvscope._tools._profile_report import ProfileResult
 
@@ -162,7 +162,7 @@ def test_output_copies_are_not_counted_as_the_fusions_own_work(double: ThunderDo
     import nvscope._tools._profile
     from nvscope._measure._schedulers import Segment
 
-    class OpsRecorder(Recorder):
+    class OpsRecorder(SegmentRecorder):
         """Segments from the CPU ops torch.profiler sees inside the execution: ``aten::mul`` is the fusion's own."""
 
         @contextmanager
@@ -287,7 +287,7 @@ def test_schedulers_and_compile_time_per_variant(double: ThunderDouble, monkeypa
 
     model = Model(double, monkeypatch, {})
     monkeypatch.setattr(nvscope._tools._profile, "recorder",
-                        lambda source="kernels": Recorder("nvFuser's PythonProfiler", fake_profiler(double)))
+                        lambda source="kernels": SegmentRecorder("nvFuser's PythonProfiler", fake_profiler(double)))
     result = profile(model, 1.0, enable=["fuse_matmul"], disable=["matmul_expr_eval"], **QUICK)
     row = result["forward/nvFusion2"]
     assert row.schedulers == {"default": ("expr_eval", "pointwise"), "options": ("matmul", "pointwise")}
@@ -340,7 +340,7 @@ def test_no_recorder_without_cuda_and_a_stale_profile_is_not_reused() -> None:
             self.profile = type("P", (), {"fusion_id": fusion_id,
                                           "kernel_profiles": [FakeKernel(0, f"s{fusion_id}", 1.0)]})
 
-    rec = Recorder("nvFuser's PythonProfiler", Profiler)
+    rec = SegmentRecorder("nvFuser's PythonProfiler", Profiler)
     seen = []
     for _ in range(3):
         with rec.record() as segments:

@@ -144,6 +144,34 @@ def test_runs_in_development_mode_and_restores_the_setting(work: Workload) -> No
     assert nvscope.set_development_mode(True) is False  # the previous setting is back
 
 
+def test_the_search_s_development_mode_does_not_leak_to_other_threads() -> None:
+    """The search turns development mode on for its own context: a thread running meanwhile keeps the process-wide
+    setting (it entered its scopes outside development mode, and must still be warned)."""
+    import threading
+
+    nvscope.set_development_mode(False)
+    asked, answered, seen_there, seen_here = threading.Event(), threading.Event(), [], []
+
+    def other() -> None:
+        asked.wait(30)
+        seen_there.append(nvscope.development_mode())
+        answered.set()
+
+    def fn(x: Any) -> Any:
+        if not asked.is_set():
+            asked.set()
+            answered.wait(30)
+        seen_here.append(nvscope.development_mode())
+        return x
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    search(fn, 1.0, candidates=["fast_math"], **QUICK)
+    thread.join(30)
+    assert seen_there == [False] and seen_here and all(seen_here)
+    assert nvscope.development_mode() is False
+
+
 def test_the_default_failing_stops_the_search() -> None:
     def broken(x: Any) -> Any:
         raise KeyError("no such parameter")

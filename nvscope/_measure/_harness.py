@@ -1,0 +1,193 @@
+"""The tools' harness: the step called, its outputs and gradients copied and compared, blocks of calls timed in
+interleaved rounds, and progress said on stderr. Search, per-fusion search, profile and bisect's in-process probes
+are built on it (docs/search.md describes the method).
+"""
+
+from __future__ import annotations
+
+import gc
+import random
+import sys
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any, Literal
+
+from nvscope._core._optionset import OptionSet
+from nvscope._core._scope import nv_options
+from nvscope._core._validate import first_line
+from nvscope._exec._audit import audit
+from nvscope._measure._numerics import Numerics, compare_leaves, flatten_outputs, grad_targets
+from nvscope._measure._stats import RatioSummary
+from nvscope._measure._timer import Timer
+
+__all__ = ["Runner", "Stage", "Variant", "install_adapters", "progress_printer", "seconds"]
+
+Stage = Literal["default", "candidate", "combination"]
+
+
+def progress_printer(tool: str, on: bool = True) -> Callable[[str], None]:
+    """The ``say(message)`` of a tool: ``nvscope <tool>: message`` on stderr while ``on``; a closed or gone stderr
+    stops the progress, never the tool."""
+    printing = [on]
+
+    def say(message: str) -> None:
+        if printing[0]:
+            try:
+                print(f"nvscope {tool}: {message}", file=sys.stderr, flush=True)
+            except (OSError, ValueError):  # stderr closed or gone: progress stops, the tool goes on
+                printing[0] = False
+
+    return say
+
+
+def seconds(value: float | None) -> str:
+    """A duration for a progress line: seconds, or milliseconds below one."""
+    return "-" if value is None else f"{value:.2f} s" if value >= 1 else f"{value * 1e3:.1f} ms"
+
+
+class Variant:
+    """A variant being measured (mutable while the search runs; a tool's row when it is done)."""
+
+    def __init__(self, label: str, options: OptionSet, stage: Stage) -> None:
+        self.label, self.options, self.stage = label, options, stage
+        self.scope: AbstractContextManager[Any] = nv_options(options.enable, options.disable) if options \
+            else nullcontext()
+        self.first_call_s: float | None = None
+        self.times: list[float] = []  # ms per call, one per round
+        self.default_times: list[float] = []  # the default's, in the same rounds
+        self.base_times: list[float] = []  # a combination's: the set it extends, in the same rounds
+        self.numerics: Numerics | None = None
+        self.summaries: dict[tuple[float | int | None, ...], RatioSummary] = {}
+        self.error: str | None = None
+        self.fusions = self.new_partitions = 0
+
+
+class Runner:
+    """Calls the function, copies and compares its outputs, times blocks of calls."""
+
+    def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], backward: bool,
+                 module: Any, tolerance: float | None, steps: int, warmup: int, say: Callable[[str], None]) -> None:
+        self.fn, self.args, self.kwargs, self.backward = fn, args, kwargs, backward
+        self.tolerance, self.steps, self.warmup, self.say = tolerance, steps, warmup, say
+        self.targets = grad_targets(args, kwargs, module)
+        self.reference: list[tuple[str, Any]] = []
+        self.timer = Timer()
+
+    def invoke(self) -> Any:
+        for _, tensor in self.targets:
+            tensor.grad = None  # as zero_grad(set_to_none=True): each call's gradients are its own
+        out = self.fn(*self.args, **self.kwargs)
+        if self.backward:
+            torch = sys.modules.get("torch")
+            if torch is None or not isinstance(out, torch.Tensor) or out.numel() != 1 or not out.requires_grad:
+                raise TypeError(f"backward=True: the function must return a scalar loss tensor that requires grad, "
+                                f"got {type(out).__name__}: search calls .backward() on it")
+            out.backward()
+        return out
+
+    def snapshot(self, out: Any) -> list[tuple[str, Any]]:
+        """Copies of every output and gradient leaf, taken now: a function returning a reused buffer, or the next
+        variant overwriting .grad, cannot change what is compared."""
+        leaves = flatten_outputs(out, "out")
+        leaves += [(name, t.grad.detach().clone()) for name, t in self.targets if t.grad is not None]
+        return leaves
+
+    def first_call(self, v: Variant) -> list[tuple[str, Any]]:
+        """The first call (timed alone: it compiles), audited, its outputs copied; then the warm-up calls."""
+        with v.scope:
+            with audit() as log:
+                if v.stage == "default":  # CUDA work queued by the caller is not ours
+                    self.timer.detect()
+                self.timer.sync()
+                start = time.perf_counter()
+                out = self.invoke()
+                if v.stage == "default":  # CUDA events once anything (the default) used CUDA
+                    self.timer.detect()
+                self.timer.sync()
+                v.first_call_s = time.perf_counter() - start
+            leaves = self.snapshot(out)
+            del out
+            for _ in range(self.warmup):
+                self.invoke()
+            self.timer.sync()
+        v.fusions = len(log.records)
+        v.new_partitions = sum(r.partition == "new" for r in log.records)
+        return leaves
+
+    def block(self, v: Variant) -> float:
+        """``steps`` calls of one variant inside its scope; milliseconds per call."""
+        with v.scope:
+            return self.timer.time(self.invoke, self.steps)
+
+    def calibrate(self) -> tuple[float, float]:
+        """Set ``steps`` (calls per sample) from the default's calls; (ms per call, harness ms per call)."""
+        self.steps, per_call = self.timer.calibrate(self.invoke, least=self.steps)
+        fn, backward = self.fn, self.backward
+        self.fn, self.backward = (lambda *a, **k: None), False  # the same loop and call, around a no-op
+        try:
+            _, overhead = self.timer.calibrate(self.invoke)
+        finally:
+            self.fn, self.backward = fn, backward
+        return per_call, overhead
+
+    def prepare(self, v: Variant, index: str) -> None:
+        """First call, numerics and warm-up of one candidate; a failure is recorded on it, never raised."""
+        try:
+            leaves = self.first_call(v)
+        except Exception as error:
+            v.error = first_line(error)
+            self.say(f"{index} {v.label}: FAILED, skipped: {v.error}")
+            return
+        v.numerics = compare_leaves(self.reference, leaves, self.tolerance)
+        n = v.numerics
+        state = {"ok": "ok", "not compared": "not compared (no tensor, number or str in the outputs)"}.get(
+            n.verdict, f"OVER TOLERANCE ({n.detail})")
+        self.say(f"{index} {v.label}: first call {seconds(v.first_call_s)} ({v.new_partitions} partitions compiled), "
+                 f"numerics {state}, max rel diff {n.max_rel_diff:.2g}" + (f", {n.nonfinite}" if n.nonfinite else ""))
+
+    def rounds(self, variants: list[Variant], rounds: int, rng: random.Random) -> dict[int, list[float]]:
+        """Interleaved rounds of ``variants`` (the first is the baseline, whose failure propagates): per variant
+        (by id) its ms per call in each round. A variant that raises is marked failed and dropped."""
+        live = [v for v in variants if v.error is None]
+        times: dict[int, list[float]] = {id(v): [] for v in live}
+        self.say(f"timing {len(live)} variants x {rounds} rounds x {self.steps} calls")
+        reported = time.monotonic()
+        collecting = gc.isenabled()
+        gc.collect()
+        for r in range(rounds):
+            order = live[:]
+            rng.shuffle(order)
+            # No collection inside a block (it would be charged to that variant alone); between rounds only the
+            # young generations, which hold what the round left: a full collection costs ~50 ms once torch is loaded.
+            gc.collect(1)
+            gc.disable()
+            try:
+                for v in order:
+                    try:
+                        times[id(v)].append(self.block(v))
+                    except Exception as error:
+                        if v is variants[0]:
+                            raise
+                        v.error = f"(while timed, round {r + 1}) {first_line(error)}"
+                        live.remove(v)
+                        del times[id(v)]
+                        self.say(f"{v.label}: FAILED, skipped: {v.error}")
+            finally:
+                if collecting:
+                    gc.enable()
+            if time.monotonic() - reported > 10:
+                reported = time.monotonic()
+                self.say(f"  round {r + 1}/{rounds}")
+        return times
+
+
+def install_adapters() -> None:
+    """Install the adapters of what is imported now: the default must run through the same (patched) executor as
+    the candidates, from its first call; a scope installs the adapter only when it is entered, and the default runs
+    in none."""
+    try:
+        from nvscope._exec import _autoinstall
+    except ImportError:
+        return
+    _autoinstall.ensure_adapters(direct=True)  # a direct FusionDefinition program too, as the subprocess runner does

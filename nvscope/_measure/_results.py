@@ -1,0 +1,120 @@
+"""What the tools' results share: option sets and numerics as JSON data and back, the matplotlib loader of their
+charts, and the two lines a result hands its reader: the ``nv_options(...)`` call and the ``nvscope run`` command."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any, TypeVar
+
+from nvscope._core._fusion import exact_glob
+from nvscope._core._optionset import OptionSet
+from nvscope._measure._numerics import Numerics
+
+__all__ = [
+    "figure_class",
+    "finite",
+    "numerics_dict",
+    "numerics_from",
+    "nv_options_line",
+    "options_dict",
+    "options_from",
+    "run_command",
+]
+
+_Loaded = TypeVar("_Loaded", bound="LoadableResult")
+
+
+class JsonResult:
+    """A result saved as JSON: its ``as_dict()`` (plain data, non-finite floats as strings), written strictly."""
+
+    def as_dict(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def to_json(self, indent: int | None = 2) -> str:
+        """The result as strict JSON (``as_dict()``), to save and load again with ``from_json`` where it has one."""
+        return json.dumps(self.as_dict(), indent=indent, allow_nan=False)
+
+
+class LoadableResult(JsonResult):
+    """A `JsonResult` that ``from_json`` reads back (through its ``from_dict``), equal to the one saved."""
+
+    @classmethod
+    def from_dict(cls: type[_Loaded], data: dict[str, Any]) -> _Loaded:
+        raise NotImplementedError
+
+    @classmethod
+    def from_json(cls: type[_Loaded], text: str) -> _Loaded:
+        """The result that ``to_json`` wrote."""
+        return cls.from_dict(json.loads(text))
+
+
+def options_dict(options: OptionSet) -> dict[str, list[str]]:
+    """``{"enable": [...], "disable": [...]}``, sorted: an option set in a result's JSON."""
+    return {"enable": options.enable_list(), "disable": options.disable_list()}
+
+
+def options_from(data: dict[str, list[str]]) -> OptionSet:
+    """The option set that `options_dict` wrote."""
+    return OptionSet(data.get("enable", ()), data.get("disable", ()))
+
+
+def finite(value: float) -> float | str:
+    """``value``, or the string "inf", "-inf" or "nan": strict JSON has no non-finite numbers."""
+    return value if math.isfinite(value) else str(value)
+
+
+def numerics_dict(n: Numerics | None) -> dict[str, Any] | None:
+    """A numerics verdict as JSON data (non-finite differences as strings, `finite`)."""
+    return None if n is None else {
+        "max_abs_diff": finite(n.max_abs_diff), "max_rel_diff": finite(n.max_rel_diff), "ok": n.ok,
+        "compared": n.compared, "nonfinite": n.nonfinite, "detail": n.detail, "uncompared": n.uncompared}
+
+
+def numerics_from(data: dict[str, Any] | None) -> Numerics | None:
+    """The numerics verdict that `numerics_dict` wrote (results saved before ``uncompared`` existed too)."""
+    return None if data is None else Numerics(float(data["max_abs_diff"]), float(data["max_rel_diff"]), data["ok"],
+                                              data["compared"], data["nonfinite"], data["detail"],
+                                              data.get("uncompared", ""))
+
+
+def figure_class(who: str, what: str) -> Any:
+    """matplotlib's ``Figure`` for a result's ``plot`` (``who``), or an ImportError saying ``what`` works without it.
+
+    The object API: no pyplot, so no GUI backend and no global figure state in the caller's process."""
+    import importlib
+
+    try:
+        return importlib.import_module("matplotlib.figure").Figure
+    except ImportError:
+        raise ImportError(f"{who} needs matplotlib: pip install matplotlib ({what} itself works without it)") from None
+
+
+def nv_options_line(options: OptionSet, fusions: Iterable[str] | None = None) -> str:
+    """``nv_options(enable=[...], disable=[...], fusions=[...])``, the call to paste: ``fusions`` by id (each as the
+    glob that matches exactly it), None for every fusion."""
+    parts = []
+    if options.enable:
+        parts.append(f"enable={options.enable_list()!r}")
+    if options.disable:
+        parts.append(f"disable={options.disable_list()!r}")
+    if fusions is not None:
+        parts.append(f"fusions={[exact_glob(f) for f in fusions]!r}")
+    return f"nv_options({', '.join(parts)})"
+
+
+def run_command(options: OptionSet, fusions: Iterable[str] | None, program: Sequence[str], *, python: str = "python",
+                audit: bool = True) -> list[str]:
+    """The ``python -m nvscope run`` command, as words, that runs ``program`` under ``options`` on ``fusions`` (by
+    id; None: every fusion). ``program`` is a script and its arguments, or ``-m``, a module and its arguments.
+
+    Every flag is one ``--flag=value`` word and ``--`` comes before a script, so that no value, and no argument of
+    the script, can be read as another flag."""
+    words = [python, "-m", "nvscope", "run", *([] if audit else ["--no-audit"])]
+    if options.enable:
+        words.append(f"--enable={','.join(options.enable_list())}")
+    if options.disable:
+        words.append(f"--disable={','.join(options.disable_list())}")
+    words += [f"--fusions={exact_glob(f)}" for f in fusions or ()]
+    return [*words, *([] if tuple(program[:1]) == ("-m",) else ["--"]), *program]
