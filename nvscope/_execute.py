@@ -20,7 +20,7 @@ import warnings
 from contextlib import ExitStack
 from typing import Any
 
-from nvscope import _events, _frontends, _policy, _repro
+from nvscope import _events, _frontends, _policy, _repro, _shared
 from nvscope._errors import FallbackWarning, NvscopeError, UnsupportedError
 from nvscope._fusion import FusionInfo
 from nvscope._fusion_table import FusionTable
@@ -65,6 +65,10 @@ class Adapter:
                kwargs: dict[str, Any]) -> str:
         raise NotImplementedError
 
+    def definition(self, partition: _frontends.Partition, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """The FusionDefinition ``partition`` runs for these inputs (audit and failures only, never per call)."""
+        return partition.runner
+
     describe = "fusion"  # what kind of fusion, for failure notes: "Thunder fusion forward/nvFusion0 failed ..."
 
 
@@ -105,6 +109,9 @@ def _resolve(adapter: Adapter, found: FusionTable[_frontends.Partition], policy:
         if adapter.version_error is not None:
             raise adapter.version_error
         partition, new = found.get(effective)  # type: ignore[arg-type]
+        if new and partition.error is None:
+            # It failed under these options before and was evicted since: no second compile attempt, no warning.
+            partition.error = found.failed.get(effective)  # type: ignore[call-overload]
     found.hot = (policy, static, partition)
     return partition, new
 
@@ -144,7 +151,8 @@ def execute(adapter: Adapter, fusion: Any, frame: Frame | None, args: tuple[Any,
         return _fall_back(adapter, info, fusion, partition, static, args, kwargs)
     try:
         if _SINKS:
-            record = _record(info, partition.options, "new" if new else "reused", adapter)
+            record = _record(info, partition.options, "new" if new else "reused", adapter,
+                             shared_from=_shared_from(adapter, info, partition, args, kwargs))
             return _timed(partition.run, record, args, kwargs)
         return partition.run(args, kwargs)
     except NvscopeError:
@@ -168,10 +176,37 @@ def _failed(error: Exception, adapter: Adapter, found: FusionTable[_frontends.Pa
     if frame is None or not frame.fallback:
         raise error
     partition.error = _failure_text(error)
+    failed = found.failed
+    if len(failed) >= _MAX_RESOLVED:
+        failed.clear()
+    failed[partition.options] = partition.error
+    if isinstance(error, _shared.SharedFailure):  # another fusion's failure with this definition: warned then
+        return _fall_back(adapter, info, fusion, partition, static, args, kwargs)
+    entry = _shared.entry_of(_definition(adapter, partition, args, kwargs))
+    others = [] if entry is None else [f for f in _shared.fail(entry, partition.error, info.id) if f != info.id]
+    shared = ("" if entry is None else
+              f" Fusions with the same nvFuser definition ({', '.join(others) + ' and ' if others else ''}any that "
+              "reaches it later) share this failure: they use their defaults under these options too, without "
+              "compiling it again.")
     warnings.warn(f"nvscope: fusion {info.id} failed with nvFuser options {partition.options.label()} and ran "
                   f"again with its defaults (on_error='fallback'); later executions of it under these options use its "
-                  f"defaults directly.\n{partition.error}", FallbackWarning, stacklevel=4)
+                  f"defaults directly.{shared}\n{partition.error}", FallbackWarning, stacklevel=4)
     return _fall_back(adapter, info, fusion, partition, static, args, kwargs)
+
+
+def _definition(adapter: Adapter, partition: _frontends.Partition, args: tuple[Any, ...],
+                kwargs: dict[str, Any]) -> Any:
+    try:
+        return adapter.definition(partition, args, kwargs)
+    except Exception:  # a definition that cannot be built for these inputs: the execution will say why
+        return None
+
+
+def _shared_from(adapter: Adapter, info: FusionInfo, partition: _frontends.Partition, args: tuple[Any, ...],
+                 kwargs: dict[str, Any]) -> str | None:
+    """The fusion whose compiled definition ``partition`` runs for these inputs, if another one's (audit only)."""
+    entry = _shared.entry_of(_definition(adapter, partition, args, kwargs))
+    return None if entry is None or entry.owner == info.id else entry.owner
 
 
 def _fall_back(adapter: Adapter, info: FusionInfo, fusion: Any, partition: _frontends.Partition, static: OptionSet,
@@ -188,9 +223,9 @@ def _failure_text(error: BaseException) -> str:
 
 
 def _record(info: FusionInfo, options: OptionSet, partition: _events.Route, adapter: Adapter,
-            error: str | None = None) -> _events.FusionRecord:
+            error: str | None = None, shared_from: str | None = None) -> _events.FusionRecord:
     return _events.FusionRecord(info, options, partition, threading.current_thread().name, adapter.frontend.module,
-                                error)
+                                error, shared_from)
 
 
 def _timed(call: Any, record: _events.FusionRecord, *args: Any) -> Any:

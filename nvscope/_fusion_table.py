@@ -34,7 +34,8 @@ _NEVER = object()  # no policy is this: the first call resolves
 class FusionTable(Generic[T]):
     """``options -> cache`` for one fusion; ``build(options)`` makes a missing entry."""
 
-    __slots__ = ("_entries", "_lock", "build", "builds", "evictions", "hot", "info", "maxsize", "resolved", "static")
+    __slots__ = ("_entries", "_lock", "build", "builds", "evictions", "failed", "hot", "info", "maxsize", "resolved",
+                 "static")
 
     def __init__(self, static: OptionSet, build: Callable[[OptionSet], T], maxsize: int | None = None, *,
                  info: FusionInfo | None = None):
@@ -58,6 +59,9 @@ class FusionTable(Generic[T]):
         # scope changes. `resolved` remembers what other pairs resolved to (an option set, or None).
         self.hot: tuple[Any, OptionSet | None, T | None] = (_NEVER, None, None)
         self.resolved: dict[tuple[Any, OptionSet], OptionSet | None] = {}
+        # Option sets this fusion failed under (on_error="fallback") -> the failure's text. Kept beyond eviction: a
+        # partition built again for one of them starts failed, so it is not compiled again (nor warned about).
+        self.failed: dict[OptionSet, str] = {}
 
     def __len__(self) -> int:
         return len(self._entries)

@@ -24,7 +24,7 @@ import weakref
 from types import ModuleType
 from typing import Any
 
-from nvscope import _events, _frontends, _repro
+from nvscope import _events, _frontends, _repro, _shared
 from nvscope._errors import UnsupportedError
 from nvscope._execute import NO_KWARGS, Adapter, execute
 from nvscope._fusion import FusionInfo, ops_of_definition
@@ -125,10 +125,11 @@ class WrapperShape(Adapter):
         return __call__
 
     def forget(self) -> None:
-        """Drop every fusion's table (its partitions and their compiled kernels): at uninstall."""
+        """Drop every fusion's table (its partitions and their compiled kernels) and the shared definitions."""
         for get_fd in list(self._tables):
             vars(get_fd).pop(_TABLE, None)
         self._tables.clear()
+        _shared.clear()
 
     # --- Adapter -------------------------------------------------------------------------------------------------
 
@@ -169,6 +170,9 @@ class WrapperShape(Adapter):
         cache_info = getattr(get_fd, "cache_info", None)
         maxsize = cache_info().maxsize if cache_info is not None else 2048
         frontend = self.frontend
+        # nvfuser_direct: a definition equal to one another fusion compiled for these options runs that one
+        # (nvscope._shared). The legacy frontend's global cache does that itself (its salt depends on the options only).
+        share = frontend is _frontends.DIRECT and _shared.enabled()
 
         @functools.lru_cache(maxsize=maxsize)
         def partition_get_fd(descriptors: Any) -> Any:
@@ -181,6 +185,10 @@ class WrapperShape(Adapter):
                     "already, so it may share kernels compiled for other options; nvscope cannot give this option "
                     "set kernels of its own. Set NVFUSER_ENABLE/NVFUSER_DISABLE for the whole process instead"
                 )
+            if share:
+                found = _shared.adopt(fd, options, info.id)[0]
+                if found is not fd:
+                    return found  # compiled (or compiling) for another partition; it carries its options already
             _frontends.carry(fd, options)
             return fd
 
@@ -219,13 +227,18 @@ class WrapperShape(Adapter):
 
     def script(self, fusion: Any, partition: _frontends.Partition, args: tuple[Any, ...],
                kwargs: dict[str, Any]) -> str:
+        try:
+            fd = self.definition(partition, args, kwargs)
+        except _shared.SharedFailure as known:  # the definition failed for another fusion: the same script
+            fd = known.entry.fd
+        return _repro.with_options(type(fd).repro_script_for(fd, _local_inputs(args)), partition.options)
+
+    def definition(self, partition: _frontends.Partition, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         runner = partition.runner
         if runner.use_cache or runner.last_used is None:
             # The partition's cache gives the definition for exactly these inputs (no other thread's last_used).
-            fd = runner.get_fd(runner.to_descriptors(args))
-        else:
-            fd = runner.last_used
-        return _repro.with_options(type(fd).repro_script_for(fd, _local_inputs(args)), partition.options)
+            return runner.get_fd(runner.to_descriptors(args))
+        return runner.last_used
 
     describe = "Thunder fusion"
 

@@ -24,7 +24,7 @@ import importlib
 import sys
 from typing import Any
 
-from nvscope import _frontends, _patches
+from nvscope import _frontends, _patches, _shared
 from nvscope._errors import UnsupportedError
 from nvscope._fusion_table import FusionTable
 from nvscope._thunder_autograd import AUTOGRAD_MODULE, make_backward, make_forward
@@ -140,6 +140,7 @@ def uninstall() -> bool:
         shape = _installed.pop()
         shape.forget()
         shape.frontend.release(_OWNER)
+    _shared.clear()
     return restored
 
 
