@@ -76,9 +76,9 @@ def test_identical_definitions_compile_once_per_option_set(double: ThunderDouble
     assert scoped[0].fd is not scoped[5].fd and scoped[0].fd is scoped[10].fd
     # The audit says which partition ran another fusion's compiled definition, and whose.
     first = [(r.fusion, r.partition, r.shared_from) for r in log.records[:5]]
-    assert first == [("forward/nvFusion0", "new", None), ("forward/nvFusion1", "new", "forward/nvFusion0"),
-                     ("forward/nvFusion2", "new", "forward/nvFusion0"), ("forward/nvFusion3", "new", "forward/nvFusion0"),
-                     ("forward/nvFusion9", "new", None)]
+    owner = "forward/nvFusion0"
+    assert first == [(owner, "new", None), ("forward/nvFusion1", "new", owner), ("forward/nvFusion2", "new", owner),
+                     ("forward/nvFusion3", "new", owner), ("forward/nvFusion9", "new", None)]
     assert log.summary().endswith("15 fusion executions, 4 new partitions compiled, 6 shared a definition compiled "
                                   "for another fusion")
 
