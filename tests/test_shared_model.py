@@ -71,7 +71,8 @@ class SharedCacheMachine(RuleBasedStateMachine):
         fd: Any = self.fusions[fusion].get_fd.__wrapped__((((size,), "float32"),))  # the definition, built not run
         return str(fd.body())
 
-    @rule(fusion=st.integers(0, FUSIONS - 1), options=st.integers(0, len(OPTION_SETS) - 1), size=st.sampled_from([2, 3]))
+    @rule(fusion=st.integers(0, FUSIONS - 1), options=st.integers(0, len(OPTION_SETS) - 1),
+          size=st.sampled_from([2, 3]))
     def run_scoped(self, fusion: int, options: int, size: int) -> None:
         enable = OPTION_SETS[options]
         definition = self.definition_of[fusion]
