@@ -99,6 +99,7 @@ class BisectResult:
     elapsed_s: float = 0.0
     notes: tuple[str, ...] = ()
     detail: str = ""
+    compile_s: float | None = None  # in-process: seconds in first executions of new partitions; None in subprocesses
 
     @property
     def reproduced(self) -> bool:
@@ -163,7 +164,9 @@ class BisectResult:
             lines.append("the given options on every fusion but the culprits': "
                          + ("clean" if self.others_clean else "NOT clean (more culprits than were looked for)"))
         lines.append(f"{self.probes} probes for {budget} options x {len(self.all_fusions)} fusions "
-                     f"({budget * len(self.all_fusions)} option-fusion pairs); {self.elapsed_s:.1f} s")
+                     f"({budget * len(self.all_fusions)} option-fusion pairs); {self.elapsed_s:.1f} s"
+                     + ("" if self.compile_s is None else f", {self.compile_s:.1f} s of it compiling (first executions "
+                        "of new partitions; probes with options seen before compile nothing)"))
         lines += [f"note: {note}" for note in self.notes]
         return "\n".join(lines)
 
@@ -179,7 +182,7 @@ class BisectResult:
             "reproduced": self.reproduced, "line": self.line() if self.reproduced else None,
             "command": self.command() if self.reproduced else None, "others_clean": self.others_clean,
             "mode": self.mode, "program": list(self.program), "elapsed_s": self.elapsed_s, "notes": list(self.notes),
-            "detail": self.detail,
+            "detail": self.detail, "compile_s": self.compile_s,
             "log": [{"number": p.number, "stage": p.stage, "options": _options_dict(p.options),
                      "fusions": None if p.fusions is None else list(p.fusions), "bad": p.bad, "detail": p.detail,
                      "seconds": p.seconds} for p in self.log],
@@ -197,7 +200,7 @@ class BisectResult:
                          for c in data["culprits"])
         return cls(_options(data["given"]), culprits, tuple(data["all_fusions"]), log, data["check"],
                    data["others_clean"], data["mode"], tuple(data["program"]), data["elapsed_s"], tuple(data["notes"]),
-                   data["detail"])
+                   data["detail"], data.get("compile_s"))
 
     @classmethod
     def from_json(cls, text: str) -> BisectResult:

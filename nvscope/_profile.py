@@ -30,7 +30,7 @@ from contextlib import ExitStack, contextmanager
 from typing import Any, NamedTuple
 
 import nvscope
-from nvscope import OptionSet, nv_options
+from nvscope import OptionSet, _shared, nv_options
 from nvscope._bisect_report import exact_glob
 from nvscope._names import first_line
 from nvscope._numerics import Numerics, compare_leaves, flatten_outputs
@@ -137,7 +137,7 @@ def profile(fn: Callable[..., Any], /, *args: Any, enable: Any = (), disable: An
         if progress:
             print(f"nvscope profile: {message}", file=sys.stderr, flush=True)
 
-    began = time.perf_counter()
+    began, compiled = time.perf_counter(), _shared.compiling()[0]
     runner = _Runner(fn, args, kwargs, backward, module, tolerance, steps_per_round, warmup, say)
     default, variant = _Variant("default", OptionSet(), "default"), _Variant("options", options, "candidate")
     variant.scope = scope
@@ -189,7 +189,8 @@ def profile(fn: Callable[..., Any], /, *args: Any, enable: Any = (), disable: An
     step = summarize(step_times["options"], step_times["default"], seed=seed)
     result = ProfileResult(tuple(rows), options, runner.timer.name, rounds,
                            steps_per_round, warmup, tolerance, seed, time.perf_counter() - began, step, step_numerics,
-                           None if clock.recorder is None else clock.recorder.source, tuple(notes))
+                           None if clock.recorder is None else clock.recorder.source, tuple(notes),
+                           _shared.compiling()[0] - compiled)
     say(f"done in {result.elapsed_s:.1f} s")
     return result
 

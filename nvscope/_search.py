@@ -35,7 +35,7 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import nvscope
-from nvscope import OptionSet, nv_options
+from nvscope import OptionSet, _shared, nv_options
 from nvscope._candidates import resolve, spec
 from nvscope._names import first_line, shown
 from nvscope._numerics import Numerics, compare_leaves, flatten_outputs, grad_targets
@@ -234,7 +234,7 @@ def search(fn: Callable[..., Any], /, *args: Any, candidates: Iterable[object] |
             except (OSError, ValueError):  # stderr closed or gone: progress stops, the search goes on
                 printing[0] = False
 
-    began = time.perf_counter()
+    began, compiled = time.perf_counter(), _shared.compiling()[0]
     rng = random.Random(seed)
     runner = _Runner(fn, args, kwargs, backward, module, tolerance, steps_per_round, warmup, say)
     default = _Variant("default", OptionSet(), "default")
@@ -272,7 +272,8 @@ def search(fn: Callable[..., Any], /, *args: Any, candidates: Iterable[object] |
     rows = [_row(v, seed, recommended, None) for v in (default, *singles)]
     rows += [_row(c, seed, recommended, base) for c, base in combos]
     result = SearchResult(tuple(rows), recommended, runner.timer.name, rounds, runner.steps, warmup, tolerance, seed,
-                          time.perf_counter() - began, tuple(notes + _notes(default, variants)))
+                          time.perf_counter() - began, tuple(notes + _notes(default, variants)),
+                          _shared.compiling()[0] - compiled)
     for note in notes:
         if note.startswith(("the search stopped early", "a call of the function takes")):
             warnings.warn(f"nvscope.search: {note}", nvscope.NvscopeWarning, stacklevel=2)

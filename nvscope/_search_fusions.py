@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from nvscope import OptionSet, nv_options
+from nvscope import OptionSet, _shared, nv_options
 from nvscope._bisect_report import exact_glob
 from nvscope._candidates import resolve, spec
 from nvscope._numerics import Numerics
@@ -101,6 +101,7 @@ class FusionSearchResult:
     errors: tuple[tuple[str, str], ...]
     elapsed_s: float
     min_gain: float = 0.03  # the map must beat the best global set by this much too: not worth its scopes for a sliver
+    compile_s: float | None = None  # seconds in first executions of new partitions (nvscope._shared.compiling)
 
     def _beats_global(self) -> bool:
         g = self.map_vs_global
@@ -154,6 +155,9 @@ class FusionSearchResult:
         if self.global_best is not None:
             lines.append(f"best global set: {spec(self.global_best)}")
         lines += [f"candidate {name} not profiled: {error}" for name, error in self.errors]
+        if self.compile_s is not None:
+            lines.append(f"compile: {self.compile_s:.1f} s in the first executions of new partitions (candidates' "
+                         "partitions are reused across the profiles and the map's timing)")
         lines += [f"verdict: {self.verdict()}", self.code()]
         return "\n".join(lines)
 
@@ -171,6 +175,7 @@ class FusionSearchResult:
             "map_numerics_ok": None if self.map_numerics is None else self.map_numerics.ok,
             "better": self.better, "verdict": self.verdict(), "code": self.code(),
             "errors": [list(e) for e in self.errors], "elapsed_s": self.elapsed_s, "min_gain": self.min_gain,
+            "compile_s": self.compile_s,
             "profiles": [p.as_dict() for p in self.profiles],
         }
 
@@ -216,7 +221,7 @@ def search_fusions(fn: Callable[..., Any], /, *args: Any, candidates: Iterable[o
     options = resolve(candidates)
     if not (isinstance(min_gain, (int, float)) and 0 <= min_gain < 1):
         raise ValueError(f"min_gain must be a number in [0, 1), got {min_gain!r}")
-    began = time.perf_counter()
+    began, compiled = time.perf_counter(), _shared.compiling()[0]
 
     def say(message: str) -> None:
         if progress:
@@ -284,6 +289,6 @@ def search_fusions(fn: Callable[..., Any], /, *args: Any, candidates: Iterable[o
             global_ratio = summarize(times[id(variants[2])], times[id(default)], seed=seed)
     result = FusionSearchResult(tuple(choices), tuple((o, tuple(f)) for o, f in groups), global_best, vs_default,
                                 vs_global, global_ratio, numerics, tuple(profiles), tuple(errors),
-                                time.perf_counter() - began, min_gain)
+                                time.perf_counter() - began, min_gain, _shared.compiling()[0] - compiled)
     say(f"done in {result.elapsed_s:.1f} s: {result.verdict()}")
     return result

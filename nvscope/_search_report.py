@@ -87,6 +87,7 @@ class SearchResult:
     seed: int
     elapsed_s: float
     notes: tuple[str, ...] = ()
+    compile_s: float | None = None  # seconds in first executions of new partitions (nvscope._shared.compiling)
 
     def __getitem__(self, label: str) -> SearchRow:
         for row in self.rows:
@@ -166,6 +167,9 @@ class SearchResult:
             f"call{'s' * (self.warmup != 1)}; never part of ms/call",
             f"numerics: first call against the default's; tolerance on max|diff| / max|default| {tolerance}; "
             "str compared for equality; 'not compared': no tensor, number or str to compare",
+            *([] if self.compile_s is None else [
+                f"compile: {self.compile_s:.1f} s in the first executions of new partitions (nvFuser compiles "
+                "there; a partition reused across rounds or sharing an equal fusion's definition compiles nothing)"]),
             *(f"note: {note}" for note in self.notes),
             f"recommended: {self.recommendation()}",
         ]
@@ -195,7 +199,7 @@ class SearchResult:
             "rows": [row(r) for r in self.rows], "recommended": _options_dict(self.recommended),
             "recommendation": self.recommendation(), "timer": self.timer, "rounds": self.rounds,
             "steps_per_round": self.steps_per_round, "warmup": self.warmup, "tolerance": self.tolerance,
-            "seed": self.seed, "elapsed_s": self.elapsed_s, "notes": list(self.notes),
+            "seed": self.seed, "elapsed_s": self.elapsed_s, "notes": list(self.notes), "compile_s": self.compile_s,
         }
 
     def to_json(self, indent: int | None = 2) -> str:
@@ -216,7 +220,8 @@ class SearchResult:
                 r["error"], r["fusions"], r["new_partitions"], r["versus"], ratio(r["versus_ratio"]),
                 r["recommended"]))
         return cls(tuple(rows), _options(data["recommended"]), data["timer"], data["rounds"], data["steps_per_round"],
-                   data["warmup"], data["tolerance"], data["seed"], data["elapsed_s"], tuple(data["notes"]))
+                   data["warmup"], data["tolerance"], data["seed"], data["elapsed_s"], tuple(data["notes"]),
+                   data.get("compile_s"))
 
     @classmethod
     def from_json(cls, text: str) -> SearchResult:

@@ -70,6 +70,7 @@ _lock = threading.Lock()
 _entries: OrderedDict[Key, Entry] = OrderedDict()
 _failures: OrderedDict[Key, Entry] = OrderedDict()
 _counts = {"registered": 0, "adopted": 0, "evicted": 0}
+_first_runs: list[float] = [0.0, 0.0]  # seconds in, and number of, first executions of new partitions (their compiles): `compiling`
 
 
 def enabled() -> bool:
@@ -132,6 +133,19 @@ def stats() -> dict[str, int]:
     definitions that ran a registered one instead of compiling), ``evicted``, ``entries`` and ``failed`` now."""
     with _lock:
         return {**_counts, "entries": len(_entries), "failed": len(_failures)}
+
+
+def compiling() -> tuple[float, int]:
+    """(seconds, count) of the first executions of new partitions in this process so far: where nvFuser compiles a
+    partition's definition (a partition that runs a shared definition compiles nothing, and adds little). Never
+    reset; tools report the difference over their run. A Thunder partition's first run for new input shapes compiles
+    too and is not counted."""
+    return _first_runs[0], int(_first_runs[1])
+
+
+def first_run(seconds: float) -> None:
+    _first_runs[0] += seconds
+    _first_runs[1] += 1
 
 
 def clear() -> None:

@@ -19,7 +19,7 @@ cache entry per printed definition body (``FUSION_CACHE``, nvFuser's FusionCache
 one compile whichever FusionDefinition object runs.
 
 Each ``execute`` appends an `Execution` to ``EXECUTIONS``: which FusionDefinition ran, the option lists it was given
-(the very objects), the thread. ``DELAY`` makes an execution last a while and ``OVERLAPS`` counts executions that
+(the very objects), the thread. ``COMPILE_DELAY`` makes each compile attempt last a while, ``DELAY`` makes an execution last a while and ``OVERLAPS`` counts executions that
 started while another one was running.
 """
 
@@ -99,6 +99,7 @@ EXECUTIONS: list[Execution] = []
 COMPILES: list[Compile] = []
 FUSION_CACHE: dict[str, ExecutorCache] = {}  # legacy only: nvFuser's process-wide FusionCache, by definition
 DELAY = 0.0
+COMPILE_DELAY = 0.0  # seconds each compile attempt takes
 OVERLAPS: list[str] = []
 _running = [0]
 _running_lock = threading.Lock()
@@ -174,6 +175,8 @@ class FusionDefinition:
         broken = {str(s)[len(BREAKS_WITH):] for s in self.scalars() if str(s).startswith(BREAKS_WITH)}
         if not self.fec.compiled:  # the options of the first (successful) execution are compiled in
             COMPILES.append(Compile(self.body(), tuple(_enable_options or ()), tuple(_disable_options or ())))
+            if COMPILE_DELAY:
+                time.sleep(COMPILE_DELAY)
             if broken & set(_enable_options or ()):
                 raise RuntimeError(ASSERT)
             self.fec.compiled = True

@@ -20,6 +20,7 @@ import nvscope
 import nvscope.nvfuser
 import nvscope.thunder
 from nvscope import FallbackWarning, OptionSet, audit, nv_options
+from nvscope._bisect import bisect
 
 FM = ["fuse_matmul"]
 SFC = ["static_fusion_count"]
@@ -246,3 +247,30 @@ def test_two_threads_building_equal_definitions_compile_once(double: ThunderDoub
 
     run_threads(8, work)
     assert len(double.fe.COMPILES) == 1 and len({id(e.fd) for e in double.executions}) == 1
+
+
+def test_bisect_compiles_each_definition_once_per_option_set_and_reports_the_compile_time(
+        double: ThunderDouble) -> None:
+    # Ten fusions, nine of one definition and one that breaks under fuse_matmul: every probe is an option set on some
+    # of them, so the probes compile at most two definitions per distinct option set, and say how long that took.
+    double.fe.COMPILE_DELAY = 0.02
+    fusions = layers(double, 10)
+    fusions[6] = double.make_wrapper("nvFusion6", breaks_with="fuse_matmul")
+
+    def step(x: Tensor) -> Any:
+        for fusion in fusions:
+            (x,) = fusion(x)
+        return x
+
+    result = bisect(step, t(), enable=["fuse_matmul", "kernel_profile"], progress=False)
+    assert result.reproduced and result.fusions == ("forward/nvFusion6",)
+    scoped = [c for c in double.fe.COMPILES if c.enable or c.disable]
+    option_sets = {p.options for p in result.log}
+    healthy = [c for c in scoped if "breaks-with" not in c.definition]
+    # The nine equal fusions: one compile per option set, whatever the probes and the fusions they selected. (The
+    # broken definition is attempted again by each probe that reaches it: a failed compile keeps nothing.)
+    assert len(healthy) == len({(c.enable, c.disable) for c in healthy}) <= len(option_sets)
+    assert len(scoped) - len(healthy) <= sum(p.bad for p in result.log)
+    assert result.compile_s is not None and result.compile_s >= 0.02 * len(healthy) * 0.9
+    assert f"{result.compile_s:.1f} s of it compiling" in result.report()
+    assert result.as_dict()["compile_s"] == result.compile_s
