@@ -70,7 +70,8 @@ _lock = threading.Lock()
 _entries: OrderedDict[Key, Entry] = OrderedDict()
 _failures: OrderedDict[Key, Entry] = OrderedDict()
 _counts = {"registered": 0, "adopted": 0, "evicted": 0}
-_first_runs: list[float] = [0.0, 0.0]  # seconds in, and number of, first executions of new partitions (their compiles): `compiling`
+# Seconds in, and number of, first executions of new partitions (their compiles): `compiling`.
+_first_runs: list[float] = [0.0, 0.0]
 
 
 def enabled() -> bool:

@@ -19,8 +19,8 @@ cache entry per printed definition body (``FUSION_CACHE``, nvFuser's FusionCache
 one compile whichever FusionDefinition object runs.
 
 Each ``execute`` appends an `Execution` to ``EXECUTIONS``: which FusionDefinition ran, the option lists it was given
-(the very objects), the thread. ``COMPILE_DELAY`` makes each compile attempt last a while, ``DELAY`` makes an execution last a while and ``OVERLAPS`` counts executions that
-started while another one was running.
+(the very objects), the thread. ``COMPILE_DELAY`` makes each compile attempt last a while, ``DELAY`` each execution,
+and ``OVERLAPS`` counts executions that started while another one was running.
 """
 
 from __future__ import annotations
