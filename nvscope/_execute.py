@@ -28,7 +28,7 @@ from nvscope._fusion_table import FusionTable
 from nvscope._optionset import OptionSet
 from nvscope._scope import CHANGED, NO_EFFECT, NOTHING, Frame
 
-__all__ = ["Adapter", "execute", "table"]
+__all__ = ["Adapter", "execute", "failed", "table"]
 
 NO_KWARGS: dict[str, Any] = {}
 _SINKS = _events.SINKS  # the list itself (audit appends to it in place): one global load on the hot path
@@ -140,7 +140,7 @@ def execute(adapter: Adapter, fusion: Any, frame: Frame | None, args: tuple[Any,
             except NvscopeError:
                 raise
             except Exception as error:
-                return _failed(error, adapter, found, fusion, frame, partition, static, args, kwargs)
+                return failed(error, adapter, found, fusion, frame, partition, static, args, kwargs)
     elif policy is not None and frame.ran == NOTHING:  # type: ignore[union-attr]
         frame.ran = NO_EFFECT  # type: ignore[union-attr]
     info: FusionInfo = found.info  # type: ignore[assignment]  # `table` always sets it
@@ -160,16 +160,18 @@ def execute(adapter: Adapter, fusion: Any, frame: Frame | None, args: tuple[Any,
     except NvscopeError:
         raise
     except Exception as error:
-        return _failed(error, adapter, found, fusion, frame, partition, static, args, kwargs)
+        return failed(error, adapter, found, fusion, frame, partition, static, args, kwargs)
     finally:
         if new:  # where the partition's definition compiles (tools report it: nvscope._shared.compiling)
             _shared.first_run(time.perf_counter() - started)
 
 
-def _failed(error: Exception, adapter: Adapter, found: FusionTable[_frontends.Partition], fusion: Any,
-            frame: Frame | None, partition: _frontends.Partition, static: OptionSet, args: tuple[Any, ...],
-            kwargs: dict[str, Any]) -> Any:
-    """A partition raised: note the options and the repro on the error; re-raise it, or fall back to the defaults."""
+def failed(error: Exception, adapter: Adapter, found: FusionTable[_frontends.Partition], fusion: Any,
+           frame: Frame | None, partition: _frontends.Partition, static: OptionSet, args: tuple[Any, ...],
+           kwargs: dict[str, Any], stacklevel: int = 4) -> Any:
+    """A partition raised: note the options and the repro on the error; re-raise it, or fall back to the defaults.
+
+    ``stacklevel``: the warning's, for a call from `execute` inside an adapter's patch (3: from the patch itself)."""
     info: FusionInfo = found.info  # type: ignore[assignment]
 
     def script() -> str:
@@ -195,7 +197,7 @@ def _failed(error: Exception, adapter: Adapter, found: FusionTable[_frontends.Pa
               "compiling it again.")
     warnings.warn(f"nvscope: fusion {info.id} failed with nvFuser options {partition.options.label()} and ran "
                   f"again with its defaults (on_error='fallback'); later executions of it under these options use its "
-                  f"defaults directly.{shared}\n{partition.error}", FallbackWarning, stacklevel=4)
+                  f"defaults directly.{shared}\n{partition.error}", FallbackWarning, stacklevel=stacklevel)
     return _fall_back(adapter, info, fusion, partition, static, args, kwargs)
 
 

@@ -25,12 +25,12 @@ from types import ModuleType
 from typing import Any
 
 from nvscope import _events, _frontends, _repro, _shared
-from nvscope._errors import UnsupportedError
-from nvscope._execute import NO_KWARGS, Adapter, execute
+from nvscope._errors import NvscopeError, UnsupportedError
+from nvscope._execute import NO_KWARGS, Adapter, execute, failed
 from nvscope._fusion import FusionInfo, ops_of_definition
 from nvscope._fusion_table import FusionTable
 from nvscope._optionset import OptionSet
-from nvscope._scope import ACTIVE
+from nvscope._scope import ACTIVE, CHANGED
 
 __all__ = ["SHAPES", "WrapperShape", "jitted_function"]
 
@@ -114,12 +114,28 @@ class WrapperShape(Adapter):
         get_active = ACTIVE.get
 
         # The unscoped path is Thunder's call plus one ContextVar read and two tests. No lock anywhere: nvFuser's
-        # execute binding holds the GIL for the whole call (see nvscope._frontends).
+        # execute binding holds the GIL for the whole call (see nvscope._frontends). The steady state of a scoped
+        # loop (the fusion's memo holds this scope's partition, nothing listens) runs here, without the call into
+        # nvscope._execute.execute, which does the same in its first lines and everything else.
         def __call__(fusion: Any, *args: Any) -> Any:
             frame = get_active()
-            if (frame is None or frame.policy is None) and not sinks:
-                return original(fusion, *args)
-            return execute(self, fusion, frame, args, NO_KWARGS, getattr(fusion.get_fd, _TABLE, None))
+            if frame is None or frame.policy is None:
+                if not sinks:
+                    return original(fusion, *args)
+                return execute(self, fusion, frame, args, NO_KWARGS, getattr(fusion.get_fd, _TABLE, None))
+            found = getattr(fusion.get_fd, _TABLE, None)
+            if found is not None and not sinks:
+                policy, static, partition = found.hot
+                if (policy is frame.policy and static is found.static and partition is not None
+                        and partition.error is None):
+                    frame.ran = CHANGED
+                    try:
+                        return partition.run(args, NO_KWARGS)
+                    except NvscopeError:
+                        raise
+                    except Exception as error:
+                        return failed(error, self, found, fusion, frame, partition, static, args, NO_KWARGS, 3)
+            return execute(self, fusion, frame, args, NO_KWARGS, found)
 
         __call__.__wrapped__ = original  # type: ignore[attr-defined]
         return __call__

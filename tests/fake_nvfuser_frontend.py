@@ -100,6 +100,7 @@ COMPILES: list[Compile] = []
 FUSION_CACHE: dict[str, ExecutorCache] = {}  # legacy only: nvFuser's process-wide FusionCache, by definition
 DELAY = 0.0
 COMPILE_DELAY = 0.0  # seconds each compile attempt takes
+FAIL_NEXT: list[BaseException] = []  # the next execute raises this (a failure at run time, e.g. out of memory)
 OVERLAPS: list[str] = []
 _running = [0]
 _running_lock = threading.Lock()
@@ -168,6 +169,8 @@ class FusionDefinition:
                 "Reset the FusionCache manually to avoid reusing kernels when re-executing the fusion definition "
                 "with different options."
             )
+        if FAIL_NEXT:
+            raise FAIL_NEXT.pop()
         if save_repro_inputs:
             self.fake_inputs = list(inputs)
         if not hasattr(self, "fec"):

@@ -274,3 +274,17 @@ def test_bisect_compiles_each_definition_once_per_option_set_and_reports_the_com
     assert result.compile_s is not None and result.compile_s >= 0.02 * len(healthy) * 0.9
     assert f"{result.compile_s:.1f} s of it compiling" in result.report()
     assert result.as_dict()["compile_s"] == result.compile_s
+
+
+def test_a_failure_in_the_steady_state_falls_back_and_warns_at_the_callers_line(double: ThunderDouble) -> None:
+    # The steady state of a scoped loop runs in the Thunder patch itself (not through nvscope._execute.execute): a
+    # failure there is handled the same way, and the warning still points at the line that called the fusion.
+    fusion = double.make_wrapper()
+    with nv_options(enable=FM, on_error="fallback"):
+        fusion(t())  # builds the partition: the fusion's memo now holds it
+        double.fe.FAIL_NEXT.append(RuntimeError("CUDA out of memory"))
+        with pytest.warns(FallbackWarning, match="CUDA out of memory") as caught:
+            assert fusion(t()) == [t() * 2]
+        assert fusion(t()) == [t() * 2]  # the defaults directly, no new warning
+    assert caught[0].filename == __file__
+    assert [list(e.enable) for e in double.executions] == [FM, [], []]
