@@ -183,10 +183,10 @@ def failed(error: Exception, adapter: Adapter, found: FusionTable[_frontends.Par
     if frame is None or not frame.fallback:
         raise error
     partition.error = _failure_text(error)
-    failed = found.failed
-    if len(failed) >= _MAX_RESOLVED:
-        failed.clear()
-    failed[partition.options] = partition.error
+    remembered = found.failed  # beyond the partition's eviction (`_resolve`)
+    if len(remembered) >= _MAX_RESOLVED:
+        remembered.clear()
+    remembered[partition.options] = partition.error
     if isinstance(error, _shared.SharedFailure):  # another fusion's failure with this definition: warned then
         return _fall_back(adapter, info, fusion, partition, static, args, kwargs)
     entry = _shared.entry_of(_definition(adapter, partition, args, kwargs))
