@@ -112,6 +112,7 @@ class WrapperShape(Adapter):
         original = self.original
         sinks = _events.SINKS  # the list itself: audit() appends to it in place
         get_active = ACTIVE.get
+        run_runner = self._run_runner
 
         # The unscoped path is Thunder's call plus one ContextVar read and two tests. No lock anywhere: nvFuser's
         # execute binding holds the GIL for the whole call (see nvscope._frontends). The steady state of a scoped
@@ -129,8 +130,15 @@ class WrapperShape(Adapter):
                 if (policy is frame.policy and static is found.static and partition is not None
                         and partition.error is None):
                     frame.ran = CHANGED
+                    runner = partition.runner
                     try:
-                        return partition.run(args, NO_KWARGS)
+                        try:  # partition.run (see `build`), inlined: one call less per scoped fusion call
+                            return run_runner(runner, *args)
+                        finally:
+                            if runner.use_cache:
+                                fusion.last_used = runner.last_used
+                            if runner.store_inputs:
+                                fusion.last_inputs = runner.last_inputs
                     except NvscopeError:
                         raise
                     except Exception as error:
@@ -224,6 +232,7 @@ class WrapperShape(Adapter):
                 setattr(runner, field, value)
         call = self._run_runner  # Thunder's own __call__ (wrapped in the legacy frontend's quiet flag)
 
+        # `patched_call` runs the same inline on the steady path: keep the two alike.
         def run(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             try:
                 return call(runner, *args)

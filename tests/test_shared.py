@@ -285,6 +285,7 @@ def test_a_failure_in_the_steady_state_falls_back_and_warns_at_the_callers_line(
         double.fe.FAIL_NEXT.append(RuntimeError("CUDA out of memory"))
         with pytest.warns(FallbackWarning, match="CUDA out of memory") as caught:
             assert fusion(t()) == [t() * 2]
+        assert fusion.last_used is double.executions[-1].fd  # what ran last (the defaults): Thunder's tools read it
         assert fusion(t()) == [t() * 2]  # the defaults directly, no new warning
     assert caught[0].filename == __file__
     assert [list(e.enable) for e in double.executions] == [FM, [], []]
