@@ -35,6 +35,7 @@ import time
 from typing import Any
 
 OPTIONS = {"enable": ["static_fusion_count"]}
+CALL: list[str | None] = [None]  # how the Llama is called (build)
 WORKLOADS = ("llama2x2", "llama2x8", "nanogpt")
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -55,8 +56,21 @@ def build(workload: str) -> tuple[Any, Any]:
         targets = torch.randint(0, 32000, (4, 256), device="cuda")
 
         def loss_of(jitted: Any) -> Any:
-            logits = jitted(tokens, targets)
-            return torch.nn.functional.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+            # forward(tokens, targets) returns every position's logits (and sets model.last_loss, which a jitted
+            # module may refuse); forward(tokens) only the last position's. The first that works is kept (CALL).
+            if CALL[0] != "tokens":
+                try:
+                    logits = jitted(tokens, targets)
+                    CALL[0] = "tokens, targets"
+                    return torch.nn.functional.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+                except Exception as error:
+                    if CALL[0] is not None:
+                        raise
+                    print(f"llama2: forward(tokens, targets) failed ({type(error).__name__}: {error}); using "
+                          "forward(tokens)", file=sys.stderr)
+                    CALL[0] = "tokens"
+            logits = jitted(tokens)
+            return torch.nn.functional.cross_entropy(logits[:, -1, :], targets[:, -1])
     elif workload == "nanogpt":
         sys.path.insert(0, os.path.join(HERE, os.pardir, "tests", "gpu"))
         from workloads import nanogpt_model
@@ -120,7 +134,7 @@ def child(workload: str, mode: str, out: str) -> None:
     print("RESULT " + json.dumps({
         "workload": workload, "mode": mode, "fresh_jit_s": fresh, "scoped_s": scoped, "scoped_warm_s": warm,
         "fusions": fusions, "distinct_definitions": distinct, "partitions": len(new), "compiled": compiled,
-        "shared": len(new) - compiled, "thunder": thunder.__version__,
+        "shared": len(new) - compiled, "thunder": thunder.__version__, "llama_call": CALL[0],
     }), flush=True)
 
 
