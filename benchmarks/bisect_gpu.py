@@ -11,7 +11,9 @@
   backward), which moved a parameter gradient past the float32 tolerance in the search on the H200
   (benchmarks/results/search_mlp.txt): the bisect with ``check="numerics"`` finds the fusion(s) that do it.
 * ``subprocess`` (not in the default parts: one fresh process per probe, about a minute each): the ``assert``
-  problem bisected from the command line, ``nvscope bisect --subprocess``, judged by the exit code.
+  problem bisected from the command line, ``nvscope bisect --subprocess``, judged by the exit code; its runs share
+  nvFuser's kernel_db. ``subprocess-nodb``: the same with ``--no-kernel-db`` (every run compiles everything): the
+  ``== <part>: OK in N s`` lines of the two compare the wall time.
 
 Each part writes ``bisect_<part>.json`` (the result, the setup, the environment) and ``bisect_<part>.txt`` (the
 report) and prints ``== <part>: ...`` summary lines, among them the probes against options x fusions.
@@ -125,22 +127,24 @@ def part_numerics(out: str) -> bool:
     return result.reproduced and 0 < len(result.fusions) < len(result.all_fusions)
 
 
-def part_subprocess(out: str) -> bool:
+def part_subprocess(out: str, kernel_db: bool = True) -> bool:
+    name = "subprocess" if kernel_db else "subprocess-nodb"
     with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False, dir=out, prefix="bisect_program_") as f:
         f.write(LINEAR_GELU.format(shape=LINEAR_GELU_SHAPES[0]) + "jitted(x).float().square().mean().backward()\n"
                 "torch.cuda.synchronize()\n")
-    json_path = os.path.join(out, "bisect_subprocess.json")
+    json_path = os.path.join(out, f"bisect_{name.replace('-', '_')}.json")
     command = [sys.executable, "-m", "nvscope", "bisect", "--subprocess", "--enable", "fuse_matmul", "--disable",
-               "matmul_expr_eval", "--json", json_path, f.name]
-    print(f"== subprocess: {' '.join(command[1:])}", flush=True)
+               "matmul_expr_eval", *([] if kernel_db else ["--no-kernel-db"]), "--json", json_path, f.name]
+    print(f"== {name}: {' '.join(command[1:])}", flush=True)
     done = subprocess.run(command, timeout=1800)
     if not os.path.exists(json_path):
-        print(f"== subprocess: no result (exit {done.returncode})")
+        print(f"== {name}: no result (exit {done.returncode})")
         return False
     with open(json_path, encoding="utf-8") as file:
         result = BisectResult.from_dict(json.load(file))
-    summary("subprocess", result)
-    print(f"== subprocess: reproduce with: {result.command()}")
+    summary(name, result)
+    print(f"== {name}: {result.probes} probes in {result.elapsed_s:.0f} s "
+          f"({result.elapsed_s / max(1, result.probes + 1):.1f} s per run); reproduce with: {result.command()}")
     return result.reproduced
 
 
@@ -148,12 +152,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default=os.environ.get("NVSCOPE_RESULTS", "benchmarks/results"),
                         help="directory for the results (default $NVSCOPE_RESULTS, else benchmarks/results)")
-    parser.add_argument("--part", default="assert,numerics", help="assert, numerics, subprocess (comma-separated)")
+    parser.add_argument("--part", default="assert,numerics",
+                        help="assert, numerics, subprocess, subprocess-nodb (comma-separated)")
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
     nvscope.set_development_mode(True)
     began = time.perf_counter()
-    parts = {"assert": part_assert, "numerics": part_numerics, "subprocess": part_subprocess}
+    parts = {"assert": part_assert, "numerics": part_numerics, "subprocess": part_subprocess,
+             "subprocess-nodb": lambda out: part_subprocess(out, kernel_db=False)}
     failed = []
     for name in args.part.split(","):
         start = time.perf_counter()

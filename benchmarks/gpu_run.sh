@@ -2,7 +2,8 @@
 # The H200 session in one command per Thunder build. Logs under $OUT (streamed with tee, so a timeout keeps them).
 # Usage (device machine, repo root): bash benchmarks/gpu_run.sh 0.2.6|next PARTS
 #   PARTS, comma-separated: tests, thunder-suite (Thunder's own test_nvfuser.py, every test inside a scope),
-#   examples, cli, search, steps, distributed, tools (benchmarks/bisect_gpu.py and profile_nanogpt.py)
+#   examples, cli, search, steps, distributed, tools (benchmarks/bisect_gpu.py and profile_nanogpt.py),
+#   compile (benchmarks/compile_once.py: one compile per distinct definition, issue 26)
 set -uo pipefail
 build="$1"; parts="${2:-tests}"; out="${OUT:-/tmp/nvscope-out}"; mkdir -p "$out"
 export NVSCOPE_GPU_THUNDER="$build" PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" NCCL_NVLS_ENABLE=0
@@ -45,6 +46,10 @@ if [[ $parts == *tools* ]]; then
   timeout 480 python benchmarks/bisect_gpu.py --out "$out" ${BISECT_ARGS:-} 2>&1 | grep -v Warning | tee -a "$log" | grep "^==\|^total"
   step "benchmarks/profile_nanogpt.py"
   timeout 480 python benchmarks/profile_nanogpt.py --out "$out" ${PROFILE_ARGS:-} 2>&1 | grep -v Warning | tee -a "$log" | grep "^==\|^total"
+fi
+if [[ $parts == *compile* ]]; then
+  step "benchmarks/compile_once.py"
+  timeout 540 python benchmarks/compile_once.py --out "$out" ${COMPILE_ARGS:-} 2>&1 | grep -v Warning | tee -a "$log" | tail -12
 fi
 if [[ $parts == *distributed* ]]; then
   step "examples/ddp_train.py (2 ranks)"

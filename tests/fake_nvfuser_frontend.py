@@ -12,9 +12,15 @@ cache) on first use, ``repro_script_for(inputs)`` prints the definition and the 
 A definition with ``define_scalar("breaks-with:<option>")`` fails in ``execute`` when that option is enabled, with
 nvFuser's message: a fusion an option breaks, and its repro script (run as a script) fails the same way.
 
+Compiles are counted as nvFuser does them: a definition compiles at its first execution, and again at the next one if
+that compile failed; ``COMPILES`` gets one `Compile` (the printed definition body, the options) per attempt. The
+``nvfuser_direct`` double keeps the compiled cache in the definition (``fec``); the legacy double keeps one process-wide
+cache entry per printed definition body (``FUSION_CACHE``, nvFuser's FusionCache), so identical definitions share
+one compile whichever FusionDefinition object runs.
+
 Each ``execute`` appends an `Execution` to ``EXECUTIONS``: which FusionDefinition ran, the option lists it was given
-(the very objects), the thread. ``DELAY`` makes an execution last a while and ``OVERLAPS`` counts executions that
-started while another one was running.
+(the very objects), the thread. ``COMPILE_DELAY`` makes each compile attempt last a while, ``DELAY`` each execution,
+and ``OVERLAPS`` counts executions that started while another one was running.
 """
 
 from __future__ import annotations
@@ -71,18 +77,30 @@ class Execution:
                 f"disable={self.disable!r}, thread={self.thread!r})")
 
 
+@dataclass(frozen=True)
+class Compile:
+    definition: str  # the printed definition's body (without the function's name line)
+    enable: tuple[str, ...]
+    disable: tuple[str, ...]
+
+
 class ExecutorCache:
     """A definition's compiled cache (nvFuser's FusionExecutorCache); execute_with_dtensors reads shardings off it."""
 
     def __init__(self) -> None:
         self.outputs = 0
+        self.compiled = False
 
     def get_output_shardings(self) -> list[None]:
         return [None] * self.outputs
 
 
 EXECUTIONS: list[Execution] = []
+COMPILES: list[Compile] = []
+FUSION_CACHE: dict[str, ExecutorCache] = {}  # legacy only: nvFuser's process-wide FusionCache, by definition
 DELAY = 0.0
+COMPILE_DELAY = 0.0  # seconds each compile attempt takes
+FAIL_NEXT: list[BaseException] = []  # the next execute raises this (a failure at run time, e.g. out of memory)
 OVERLAPS: list[str] = []
 _running = [0]
 _running_lock = threading.Lock()
@@ -132,13 +150,16 @@ class FusionDefinition:
     def _function_name(self) -> str:
         return f"nvfuser_fusion_id{self.serial}" if LEGACY else "nvfuser_fusion"
 
-    def __repr__(self) -> str:
+    def body(self) -> str:
+        """The printed definition without its function's name line (what nvFuser's FusionCache keys on)."""
         lines = []
         for name, args, kwargs in self.calls:
             parts = [repr(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs.items()]
             lines.append(f"    fd.{name}({', '.join(parts)})")
-        body = "\n".join(lines) or "    pass"
-        return f"def {self._function_name()}(fd : FusionDefinition) -> None :\n{body}\n"
+        return "\n".join(lines) or "    pass"
+
+    def __repr__(self) -> str:
+        return f"def {self._function_name()}(fd : FusionDefinition) -> None :\n{self.body()}\n"
 
     def execute(self, inputs: Any, *, device: Any = None, save_repro_inputs: bool = False,
                 _enable_options: Any = (), _disable_options: Any = ()) -> list[Any]:
@@ -148,12 +169,21 @@ class FusionDefinition:
                 "Reset the FusionCache manually to avoid reusing kernels when re-executing the fusion definition "
                 "with different options."
             )
+        if FAIL_NEXT:
+            raise FAIL_NEXT.pop()
         if save_repro_inputs:
             self.fake_inputs = list(inputs)
         if not hasattr(self, "fec"):
-            self.fec = ExecutorCache()
+            self.fec = FUSION_CACHE.setdefault(self.body(), ExecutorCache()) if LEGACY else ExecutorCache()
         broken = {str(s)[len(BREAKS_WITH):] for s in self.scalars() if str(s).startswith(BREAKS_WITH)}
-        if broken & set(_enable_options or ()):
+        if not self.fec.compiled:  # the options of the first (successful) execution are compiled in
+            COMPILES.append(Compile(self.body(), tuple(_enable_options or ()), tuple(_disable_options or ())))
+            if COMPILE_DELAY:
+                time.sleep(COMPILE_DELAY)
+            if broken & set(_enable_options or ()):
+                raise RuntimeError(ASSERT)
+            self.fec.compiled = True
+        elif broken & set(_enable_options or ()):
             raise RuntimeError(ASSERT)
         with _running_lock:
             _running[0] += 1

@@ -119,6 +119,9 @@ examples:
     b.add_argument("--timeout", type=_seconds, default=None, help="with --subprocess: seconds per run (default 600)")
     b.add_argument("--bad-exit", type=int, action="append", metavar="CODE",
                    help="with --subprocess: only these exit codes are bad (default: any but 0)")
+    b.add_argument("--no-kernel-db", action="store_true",
+                   help="with --subprocess: the runs do not share nvFuser's kernel database (NVFUSER_ENABLE=kernel_db "
+                        "in a temporary directory of the bisect's own, removed afterwards; on by default)")
 
 
 def _error(command: str, message: str, code: int = 2) -> int:
@@ -162,12 +165,13 @@ def command(ns: argparse.Namespace) -> int:
         return _error(name, "--plot needs matplotlib: pip install matplotlib (or leave --plot out)")
     if name == "bisect":
         only = "--check, --backward, --params, --tolerance, --rounds, --steps" if ns.subprocess else \
-            "--timeout, --bad-exit"
+            "--timeout, --bad-exit, --no-kernel-db"
         given = [flag for flag, value in (("--check", ns.check), ("--backward", ns.backward), ("--params", ns.params),
                                           ("--tolerance", ns.tolerance), ("--rounds", ns.rounds),
                                           ("--steps", ns.steps))
                  if value not in (None, False)] if ns.subprocess else \
-            [flag for flag, value in (("--timeout", ns.timeout), ("--bad-exit", ns.bad_exit)) if value is not None]
+            [flag for flag, value in (("--timeout", ns.timeout), ("--bad-exit", ns.bad_exit),
+                                      ("--no-kernel-db", ns.no_kernel_db or None)) if value is not None]
         if given:
             return _error(name, f"{', '.join(given)}: not with{'' if ns.subprocess else 'out'} --subprocess "
                                 f"({only} {'judge a function in process' if ns.subprocess else 'judge a program'})")
@@ -224,7 +228,7 @@ def _bisect_program(ns: argparse.Namespace, enable: list[str], disable: list[str
     try:
         result = bisect_program(program, module=ns.module is not None, enable=enable, disable=disable,
                                 timeout=600.0 if ns.timeout is None else ns.timeout, bad_exit=ns.bad_exit,
-                                progress=not ns.quiet)
+                                progress=not ns.quiet, kernel_db=not ns.no_kernel_db)
     except (ValueError, FileNotFoundError) as error:
         return _error("bisect", str(error))
     except RuntimeError as error:

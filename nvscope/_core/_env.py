@@ -28,6 +28,9 @@ VARIABLES: dict[str, tuple[str, object, str]] = {
     "NVSCOPE_STRICT": ("flag", False, "outside development mode a scope raises DevelopmentModeError"),
     "NVSCOPE_AUTOINSTALL": ("flag", True, "the first non-empty scope installs the Thunder adapter"),
     "NVSCOPE_MAX_PARTITIONS": ("count", 8, "option sets kept compiled per fusion (LRU)"),
+    "NVSCOPE_SHARE": ("flag", True, "fusions with identical nvFuser definitions share one compiled definition per "
+                      "option set"),
+    "NVSCOPE_MAX_SHARED": ("count", 256, "shared compiled definitions kept process-wide (LRU)"),
     "NVSCOPE_REPRO": ("flag", True, "a failing scoped fusion writes a repro script"),
     "NVSCOPE_REPRO_DIR": ("text", "", "where repro scripts go (default: a temporary directory)"),
     "NVSCOPE_TRUST_NVFUSER": ("flag", False, "option names the catalog lacks go to nvFuser unvalidated (for an "

@@ -63,9 +63,11 @@ class AuditLog:
         header = ("fusion", "options", "phase", "partition", "thread", "calls")
         lines = [_texttable.render(header, [(*key, str(n)) for key, n in counts.items()])]
         total = len(self.records)
-        compiled = sum(r.partition == "new" for r in self.records)
+        compiled = sum(r.partition == "new" and r.shared_from is None for r in self.records)
+        shared = sum(r.partition == "new" and r.shared_from is not None for r in self.records)
         fell_back = len({r.fusion for r in self.failures()})
         lines.append(f"{total} fusion executions, {compiled} new partitions compiled"
+                     + (f", {shared} shared a definition compiled for another fusion" if shared else "")
                      + (f", {fell_back} fusion(s) fell back to their defaults after failing" if fell_back else ""))
         return "\n".join(lines)
 

@@ -38,10 +38,12 @@ class FusionRecord(Record):
     """One nvFuser fusion execution: which fusion, with which options, in which partition, on which thread.
 
     ``fusion`` is the fusion's id (``"forward/nvFusion0"``), ``info`` its `FusionInfo`; ``error`` the failure
-    (with nvscope's note) that made a ``"fallback"`` execution run the defaults, else None.
+    (with nvscope's note) that made a ``"fallback"`` execution run the defaults, else None. ``shared_from``: the
+    fusion whose compiled definition this execution ran, when its partition shares one (the same definition and
+    options, `nvscope._exec._shared`), else None (compiled for this fusion, or its defaults).
     """
 
-    __slots__ = ("error", "frontend", "info", "options", "partition", "thread")
+    __slots__ = ("error", "frontend", "info", "options", "partition", "shared_from", "thread")
 
     info: FusionInfo
     options: OptionSet
@@ -49,13 +51,16 @@ class FusionRecord(Record):
     thread: str
     frontend: str
     error: str | None
+    shared_from: str | None
 
     def __init__(self, info: FusionInfo, options: OptionSet, partition: Route, thread: str, frontend: str,
-                 error: str | None = None) -> None:
-        self._init(info=info, options=options, partition=partition, thread=thread, frontend=frontend, error=error)
+                 error: str | None = None, shared_from: str | None = None) -> None:
+        self._init(info=info, options=options, partition=partition, thread=thread, frontend=frontend, error=error,
+                   shared_from=shared_from)
 
     def __reduce__(self) -> tuple[type[FusionRecord], tuple[object, ...]]:
-        return (FusionRecord, (self.info, self.options, self.partition, self.thread, self.frontend, self.error))
+        return (FusionRecord, (self.info, self.options, self.partition, self.thread, self.frontend, self.error,
+                               self.shared_from))
 
     @property
     def fusion(self) -> str:

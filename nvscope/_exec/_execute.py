@@ -17,6 +17,7 @@ through a small dict, never through the selectors again.
 from __future__ import annotations
 
 import threading
+import time
 import warnings
 from contextlib import ExitStack
 from typing import Any
@@ -26,10 +27,10 @@ from nvscope._core._errors import FallbackWarning, NvscopeError, UnsupportedErro
 from nvscope._core._fusion import FusionInfo
 from nvscope._core._optionset import OptionSet
 from nvscope._core._scope import CHANGED, NO_EFFECT, NOTHING, Frame
-from nvscope._exec import _events, _frontends, _repro
+from nvscope._exec import _events, _frontends, _repro, _shared
 from nvscope._exec._fusion_table import FusionTable
 
-__all__ = ["Adapter", "execute", "table"]
+__all__ = ["Adapter", "execute", "failed", "table"]
 
 NO_KWARGS: dict[str, Any] = {}
 _SINKS = _events.SINKS  # the list itself (audit appends to it in place): one global load on the hot path
@@ -66,6 +67,10 @@ class Adapter:
     def script(self, fusion: Any, partition: _frontends.Partition, args: tuple[Any, ...],
                kwargs: dict[str, Any]) -> str:
         raise NotImplementedError
+
+    def definition(self, partition: _frontends.Partition, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """The FusionDefinition ``partition`` runs for these inputs (audit and failures only, never per call)."""
+        return partition.runner
 
     describe = "fusion"  # what kind of fusion, for failure notes: "Thunder fusion forward/nvFusion0 failed ..."
 
@@ -111,6 +116,9 @@ def _resolve(adapter: Adapter, found: FusionTable[_frontends.Partition], policy:
         if adapter.version_error is not None:
             raise adapter.version_error
         partition, new = found.get(effective)
+        if new and partition.error is None:
+            # It failed under these options before and was evicted since: no second compile attempt, no warning.
+            partition.error = found.failed.get(effective)
     found.hot = (policy, static, partition, own)
     return partition, own, new
 
@@ -151,13 +159,13 @@ def execute(adapter: Adapter, fusion: Any, frame: Frame | None, args: tuple[Any,
             frame.ran = CHANGED  # type: ignore[union-attr]  # a partition means a scope: a frame
         else:
             _changed_below(frame)  # type: ignore[arg-type]
-        if partition.error is None and not _SINKS:  # the steady state of a scoped loop
+        if partition.error is None and not _SINKS and not new:  # the steady state of a scoped loop
             try:
                 return partition.run(args, kwargs)
             except NvscopeError:
                 raise
             except Exception as error:
-                return _failed(error, adapter, found, fusion, frame, partition, static, args, kwargs)
+                return failed(error, adapter, found, fusion, frame, partition, static, args, kwargs)
     elif policy is not None and frame.ran == NOTHING:  # type: ignore[union-attr]
         frame.ran = NO_EFFECT  # type: ignore[union-attr]
     info: FusionInfo = found.info  # type: ignore[assignment]  # `table` always sets it
@@ -167,21 +175,28 @@ def execute(adapter: Adapter, fusion: Any, frame: Frame | None, args: tuple[Any,
         return adapter.default(fusion, args, kwargs)
     if partition.error is not None and frame.fallback:  # type: ignore[union-attr]
         return _fall_back(adapter, info, fusion, partition, static, args, kwargs)
+    started = time.perf_counter() if new else 0.0
     try:
         if _SINKS:
-            record = _record(info, partition.options, "new" if new else "reused", adapter)
+            record = _record(info, partition.options, "new" if new else "reused", adapter,
+                             shared_from=_shared_from(adapter, info, partition, args, kwargs))
             return _timed(partition.run, record, args, kwargs)
         return partition.run(args, kwargs)
     except NvscopeError:
         raise
     except Exception as error:
-        return _failed(error, adapter, found, fusion, frame, partition, static, args, kwargs)
+        return failed(error, adapter, found, fusion, frame, partition, static, args, kwargs)
+    finally:
+        if new:  # where the partition's definition compiles (tools report it: nvscope._exec._shared.compiling)
+            _shared.first_run(time.perf_counter() - started)
 
 
-def _failed(error: Exception, adapter: Adapter, found: FusionTable[_frontends.Partition], fusion: Any,
-            frame: Frame | None, partition: _frontends.Partition, static: OptionSet, args: tuple[Any, ...],
-            kwargs: dict[str, Any]) -> Any:
-    """A partition raised: note the options and the repro on the error; re-raise it, or fall back to the defaults."""
+def failed(error: Exception, adapter: Adapter, found: FusionTable[_frontends.Partition], fusion: Any,
+           frame: Frame | None, partition: _frontends.Partition, static: OptionSet, args: tuple[Any, ...],
+           kwargs: dict[str, Any], stacklevel: int = 4) -> Any:
+    """A partition raised: note the options and the repro on the error; re-raise it, or fall back to the defaults.
+
+    ``stacklevel``: the warning's, for a call from `execute` inside an adapter's patch (3: from the patch itself)."""
     info: FusionInfo = found.info  # type: ignore[assignment]
 
     def script() -> str:
@@ -193,10 +208,37 @@ def _failed(error: Exception, adapter: Adapter, found: FusionTable[_frontends.Pa
     if frame is None or not frame.fallback:
         raise error
     partition.error = _failure_text(error)
+    remembered = found.failed  # beyond the partition's eviction (`_resolve`)
+    if len(remembered) >= _MAX_RESOLVED:
+        remembered.clear()
+    remembered[partition.options] = partition.error
+    if isinstance(error, _shared.SharedFailure):  # another fusion's failure with this definition: warned then
+        return _fall_back(adapter, info, fusion, partition, static, args, kwargs)
+    entry = _shared.entry_of(_definition(adapter, partition, args, kwargs))
+    others = [] if entry is None else [f for f in _shared.fail(entry, partition.error, info.id) if f != info.id]
+    shared = ("" if entry is None else
+              f" Fusions with the same nvFuser definition ({', '.join(others) + ' and ' if others else ''}any that "
+              "reaches it later) share this failure: they use their defaults under these options too, without "
+              "compiling it again.")
     warnings.warn(f"nvscope: fusion {info.id} failed with nvFuser options {partition.options.label()} and ran "
                   f"again with its defaults (on_error='fallback'); later executions of it under these options use its "
-                  f"defaults directly.\n{partition.error}", FallbackWarning, stacklevel=4)
+                  f"defaults directly.{shared}\n{partition.error}", FallbackWarning, stacklevel=stacklevel)
     return _fall_back(adapter, info, fusion, partition, static, args, kwargs)
+
+
+def _definition(adapter: Adapter, partition: _frontends.Partition, args: tuple[Any, ...],
+                kwargs: dict[str, Any]) -> Any:
+    try:
+        return adapter.definition(partition, args, kwargs)
+    except Exception:  # a definition that cannot be built for these inputs: the execution will say why
+        return None
+
+
+def _shared_from(adapter: Adapter, info: FusionInfo, partition: _frontends.Partition, args: tuple[Any, ...],
+                 kwargs: dict[str, Any]) -> str | None:
+    """The fusion whose compiled definition ``partition`` runs for these inputs, if another one's (audit only)."""
+    entry = _shared.entry_of(_definition(adapter, partition, args, kwargs))
+    return None if entry is None or entry.owner == info.id else entry.owner
 
 
 def _fall_back(adapter: Adapter, info: FusionInfo, fusion: Any, partition: _frontends.Partition, static: OptionSet,
@@ -213,9 +255,9 @@ def _failure_text(error: BaseException) -> str:
 
 
 def _record(info: FusionInfo, options: OptionSet, partition: _events.Route, adapter: Adapter,
-            error: str | None = None) -> _events.FusionRecord:
+            error: str | None = None, shared_from: str | None = None) -> _events.FusionRecord:
     return _events.FusionRecord(info, options, partition, threading.current_thread().name, adapter.frontend.module,
-                                error)
+                                error, shared_from)
 
 
 def _timed(call: Any, record: _events.FusionRecord, *args: Any) -> Any:

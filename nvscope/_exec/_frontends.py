@@ -127,14 +127,15 @@ class Frontend:
         with self.quiet():
             return call(*args, _enable_options=partition.enable, _disable_options=partition.disable, **kwargs)
 
-    def rebuild(self, fd: Any, module: ModuleType, options: OptionSet) -> Any:
+    def rebuild(self, fd: Any, module: ModuleType, options: OptionSet, definition: str | None = None) -> Any:
         """A fresh FusionDefinition with ``fd``'s definition, a compiled cache of its own for ``options``.
 
         Built from the Python that nvFuser prints for it: both frontends print an exact definition (``repr(fd)``, the
-        body of their own repro scripts).
+        body of their own repro scripts). ``definition`` is ``repr(fd)`` if the caller has it.
         """
         namespace: dict[str, Any] = {}
-        definition = repr(fd)
+        if definition is None:
+            definition = repr(fd)
         prelude = "import torch\n" if "torch." in definition else ""  # as in nvFuser's repro scripts, when it is used
         exec(f"{prelude}from {module.__name__} import FusionDefinition, DataType\n{definition}", namespace)
         define = next((v for k, v in namespace.items() if k.startswith("nvfuser_fusion") and callable(v)), None)

@@ -34,7 +34,8 @@ _NEVER = object()  # no policy is this: the first call resolves
 class FusionTable(Generic[T]):
     """``options -> cache`` for one fusion; ``build(options)`` makes a missing entry."""
 
-    __slots__ = ("_entries", "_lock", "build", "builds", "evictions", "hot", "info", "maxsize", "resolved", "static")
+    __slots__ = ("_entries", "_lock", "build", "builds", "evictions", "failed", "hot", "info", "maxsize", "resolved",
+                 "static")
 
     def __init__(self, static: OptionSet, build: Callable[[OptionSet], T], maxsize: int | None = None, *,
                  info: FusionInfo | None = None):
@@ -59,6 +60,9 @@ class FusionTable(Generic[T]):
         # resolved to (an option set, or None; and the innermost scope's part in it).
         self.hot: tuple[Any, OptionSet | None, T | None, bool] = (_NEVER, None, None, True)
         self.resolved: dict[tuple[Any, OptionSet], tuple[OptionSet | None, bool]] = {}
+        # Option sets this fusion failed under (on_error="fallback") -> the failure's text. Kept beyond eviction: a
+        # partition built again for one of them starts failed, so it is not compiled again (nor warned about).
+        self.failed: dict[OptionSet, str] = {}
 
     def __len__(self) -> int:
         return len(self._entries)

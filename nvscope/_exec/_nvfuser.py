@@ -29,6 +29,7 @@ from nvscope._exec import (
     _frontends,
     _legacy,  # noqa: F401  (adds the legacy frontend to _frontends.BY_MODULE)
     _repro,
+    _shared,
 )
 from nvscope._exec._execute import Adapter, execute
 from nvscope._exec._fusion_table import FusionTable
@@ -104,8 +105,25 @@ class FrontendAdapter(Adapter):
         return _passed_options(kwargs)
 
     def build(self, fusion: Any, info: FusionInfo, options: OptionSet) -> _frontends.Partition:
-        runner = self.frontend.rebuild(fusion, self.module, options)
         execute_with, original = self.frontend.execute, self.original
+        if self.frontend is _frontends.DIRECT and _shared.enabled():
+            # An equal definition another fusion compiled for these options runs instead of a new copy
+            # (nvscope._exec._shared); the legacy frontend's salted copies share nvFuser's global cache entry by
+            # themselves.
+            definition = repr(fusion)
+            runner = self.frontend.rebuild(fusion, self.module, options, definition)
+            try:
+                runner = _shared.adopt(runner, options, info.id, definition)[0]
+            except _shared.SharedFailure as known:
+                entry = known.entry
+                runner = entry.fd
+
+                def fail(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+                    raise _shared.SharedFailure(entry)  # a fresh one each time: notes and tracebacks accumulate
+
+                return _frontends.Partition(runner, options, fail)
+        else:
+            runner = self.frontend.rebuild(fusion, self.module, options)
 
         def run(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             rest = {k: v for k, v in kwargs.items() if k not in _OPTION_KWARGS}
@@ -154,6 +172,7 @@ def uninstall() -> bool:
         adapter = _adapters.pop(name, None)
         if adapter is not None:
             adapter.frontend.release(name)
+    _shared.clear()
     return restored
 
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from nvscope._core import _fusion, _patches
 from nvscope._core._errors import UnsupportedError
-from nvscope._exec import _frontends
+from nvscope._exec import _frontends, _shared
 from nvscope._exec._fusion_table import FusionTable
 from nvscope._exec._thunder_adapter import IMPL_MODULE, PROVEN, SHAPES, ThunderAdapter, thunder_version
 from nvscope._exec._thunder_autograd import AUTOGRAD_MODULE, make_backward, make_forward
@@ -143,6 +143,7 @@ def uninstall() -> bool:
         shape.forget()
         shape.frontend.release(_OWNER)
     _fusion.forget_ids()  # every Thunder fusion's table is gone: seen again, each gets its id anew
+    _shared.clear()
     return restored
 
 

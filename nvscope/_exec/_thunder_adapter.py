@@ -24,17 +24,18 @@ import weakref
 from types import ModuleType
 from typing import Any
 
-from nvscope._core._errors import UnsupportedError
+from nvscope._core._errors import NvscopeError, UnsupportedError
 from nvscope._core._fusion import FusionInfo, claim, ops_of_definition
 from nvscope._core._optionset import OptionSet
-from nvscope._core._scope import ACTIVE
+from nvscope._core._scope import ACTIVE, CHANGED
 from nvscope._exec import (
     _events,
     _frontends,
     _legacy,  # noqa: F401  (adds the legacy frontend to _frontends.BY_MODULE)
     _repro,
+    _shared,
 )
-from nvscope._exec._execute import NO_KWARGS, Adapter, execute
+from nvscope._exec._execute import NO_KWARGS, Adapter, execute, failed
 from nvscope._exec._fusion_table import FusionTable
 
 __all__ = ["SHAPES", "ThunderAdapter", "jitted_function"]
@@ -117,23 +118,48 @@ class ThunderAdapter(Adapter):
         original = self.original
         sinks = _events.SINKS  # the list itself: audit() appends to it in place
         get_active = ACTIVE.get
+        run_runner = self._run_runner
 
         # The unscoped path is Thunder's call plus one ContextVar read and two tests. No lock anywhere: nvFuser's
-        # execute binding holds the GIL for the whole call (see nvscope._exec._frontends).
+        # execute binding holds the GIL for the whole call (see nvscope._exec._frontends). The steady state of a scoped
+        # loop (the fusion's memo holds this scope's partition, nothing listens) runs here, without the call into
+        # nvscope._exec._execute.execute, which does the same in its first lines and everything else.
         def __call__(fusion: Any, *args: Any) -> Any:
             frame = get_active()
-            if (frame is None or frame.policy is None) and not sinks:
-                return original(fusion, *args)
-            return execute(self, fusion, frame, args, NO_KWARGS, getattr(fusion.get_fd, _TABLE, None))
+            if frame is None or frame.policy is None:
+                if not sinks:
+                    return original(fusion, *args)
+                return execute(self, fusion, frame, args, NO_KWARGS, getattr(fusion.get_fd, _TABLE, None))
+            found = getattr(fusion.get_fd, _TABLE, None)
+            if found is not None and not sinks:
+                policy, static, partition, own = found.hot
+                if (policy is frame.policy and static is found.static and partition is not None and own
+                        and partition.error is None):
+                    frame.ran = CHANGED
+                    runner = partition.runner
+                    try:
+                        try:  # partition.run (see `build`), inlined: one call less per scoped fusion call
+                            return run_runner(runner, *args)
+                        finally:
+                            if runner.use_cache:
+                                fusion.last_used = runner.last_used
+                            if runner.store_inputs:
+                                fusion.last_inputs = runner.last_inputs
+                    except NvscopeError:
+                        raise
+                    except Exception as error:
+                        return failed(error, self, found, fusion, frame, partition, static, args, NO_KWARGS, 3)
+            return execute(self, fusion, frame, args, NO_KWARGS, found)
 
         __call__.__wrapped__ = original  # type: ignore[attr-defined]
         return __call__
 
     def forget(self) -> None:
-        """Drop every fusion's table (its partitions and their compiled kernels): at uninstall."""
+        """Drop every fusion's table (its partitions and their compiled kernels) and the shared definitions."""
         for get_fd in list(self._tables):
             vars(get_fd).pop(_TABLE, None)
         self._tables.clear()
+        _shared.clear()
 
     # --- Adapter -------------------------------------------------------------------------------------------------
 
@@ -174,6 +200,10 @@ class ThunderAdapter(Adapter):
         cache_info = getattr(get_fd, "cache_info", None)
         maxsize = cache_info().maxsize if cache_info is not None else 2048
         frontend = self.frontend
+        # nvfuser_direct: a definition equal to one another fusion compiled for these options runs that one
+        # (nvscope._exec._shared). The legacy frontend's global cache does that itself (its salt depends on the
+        # options only).
+        share = frontend is _frontends.DIRECT and _shared.enabled()
 
         @functools.lru_cache(maxsize=maxsize)
         def partition_get_fd(descriptors: Any) -> Any:
@@ -186,6 +216,10 @@ class ThunderAdapter(Adapter):
                     "already, so it may share kernels compiled for other options; nvscope cannot give this option "
                     "set kernels of its own. Set NVFUSER_ENABLE/NVFUSER_DISABLE for the whole process instead"
                 )
+            if share:
+                found = _shared.adopt(fd, options, info.id)[0]
+                if found is not fd:
+                    return found  # compiled (or compiling) for another partition; it carries its options already
             _frontends.carry(fd, options)
             return fd
 
@@ -205,6 +239,7 @@ class ThunderAdapter(Adapter):
                 setattr(runner, field, value)
         call = self._run_runner  # Thunder's own __call__ (wrapped in the legacy frontend's quiet flag)
 
+        # `patched_call` runs the same inline on the steady path: keep the two alike.
         def run(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             try:
                 return call(runner, *args)
@@ -224,13 +259,18 @@ class ThunderAdapter(Adapter):
 
     def script(self, fusion: Any, partition: _frontends.Partition, args: tuple[Any, ...],
                kwargs: dict[str, Any]) -> str:
+        try:
+            fd = self.definition(partition, args, kwargs)
+        except _shared.SharedFailure as known:  # the definition failed for another fusion: the same script
+            fd = known.entry.fd
+        return _repro.with_options(type(fd).repro_script_for(fd, _local_inputs(args)), partition.options)
+
+    def definition(self, partition: _frontends.Partition, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         runner = partition.runner
         if runner.use_cache or runner.last_used is None:
             # The partition's cache gives the definition for exactly these inputs (no other thread's last_used).
-            fd = runner.get_fd(runner.to_descriptors(args))
-        else:
-            fd = runner.last_used
-        return _repro.with_options(type(fd).repro_script_for(fd, _local_inputs(args)), partition.options)
+            return runner.get_fd(runner.to_descriptors(args))
+        return runner.last_used
 
     describe = "Thunder fusion"
 

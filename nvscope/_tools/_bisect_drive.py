@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 
 from nvscope._core._optionset import OptionSet
+from nvscope._exec import _shared
 from nvscope._tools._bisect_report import BisectResult, Culprit, Probe
 from nvscope._tools._minimize import minimize
 
@@ -38,7 +39,11 @@ def drive(given: OptionSet, fusions: Sequence[str], run: Callable[[OptionSet, tu
           say: Callable[[str], None], check: str, mode: str = "in-process", program: tuple[str, ...] = (),
           max_culprits: int = 4) -> BisectResult:
     """The bisect's stages (module docstring) over ``run(options, fusions) -> Outcome``; ``fusions``: the ids."""
-    began = time.perf_counter()
+    began, compiled = time.perf_counter(), _shared.compiling()[0]
+
+    def compile_s() -> float | None:  # the probes' children compile in subprocess mode: not seen here
+        return _shared.compiling()[0] - compiled if mode == "in-process" else None
+
     all_fusions = tuple(fusions)
     items = items_of(given)
     log: list[Probe] = []
@@ -87,7 +92,7 @@ def drive(given: OptionSet, fusions: Sequence[str], run: Callable[[OptionSet, tu
     if not probe(given, all_fusions):
         outcome = seen[(given, all_fusions)]
         return BisectResult(given, (), all_fusions, tuple(log), check, None, mode, program,
-                            time.perf_counter() - began, (), outcome.detail or "it ran clean")
+                            time.perf_counter() - began, (), outcome.detail or "it ran clean", compile_s())
     # The first culprit, coarse to fine: the options on every fusion, then the fusions with those options; then each
     # option once more on those fusions only, so that none is kept that only other fusions needed.
     stage[0] = "options"
@@ -125,4 +130,4 @@ def drive(given: OptionSet, fusions: Sequence[str], run: Callable[[OptionSet, tu
         culprits.append(culprit)
         notes += [flaky] if flaky else []
     return BisectResult(given, tuple(culprits), all_fusions, tuple(log), check, others_clean, mode, program,
-                        time.perf_counter() - began, tuple(dict.fromkeys(notes)))
+                        time.perf_counter() - began, tuple(dict.fromkeys(notes)), compile_s=compile_s())

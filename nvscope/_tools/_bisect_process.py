@@ -8,20 +8,28 @@ the fusion ids in first-execution order and shows that it succeeds without optio
 
     python -m nvscope run --enable=A,B --disable=C --fusions=ID1 --fusions=ID2 -- train.py --steps 1
 
-in a fresh process, so every probe compiles its kernels anew and nothing survives from one probe to the next. The
-stages are those of the in-process bisect (`nvscope._tools._bisect_drive.drive`).
+in a fresh process, so nothing survives from one probe to the next but nvFuser's kernel database: with
+``kernel_db=True`` (the default) every run gets ``NVFUSER_ENABLE=...,kernel_db`` and a temporary directory of the
+bisect's own as ``TMPDIR`` (nvFuser keeps the database in ``<temp directory>/nvfuser_kernel_db``, its
+``KernelDb::get()`` with ``std::filesystem::temp_directory_path()``, which reads ``TMPDIR``), removed afterwards. The
+database is keyed on each kernel's code and compile arguments, so a probe reuses the kernels an earlier run compiled
+for the same code (above all the defaults of the fusions it does not select) and compiles what differs. Repro scripts
+still go to ``NVSCOPE_REPRO_DIR``, or to a directory the bisect makes (not removed). The stages are those of the
+in-process bisect (`nvscope._tools._bisect_drive.drive`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from nvscope._core._fusion import note_ids
 from nvscope._core._optionset import OptionSet
@@ -50,12 +58,20 @@ sys.exit(code)
 """
 
 
-def _environment() -> dict[str, str]:
+def _environment(kernel_db: str | None = None, repro_dir: str | None = None) -> dict[str, str]:
     """The probes' environment: this one without ``NVSCOPE_RUN`` (a bisect started under ``nvscope run`` must not
-    hand that run's scope to its probes, which each get their own from their ``nvscope run`` line)."""
+    hand that run's scope to its probes, which each get their own from their ``nvscope run`` line); with
+    ``kernel_db`` (a directory), nvFuser's kernel database there (module docstring)."""
     from nvscope._core._env import RUN
 
-    return {k: v for k, v in os.environ.items() if k != RUN}
+    env = {k: v for k, v in os.environ.items() if k != RUN}
+    if kernel_db is not None:
+        enabled = [name for name in env.get("NVFUSER_ENABLE", "").split(",") if name.strip()]
+        env["NVFUSER_ENABLE"] = ",".join([*enabled, *([] if "kernel_db" in enabled else ["kernel_db"])])
+        env["TMPDIR"] = kernel_db
+        if repro_dir is not None:
+            env["NVSCOPE_REPRO_DIR"] = repro_dir
+    return env
 
 
 def _detail(done: subprocess.CompletedProcess[str] | None, timeout: float) -> str:
@@ -81,9 +97,10 @@ def _repro(stderr: str) -> tuple[str, ...]:
 
 def bisect_program(program: Sequence[str], *, module: bool = False, enable: Iterable[str] | str = (),
                    disable: Iterable[str] | str = (), timeout: float = 600.0, bad_exit: Iterable[int] | None = None,
-                   python: str = sys.executable, progress: bool = True) -> BisectResult:
+                   python: str = sys.executable, progress: bool = True, kernel_db: bool = True) -> BisectResult:
     """Find the options and fusions under which ``program`` (a script and its arguments, or with ``module=True`` a
-    module and its arguments) fails. See the module docstring."""
+    module and its arguments) fails. See the module docstring (``kernel_db``: nvFuser's kernel database, shared by
+    the runs of this bisect only)."""
     program = list(program)
     if not program:
         raise ValueError("bisect_program() needs the program: a script (or, with module=True, a module) and its "
@@ -98,8 +115,28 @@ def bisect_program(program: Sequence[str], *, module: bool = False, enable: Iter
 
     say = progress_printer("bisect", progress)
 
+    database = tempfile.mkdtemp(prefix="nvscope-kernel-db-") if kernel_db else None
+    try:
+        repro_dir = None
+        if database is not None and not os.environ.get("NVSCOPE_REPRO_DIR"):  # not under TMPDIR: it is removed
+            repro_dir = tempfile.mkdtemp(prefix="nvscope-repro-")
+        env = _environment(database, repro_dir)
+        result = _bisect(program, module, given, timeout, bad_codes, python, say, env)
+    finally:
+        if database is not None:
+            shutil.rmtree(database, ignore_errors=True)
+    if database is not None:
+        result = dataclasses.replace(result, notes=(*result.notes, "the runs shared nvFuser's kernel database "
+                                                    "(NVFUSER_ENABLE=kernel_db) in a temporary directory, removed "
+                                                    "afterwards"))
+    say(f"done: {result.command() if result.reproduced else 'not reproduced'} ({result.probes} probes)")
+    return result
+
+
+def _bisect(program: list[str], module: bool, given: OptionSet, timeout: float, bad_codes: set[int] | None,
+            python: str, say: Callable[[str], None], env: dict[str, str]) -> BisectResult:
     say(f"listing the fusions: {shlex.join(program)} without options")
-    fusions = _list_fusions(program, module, timeout, python)
+    fusions = _list_fusions(program, module, timeout, python, env)
     say(f"the program ran {len(fusions)} fusions without options")
     note_ids(fusions)  # "x#2" among them: the culprit lines must select "x" as "x#1" (`exact_glob`)
 
@@ -108,7 +145,7 @@ def bisect_program(program: Sequence[str], *, module: bool = False, enable: Iter
             done: subprocess.CompletedProcess[str] | None = subprocess.run(
                 run_command(options, selected, [*(["-m"] if module else []), *program], python=python,
                             audit=False), capture_output=True, text=True,
-                timeout=timeout, check=False, env=_environment())
+                timeout=timeout, check=False, env=env)
         except subprocess.TimeoutExpired:
             done = None
         if done is None:
@@ -118,18 +155,16 @@ def bisect_program(program: Sequence[str], *, module: bool = False, enable: Iter
 
     check = ("exit code in " + ",".join(map(str, sorted(bad_codes))) if bad_codes is not None else
              "exit code not 0") + f", a signal, or no exit within {timeout:g} s"
-    result = drive(given, fusions, run, say, check, "subprocess", tuple((["-m"] if module else []) + program))
-    say(f"done: {result.command() if result.reproduced else 'not reproduced'} ({result.probes} probes)")
-    return result
+    return drive(given, fusions, run, say, check, "subprocess", tuple((["-m"] if module else []) + program))
 
 
-def _list_fusions(program: list[str], module: bool, timeout: float, python: str) -> list[str]:
+def _list_fusions(program: list[str], module: bool, timeout: float, python: str,
+                  env: dict[str, str]) -> list[str]:
     with tempfile.TemporaryDirectory(prefix="nvscope-bisect-") as directory:
         out = os.path.join(directory, "fusions.json")
         command = [python, "-c", _LIST, out, "module" if module else "script", *program]
         try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False,
-                                  env=_environment())
+            done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False, env=env)
         except subprocess.TimeoutExpired:
             raise RuntimeError(f"the program did not finish without options within {timeout:g} s: raise the "
                                "timeout") from None

@@ -69,6 +69,7 @@ class BisectResult(LoadableResult):
     elapsed_s: float = 0.0
     notes: tuple[str, ...] = ()
     detail: str = ""
+    compile_s: float | None = None  # in-process: seconds in first executions of new partitions; None in subprocesses
 
     @property
     def reproduced(self) -> bool:
@@ -133,7 +134,9 @@ class BisectResult(LoadableResult):
             lines.append("the given options on every fusion but the culprits': "
                          + ("clean" if self.others_clean else "NOT clean (more culprits than were looked for)"))
         lines.append(f"{self.probes} probes for {budget} options x {len(self.all_fusions)} fusions "
-                     f"({budget * len(self.all_fusions)} option-fusion pairs); {self.elapsed_s:.1f} s")
+                     f"({budget * len(self.all_fusions)} option-fusion pairs); {self.elapsed_s:.1f} s"
+                     + ("" if self.compile_s is None else f", {self.compile_s:.1f} s of it compiling (first executions "
+                        "of new partitions; probes with options seen before compile nothing)"))
         lines += [f"note: {note}" for note in self.notes]
         return "\n".join(lines)
 
@@ -149,7 +152,7 @@ class BisectResult(LoadableResult):
             "reproduced": self.reproduced, "line": self.line() if self.reproduced else None,
             "command": self.command() if self.reproduced else None, "others_clean": self.others_clean,
             "mode": self.mode, "program": list(self.program), "elapsed_s": self.elapsed_s, "notes": list(self.notes),
-            "detail": self.detail,
+            "detail": self.detail, "compile_s": self.compile_s,
             "log": [{"number": p.number, "stage": p.stage, "options": options_dict(p.options),
                      "fusions": None if p.fusions is None else list(p.fusions), "bad": p.bad, "detail": p.detail,
                      "seconds": p.seconds} for p in self.log],
@@ -164,4 +167,4 @@ class BisectResult(LoadableResult):
                                  tuple(c["repro_scripts"])) for c in data["culprits"])
         return cls(options_from(data["given"]), culprits, tuple(data["all_fusions"]), log, data["check"],
                    data["others_clean"], data["mode"], tuple(data["program"]), data["elapsed_s"], tuple(data["notes"]),
-                   data["detail"])
+                   data["detail"], data.get("compile_s"))

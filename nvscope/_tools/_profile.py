@@ -36,6 +36,7 @@ from nvscope._core._optionset import OptionSet
 from nvscope._core._scope import nv_options
 from nvscope._core._text import cut
 from nvscope._core._validate import first_line
+from nvscope._exec import _shared
 from nvscope._exec._audit import audit
 from nvscope._exec._repro import failure_note
 from nvscope._measure import _checks as checks
@@ -142,7 +143,7 @@ def profile(fn: Callable[..., Any], /, *args: Any, enable: Any = (), disable: An
 
     say = progress_printer("profile", progress)
 
-    began = time.perf_counter()
+    began, compiled = time.perf_counter(), _shared.compiling()[0]
     runner = Runner(fn, args, kwargs, backward, module, tolerance, steps_per_round, warmup, say)
     default, variant = Variant("default", OptionSet(), "default"), Variant("options", options, "candidate")
     variant.scope = scope
@@ -193,7 +194,8 @@ def profile(fn: Callable[..., Any], /, *args: Any, enable: Any = (), disable: An
     step = summarize(step_times["options"], step_times["default"], seed=seed)
     result = ProfileResult(tuple(rows), options, runner.timer.name, rounds,
                            steps_per_round, warmup, tolerance, seed, time.perf_counter() - began, step, step_numerics,
-                           None if clock.recorder is None else clock.recorder.source, tuple(notes))
+                           None if clock.recorder is None else clock.recorder.source, tuple(notes),
+                           _shared.compiling()[0] - compiled)
     say(f"done in {result.elapsed_s:.1f} s")
     return result
 

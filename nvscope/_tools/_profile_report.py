@@ -142,6 +142,7 @@ class ProfileResult(LoadableResult):
     step_numerics: Numerics | None = None
     schedulers_from: str | None = None
     notes: tuple[str, ...] = ()
+    compile_s: float | None = None  # seconds in first executions of new partitions (nvscope._exec._shared.compiling)
 
     def __getitem__(self, fusion: str) -> ProfileRow:
         for row in self.rows:
@@ -216,6 +217,9 @@ class ProfileResult(LoadableResult):
             f"tolerance on max|diff| / max|default| {tolerance}",
             *(["not reached: none of the options can change a fusion holding its ops (the catalog's gates), so it "
                "kept its default kernels"] if any(not r.reached for r in self.rows) else []),
+            *([] if self.compile_s is None else [
+                f"compile: {self.compile_s:.1f} s in the first executions of new partitions (nvFuser compiles "
+                "there; a partition reused across rounds or sharing an equal fusion's definition compiles nothing)"]),
             *(["default not repeatable: the fusion's outputs moved between two calls under the defaults (an output "
                "it does not write, a nondeterministic kernel, or inputs that moved upstream: the first such fusion in "
                "the step is the one to look at), so they are no reference"]
@@ -237,7 +241,7 @@ class ProfileResult(LoadableResult):
             "steps_per_round": self.steps_per_round, "warmup": self.warmup, "tolerance": self.tolerance,
             "seed": self.seed, "elapsed_s": self.elapsed_s, "step": _ratio_dict(self.step),
             "step_numerics": numerics_dict(self.step_numerics), "schedulers_from": self.schedulers_from,
-            "notes": list(self.notes), "rows": [_row_dict(r) for r in self.rows],
+            "notes": list(self.notes), "compile_s": self.compile_s, "rows": [_row_dict(r) for r in self.rows],
         }
 
     @classmethod
@@ -250,7 +254,8 @@ class ProfileResult(LoadableResult):
             for r in data["rows"])
         return cls(rows, options_from(data["options"]), data["timer"], data["rounds"], data["steps_per_round"],
                    data["warmup"], data["tolerance"], data["seed"], data["elapsed_s"], _ratio(data["step"]),
-                   numerics_from(data["step_numerics"]), data["schedulers_from"], tuple(data["notes"]))
+                   numerics_from(data["step_numerics"]), data["schedulers_from"], tuple(data["notes"]),
+                   data.get("compile_s"))
 
     # --- chart -----------------------------------------------------------------------------------------------------
 

@@ -34,6 +34,7 @@ from nvscope._core._devmode import dev_mode
 from nvscope._core._errors import NoFusionWarning, NvscopeWarning
 from nvscope._core._optionset import OptionSet
 from nvscope._core._validate import first_line
+from nvscope._exec import _shared
 from nvscope._measure import _checks as checks
 from nvscope._measure._candidates import resolve, spec
 from nvscope._measure._checks import step_callable
@@ -80,7 +81,7 @@ def search(fn: Callable[..., Any], /, *args: Any, candidates: Iterable[object] |
     tolerance = checks.number("tolerance", tolerance, none=True)
     options = resolve(candidates)
     say = progress_printer("search", progress)
-    began = time.perf_counter()
+    began, compiled = time.perf_counter(), _shared.compiling()[0]
     rng = random.Random(seed)
     runner = Runner(fn, args, kwargs, backward, module, tolerance, steps_per_round, warmup, say)
     default = Variant("default", OptionSet(), "default")
@@ -115,7 +116,8 @@ def search(fn: Callable[..., Any], /, *args: Any, candidates: Iterable[object] |
     rows = [_row(v, seed, recommended, None) for v in (default, *singles)]
     rows += [_row(c, seed, recommended, base) for c, base in combos]
     result = SearchResult(tuple(rows), recommended, runner.timer.name, rounds, runner.steps, warmup, tolerance, seed,
-                          time.perf_counter() - began, tuple(notes + _notes(default, variants)))
+                          time.perf_counter() - began, tuple(notes + _notes(default, variants)),
+                          _shared.compiling()[0] - compiled)
     for note in notes:
         if note.startswith(("the search stopped early", "a call of the function takes")):
             warnings.warn(f"nvscope.search: {note}", NvscopeWarning, stacklevel=2)

@@ -33,6 +33,7 @@ from nvscope._core._fusion import exact_glob
 from nvscope._core._optionset import OptionSet
 from nvscope._core._scope import nv_options
 from nvscope._core._validate import first_line
+from nvscope._exec import _shared
 from nvscope._exec._audit import audit
 from nvscope._measure import _checks as checks
 from nvscope._measure._candidates import resolve, spec
@@ -102,6 +103,7 @@ class FusionSearchResult(JsonResult):
     errors: tuple[tuple[str, str], ...]
     elapsed_s: float
     min_gain: float = 0.03  # the map must beat the best global set by this much too: not worth its scopes for a sliver
+    compile_s: float | None = None  # seconds in first executions of new partitions (nvscope._exec._shared.compiling)
 
     def _beats_global(self) -> bool:
         g = self.map_vs_global
@@ -155,6 +157,9 @@ class FusionSearchResult(JsonResult):
         if self.global_best is not None:
             lines.append(f"best global set: {spec(self.global_best)}")
         lines += [f"candidate {name} not profiled: {error}" for name, error in self.errors]
+        if self.compile_s is not None:
+            lines.append(f"compile: {self.compile_s:.1f} s in the first executions of new partitions (candidates' "
+                         "partitions are reused across the profiles and the map's timing)")
         lines += [f"verdict: {self.verdict()}", self.code()]
         return "\n".join(lines)
 
@@ -172,6 +177,7 @@ class FusionSearchResult(JsonResult):
             "map_numerics_ok": None if self.map_numerics is None else self.map_numerics.ok,
             "better": self.better, "verdict": self.verdict(), "code": self.code(),
             "errors": [list(e) for e in self.errors], "elapsed_s": self.elapsed_s, "min_gain": self.min_gain,
+            "compile_s": self.compile_s,
             "profiles": [p.as_dict() for p in self.profiles],
         }
 
@@ -213,7 +219,7 @@ def search_fusions(fn: Callable[..., Any], /, *args: Any, candidates: Iterable[o
     warmup, seed = checks.count("warmup", warmup), checks.integer("seed", seed)
     tolerance, min_gain = checks.number("tolerance", tolerance, none=True), checks.fraction("min_gain", min_gain)
     options = resolve(candidates)
-    began = time.perf_counter()
+    began, compiled = time.perf_counter(), _shared.compiling()[0]
 
     say = progress_printer("search", progress)
 
@@ -279,7 +285,7 @@ def search_fusions(fn: Callable[..., Any], /, *args: Any, candidates: Iterable[o
             global_ratio = summarize(times[id(variants[2])], times[id(default)], seed=seed)
     result = FusionSearchResult(tuple(choices), tuple((o, tuple(f)) for o, f in groups), global_best, vs_default,
                                 vs_global, global_ratio, numerics, tuple(profiles), tuple(errors),
-                                time.perf_counter() - began, min_gain)
+                                time.perf_counter() - began, min_gain, _shared.compiling()[0] - compiled)
     say(f"done in {result.elapsed_s:.1f} s: {result.verdict()}")
     return result
 

@@ -85,6 +85,7 @@ class SearchResult(LoadableResult):
     seed: int
     elapsed_s: float
     notes: tuple[str, ...] = ()
+    compile_s: float | None = None  # seconds in first executions of new partitions (nvscope._exec._shared.compiling)
 
     def __getitem__(self, label: str) -> SearchRow:
         for row in self.rows:
@@ -164,6 +165,9 @@ class SearchResult(LoadableResult):
             f"call{'s' * (self.warmup != 1)}; never part of ms/call",
             f"numerics: first call against the default's; tolerance on max|diff| / max|default| {tolerance}; "
             "str compared for equality; 'not compared': no tensor, number or str to compare",
+            *([] if self.compile_s is None else [
+                f"compile: {self.compile_s:.1f} s in the first executions of new partitions (nvFuser compiles "
+                "there; a partition reused across rounds or sharing an equal fusion's definition compiles nothing)"]),
             *(f"note: {note}" for note in self.notes),
             f"recommended: {self.recommendation()}",
         ]
@@ -190,7 +194,7 @@ class SearchResult(LoadableResult):
             "rows": [row(r) for r in self.rows], "recommended": options_dict(self.recommended),
             "recommendation": self.recommendation(), "timer": self.timer, "rounds": self.rounds,
             "steps_per_round": self.steps_per_round, "warmup": self.warmup, "tolerance": self.tolerance,
-            "seed": self.seed, "elapsed_s": self.elapsed_s, "notes": list(self.notes),
+            "seed": self.seed, "elapsed_s": self.elapsed_s, "notes": list(self.notes), "compile_s": self.compile_s,
         }
 
     @classmethod
@@ -203,7 +207,8 @@ class SearchResult(LoadableResult):
             numerics_from(r["numerics"]), r["error"], r["fusions"], r["new_partitions"], r["versus"],
             ratio(r["versus_ratio"]), r["recommended"]) for r in data["rows"])
         return cls(rows, options_from(data["recommended"]), data["timer"], data["rounds"], data["steps_per_round"],
-                   data["warmup"], data["tolerance"], data["seed"], data["elapsed_s"], tuple(data["notes"]))
+                   data["warmup"], data["tolerance"], data["seed"], data["elapsed_s"], tuple(data["notes"]),
+                   data.get("compile_s"))
 
     # --- chart -----------------------------------------------------------------------------------------------------
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -180,3 +181,37 @@ def test_the_tools_are_public_names_loaded_on_first_use() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("kernel_db", [True, False])
+def test_bisect_subprocess_probes_share_a_kernel_db_of_their_own(script: Path, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch,
+                                                                 kernel_db: bool) -> None:
+    # Each run records what nvFuser would read: NVFUSER_ENABLE, and the temporary directory (TMPDIR) that its
+    # kernel_db lives in (<temp>/nvfuser_kernel_db); and leaves a file there, as nvFuser's database would.
+    log = tmp_path / "runs.jsonl"
+    wrapper = tmp_path / "logged.py"
+    wrapper.write_text(
+        "import json, os, runpy, sys, tempfile\n"
+        f"with open({str(log)!r}, 'a') as f:\n"
+        "    f.write(json.dumps([os.environ.get('NVFUSER_ENABLE', ''), tempfile.gettempdir()]) + '\\n')\n"
+        "os.makedirs(os.path.join(tempfile.gettempdir(), 'nvfuser_kernel_db'), exist_ok=True)\n"
+        f"runpy.run_path({str(script)!r}, run_name='__main__')\n")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.setenv("NVFUSER_ENABLE", "id_model")
+    monkeypatch.delenv("NVSCOPE_REPRO_DIR", raising=False)
+    result = bisect_program([str(wrapper)], enable=["fuse_matmul", "fast_math"], timeout=120, progress=False,
+                            kernel_db=kernel_db)
+    assert result.reproduced and result.fusions == ("forward/nvFusion2",)
+    runs = [json.loads(line) for line in log.read_text().splitlines()]
+    assert len(runs) == result.probes + 1  # the listing run, then every probe
+    if kernel_db:
+        assert {enable for enable, _ in runs} == {"id_model,kernel_db"}
+        (directory,) = {where for _, where in runs}  # one database for the whole bisect
+        assert directory.startswith(tempfile.gettempdir()) and not os.path.exists(directory)  # removed
+        assert any("kernel database" in note for note in result.notes)
+    else:
+        assert {enable for enable, _ in runs} == {"id_model"}
+        assert {where for _, where in runs} == {tempfile.gettempdir()}
+    # The repro scripts outlive the bisect (they are not written under the removed directory).
+    assert result.repro_scripts and all(Path(path).is_file() for path in result.repro_scripts)

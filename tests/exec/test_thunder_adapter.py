@@ -339,7 +339,9 @@ def test_partitions_are_lru_bounded(installed: ThunderDouble) -> None:
         assert table.evictions == 1 and table.keys() == [OptionSet(FM), OptionSet(KP)]
         assert run(FM) is first_fm  # survived
         second_sfc = run(SFC)  # rebuilt, evicting KP
-    assert second_sfc is not first_sfc
+    # The partition is new, but its definition is the one compiled before: kept by the process-wide shared cache
+    # (nvscope._exec._shared; tests/test_shared.py checks NVSCOPE_SHARE=0, where it is compiled anew).
+    assert second_sfc is first_sfc
     assert [r.partition for r in log.records] == ["new", "reused", "new"]
     assert table.evictions == 2 and len(table) == 2
 

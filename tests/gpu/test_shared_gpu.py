@@ -1,0 +1,109 @@
+"""GPU: fusions with identical nvFuser definitions share one compiled definition per option set (issue 26).
+
+* Thunder's nanoGPT (2 layers: the layers' fusions repeat), forward + backward, first scoped step with sharing on and
+  then, after ``nvscope.uninstall()``, with ``NVSCOPE_SHARE=0`` (each fusion's partition compiles its own): loss and
+  every gradient equal bit for bit; with sharing, the FusionDefinitions the partitions ran are exactly one per
+  distinct printed definition (read off Thunder's own definitions, the oracle), and the audit says the same.
+* The legacy ``nvfuser`` frontend (Thunder 0.2.6's nvFuser): two identical definitions executed under one scope
+  add one entry to nvFuser's own FusionCache (nvscope's salt depends on the options only), and the unscoped
+  definition keeps an entry of its own.
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib.util
+from typing import Any
+
+import pytest
+
+import nvscope
+import nvscope.nvfuser
+import nvscope.thunder
+from nvscope import OptionSet, audit, nv_options
+
+torch = pytest.importorskip("torch")
+OPTIONS = ["static_fusion_count"]
+
+
+def _wrappers() -> list[Any]:
+    import thunder.executors.nvfuserex_impl as impl
+
+    return [o for o in gc.get_objects() if isinstance(o, impl.FusionDefinitionWrapper)]
+
+
+def _step(jitted: Any, model: Any, idx: Any, targets: Any) -> tuple[Any, list[Any]]:
+    for p in model.parameters():
+        p.grad = None
+    loss = jitted(idx, targets)[1]
+    loss.backward()
+    torch.cuda.synchronize()
+    return loss.detach().clone(), [p.grad.detach().clone() for p in model.parameters()]
+
+
+def test_shared_and_private_partitions_give_the_same_bits_and_one_compile_per_definition(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import thunder
+    from workloads import nanogpt_model  # imports Thunder: here, so that the module collects (and skips) without it
+
+    monkeypatch.delenv("NVSCOPE_SHARE", raising=False)
+    nvscope.uninstall()
+    model, idx, targets = nanogpt_model(4, 128, 2, 384)
+    before = {id(w) for w in _wrappers()}
+    jitted = thunder.jit(model)
+    _step(jitted, model, idx, targets)  # Thunder's own compile, unscoped
+    wrappers = [w for w in _wrappers() if id(w) not in before and w.last_used is not None]
+    distinct = {repr(w.last_used) for w in wrappers}
+    assert len(distinct) < len(wrappers), "the layers' fusions should repeat: nothing to share"
+    assert nvscope.thunder.install()
+    with audit() as log, nv_options(enable=OPTIONS):
+        shared_loss, shared_grads = _step(jitted, model, idx, targets)
+    ran = []
+    for w in wrappers:
+        table = nvscope.thunder.partitions(w)
+        if table is not None and OptionSet(OPTIONS) in table:
+            ran.append(table.get(OptionSet(OPTIONS))[0].runner.last_used)
+    assert len(ran) == len(wrappers)
+    assert len({id(fd) for fd in ran}) == len(distinct)  # one compiled definition per distinct definition
+    new = [r for r in log.records if r.partition == "new"]
+    assert sum(r.shared_from is None for r in new) == len(distinct)
+    assert sum(r.shared_from is not None for r in new) == len(wrappers) - len(distinct)
+
+    nvscope.uninstall()  # drops every partition and the shared definitions
+    monkeypatch.setenv("NVSCOPE_SHARE", "0")
+    assert nvscope.thunder.install()
+    with audit() as log, nv_options(enable=OPTIONS):
+        private_loss, private_grads = _step(jitted, model, idx, targets)
+    assert all(r.shared_from is None for r in log.records)
+    assert sum(r.partition == "new" for r in log.records) == len(wrappers)
+    assert torch.equal(shared_loss, private_loss)
+    assert len(shared_grads) == len(private_grads)
+    for a, b in zip(shared_grads, private_grads, strict=True):
+        assert torch.equal(a, b)
+    nvscope.uninstall()
+
+
+@pytest.mark.skipif(importlib.util.find_spec("nvfuser") is None, reason="the legacy nvfuser frontend is not installed")
+def test_legacy_frontend_shares_identical_definitions_in_its_own_cache() -> None:
+    import nvfuser
+
+    nvscope.uninstall()
+    assert nvscope.nvfuser.install()
+    cache = nvfuser.FusionCache.get()
+
+    def define() -> Any:
+        with nvfuser.FusionDefinition() as fd:
+            x = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=nvfuser.DataType.Float)
+            fd.add_output(fd.ops.relu(fd.ops.mul(x, x)))
+        return fd
+
+    x = torch.randn(64, 64, device="cuda")
+    first, second = define(), define()
+    first.execute([x])  # the default: one entry
+    before = cache.num_fusions()
+    with nv_options(enable=OPTIONS):
+        out_first = first.execute([x])[0]
+        out_second = second.execute([x])[0]
+    assert cache.num_fusions() == before + 1  # one salted entry for both definitions under these options
+    assert torch.equal(out_first, out_second)
+    nvscope.uninstall()
