@@ -29,7 +29,8 @@ OPTIONS = ["static_fusion_count"]
 def _wrappers() -> list[Any]:
     import thunder.executors.nvfuserex_impl as impl
 
-    return [o for o in gc.get_objects() if isinstance(o, impl.FusionDefinitionWrapper)]
+    # type(), not isinstance(): gc also lists dead weak proxies, and isinstance on one raises ReferenceError.
+    return [o for o in gc.get_objects() if type(o) is impl.FusionDefinitionWrapper]
 
 
 def _step(jitted: Any, model: Any, idx: Any, targets: Any) -> tuple[Any, list[Any]]:
