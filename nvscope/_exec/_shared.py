@@ -5,8 +5,9 @@ nvFuser compiles a FusionDefinition at its first execution and keeps the kernels
 its own per option set, so without this module a model whose layers repeat compiles the same definition once per
 layer (measured on the H200: half of a 2-layer Llama's 24 fusions, 70 % of nanoGPT's, are another fusion's
 definition). Here a partition's freshly built definition (cheap: built, not compiled) is looked up by the text nvFuser
-prints for it (``repr(fd)``, inputs included), its effective `OptionSet` and its device; the first fusion to reach a
-key registers its definition, later ones run that one (already compiled) instead of theirs.
+prints for it (``repr(fd)``, inputs included), the input descriptors it was built for (Thunder's), its effective
+`OptionSet` and its device; the first fusion to reach a key registers its definition, later ones run that one
+(already compiled) instead of theirs.
 
 * Computed once per (fusion, input descriptors, options): the adapters call `adopt` from the builder that their
   partition memoizes (Thunder's per-partition ``lru_cache`` of definitions; the direct adapter's partition build),
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Entry", "SharedFailure", "adopt", "clear", "enabled", "entry_of", "fail", "stats"]
 
-Key = tuple[str, OptionSet, object]  # (definition text, options, device)
+Key = tuple[str, object, OptionSet, object]  # (definition text, input descriptors, options, device)
 _ENTRY = "_nvscope_shared"  # in the __dict__ of each definition registered here: its Entry
 _MAX_FAILURES = 4096
 
@@ -79,13 +80,18 @@ def enabled() -> bool:
     return _env.flag("NVSCOPE_SHARE")
 
 
-def adopt(fd: Any, options: OptionSet, owner: str, text: str | None = None) -> tuple[Any, Entry]:
+def adopt(fd: Any, options: OptionSet, owner: str, text: str | None = None,
+          inputs: object = None) -> tuple[Any, Entry]:
     """The definition to run for ``fd`` (just built for ``options`` by fusion ``owner``) and its entry.
 
     The registered definition with the same key if there is one (``owner`` joins its users), else ``fd`` itself,
-    registered. ``text`` is ``repr(fd)`` if the caller has it. Raises `SharedFailure` for a key known to fail.
+    registered. ``text`` is ``repr(fd)`` if the caller has it. ``inputs``: the input descriptors the definition was
+    built for (Thunder's ``get_fd`` key: contiguity, stride order, dtype per input), part of the key so that two
+    definitions never share on the strength of nvFuser's printer alone: were it ever to leave out an input property,
+    a definition would otherwise run on inputs laid out differently from the ones it declares. Raises
+    `SharedFailure` for a key known to fail.
     """
-    key = (repr(fd) if text is None else text, options, getattr(fd, "_selected_device", None))
+    key = (repr(fd) if text is None else text, inputs, options, getattr(fd, "_selected_device", None))
     with _lock:
         failed = _failures.get(key)
         if failed is not None:

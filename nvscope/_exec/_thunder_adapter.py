@@ -217,7 +217,7 @@ class ThunderAdapter(Adapter):
                     "set kernels of its own. Set NVFUSER_ENABLE/NVFUSER_DISABLE for the whole process instead"
                 )
             if share:
-                found = _shared.adopt(fd, options, info.id)[0]
+                found = _shared.adopt(fd, options, info.id, inputs=descriptors)[0]
                 if found is not fd:
                     return found  # compiled (or compiling) for another partition; it carries its options already
             _frontends.carry(fd, options)

@@ -107,6 +107,21 @@ def test_different_inputs_are_different_definitions(double: ThunderDouble) -> No
     assert double.executions[2].fd is double.executions[0].fd
 
 
+def test_inputs_that_thunder_tells_apart_never_share_even_when_printed_alike(double: ThunderDouble) -> None:
+    # The doubles' printer leaves the input dtype out (every tensor prints as DataType.Float) while Thunder's
+    # descriptors carry it: a printer that misses an input property must not make two definitions one.
+    a, b = layers(double, 2)
+    with audit() as log, nv_options(enable=FM):
+        a(t(2))
+        b(Tensor((1.0, 1.0), dtype="float64"))
+        b(t(2))
+    assert repr(double.executions[0].fd) == repr(double.executions[1].fd)
+    assert len(double.fe.COMPILES) == 2
+    assert double.executions[1].fd is not double.executions[0].fd
+    assert double.executions[2].fd is double.executions[0].fd  # same inputs again: shared
+    assert [r.shared_from for r in log.records] == [None, None, "forward/nvFusion0"]
+
+
 def test_nvscope_share_off_compiles_per_fusion(double: ThunderDouble, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NVSCOPE_SHARE", "0")
     fusions = layers(double, 3)
