@@ -16,6 +16,7 @@ number or both by name. Another fusion breaks under
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import nullcontext
 from typing import Any
@@ -379,7 +380,7 @@ class ScopeMachine(RuleBasedStateMachine):
 
 
 ScopeMachine.TestCase.settings = settings(
-    max_examples=1000,
+    max_examples=int(os.environ.get("NVSCOPE_HYPOTHESIS_EXAMPLES", "1000")),
     stateful_step_count=20,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],

@@ -16,6 +16,7 @@ time; the shared cache's bound is not reached. The model, written from the docum
 
 from __future__ import annotations
 
+import os
 import warnings
 from typing import Any
 
@@ -126,6 +127,7 @@ class SharedCacheMachine(RuleBasedStateMachine):
         self.monkeypatch.undo()
 
 
-SharedCacheMachine.TestCase.settings = settings(max_examples=60, stateful_step_count=30, deadline=None,
-                                                suppress_health_check=[HealthCheck.too_slow])
+SharedCacheMachine.TestCase.settings = settings(
+    max_examples=int(os.environ.get("NVSCOPE_HYPOTHESIS_EXAMPLES", "60")),  # more for a long run, as the other models
+    stateful_step_count=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 test_shared_cache_model = SharedCacheMachine.TestCase
