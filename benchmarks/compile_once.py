@@ -152,7 +152,8 @@ def equal(out: str, workload: str) -> bool | None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", default=".", help="where compile_once.json/.txt and the saved tensors go")
-    parser.add_argument("--workloads", default=",".join(WORKLOADS))
+    parser.add_argument("--workloads", default=",".join(WORKLOADS),
+                        help="comma-separated; WORKLOAD:MODE runs one mode of it (e.g. llama2x8:shared)")
     parser.add_argument("--timeout", type=float, default=240, help="seconds per fresh process (default 240)")
     parser.add_argument("--child", nargs=2, metavar=("WORKLOAD", "MODE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -164,8 +165,10 @@ def main() -> None:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p))
     env.pop("NVSCOPE_SHARE", None)
     rows: list[dict[str, Any]] = []
-    for workload in args.workloads.split(","):
-        for mode in ("shared", "private"):
+    plan = [(spec.partition(":")[0], spec.partition(":")[2]) for spec in args.workloads.split(",")]
+    workloads = [workload for workload, _ in plan]
+    for workload, only in plan:
+        for mode in ("shared", "private") if not only else (only,):
             started = time.perf_counter()
             try:
                 done = subprocess.run([sys.executable, __file__, "--child", workload, mode, "--out", args.out],
@@ -189,7 +192,7 @@ def main() -> None:
     table = ["workload   mode     fusions  distinct  partitions  compiled  scoped s  fresh jit s  scoped/jit  "
              "warm scoped ms"]
     summary: dict[str, Any] = {}
-    for workload in args.workloads.split(","):
+    for workload in workloads:
         by_mode = {r["mode"]: r for r in rows if r["workload"] == workload and "error" not in r}
         for mode, r in by_mode.items():
             table.append(f"{workload:<10} {mode:<8} {r['fusions']:>7}  {r['distinct_definitions']:>8}  "
@@ -199,12 +202,19 @@ def main() -> None:
         entry: dict[str, Any] = {"bit_equal_shared_vs_private": same}
         if {"shared", "private"} <= by_mode.keys():
             entry["shared_over_private"] = by_mode["shared"]["scoped_s"] / by_mode["private"]["scoped_s"]
+        if "shared" in by_mode:
             shared = by_mode["shared"]
             entry["compiled_equals_distinct"] = shared["compiled"] == shared["distinct_definitions"]
         summary[workload] = entry
         table.append(f"  {workload}: shared/private scoped first step "
                      f"{entry.get('shared_over_private', float('nan')):.2f}; loss and gradients bit-equal: {same}; "
                      f"shared compiles == distinct definitions: {entry.get('compiled_equals_distinct')}")
+    deep = [r for r in rows if r["mode"] == "shared" and "error" not in r and r["workload"].startswith("llama2x")]
+    if {r["workload"] for r in deep} >= {"llama2x2", "llama2x8"}:
+        two, eight = (next(r for r in deep if r["workload"] == w) for w in ("llama2x2", "llama2x8"))
+        summary["llama2x8_over_llama2x2_shared"] = eight["scoped_s"] / two["scoped_s"]
+        table.append(f"  llama2x8 / llama2x2 shared scoped first step: {eight['scoped_s']:.1f} / "
+                     f"{two['scoped_s']:.1f} s = {summary['llama2x8_over_llama2x2_shared']:.2f}")
     text = "\n".join(table)
     print(text)
     with open(os.path.join(args.out, "compile_once.txt"), "w", encoding="utf-8") as file:
