@@ -97,7 +97,8 @@ def definitions() -> tuple[int, int]:
     """(fusions Thunder ran, distinct printed definitions among them), from every live FusionDefinitionWrapper."""
     import thunder.executors.nvfuserex_impl as impl
 
-    wrappers = [o for o in gc.get_objects() if isinstance(o, impl.FusionDefinitionWrapper)]
+    # type(), not isinstance(): the collector also holds dead weak proxies, which raise ReferenceError when asked.
+    wrappers = [o for o in gc.get_objects() if type(o) is impl.FusionDefinitionWrapper]
     ran = [w.last_used for w in wrappers if w.last_used is not None]
     return len(ran), len({repr(fd) for fd in ran})
 
