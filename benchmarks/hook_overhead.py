@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import contextvars
 import functools
 import gc
 import itertools
@@ -109,6 +110,10 @@ def install_fake_thunder() -> None:
     for name, module in {"thunder": types.ModuleType("thunder"), "thunder.executors": types.ModuleType("x"),
                          impl.__name__: impl, autograd.__name__: autograd, version.__name__: version}.items():
         sys.modules[name] = module
+
+
+def bare_call() -> None:
+    return None
 
 
 def make_fusion(cls: type = PATCHED) -> Any:
@@ -216,26 +221,42 @@ def main() -> None:
     warnings.simplefilter("ignore", nvscope.NoFusionWarning)
     assert nvscope.thunder.install()
     patched, unpatched = make_fusion(PATCHED), make_fusion(UNPATCHED)
-    assert hasattr(PATCHED.__call__, "__wrapped__") and not hasattr(UNPATCHED.__call__, "__wrapped__")
+    # The hook is in place only while a scope exists somewhere (nvscope._core._patches.demand).
+    assert not hasattr(PATCHED.__call__, "__wrapped__")
+    with nv_options(enable=["static_fusion_count"]):
+        assert hasattr(PATCHED.__call__, "__wrapped__") and not hasattr(UNPATCHED.__call__, "__wrapped__")
 
-    def bare() -> None:
-        return None
+    def elsewhere(run: Callable[[], None]) -> Callable[[], None]:
+        """``run`` while a scope exists elsewhere: a context copied inside one (as an asyncio task's is) keeps its
+        frame after this thread left the scope, so the hook is in place for every caller, scoped or not."""
+        def with_scope_elsewhere() -> None:
+            with nv_options(enable=["static_fusion_count"]):
+                other = contextvars.copy_context()
+            run()
+            del other
+        return with_scope_elsewhere
 
     one = [nv_options(enable=["static_fusion_count"])]
     five = [nv_options(enable=[name]) for name in
             ("static_fusion_count", "kernel_profile", "kernel_lineinfo", "fuse_matmul", "memory_promotion")]
     n = args.calls
     variants = {
-        "bare function call (floor)": block(bare, n),
+        "bare function call (floor)": block(bare_call, n),
         "Thunder wrapper, unpatched": block(unpatched, n),
-        "(a) patched, no scope": block(patched, n),
+        "(a) no scope anywhere": block(patched, n),
+        "(a2) no scope here, one elsewhere": elsewhere(block(patched, n)),
         "(b) patched, one scope": block(patched, n, one),
         "(c) patched, 5 nested scopes": block(patched, n, five),
     }
     times = paired_rounds(variants, args.rounds, rng)
     base = times["Thunder wrapper, unpatched"]
     with contextlib.ExitStack() as stack:
-        blocks = {"(a) patched, no scope": net_blocks(patched)}
+        blocks = {"(a) no scope anywhere": net_blocks(patched)}
+
+        def measure_elsewhere() -> None:
+            blocks["(a2) no scope here, one elsewhere"] = net_blocks(patched)
+
+        elsewhere(measure_elsewhere)()
         for scope in one:
             stack.enter_context(scope)
         blocks["(b) patched, one scope"] = net_blocks(patched)
@@ -246,7 +267,7 @@ def main() -> None:
     print(f"python {sys.version.split()[0]}; {args.rounds} paired rounds (+{WARMUP_ROUNDS} warm-up) x {n:,} calls "
           f"per variant, variants in a random order per round (seed {args.seed}); medians over the rounds, "
           "[95% bootstrap interval]")
-    print(f"\n{'case':<30}{'ns/call':>9}  {'added ns/call vs unpatched':<28}{'ratio to unpatched':<26}"
+    print(f"\n{'case':<36}{'ns/call':>9}  {'added ns/call vs unpatched':<28}{'ratio to unpatched':<26}"
           f"{'net blocks':>10}{'peak B':>8}")
     for name, run_times in times.items():
         per_call = median(run_times) / n * 1e9
@@ -255,9 +276,9 @@ def main() -> None:
             added = interval(*added_ns(run_times, base, n, args.seed))
             shown = f"{interval(ratio.median, ratio.low, ratio.high, 3)} {ratio.verdict}"
             net, peak = blocks[name]
-            print(f"{name:<30}{per_call:9.1f}  {added:<28}{shown:<26}{net:10d}{peak:8d}")
+            print(f"{name:<36}{per_call:9.1f}  {added:<28}{shown:<26}{net:10d}{peak:8d}")
         else:
-            print(f"{name:<30}{per_call:9.1f}")
+            print(f"{name:<36}{per_call:9.1f}")
     nested = added_ns(times["(c) patched, 5 nested scopes"], times["(b) patched, one scope"], n, args.seed)
     print(f"(c) - (b), 5 nested scopes against one: {interval(*nested)} ns/call")
 

@@ -5,11 +5,22 @@ the target, the attribute and what was there before (including "nothing of its o
 base class is deleted on restore, not shadowed by a copy). `restore` undoes one owner's patches in reverse order.
 So the whole list of what nvscope changes in Thunder and nvFuser is `active()`, ``nvscope doctor`` prints it, and
 tests (or users) return to a pristine process with `nvscope.uninstall()`.
+
+Patches on the per-fusion path (``apply(..., on_demand=True)``: Thunder's ``__call__``, nvFuser's ``execute``, the
+autograd hooks) are in place only while something may need them: a scope's `Frame` exists, or an audit or profile
+listens (`demand`/`release`). With neither, Thunder's and nvFuser's own functions run untouched, so a fusion outside
+every scope costs what it costs without nvscope (issue 26, item 4: the hook's wrapper alone, a Python frame that
+re-spreads ``*args``, was ~150 ns). A frame counts from its creation to its deallocation, not from its scope's entry
+to its exit, because a context copied inside a scope (an asyncio task, `nvscope.bind`, a backward captured by its
+forward) still sees the frame after the scope exits, and its fusions must still meet the hook.
 """
 
 from __future__ import annotations
 
-__all__ = ["Patch", "accept", "active", "apply", "decline", "declined", "describe", "owners", "restore"]
+import threading
+
+__all__ = ["Patch", "accept", "active", "apply", "decline", "declined", "demand", "describe", "owners", "release",
+           "restore"]
 
 _MISSING = object()
 
@@ -17,47 +28,105 @@ _MISSING = object()
 class Patch:
     """One replaced attribute: ``target.attribute`` was ``original`` (or absent from ``target.__dict__``)."""
 
-    __slots__ = ("attribute", "original", "owner", "replacement", "target")
+    __slots__ = ("attribute", "on_demand", "original", "owner", "replacement", "target")
 
-    def __init__(self, owner: str, target: object, attribute: str, original: object, replacement: object) -> None:
+    def __init__(self, owner: str, target: object, attribute: str, original: object, replacement: object,
+                 on_demand: bool = False) -> None:
         self.owner = owner
         self.target = target
         self.attribute = attribute
         self.original = original
         self.replacement = replacement
+        self.on_demand = on_demand
 
     def __repr__(self) -> str:
         name = getattr(self.target, "__qualname__", None) or getattr(self.target, "__name__", repr(self.target))
         module = getattr(self.target, "__module__", None)
         where = f"{module}.{name}" if module and isinstance(self.target, type) else str(name)
-        return f"{where}.{self.attribute} (by nvscope {self.owner})"
+        when = ", in place while a scope exists or an audit listens" if self.on_demand else ""
+        return f"{where}.{self.attribute} (by nvscope {self.owner}{when})"
+
+    def _put(self, value: object) -> None:
+        if value is _MISSING:
+            if self.attribute in vars(self.target):
+                delattr(self.target, self.attribute)
+        else:
+            setattr(self.target, self.attribute, value)
 
 
 _PATCHES: list[Patch] = []
 
 
-def apply(owner: str, target: object, attribute: str, replacement: object) -> Patch:
-    """Set ``target.attribute = replacement``, remembering what to put back. ``owner`` names the adapter."""
+def apply(owner: str, target: object, attribute: str, replacement: object, *, on_demand: bool = False) -> Patch:
+    """Set ``target.attribute = replacement``, remembering what to put back. ``owner`` names the adapter.
+
+    ``on_demand``: the replacement is in place only while something needs it (`demand`), the original otherwise.
+    """
     for patch in _PATCHES:
         if patch.target is target and patch.attribute == attribute:
             raise RuntimeError(f"{patch!r} is patched already; nvscope patches each attribute once")
     original = vars(target).get(attribute, _MISSING)
-    setattr(target, attribute, replacement)
-    patch = Patch(owner, target, attribute, original, replacement)
-    _PATCHES.append(patch)
+    patch = Patch(owner, target, attribute, original, replacement, on_demand)
+    with _LOCK:  # against a concurrent `_place`, which would miss a patch half added
+        if not on_demand or _placed:
+            setattr(target, attribute, replacement)
+        _PATCHES.append(patch)
     return patch
 
 
 def restore(owner: str) -> bool:
     """Undo every patch of ``owner``, newest first. Returns whether there was any."""
-    mine = [patch for patch in _PATCHES if patch.owner == owner]
-    for patch in reversed(mine):
-        if patch.original is _MISSING:
-            delattr(patch.target, patch.attribute)
-        else:
-            setattr(patch.target, patch.attribute, patch.original)
-        _PATCHES.remove(patch)
+    with _LOCK:
+        mine = [patch for patch in _PATCHES if patch.owner == owner]
+        for patch in reversed(mine):
+            patch._put(patch.original)
+            _PATCHES.remove(patch)
     return bool(mine)
+
+
+# --- on-demand patches ---------------------------------------------------------------------------------------------
+# The ids of what needs them now (live frames, listening audits). A set, not a counter: `set.add`/`discard` are single
+# steps under the GIL, where ``n += 1`` is several, between which a finalizer (`release`, from a frame collected by
+# the garbage collector) could run and lose an update.
+_DEMAND: set[int] = set()
+_LOCK = threading.RLock()  # reentrant: a frame collected while the lock is held releases from inside it
+_placed = False  # whether the on-demand patches' replacements are in place
+
+
+def demand(token: int) -> None:
+    """``token`` (an id, unique while it is demanded) needs the on-demand patches in place until `release`."""
+    _DEMAND.add(token)
+    if not _placed:
+        with _LOCK:
+            if not _placed:
+                _place(True)
+
+
+def release(token: int) -> None:
+    """``token`` no longer needs them; the last one out puts the originals back."""
+    _DEMAND.discard(token)
+    if not _DEMAND:
+        with _LOCK:
+            if not _DEMAND and _placed:
+                _place(False)
+                # A `demand` that added its token after the check above and saw the replacements still in place
+                # returned without the lock: see its token now, and put them back.
+                if _DEMAND:
+                    _place(True)
+
+
+def _place(on: bool) -> None:
+    global _placed
+    if on:
+        for patch in _PATCHES:
+            if patch.on_demand:
+                patch._put(patch.replacement)
+        _placed = True
+    else:
+        _placed = False  # first: a `demand` reading it from now on takes the lock (and waits for this one)
+        for patch in _PATCHES:
+            if patch.on_demand:
+                patch._put(patch.original)
 
 
 def active(owner: str | None = None) -> list[Patch]:

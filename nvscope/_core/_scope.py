@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable
 from contextvars import ContextVar, Token
 from types import TracebackType
 
-from nvscope._core import _devmode, _policy
+from nvscope._core import _devmode, _patches, _policy
 from nvscope._core._fusion import FusionInfo, Selector, selector
 from nvscope._core._optionset import EMPTY, OptionSet
 from nvscope._core._validate import names as _names
@@ -57,9 +57,21 @@ class Frame:
         # NOTHING, NO_EFFECT (fusions ran, none changed by the scope) or CHANGED; set by the execution path.
         self.ran = NOTHING
         # Set on a generator body's scope rebuilt for a later step (`nvscope._core._decorators`) when a fusion ran
-        # under it
-        # in an earlier step: that fusion has already been counted below, so it only keeps the scope's exit quiet.
+        # under it in an earlier step: that fusion has already been counted below, so it only keeps the scope's exit
+        # quiet.
         self.ran_earlier = NOTHING
+        # While any frame exists, the adapters' per-fusion patches are in place (`nvscope._core._patches.demand`):
+        # from here to `__del__`, wherever the frame is visible (an entered scope, a copied context, a backward).
+        _demand(id(self))
+
+    def __del__(self, _release: Callable[[int], None] = _patches.release) -> None:
+        try:
+            _release(id(self))
+        except Exception:  # pragma: no cover - at interpreter exit the module's state may be gone already
+            pass
+
+
+_demand = _patches.demand
 
 
 # The one piece of state. Adapters read ACTIVE.get() on their hot path; everything else goes through the verbs.

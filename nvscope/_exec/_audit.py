@@ -82,12 +82,8 @@ def audit() -> Iterator[AuditLog]:
     """
     _autoinstall.ensure_adapters(direct=True)
     log = AuditLog()
-    sink = log._append
-    _events.SINKS.append(sink)
-    try:
+    with _events.listening(log._append):
         yield log
-    finally:
-        _events.SINKS.remove(sink)
 
 
 def fusions(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> list[FusionInfo]:

@@ -6,10 +6,11 @@ listens, ``SINKS`` is empty and an adapter pays one truth test per fusion call.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
 
+from nvscope._core import _patches
 from nvscope._core._fusion import FusionInfo
 from nvscope._core._optionset import OptionSet
 from nvscope._core._record import Record
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
     # "fallback" (it failed under these options, under on_error="fallback": this execution ran the defaults).
     Route = Literal["default", "new", "reused", "fallback"]
 
-__all__ = ["FUNCTION", "PHASE", "SINKS", "TIMERS", "FusionRecord", "emit"]
+__all__ = ["FUNCTION", "PHASE", "SINKS", "TIMERS", "FusionRecord", "emit", "listening"]
 
 # Set by the Thunder adapter around a backward pass; everything else is forward (direct nvFuser calls: "call").
 PHASE: ContextVar[Phase] = ContextVar("nvscope.phase", default="forward")
@@ -82,3 +83,22 @@ TIMERS: list[Callable[[FusionRecord], AbstractContextManager[Any]]] = []
 def emit(record: FusionRecord) -> None:
     for sink in tuple(SINKS):
         sink(record)
+
+
+@contextmanager
+def listening(sink: Callable[[FusionRecord], None],
+              timer: Callable[[FusionRecord], AbstractContextManager[Any]] | None = None) -> Iterator[None]:
+    """``sink`` (and ``timer``) get every execution while the block runs; the adapters' per-fusion patches are in
+    place meanwhile (`nvscope._core._patches.demand`), scope or not."""
+    token = object()  # unique while demanded, even when one sink listens twice (nested)
+    SINKS.append(sink)
+    if timer is not None:
+        TIMERS.append(timer)
+    _patches.demand(id(token))
+    try:
+        yield
+    finally:
+        if timer is not None:
+            TIMERS.remove(timer)
+        SINKS.remove(sink)
+        _patches.release(id(token))

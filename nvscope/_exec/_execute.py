@@ -28,7 +28,7 @@ from nvscope._core._fusion import FusionInfo
 from nvscope._core._optionset import OptionSet
 from nvscope._core._scope import CHANGED, NO_EFFECT, NOTHING, Frame
 from nvscope._exec import _events, _frontends, _repro, _shared
-from nvscope._exec._fusion_table import FusionTable
+from nvscope._exec._fusion_table import NO_STEADY, FusionTable
 
 __all__ = ["Adapter", "execute", "failed", "table"]
 
@@ -120,6 +120,8 @@ def _resolve(adapter: Adapter, found: FusionTable[_frontends.Partition], policy:
             # It failed under these options before and was evicted since: no second compile attempt, no warning.
             partition.error = found.failed.get(effective)
     found.hot = (policy, static, partition, own)
+    steady = own and static is found.static and partition is not None and partition.error is None
+    found.steady = (policy, partition) if steady else NO_STEADY
     return partition, own, new
 
 
@@ -208,6 +210,7 @@ def failed(error: Exception, adapter: Adapter, found: FusionTable[_frontends.Par
     if frame is None or not frame.fallback:
         raise error
     partition.error = _failure_text(error)
+    found.steady = NO_STEADY  # the adapters' inlined steady path must not run it again
     remembered = found.failed  # beyond the partition's eviction (`_resolve`)
     if len(remembered) >= _MAX_RESOLVED:
         remembered.clear()

@@ -25,17 +25,18 @@ if TYPE_CHECKING:
 
     from nvscope._core._fusion import FusionInfo
 
-__all__ = ["FusionTable"]
+__all__ = ["NO_STEADY", "FusionTable"]
 
 T = TypeVar("T")
 _NEVER = object()  # no policy is this: the first call resolves
+NO_STEADY: tuple[Any, None] = (_NEVER, None)
 
 
 class FusionTable(Generic[T]):
     """``options -> cache`` for one fusion; ``build(options)`` makes a missing entry."""
 
     __slots__ = ("_entries", "_lock", "build", "builds", "evictions", "failed", "hot", "info", "maxsize", "resolved",
-                 "static")
+                 "static", "steady")
 
     def __init__(self, static: OptionSet, build: Callable[[OptionSet], T], maxsize: int | None = None, *,
                  info: FusionInfo | None = None):
@@ -59,6 +60,10 @@ class FusionTable(Generic[T]):
         # update. It may keep an evicted entry alive until the scope changes. `resolved` remembers what other pairs
         # resolved to (an option set, or None; and the innermost scope's part in it).
         self.hot: tuple[Any, OptionSet | None, T | None, bool] = (_NEVER, None, None, True)
+        # The same memo reduced to what an adapter's inlined steady path needs (a call with no per-call options):
+        # (policy, the entry to run directly), the entry None unless the innermost scope changed the fusion and the
+        # entry has not failed. One tuple, so that a thread never reads one half of another thread's update.
+        self.steady: tuple[Any, T | None] = NO_STEADY
         self.resolved: dict[tuple[Any, OptionSet], tuple[OptionSet | None, bool]] = {}
         # Option sets this fusion failed under (on_error="fallback") -> the failure's text. Kept beyond eviction: a
         # partition built again for one of them starts failed, so it is not compiled again (nor warned about).

@@ -159,7 +159,7 @@ def install() -> bool:
             continue
         adapter = FrontendAdapter(module)
         adapter.frontend.acquire(module, name)
-        _patches.apply(name, module.FusionDefinition, "execute", adapter.patched_execute())
+        _patches.apply(name, module.FusionDefinition, "execute", adapter.patched_execute(), on_demand=True)
         _adapters[name] = adapter
     return installed()
 

@@ -3,13 +3,15 @@
 Three patches, all undone exactly by `uninstall` (`nvscope._core._patches`), each owned by one module:
 
 1. ``FusionDefinitionWrapper.__call__`` (``thunder/executors/nvfuserex_impl.py``), Thunder's per-fusion entry point:
-   with no scope active (and no audit listening) Thunder's own ``__call__`` runs, behind one ContextVar read and two
-   tests; otherwise the call goes through nvscope's one execution path (`nvscope._exec._execute`) with the wrapper shape
-   `install` picked (`nvscope._exec._thunder_adapter`), which runs a partition (a copy of the wrapper) per option set.
+   in place only while a scope exists somewhere or an audit listens (`nvscope._core._patches.demand`), so with none
+   Thunder's own ``__call__`` runs untouched; with no scope active in the caller's context (and no audit listening)
+   it runs Thunder's own ``__call__`` behind one ContextVar read and two tests; otherwise the call goes through
+   nvscope's one execution path (`nvscope._exec._execute`) with the wrapper shape `install` picked
+   (`nvscope._exec._thunder_adapter`), which runs a partition (a copy of the wrapper) per option set.
 2. ``execute_with_dtensors`` as ``nvfuserex_impl`` calls it for DTensor inputs: nvFuser's function, handed a view of
    a partition's definition whose ``execute`` passes the options (`nvscope._exec._frontends`).
 3. ``ThunderFunction.forward``/``backward`` (``thunder/executors/torch_autograd.py``): backward fusions run under
-   their forward's scope, wherever autograd runs them (`nvscope._exec._thunder_autograd`).
+   their forward's scope, wherever autograd runs them (`nvscope._exec._thunder_autograd`); on demand, as 1.
 
 An exception out of a scoped fusion keeps its type and gains a note naming the fusion, the phase and the options,
 with a repro script that runs with them (`nvscope._exec._repro`); under ``on_error="fallback"`` the fusion runs again
@@ -120,12 +122,15 @@ def install() -> bool:
     function_class = autograd.ThunderFunction
     original_forward = vars(function_class)["forward"]
     original_backward = vars(function_class)["backward"]
-    _patches.apply(_OWNER, shape.wrapper_class, "__call__", shape.patched_call())
+    # On demand (nvscope._core._patches): with no scope and no audit anywhere, Thunder's own functions run.
+    _patches.apply(_OWNER, shape.wrapper_class, "__call__", shape.patched_call(), on_demand=True)
     if callable(getattr(impl, "execute_with_dtensors", None)):  # nvFuser >= 0.2.28; Thunder calls it for DTensors
         _patches.apply(_OWNER, impl, "execute_with_dtensors",
                        _frontends.make_execute_with_dtensors(impl.execute_with_dtensors))
-    _patches.apply(_OWNER, function_class, "forward", staticmethod(make_forward(original_forward.__func__)))
-    _patches.apply(_OWNER, function_class, "backward", staticmethod(make_backward(original_backward.__func__)))
+    _patches.apply(_OWNER, function_class, "forward", staticmethod(make_forward(original_forward.__func__)),
+                   on_demand=True)
+    _patches.apply(_OWNER, function_class, "backward", staticmethod(make_backward(original_backward.__func__)),
+                   on_demand=True)
     _installed.append(shape)
     return True
 

@@ -120,9 +120,10 @@ class ThunderAdapter(Adapter):
         get_active = ACTIVE.get
         run_runner = self._run_runner
 
-        # The unscoped path is Thunder's call plus one ContextVar read and two tests. No lock anywhere: nvFuser's
-        # execute binding holds the GIL for the whole call (see nvscope._exec._frontends). The steady state of a scoped
-        # loop (the fusion's memo holds this scope's partition, nothing listens) runs here, without the call into
+        # The unscoped path is Thunder's call plus one ContextVar read and two tests (and in place only while some
+        # scope or audit exists: nvscope._core._patches.demand). No lock anywhere: nvFuser's execute binding holds the
+        # GIL for the whole call (see nvscope._exec._frontends). The steady state of a scoped loop (the fusion's memo
+        # holds this scope's partition, nothing listens) runs here, without the call into
         # nvscope._exec._execute.execute, which does the same in its first lines and everything else.
         def __call__(fusion: Any, *args: Any) -> Any:
             frame = get_active()
@@ -130,29 +131,40 @@ class ThunderAdapter(Adapter):
                 if not sinks:
                     return original(fusion, *args)
                 return execute(self, fusion, frame, args, NO_KWARGS, getattr(fusion.get_fd, _TABLE, None))
-            found = getattr(fusion.get_fd, _TABLE, None)
-            if found is not None and not sinks:
-                policy, static, partition, own = found.hot
-                if (policy is frame.policy and static is found.static and partition is not None and own
-                        and partition.error is None):
-                    frame.ran = CHANGED
-                    runner = partition.runner
-                    try:
-                        try:  # partition.run (see `build`), inlined: one call less per scoped fusion call
-                            return run_runner(runner, *args)
-                        finally:
-                            if runner.use_cache:
-                                fusion.last_used = runner.last_used
-                            if runner.store_inputs:
-                                fusion.last_inputs = runner.last_inputs
-                    except NvscopeError:
-                        raise
-                    except Exception as error:
-                        return failed(error, self, found, fusion, frame, partition, static, args, NO_KWARGS, 3)
-            return execute(self, fusion, frame, args, NO_KWARGS, found)
+            try:
+                found = fusion.get_fd._nvscope_partitions  # _TABLE; an attribute load is cheaper than getattr()
+            except AttributeError:  # never scoped or audited before: `execute` makes its table
+                return execute(self, fusion, frame, args, NO_KWARGS, None)
+            policy, partition = found.steady
+            if policy is not frame.policy or partition is None or sinks:
+                return execute(self, fusion, frame, args, NO_KWARGS, found)
+            frame.ran = CHANGED
+            runner = partition.runner
+            try:  # partition.run (see `build`), inlined: one call less per scoped fusion call
+                outputs = run_runner(runner, *args)
+            except NvscopeError:
+                raise
+            except Exception as error:
+                self._copy_back(fusion, runner)
+                return failed(error, self, found, fusion, frame, partition, found.static, args, NO_KWARGS, 3)
+            if runner.use_cache:  # what ran is what Thunder's tools see (`_copy_back`)
+                fusion.last_used = runner.last_used
+            if runner.store_inputs:
+                fusion.last_inputs = runner.last_inputs
+            return outputs
 
         __call__.__wrapped__ = original  # type: ignore[attr-defined]
         return __call__
+
+    @staticmethod
+    def _copy_back(fusion: Any, runner: Any) -> None:
+        """What ran is what Thunder's tools (``get_nvfuser_repro``) should see: the partition's definition and inputs
+        on the real wrapper. With use_cache off, last_used *is* Thunder's cache (the one definition it runs), so the
+        real wrapper's own stays; get_nvfuser_repro then shows the default."""
+        if runner.use_cache:
+            fusion.last_used = runner.last_used
+        if runner.store_inputs:
+            fusion.last_inputs = runner.last_inputs
 
     def forget(self) -> None:
         """Drop every fusion's table (its partitions and their compiled kernels) and the shared definitions."""
@@ -239,18 +251,14 @@ class ThunderAdapter(Adapter):
                 setattr(runner, field, value)
         call = self._run_runner  # Thunder's own __call__ (wrapped in the legacy frontend's quiet flag)
 
+        copy_back = self._copy_back
+
         # `patched_call` runs the same inline on the steady path: keep the two alike.
         def run(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             try:
                 return call(runner, *args)
             finally:
-                # What ran is what Thunder's tools should see. With use_cache off, last_used *is* Thunder's cache
-                # (the one definition it runs), so the real wrapper's own stays; get_nvfuser_repro then shows the
-                # default.
-                if runner.use_cache:
-                    fusion.last_used = runner.last_used
-                if runner.store_inputs:
-                    fusion.last_inputs = runner.last_inputs
+                copy_back(fusion, runner)
 
         return _frontends.Partition(runner, options, run)
 

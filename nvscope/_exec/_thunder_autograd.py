@@ -20,7 +20,10 @@ from nvscope._exec._thunder_adapter import jitted_function
 __all__ = ["make_backward", "make_forward", "refusal"]
 
 AUTOGRAD_MODULE = "thunder.executors.torch_autograd"
-_CAPTURED = "_nvscope_scope"  # on the autograd ctx: (policy, fallback, jitted function) or None
+# On the autograd ctx: (the forward's frame or None, the jitted function), or None. The frame itself, not only its
+# policy: while the ctx lives, the frame keeps the per-fusion patches in place (nvscope._core._patches.demand) for a
+# backward that runs after its scope exited (``with nv_options(...): loss = f(x)`` then ``loss.backward()``).
+_CAPTURED = "_nvscope_scope"
 
 
 def refusal(autograd: Any) -> list[str]:
@@ -39,9 +42,9 @@ def make_forward(original: Any) -> Any:
         frame = ACTIVE.get()
         if frame is None or (frame.policy is None and frame.fallback is None):
             # Unscoped: only an audit (nvscope.fusions) makes backward fusions' tables, which need the function.
-            setattr(ctx, _CAPTURED, (None, None, jitted_function()) if sinks else None)
+            setattr(ctx, _CAPTURED, (None, jitted_function()) if sinks else None)
         else:  # once per scoped or audited step, not per fusion: the stack walk costs a few microseconds
-            setattr(ctx, _CAPTURED, (frame.policy, frame.fallback, jitted_function()))
+            setattr(ctx, _CAPTURED, (frame, jitted_function()))
         return original(ctx, *args)
 
     forward.__wrapped__ = original  # type: ignore[attr-defined]
@@ -55,12 +58,12 @@ def make_backward(original: Any) -> Any:
         try:
             if captured is None:
                 return original(ctx, *grads)
-            policy, fallback, function = captured
+            frame, function = captured
             named = _events.FUNCTION.set(function)
             try:
-                if policy is None and fallback is None:  # audited only: the thread's own scope, if any
+                if frame is None:  # audited only: the thread's own scope, if any
                     return original(ctx, *grads)
-                token = push(policy, fallback)
+                token = push(frame.policy, frame.fallback)
                 try:
                     return original(ctx, *grads)
                 finally:

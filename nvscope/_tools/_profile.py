@@ -149,33 +149,27 @@ def profile(fn: Callable[..., Any], /, *args: Any, enable: Any = (), disable: An
     variant.scope = scope
     clock = _Clock(False, recorder(schedulers))  # no recorder on CPU or without nvFuser
     notes: list[str] = []
-    _events.TIMERS.append(clock)
-    _events.SINKS.append(_listen)  # timers run only while something listens
-    try:
-        with dev_mode(True), warnings.catch_warnings():
-            for quiet in (NoFusionWarning, NoEffectWarning, FallbackWarning):
-                warnings.simplefilter("ignore", quiet)  # the rows say which fusions ran, changed and failed
-            install_adapters()
-            base = _first(runner, default, clock)
-            _selected(base.infos, scope)
-            clock.cuda = runner.timer.detect()  # CUDA events once the default used CUDA, as the search decides
-            under = _first(runner, variant, clock)
-            runner.reference = base.leaves
-            step_numerics = compare_leaves(base.leaves, under.leaves, tolerance)
-            chosen = [i for i in base.infos if scope.fusions is None or scope.fusions(i)]
-            broken = under.errors
-            say(f"{len(base.infos)} fusions ran; {len(chosen)} selected; the options broke {len(broken)} of them")
-            working = [i for i in chosen if i.id not in broken]  # a broken one ran its defaults: nothing to compare
-            numerics = _isolated(runner, clock, options, working, under.counts, base.outputs, tolerance, say)
-            if broken:  # time the options where they work: the broken ones run their defaults in both variants
-                kept = [exact_glob(i.id) for i in chosen if i.id not in broken]
-                variant.scope = nv_options(options, fusions=kept, on_error="fallback") if kept else \
-                    nv_options(options, fusions=lambda info: False)
-            say(f"timing default and options x {rounds} rounds x {steps_per_round} calls, per fusion")
-            fusion_times, step_times = _rounds(runner, clock, default, variant, rounds, random.Random(seed))
-    finally:
-        _events.SINKS.remove(_listen)
-        _events.TIMERS.remove(clock)
+    with _events.listening(_listen, clock), dev_mode(True), warnings.catch_warnings():  # timers run with a sink
+        for quiet in (NoFusionWarning, NoEffectWarning, FallbackWarning):
+            warnings.simplefilter("ignore", quiet)  # the rows say which fusions ran, changed and failed
+        install_adapters()
+        base = _first(runner, default, clock)
+        _selected(base.infos, scope)
+        clock.cuda = runner.timer.detect()  # CUDA events once the default used CUDA, as the search decides
+        under = _first(runner, variant, clock)
+        runner.reference = base.leaves
+        step_numerics = compare_leaves(base.leaves, under.leaves, tolerance)
+        chosen = [i for i in base.infos if scope.fusions is None or scope.fusions(i)]
+        broken = under.errors
+        say(f"{len(base.infos)} fusions ran; {len(chosen)} selected; the options broke {len(broken)} of them")
+        working = [i for i in chosen if i.id not in broken]  # a broken one ran its defaults: nothing to compare
+        numerics = _isolated(runner, clock, options, working, under.counts, base.outputs, tolerance, say)
+        if broken:  # time the options where they work: the broken ones run their defaults in both variants
+            kept = [exact_glob(i.id) for i in chosen if i.id not in broken]
+            variant.scope = nv_options(options, fusions=kept, on_error="fallback") if kept else \
+                nv_options(options, fusions=lambda info: False)
+        say(f"timing default and options x {rounds} rounds x {steps_per_round} calls, per fusion")
+        fusion_times, step_times = _rounds(runner, clock, default, variant, rounds, random.Random(seed))
     rows = []
     for info in chosen:
         f = info.id

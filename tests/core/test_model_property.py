@@ -11,11 +11,14 @@ options (through the execution path and its per-fusion memo, audited or not). Tw
 ``nvFusion0`` (two jitted functions): the second nvscope sees is ``forward/nvFusion0#2``, and globs select either by
 number or both by name. Another fusion breaks under
 ``fuse_matmul``: it must raise, or run its defaults when the innermost scope that sets ``on_error=`` says
-``"fallback"`` (whatever that scope's selector or ``inherit=``).
+``"fallback"`` (whatever that scope's selector or ``inherit=``). Contexts copied along the way (as an asyncio task's)
+keep the scopes they were copied in after those exit here: fusions run in them get those scopes' options, while the
+adapters' patches come and go with the scopes that exist (`nvscope._core._patches.demand`).
 """
 
 from __future__ import annotations
 
+import contextvars
 import os
 from collections.abc import Iterator
 from contextlib import nullcontext
@@ -155,6 +158,7 @@ class ScopeMachine(RuleBasedStateMachine):
         self.entered: list[nv_options] = []  # the objects entered by hand, innermost last
         self.model: list[nv_options] = []  # the reference: every entered scope, hand-entered or in a block
         self.all_scopes: list[nv_options] = []
+        self.captured: list[tuple[contextvars.Context, list[nv_options]]] = []  # copied contexts and their models
         self.patches = pytest.MonkeyPatch()
         self.patches.setenv("NVSCOPE_REPRO", "0")  # the failures here need no repro scripts
         reset_nvscope()
@@ -350,6 +354,18 @@ class ScopeMachine(RuleBasedStateMachine):
     def run_audited(self) -> None:
         self.run_fusions(audited=True)
 
+    @precondition(lambda self: len(self.captured) < 3)
+    @rule()
+    def capture(self) -> None:
+        """A context copied here (an asyncio task's), with the model as it is now; it outlives the scopes."""
+        self.captured.append((contextvars.copy_context(), list(self.model)))
+
+    @precondition(lambda self: self.captured)
+    @rule(data=st.data())
+    def drop_captured(self, data: st.DataObject) -> None:
+        """The task is done: its context, and the frames only it held, go away."""
+        del self.captured[data.draw(st.integers(0, len(self.captured) - 1))]
+
     @rule(target=scopes, scope=scopes, inherit=st.booleans(), chosen=st.sampled_from(["same", *sorted(SELECTORS)]))
     def variant(self, scope: nv_options, inherit: bool, chosen: str) -> nv_options:
         """The options of a scope made before, with its selector (the same object) or another, and either inherit=:
@@ -369,12 +385,24 @@ class ScopeMachine(RuleBasedStateMachine):
         self.check()
         assert len(self.entered) == len(self.model)
 
+    @invariant()
+    def copied_contexts_keep_their_scopes(self) -> None:
+        """Fusions run in a copied context get the scopes it was copied in, whatever is open here now."""
+        here = self.model
+        try:
+            for context, model in self.captured:
+                self.model = model
+                context.run(self.check)
+        finally:
+            self.model = here
+
     def teardown(self) -> None:
         # unwind whatever is still entered, checking each step, and leave no scope behind
         while self.entered:
             self.exit()
             self.check()
         assert current_options() == OptionSet()
+        self.captured.clear()
         reset_nvscope()
         self.patches.undo()
 

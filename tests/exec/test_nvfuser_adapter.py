@@ -186,11 +186,16 @@ def test_install_is_opt_in_and_idempotent(load: Callable[[str], Any]) -> None:
     assert fe.EXECUTIONS[-1].fd is fd and fe.EXECUTIONS[-1].enable == ()
     assert not nvscope.nvfuser.installed() and nvscope.nvfuser.frontends() == []
     assert nvscope.nvfuser.install() is True and nvscope.nvfuser.frontends() == ["nvfuser_direct"]
-    patched = fe.FusionDefinition.__dict__["execute"]
-    assert patched is not original and patched.__wrapped__ is original
-    assert nvscope.nvfuser.install() is True and nvscope.nvfuser.frontends() == ["nvfuser_direct"]
-    assert fe.FusionDefinition.__dict__["execute"] is patched
-    nvscope.nvfuser.uninstall()
+    # On demand: nvFuser's own execute while no scope exists, nvscope's while one does.
+    assert fe.FusionDefinition.__dict__["execute"] is original
+    with nv_options(enable=FM):
+        patched = fe.FusionDefinition.__dict__["execute"]
+        assert patched is not original and patched.__wrapped__ is original
+        assert nvscope.nvfuser.install() is True and nvscope.nvfuser.frontends() == ["nvfuser_direct"]
+        assert fe.FusionDefinition.__dict__["execute"] is patched
+    assert fe.FusionDefinition.__dict__["execute"] is original
+    with nv_options(enable=FM):
+        nvscope.nvfuser.uninstall()
     assert fe.FusionDefinition.__dict__["execute"] is original
     assert not nvscope.nvfuser.installed() and nvscope.nvfuser.frontends() == []
     nvscope.nvfuser.uninstall()

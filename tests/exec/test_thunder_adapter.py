@@ -8,6 +8,7 @@ backward tests need torch (real autograd); the rest runs without it.
 
 from __future__ import annotations
 
+import contextvars
 import sys
 import threading
 import warnings
@@ -104,13 +105,52 @@ def test_install_patches_and_is_idempotent(double: ThunderDouble) -> None:
     assert nvscope.thunder.unsupported() is None
     assert nvscope.thunder.install() is True
     assert nvscope.thunder.installed()
-    patched = patched_entries(double)
-    assert patched[0] is not call and patched[0].__wrapped__ is call
-    assert patched[1] is not forward and patched[1].__func__.__wrapped__ is forward.__func__
-    assert patched[2] is not backward and patched[2].__func__.__wrapped__ is backward.__func__
-    assert patched[3] is not with_dtensors and patched[3].__wrapped__ is with_dtensors
-    assert nvscope.thunder.install() is True
-    assert all(a is b for a, b in zip(patched_entries(double), patched, strict=True))
+    with nv_options(enable=FM):  # the per-fusion patches are in place while a scope exists
+        patched = patched_entries(double)
+        assert patched[0] is not call and patched[0].__wrapped__ is call
+        assert patched[1] is not forward and patched[1].__func__.__wrapped__ is forward.__func__
+        assert patched[2] is not backward and patched[2].__func__.__wrapped__ is backward.__func__
+        assert patched[3] is not with_dtensors and patched[3].__wrapped__ is with_dtensors
+        assert nvscope.thunder.install() is True
+        assert all(a is b for a, b in zip(patched_entries(double), patched, strict=True))
+
+
+def test_thunder_runs_its_own_call_while_no_scope_exists_anywhere(double: ThunderDouble) -> None:
+    """The per-fusion patches are in place from a scope's first frame to its last one's end (a copied context, a
+    bound callable, an audit keep them); with none, Thunder's own functions run untouched."""
+    call, forward, backward, _ = patched_entries(double)
+    own = (call, forward, backward)
+    assert nvscope.thunder.install()
+    assert patched_entries(double)[:3] == own
+    with nv_options(enable=FM):
+        assert all(a is not b for a, b in zip(patched_entries(double)[:3], own, strict=True))
+        elsewhere = contextvars.copy_context()
+        bound = nvscope.bind(lambda: None)
+    assert patched_entries(double)[0] is not call  # the copy and the bound callable still hold the scope
+    del elsewhere
+    assert patched_entries(double)[0] is not call
+    del bound
+    assert patched_entries(double)[:3] == own
+    with audit():
+        assert patched_entries(double)[0] is not call
+    assert patched_entries(double)[:3] == own
+    nvscope.thunder.uninstall()
+    assert patched_entries(double)[:3] == own
+
+
+def test_a_context_copied_in_a_scope_keeps_its_options_after_the_scope_exits(installed: ThunderDouble) -> None:
+    """An asyncio task made inside a scope runs in a copy of the context: its fusions get the scope's options even
+    when they run after the creating code left the scope (and no other scope exists then)."""
+    wrapper = installed.make_wrapper("nvFusion0")
+    with nv_options(enable=FM):
+        task_context = contextvars.copy_context()
+    wrapper(Tensor((1.0,)))
+    assert installed.executions[-1].enable == []
+    task_context.run(wrapper, Tensor((1.0,)))
+    assert installed.executions[-1].enable == FM
+    del task_context
+    wrapper(Tensor((1.0,)))
+    assert installed.executions[-1].enable == []
 
 
 def test_uninstall_restores_the_exact_originals_and_is_idempotent(double: ThunderDouble) -> None:
@@ -508,6 +548,21 @@ def test_backward_outside_the_scope_gets_the_forwards_options(installed: Thunder
     assert backward.enable == FM and backward.disable == MEE
     assert backward_fusion.get_fd.cache_info().currsize == 0
     assert nvscope.current_options() == OptionSet()
+
+
+def test_backward_after_the_scope_exited_gets_the_forwards_options_with_nothing_else_open(
+        installed: ThunderDouble) -> None:
+    """``with nv_options(...): loss = model(x)`` then ``loss.backward()`` with no scope or audit left anywhere: the
+    autograd graph keeps the forward's scope, and with it the patches, until the backward has run."""
+    torch = pytest.importorskip("torch")
+    model, _, _ = installed.make_model()
+    x = torch.ones(3, requires_grad=True)
+    with nv_options(enable=FM, disable=MEE):
+        y = model(x)
+    y.sum().backward()
+    backward = installed.executions[-1]
+    assert backward.enable == FM and backward.disable == MEE
+    assert torch.equal(x.grad, torch.full((3,), 2.0))
 
 
 def test_backward_inside_a_scope_gets_that_scope(installed: ThunderDouble) -> None:
