@@ -36,7 +36,7 @@ from nvscope._exec import (
     _shared,
 )
 from nvscope._exec._execute import NO_KWARGS, Adapter, execute, failed
-from nvscope._exec._fusion_table import FusionTable
+from nvscope._exec._fusion_table import NEVER, FusionTable
 
 __all__ = ["SHAPES", "ThunderAdapter", "jitted_function"]
 
@@ -127,19 +127,22 @@ class ThunderAdapter(Adapter):
         # nvscope._exec._execute.execute, which does the same in its first lines and everything else.
         def __call__(fusion: Any, *args: Any) -> Any:
             frame = get_active()
-            if frame is None or frame.policy is None:
+            if frame is None:
                 if not sinks:
                     return original(fusion, *args)
                 return execute(self, fusion, frame, args, NO_KWARGS, getattr(fusion.get_fd, _TABLE, None))
             try:
                 found = fusion.get_fd._nvscope_partitions  # _TABLE; an attribute load is cheaper than getattr()
-            except AttributeError:  # never scoped or audited before: `execute` makes its table
-                return execute(self, fusion, frame, args, NO_KWARGS, None)
-            policy, partition = found.steady
-            if policy is not frame.policy or partition is None or sinks:
+            except AttributeError:  # never scoped or audited before
+                if frame.policy is None and not sinks:
+                    return original(fusion, *args)
+                return execute(self, fusion, frame, args, NO_KWARGS, None)  # it makes the fusion's table
+            policy, runner, copy_used, copy_inputs, partition = found.steady  # laid out by `steady`
+            if policy is not frame.policy or sinks:  # (a frame with no policy never matches: no steady state has it)
+                if frame.policy is None and not sinks:
+                    return original(fusion, *args)
                 return execute(self, fusion, frame, args, NO_KWARGS, found)
             frame.ran = CHANGED
-            runner = partition.runner
             try:  # partition.run (see `build`), inlined: one call less per scoped fusion call
                 outputs = run_runner(runner, *args)
             except NvscopeError:
@@ -147,14 +150,22 @@ class ThunderAdapter(Adapter):
             except Exception as error:
                 self._copy_back(fusion, runner)
                 return failed(error, self, found, fusion, frame, partition, found.static, args, NO_KWARGS, 3)
-            if runner.use_cache:  # what ran is what Thunder's tools see (`_copy_back`)
+            if copy_used:  # `_copy_back`, inlined
                 fusion.last_used = runner.last_used
-            if runner.store_inputs:
+            if copy_inputs:
                 fusion.last_inputs = runner.last_inputs
             return outputs
 
         __call__.__wrapped__ = original  # type: ignore[attr-defined]
         return __call__
+
+    # The steady memo `patched_call` reads: (policy, runner, copy last_used back, copy last_inputs back, partition).
+    # Thunder's wrapper fields use_cache/store_inputs are set when Thunder makes it and copied into the runner.
+    no_steady = (NEVER, None, False, False, None)
+
+    def steady(self, policy: Any, partition: _frontends.Partition) -> tuple[Any, ...]:
+        runner = partition.runner
+        return (policy, runner, bool(runner.use_cache), bool(runner.store_inputs), partition)
 
     @staticmethod
     def _copy_back(fusion: Any, runner: Any) -> None:
