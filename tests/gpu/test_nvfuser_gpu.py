@@ -39,7 +39,8 @@ def test_nvfuser_direct_fusion_definition_partitions_per_option_set() -> None:
                 names, (out,) = kernels(lambda: fd.execute([x, y]))
             assert nvfuser_matmul(names) and not cublas(names), names
             torch.testing.assert_close(out.float(), expected, atol=1.0, rtol=3e-2)
-        assert nvfuser_direct.FusionDefinition.execute.__wrapped__ is not None
+            with nv_options(**CODEGEN):  # nvscope's execute is in place while a scope exists (on demand)
+                assert nvfuser_direct.FusionDefinition.execute.__wrapped__ is not None
     finally:
         nvscope.nvfuser.uninstall()
     assert not hasattr(nvfuser_direct.FusionDefinition.execute, "__wrapped__")

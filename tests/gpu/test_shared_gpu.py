@@ -52,13 +52,15 @@ def test_shared_and_private_partitions_give_the_same_bits_and_one_compile_per_de
     model, idx, targets = nanogpt_model(4, 128, 2, 384)
     before = {id(w) for w in _wrappers()}
     jitted = thunder.jit(model)
-    _step(jitted, model, idx, targets)  # Thunder's own compile, unscoped
+    own_loss, _ = _step(jitted, model, idx, targets)  # Thunder's own compile, unscoped
     wrappers = [w for w in _wrappers() if id(w) not in before and w.last_used is not None]
     distinct = {repr(w.last_used) for w in wrappers}
     assert len(distinct) < len(wrappers), "the layers' fusions should repeat: nothing to share"
     assert nvscope.thunder.install()
     with audit() as log, nv_options(enable=OPTIONS):
         shared_loss, shared_grads = _step(jitted, model, idx, targets)
+        again_loss, _ = _step(jitted, model, idx, targets)  # warm: the same partitions again
+    shared_records = [(r.fusion, r.partition, r.shared_from) for r in log.records]
     ran = []
     for w in wrappers:
         table = nvscope.thunder.partitions(w)
@@ -77,7 +79,9 @@ def test_shared_and_private_partitions_give_the_same_bits_and_one_compile_per_de
         private_loss, private_grads = _step(jitted, model, idx, targets)
     assert all(r.shared_from is None for r in log.records)
     assert sum(r.partition == "new" for r in log.records) == len(wrappers)
-    assert torch.equal(shared_loss, private_loss)
+    assert torch.equal(shared_loss, private_loss), (
+        f"shared {shared_loss.item()!r} (warm again: {again_loss.item()!r}), private {private_loss.item()!r}, "
+        f"Thunder's own unscoped {own_loss.item()!r}; shared step: {shared_records}")
     assert len(shared_grads) == len(private_grads)
     for a, b in zip(shared_grads, private_grads, strict=True):
         assert torch.equal(a, b)

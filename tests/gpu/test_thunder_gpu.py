@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import subprocess
 import sys
 import threading
@@ -54,12 +55,17 @@ def test_install_uninstall_round_trip() -> None:
     import thunder.executors.nvfuserex_impl as impl
     import thunder.executors.torch_autograd as autograd
 
+    gc.collect()  # a frame an earlier test's exception holds in a cycle keeps the patches in place until freed
+    original = impl.FusionDefinitionWrapper.__call__
+    original_forward = autograd.ThunderFunction.__dict__["forward"].__func__
     assert nvscope.thunder.install()
-    patched = impl.FusionDefinitionWrapper.__call__
-    assert nvscope.thunder.install()  # twice is harmless
-    assert impl.FusionDefinitionWrapper.__call__ is patched
-    original = patched.__wrapped__
-    original_forward = autograd.ThunderFunction.__dict__["forward"].__func__.__wrapped__
+    assert impl.FusionDefinitionWrapper.__call__ is original  # on demand: Thunder's own while no scope exists
+    with nv_options(**COUNT):
+        patched = impl.FusionDefinitionWrapper.__call__
+        assert patched.__wrapped__ is original
+        assert autograd.ThunderFunction.__dict__["forward"].__func__.__wrapped__ is original_forward
+        assert nvscope.thunder.install()  # twice is harmless
+        assert impl.FusionDefinitionWrapper.__call__ is patched
     assert nvscope.thunder.uninstall()
     assert impl.FusionDefinitionWrapper.__call__ is original
     assert autograd.ThunderFunction.__dict__["forward"].__func__ is original_forward
