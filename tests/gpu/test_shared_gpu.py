@@ -1,8 +1,9 @@
 """GPU: fusions with identical nvFuser definitions share one compiled definition per option set (issue 26).
 
-* Thunder's nanoGPT (2 layers: the layers' fusions repeat), forward + backward, first scoped step with sharing on and
-  then, after ``nvscope.uninstall()``, with ``NVSCOPE_SHARE=0`` (each fusion's partition compiles its own): loss and
-  every gradient equal bit for bit; with sharing, the FusionDefinitions the partitions ran are exactly one per
+* Thunder's nanoGPT (2 layers: the layers' fusions repeat), forward + backward, scoped steps with sharing on and
+  then, after ``nvscope.uninstall()``, with ``NVSCOPE_SHARE=0`` (each fusion's partition compiles its own): the warm
+  steps' loss and every gradient equal bit for bit (to tolerance where nvFuser's own warm steps are not repeatable);
+  with sharing, the FusionDefinitions the partitions ran are exactly one per
   distinct printed definition (read off Thunder's own definitions, the oracle), and the audit says the same.
 * The legacy ``nvfuser`` frontend (Thunder 0.2.6's nvFuser): two identical definitions executed under one scope
   add one entry to nvFuser's own FusionCache (nvscope's salt depends on the options only), and the unscoped
@@ -42,8 +43,16 @@ def _step(jitted: Any, model: Any, idx: Any, targets: Any) -> tuple[Any, list[An
     return loss.detach().clone(), [p.grad.detach().clone() for p in model.parameters()]
 
 
+def _same(a: tuple[Any, list[Any]], b: tuple[Any, list[Any]]) -> bool:
+    return bool(torch.equal(a[0], b[0]) and len(a[1]) == len(b[1])
+                and all(torch.equal(x, y) for x, y in zip(a[1], b[1], strict=True)))
+
+
 def test_shared_and_private_partitions_give_the_same_bits_and_one_compile_per_definition(
         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Outputs are compared on warm steps: on the H200 a *first* step right after nvFuser compiled was not repeatable
+    in a process that ran other tests first, Thunder's own unscoped step included (its loss 8.97e-44 or 0.0, the warm
+    one 10.8959), so first steps say nothing about sharing (docs/limitations.md)."""
     import thunder
     from workloads import nanogpt_model  # imports Thunder: here, so that the module collects (and skips) without it
 
@@ -52,15 +61,15 @@ def test_shared_and_private_partitions_give_the_same_bits_and_one_compile_per_de
     model, idx, targets = nanogpt_model(4, 128, 2, 384)
     before = {id(w) for w in _wrappers()}
     jitted = thunder.jit(model)
-    own_loss, _ = _step(jitted, model, idx, targets)  # Thunder's own compile, unscoped
+    _step(jitted, model, idx, targets)  # Thunder's own compile, unscoped
+    own = _step(jitted, model, idx, targets)  # warm
     wrappers = [w for w in _wrappers() if id(w) not in before and w.last_used is not None]
     distinct = {repr(w.last_used) for w in wrappers}
     assert len(distinct) < len(wrappers), "the layers' fusions should repeat: nothing to share"
     assert nvscope.thunder.install()
     with audit() as log, nv_options(enable=OPTIONS):
-        shared_loss, shared_grads = _step(jitted, model, idx, targets)
-        again_loss, _ = _step(jitted, model, idx, targets)  # warm: the same partitions again
-    shared_records = [(r.fusion, r.partition, r.shared_from) for r in log.records]
+        _step(jitted, model, idx, targets)  # compiles: each distinct definition once
+        shared = _step(jitted, model, idx, targets)
     ran = []
     for w in wrappers:
         table = nvscope.thunder.partitions(w)
@@ -76,16 +85,18 @@ def test_shared_and_private_partitions_give_the_same_bits_and_one_compile_per_de
     monkeypatch.setenv("NVSCOPE_SHARE", "0")
     assert nvscope.thunder.install()
     with audit() as log, nv_options(enable=OPTIONS):
-        private_loss, private_grads = _step(jitted, model, idx, targets)
+        _step(jitted, model, idx, targets)
+        private = _step(jitted, model, idx, targets)
     assert all(r.shared_from is None for r in log.records)
     assert sum(r.partition == "new" for r in log.records) == len(wrappers)
-    assert torch.equal(shared_loss, private_loss), (
-        f"shared {shared_loss.item()!r} (warm again: {again_loss.item()!r}), private {private_loss.item()!r}, "
-        f"Thunder's own unscoped {own_loss.item()!r}; shared step: {shared_records}")
-    assert len(shared_grads) == len(private_grads)
-    for a, b in zip(shared_grads, private_grads, strict=True):
-        assert torch.equal(a, b)
     nvscope.uninstall()
+    own_again = _step(jitted, model, idx, targets)  # is nvFuser itself repeatable here (warm, no scope)?
+    if _same(own, own_again):
+        assert _same(shared, private), (shared[0].item(), private[0].item(), own[0].item())
+    else:  # nvFuser's warm steps differ among themselves: sharing can only be held to its tolerance
+        torch.testing.assert_close(shared[0], private[0])
+        for a, b in zip(shared[1], private[1], strict=True):
+            torch.testing.assert_close(a, b)
 
 
 @pytest.mark.skipif(importlib.util.find_spec("nvfuser") is None, reason="the legacy nvfuser frontend is not installed")
