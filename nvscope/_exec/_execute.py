@@ -68,13 +68,6 @@ class Adapter:
                kwargs: dict[str, Any]) -> str:
         raise NotImplementedError
 
-    # The steady-state memo an adapter's inlined path reads (`FusionTable.steady`): `steady` lays it out for a
-    # partition the innermost scope gave the fusion, `no_steady` is the same shape with a policy no scope has.
-    no_steady: tuple[Any, ...] = NO_STEADY
-
-    def steady(self, policy: Any, partition: _frontends.Partition) -> tuple[Any, ...]:
-        return (policy, partition)
-
     def definition(self, partition: _frontends.Partition, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """The FusionDefinition ``partition`` runs for these inputs (audit and failures only, never per call)."""
         return partition.runner
@@ -97,7 +90,6 @@ def table(adapter: Adapter, fusion: Any, args: tuple[Any, ...],
                 return adapter.build(fusion, info, options)
 
             found = FusionTable(adapter.static(fusion, kwargs), build, info=info)
-            found.steady = adapter.no_steady
             adapter.attach(fusion, found)
         return found
 
@@ -129,7 +121,7 @@ def _resolve(adapter: Adapter, found: FusionTable[_frontends.Partition], policy:
             partition.error = found.failed.get(effective)
     found.hot = (policy, static, partition, own)
     steady = own and static is found.static and partition is not None and partition.error is None
-    found.steady = adapter.steady(policy, partition) if steady else adapter.no_steady  # type: ignore[arg-type]
+    found.steady = (policy, partition.steady, partition) if steady else NO_STEADY  # type: ignore[union-attr]
     return partition, own, new
 
 
@@ -218,7 +210,7 @@ def failed(error: Exception, adapter: Adapter, found: FusionTable[_frontends.Par
     if frame is None or not frame.fallback:
         raise error
     partition.error = _failure_text(error)
-    found.steady = adapter.no_steady  # the adapter's inlined steady path must not run it again
+    found.steady = NO_STEADY  # the adapter's inlined steady path must not run it again
     remembered = found.failed  # beyond the partition's eviction (`_resolve`)
     if len(remembered) >= _MAX_RESOLVED:
         remembered.clear()

@@ -86,15 +86,20 @@ class Partition:
     policy go to the default directly.
     """
 
-    __slots__ = ("disable", "enable", "error", "options", "run", "runner")
+    __slots__ = ("disable", "enable", "error", "options", "run", "runner", "steady")
 
-    def __init__(self, runner: Any, options: OptionSet, run: Callable[[tuple[Any, ...], dict[str, Any]], Any]) -> None:
+    def __init__(self, runner: Any, options: OptionSet, run: Callable[[tuple[Any, ...], dict[str, Any]], Any],
+                 steady: tuple[Any, ...] | None = None) -> None:
         self.runner = runner
         self.options = options
         self.enable = options.enable_list()
         self.disable = options.disable_list()
         self.error: str | None = None
         self.run = run
+        # What the adapter's inlined steady path needs to run this partition (its layout is the adapter's), or None:
+        # the fusion table's steady memo holds it (`nvscope._exec._fusion_table.FusionTable.steady`). It must not
+        # refer to the partition itself: a cycle would keep an evicted partition's kernels until the collector runs.
+        self.steady = steady
 
 
 class Frontend:

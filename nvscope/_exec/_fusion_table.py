@@ -25,11 +25,11 @@ if TYPE_CHECKING:
 
     from nvscope._core._fusion import FusionInfo
 
-__all__ = ["NEVER", "NO_STEADY", "FusionTable"]
+__all__ = ["NO_STEADY", "FusionTable"]
 
 T = TypeVar("T")
-_NEVER = NEVER = object()  # no policy is this: the first call resolves
-NO_STEADY: tuple[Any, ...] = (_NEVER, None)  # no steady state (an adapter may lay out a longer one)
+_NEVER = object()  # no policy is this: the first call resolves
+NO_STEADY: tuple[Any, None, None] = (_NEVER, None, None)  # no steady state: no policy is _NEVER
 
 
 class FusionTable(Generic[T]):
@@ -60,11 +60,11 @@ class FusionTable(Generic[T]):
         # update. It may keep an evicted entry alive until the scope changes. `resolved` remembers what other pairs
         # resolved to (an option set, or None; and the innermost scope's part in it).
         self.hot: tuple[Any, OptionSet | None, T | None, bool] = (_NEVER, None, None, True)
-        # The same memo reduced to what an adapter's inlined steady path needs (a call with no per-call options), as
-        # the adapter lays it out (`nvscope._exec._execute.Adapter.steady`): the policy first, set only while the
-        # innermost scope changed the fusion and its entry has not failed. One tuple, so that a thread never reads one
-        # half of another thread's update.
-        self.steady: tuple[Any, ...] = NO_STEADY
+        # The same memo reduced to what an adapter's inlined steady path needs (a call with no per-call options):
+        # (policy, the entry's ``steady`` as its adapter laid it out, the entry), set only while the innermost scope
+        # changed the fusion and the entry has not failed; else `NO_STEADY`. One tuple, so that a thread never reads
+        # one half of another thread's update.
+        self.steady: tuple[Any, Any, T | None] = NO_STEADY
         self.resolved: dict[tuple[Any, OptionSet], tuple[OptionSet | None, bool]] = {}
         # Option sets this fusion failed under (on_error="fallback") -> the failure's text. Kept beyond eviction: a
         # partition built again for one of them starts failed, so it is not compiled again (nor warned about).

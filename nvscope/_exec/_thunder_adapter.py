@@ -36,7 +36,7 @@ from nvscope._exec import (
     _shared,
 )
 from nvscope._exec._execute import NO_KWARGS, Adapter, execute, failed
-from nvscope._exec._fusion_table import NEVER, FusionTable
+from nvscope._exec._fusion_table import FusionTable
 
 __all__ = ["SHAPES", "ThunderAdapter", "jitted_function"]
 
@@ -137,11 +137,12 @@ class ThunderAdapter(Adapter):
                 if frame.policy is None and not sinks:
                     return original(fusion, *args)
                 return execute(self, fusion, frame, args, NO_KWARGS, None)  # it makes the fusion's table
-            policy, runner, copy_used, copy_inputs, partition = found.steady  # laid out by `steady`
+            policy, steady, partition = found.steady
             if policy is not frame.policy or sinks:  # (a frame with no policy never matches: no steady state has it)
                 if frame.policy is None and not sinks:
                     return original(fusion, *args)
                 return execute(self, fusion, frame, args, NO_KWARGS, found)
+            runner, copy_used, copy_inputs = steady  # laid out by `build`
             frame.ran = CHANGED
             try:  # partition.run (see `build`), inlined: one call less per scoped fusion call
                 outputs = run_runner(runner, *args)
@@ -158,14 +159,6 @@ class ThunderAdapter(Adapter):
 
         __call__.__wrapped__ = original  # type: ignore[attr-defined]
         return __call__
-
-    # The steady memo `patched_call` reads: (policy, runner, copy last_used back, copy last_inputs back, partition).
-    # Thunder's wrapper fields use_cache/store_inputs are set when Thunder makes it and copied into the runner.
-    no_steady = (NEVER, None, False, False, None)
-
-    def steady(self, policy: Any, partition: _frontends.Partition) -> tuple[Any, ...]:
-        runner = partition.runner
-        return (policy, runner, bool(runner.use_cache), bool(runner.store_inputs), partition)
 
     @staticmethod
     def _copy_back(fusion: Any, runner: Any) -> None:
@@ -271,7 +264,11 @@ class ThunderAdapter(Adapter):
             finally:
                 copy_back(fusion, runner)
 
-        return _frontends.Partition(runner, options, run)
+        partition = _frontends.Partition(runner, options, run)
+        # What `patched_call` runs it with: Thunder sets use_cache/store_inputs when it makes the wrapper; the runner
+        # is a copy of it.
+        partition.steady = (runner, bool(runner.use_cache), bool(runner.store_inputs))
+        return partition
 
     def default(self, fusion: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         return self.original(fusion, *args)
