@@ -19,8 +19,9 @@ from collections.abc import AsyncGenerator, Callable, Generator, Iterable
 from contextvars import Token
 from types import TracebackType
 
+from nvscope._core import _patches
 from nvscope._core._optionset import OptionSet
-from nvscope._core._scope import ACTIVE, DECORATE, NOTHING, Frame, enter_frame, nv_options, reset
+from nvscope._core._scope import ACTIVE, DECORATE, NOTHING, Frame, enter_frame, nv_options, reset, switch_frame
 from nvscope._core._validate import shown as _shown
 
 TYPE_CHECKING = False
@@ -124,7 +125,10 @@ class _Steps:
                 frame = Frame(pushed.policy, frame, owner, pushed.fallback)
             frame.ran_earlier = ran
         self.consumer = consumer
-        enter_frame(frame)
+        # The step demands the patches itself: the collector may close a generator after finalizing the frame it
+        # captured (a reference cycle), and the body's cleanup then runs under that frame.
+        _patches.demand(id(self))
+        switch_frame(frame)
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
@@ -141,7 +145,8 @@ class _Steps:
             body = []  # the body exited below its base (the decorator's own scope): it has no scopes of its own left
         elif base is not None:
             ran = max(ran, base.ran)
-        enter_frame(consumer)
+        switch_frame(consumer)
+        _patches.release(id(self))
         self.base = self.consumer = None
         body.reverse()
         self.body = [] if exc_type is not None else body  # an exception (StopIteration too) ends the body

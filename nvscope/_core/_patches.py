@@ -28,7 +28,7 @@ _MISSING = object()
 class Patch:
     """One replaced attribute: ``target.attribute`` was ``original`` (or absent from ``target.__dict__``)."""
 
-    __slots__ = ("attribute", "on_demand", "original", "owner", "replacement", "target")
+    __slots__ = ("attribute", "displaced", "on_demand", "original", "owner", "pinned", "replacement", "target")
 
     def __init__(self, owner: str, target: object, attribute: str, original: object, replacement: object,
                  on_demand: bool = False) -> None:
@@ -38,6 +38,8 @@ class Patch:
         self.original = original
         self.replacement = replacement
         self.on_demand = on_demand
+        self.displaced = original  # what placing the replacement took away (another tool's patch, maybe): put back
+        self.pinned = False  # someone patched over the placed replacement: it stays (their patch calls it)
 
     def __repr__(self) -> str:
         name = getattr(self.target, "__qualname__", None) or getattr(self.target, "__name__", repr(self.target))
@@ -53,6 +55,25 @@ class Patch:
         else:
             setattr(self.target, self.attribute, value)
 
+    def _current(self) -> object:
+        return vars(self.target).get(self.attribute, _MISSING)
+
+    def _place(self, on: bool) -> None:
+        """An on-demand patch in (``on``) or out, idempotent. Only nvscope's own value is ever taken away: a patch
+        another tool made while the replacement was out is put back when it goes out again; one made over the
+        replacement pins it (the other tool's patch calls it)."""
+        if self.pinned:
+            return
+        current = self._current()
+        if on:
+            if current is not self.replacement:
+                self.displaced = current
+                setattr(self.target, self.attribute, self.replacement)
+        elif current is self.replacement:
+            self._put(self.displaced)
+        elif current is not self.displaced:
+            self.pinned = True
+
 
 _PATCHES: list[Patch] = []
 
@@ -67,7 +88,7 @@ def apply(owner: str, target: object, attribute: str, replacement: object, *, on
             raise RuntimeError(f"{patch!r} is patched already; nvscope patches each attribute once")
     original = vars(target).get(attribute, _MISSING)
     patch = Patch(owner, target, attribute, original, replacement, on_demand)
-    with _LOCK:  # against a concurrent `_place`, which would miss a patch half added
+    with _LOCK:  # against a concurrent `_settle`, which would miss a patch half added
         if not on_demand or _placed:
             setattr(target, attribute, replacement)
         _PATCHES.append(patch)
@@ -79,7 +100,10 @@ def restore(owner: str) -> bool:
     with _LOCK:
         mine = [patch for patch in _PATCHES if patch.owner == owner]
         for patch in reversed(mine):
-            patch._put(patch.original)
+            if patch.on_demand:
+                patch._place(False)  # what it displaced goes back; a patch made over it stays (it is theirs now)
+            else:
+                patch._put(patch.original)
             _PATCHES.remove(patch)
     return bool(mine)
 
@@ -96,10 +120,9 @@ _placed = False  # whether the on-demand patches' replacements are in place
 def demand(token: int) -> None:
     """``token`` (an id, unique while it is demanded) needs the on-demand patches in place until `release`."""
     _DEMAND.add(token)
-    if not _placed:
-        with _LOCK:
-            if not _placed:
-                _place(True)
+    with _LOCK:  # always: reading `_placed` outside it races with a last `release` putting the originals back
+        if not _placed:
+            _settle()
 
 
 def release(token: int) -> None:
@@ -107,26 +130,24 @@ def release(token: int) -> None:
     _DEMAND.discard(token)
     if not _DEMAND:
         with _LOCK:
-            if not _DEMAND and _placed:
-                _place(False)
-                # A `demand` that added its token after the check above and saw the replacements still in place
-                # returned without the lock: see its token now, and put them back.
-                if _DEMAND:
-                    _place(True)
+            if _placed:
+                _settle()
 
 
-def _place(on: bool) -> None:
+def _settle() -> None:
+    """Under `_LOCK`: every on-demand patch in place if anything demands them, out if nothing does. A pass may run
+    finalizers (a frame freed by the collector: `release`; rarely one that makes a frame: `demand`), which settle
+    from inside it; so each pass ends by checking that the demand it settled for is still the demand, else it runs
+    again."""
     global _placed
-    if on:
+    while True:
+        want = bool(_DEMAND)
         for patch in _PATCHES:
             if patch.on_demand:
-                patch._put(patch.replacement)
-        _placed = True
-    else:
-        _placed = False  # first: a `demand` reading it from now on takes the lock (and waits for this one)
-        for patch in _PATCHES:
-            if patch.on_demand:
-                patch._put(patch.original)
+                patch._place(want)
+        if bool(_DEMAND) == want:
+            _placed = want
+            return
 
 
 def active(owner: str | None = None) -> list[Patch]:

@@ -34,7 +34,7 @@ if TYPE_CHECKING:  # typing is not imported at run time: `import nvscope` must s
 
     F = TypeVar("F", bound=Callable[..., Any])
 
-__all__ = ["ACTIVE", "Frame", "current_options", "enter_frame", "nv_options", "pop", "push", "unwind"]
+__all__ = ["ACTIVE", "Frame", "current_options", "enter_frame", "nv_options", "pop", "push", "switch_frame", "unwind"]
 
 # Frame.ran: what happened under a frame. Ordered, so that merging two is max().
 NOTHING, NO_EFFECT, CHANGED = 0, 1, 2
@@ -233,12 +233,26 @@ DECORATE: list[Callable[[nv_options, Any], Any]] = []
 
 
 def enter_frame(frame: Frame | None) -> Token[Frame | None]:
-    """Make ``frame`` the active one (decorators and `nvscope.bind` rebuild or carry frames); undo with ``reset``."""
-    return ACTIVE.set(frame)
+    """Make ``frame`` the active one (decorators and `nvscope.bind` rebuild or carry frames); undo with ``reset``.
+
+    The entry demands the patches itself (`nvscope._core._patches.demand`), not only through the frame's life: a
+    generator left in a reference cycle can be closed by the collector after its captured frame was finalized, and
+    its cleanup runs under that frame."""
+    token = ACTIVE.set(frame)
+    if frame is not None:
+        _demand(id(token))
+    return token
+
+
+def switch_frame(frame: Frame | None) -> None:
+    """Make ``frame`` the active one with no token, for a caller that demands the patches around it itself (a
+    generator body's step: `nvscope._core._decorators`)."""
+    ACTIVE.set(frame)
 
 
 def reset(token: Token[Frame | None]) -> None:
     ACTIVE.reset(token)
+    _patches.release(id(token))  # nothing if `enter_frame` demanded nothing for it
 
 
 def push(policy: OptionSet | _policy.Policy | None, fallback: bool | None) -> Token[Frame | None]:

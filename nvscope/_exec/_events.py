@@ -91,10 +91,10 @@ def listening(sink: Callable[[FusionRecord], None],
     """``sink`` (and ``timer``) get every execution while the block runs; the adapters' per-fusion patches are in
     place meanwhile (`nvscope._core._patches.demand`), scope or not."""
     token = object()  # unique while demanded, even when one sink listens twice (nested)
+    _patches.demand(id(token))
     SINKS.append(sink)
     if timer is not None:
         TIMERS.append(timer)
-    _patches.demand(id(token))
     try:
         yield
     finally:

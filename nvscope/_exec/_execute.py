@@ -122,6 +122,10 @@ def _resolve(adapter: Adapter, found: FusionTable[_frontends.Partition], policy:
     found.hot = (policy, static, partition, own)
     steady = own and static is found.static and partition is not None and partition.error is None
     found.steady = (policy, partition.steady, partition) if steady else NO_STEADY  # type: ignore[union-attr]
+    if steady and partition.error is not None:  # type: ignore[union-attr]
+        # Another thread's run of it failed since the test above (`failed` sets the error, then NO_STEADY): that
+        # reset may have come before this store, so undo it here; the inlined path must not run a failed partition.
+        found.steady = NO_STEADY
     return partition, own, new
 
 

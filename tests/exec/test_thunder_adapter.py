@@ -140,6 +140,73 @@ def test_thunder_runs_its_own_call_while_no_scope_exists_anywhere(double: Thunde
     assert patched_entries(double)[:3] == own
 
 
+def test_another_tools_patch_of_the_call_survives_scopes(installed: ThunderDouble) -> None:
+    """A profiler that wraps Thunder's __call__ while no scope exists is put back when the last scope ends (nvscope
+    takes away only its own value); one that wraps nvscope's hook inside a scope keeps it (it calls the hook)."""
+    cls = installed.Wrapper
+    own = vars(cls)["__call__"]
+    seen: list[str] = []
+
+    def profiled(self: Any, *args: Any) -> Any:
+        seen.append(self.name)
+        return own(self, *args)
+
+    cls.__call__ = profiled
+    wrapper = installed.make_wrapper("nvFusion0")
+    with nv_options(enable=FM):
+        wrapper(Tensor((1.0,)))
+        assert installed.executions[-1].enable == FM
+    gc.collect()
+    assert vars(cls)["__call__"] is profiled
+    wrapper(Tensor((1.0,)))
+    assert seen == ["nvFusion0"]
+    with nv_options(enable=FM):
+        hook = vars(cls)["__call__"]
+
+        def outer(self: Any, *args: Any) -> Any:
+            seen.append("outer")
+            return hook(self, *args)
+
+        cls.__call__ = outer
+    gc.collect()
+    assert vars(cls)["__call__"] is outer
+    with nv_options(enable=FM):
+        wrapper(Tensor((1.0,)))
+    assert installed.executions[-1].enable == FM and seen[-1] == "outer"
+
+
+def test_a_bound_generator_closed_by_the_collector_cleans_up_under_its_scope(installed: ThunderDouble) -> None:
+    """A generator left in a reference cycle is closed by the collector, which may finalize the frame it captured
+    first: its cleanup still runs its fusions with the captured options, and nothing stays demanded afterwards."""
+    wrapper = installed.make_wrapper("nvFusion0")
+    cleaned: list[Any] = []
+
+    def body() -> Iterator[int]:
+        try:
+            yield 1
+        finally:
+            wrapper(Tensor((1.0,)))
+            cleaned.append(installed.executions[-1].enable)
+
+    own = vars(installed.Wrapper)["__call__"]
+    gc.collect()
+    gc.disable()
+    try:
+        with nv_options(enable=FM):
+            make = nvscope.bind(body)
+        generator = make()
+        next(generator)
+        cycle: list[Any] = [generator]
+        cycle.append(cycle)
+        del generator, make, cycle
+        gc.collect()
+    finally:
+        gc.enable()
+    assert cleaned == [FM]
+    gc.collect()
+    assert vars(installed.Wrapper)["__call__"] is own  # every step released what it demanded
+
+
 def test_a_context_copied_in_a_scope_keeps_its_options_after_the_scope_exits(installed: ThunderDouble) -> None:
     """An asyncio task made inside a scope runs in a copy of the context: its fusions get the scope's options even
     when they run after the creating code left the scope (and no other scope exists then)."""
