@@ -12,8 +12,10 @@ in each
 round every variant runs one block of ``--calls`` calls, in an order shuffled per round, with the garbage collector
 off; a round's variants share whatever the machine did during it, so per-round differences (ns added per call) and
 ratios to the unpatched wrapper cancel it. Printed: their medians over the rounds with 95% bootstrap intervals. The
-variants: a bare function call (the loop's floor), the unpatched wrapper, and the patched wrapper with (a) no scope,
-(b) one scope, (c) five nested scopes; (c) - (b) is paired too. Then, paired the same way: the per-call cost against
+variants: a bare function call (the loop's floor), the unpatched wrapper, and the patched wrapper's class called with
+(a) no scope anywhere (the hook is not in place then: nvscope._core._patches.demand), (a2) no scope in the caller's
+context while one exists elsewhere (a context copied inside a scope, as an asyncio task's), (b) one scope, (c) five
+nested scopes; (c) - (b) is paired too. Then, paired the same way: the per-call cost against
 the number of option sets used round-robin on one fusion; net allocations on the steady-state path; and
 `import nvscope` time against bare Python in fresh interpreters. No numbers are hard-coded.
 """
