@@ -264,11 +264,10 @@ class ThunderAdapter(Adapter):
             finally:
                 copy_back(fusion, runner)
 
-        partition = _frontends.Partition(runner, options, run)
-        # What `patched_call` runs it with: Thunder sets use_cache/store_inputs when it makes the wrapper; the runner
-        # is a copy of it.
-        partition.steady = (runner, bool(runner.use_cache), bool(runner.store_inputs))
-        return partition
+        # `steady`: what `patched_call` runs it with. Thunder sets use_cache/store_inputs when it makes the wrapper;
+        # the runner is a copy of it.
+        return _frontends.Partition(runner, options, run,
+                                    steady=(runner, bool(runner.use_cache), bool(runner.store_inputs)))
 
     def default(self, fusion: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         return self.original(fusion, *args)
