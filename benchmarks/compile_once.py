@@ -214,6 +214,8 @@ def main() -> None:
         elif "compiled_equals_distinct" in entry:  # one mode ran: nothing to compare it with
             table.append(f"  {workload}: shared only; shared compiles == distinct definitions: "
                          f"{entry['compiled_equals_distinct']}")
+        else:
+            table.append(f"  {workload}: no shared row (not asked for, or it failed): nothing to compare")
     deep = [r for r in rows if r["mode"] == "shared" and "error" not in r and r["workload"].startswith("llama2x")]
     if {r["workload"] for r in deep} >= {"llama2x2", "llama2x8"}:
         two, eight = (next(r for r in deep if r["workload"] == w) for w in ("llama2x2", "llama2x8"))

@@ -15,7 +15,8 @@ log="$out/gpu-$build.log"
 site="/tmp/nvscope-site-$build"
 step() { echo "== $1 ($build) $(date +%T)" | tee -a "$log"; }
 if [[ $parts == *tests* ]]; then
-  step "pytest tests/gpu"
+  step "pytest ${TESTS_PATHS:-tests/gpu}"
+  : > "$out/failures-$build.txt"
   NVSCOPE_GPU_FAILURES="$out/failures-$build.txt" timeout "${TESTS_TIMEOUT:-420}" python -m pytest ${TESTS_PATHS:-tests/gpu} -q -rA -p no:cacheprovider -W ignore::DeprecationWarning \
     ${TESTS_K:+-k "$TESTS_K"} 2>&1 | grep -v "^PASSED" | tee -a "$log" | tail -5
 fi

@@ -142,7 +142,10 @@ def test_doctor_and_search_survive_a_superscript_count(tmp_path: Path) -> None:
                              "print('searched:', r.recommendation())"],
                             env=env, cwd=tmp_path, capture_output=True, text=True, encoding="utf-8", timeout=120)
     assert search.returncode == 0, search.stderr
-    assert search.stdout.startswith("searched: keep the defaults"), search.stdout
+    # Survived and recommended something or nothing: timing a no-op decides which (a CI leg once saw fast_math
+    # "faster" on a lambda that runs no fusion), and that is not what this test is about.
+    assert search.stdout.startswith(("searched: keep the defaults", "searched: nv_options(enable=['fast_math'])")), \
+        search.stdout
 
 
 def test_a_refused_value_warns_once_and_a_new_one_warns_again(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import gc
 import importlib.util
+import warnings
 from typing import Any
 
 import pytest
@@ -112,8 +113,10 @@ def test_shared_and_private_partitions_give_the_same_bits_and_one_compile_per_de
                "private": _differences(private, private_again, names)}
     if not any(repeats.values()):
         assert _same(shared, private), f"shared != private: {_differences(shared, private, names)}"
-    else:  # nvFuser's warm steps differ among themselves: sharing can only be held to its tolerance
-        print(f"warm steps not repeatable in this process: {repeats}")
+    else:  # warm steps differ among themselves: sharing can only be held to its tolerance
+        # ... unless only the shared ones vary: that points at sharing, not at nvFuser or PyTorch.
+        assert repeats["own"] or repeats["private"], f"only the shared warm steps vary: {repeats}"
+        warnings.warn(f"warm steps not repeatable in this process: {repeats}", stacklevel=1)
         torch.testing.assert_close(shared[0], private[0])
         for a, b in zip(shared[1], private[1], strict=True):
             torch.testing.assert_close(a, b)
