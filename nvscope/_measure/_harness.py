@@ -61,6 +61,7 @@ class Variant:
         self.summaries: dict[tuple[float | int | None, ...], RatioSummary] = {}
         self.error: str | None = None
         self.fusions = self.new_partitions = 0
+        self.changed = 0  # fusions of its first call that ran a partition of their own (not their defaults)
 
 
 class Runner:
@@ -113,6 +114,7 @@ class Runner:
             self.timer.sync()
         v.fusions = len(log.records)
         v.new_partitions = sum(r.partition == "new" for r in log.records)
+        v.changed = sum(r.partition in ("new", "reused") for r in log.records)
         return leaves
 
     def block(self, v: Variant) -> float:

@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from nvscope._core._devmode import dev_mode
-from nvscope._core._errors import NoFusionWarning, NvscopeWarning
+from nvscope._core._errors import NoEffectWarning, NoFusionWarning, NvscopeWarning
 from nvscope._core._optionset import OptionSet
 from nvscope._core._validate import first_line
 from nvscope._exec import _shared
@@ -92,8 +92,10 @@ def search(fn: Callable[..., Any], /, *args: Any, candidates: Iterable[object] |
     stopped = ""
     # An explicit developer action: no DevelopmentModeWarning, in this context only.
     with dev_mode(True), warnings.catch_warnings():
-        # Fusions seen are counted per variant instead; a warning per candidate scope would only repeat it.
+        # Fusions seen and changed are counted per variant instead (the notes say when a candidate changed none); a
+        # warning per candidate scope would only repeat it.
         warnings.simplefilter("ignore", NoFusionWarning)
+        warnings.simplefilter("ignore", NoEffectWarning)
         install_adapters()
         say(f"{len(singles)} candidates; each variant's first call compiles (seconds each)")
         default_leaves = runner.first_call(default)  # a default that fails is the caller's bug: it propagates
@@ -202,8 +204,13 @@ def _summary(v: Variant, base_times: list[float], seed: int) -> RatioSummary:
 
 
 def _wins(v: Variant, base_times: list[float], seed: int) -> bool:
-    """Timed, numerics within tolerance, and faster than ``base_times`` (measured in the same rounds)."""
+    """Timed, numerics within tolerance, faster than ``base_times`` (measured in the same rounds), and it changed a
+    fusion: one whose options every fusion it reached ran without (the catalog's gates routed each to its defaults)
+    runs the default's kernels, so any speed it shows is noise. (A function that ran no nvFuser fusion through
+    nvscope at all is judged on time alone, with the note that says so: it may read the options itself.)"""
     if v.error is not None or v.numerics is None or not v.numerics.ok or not v.times:
+        return False
+    if v.fusions and not v.changed:
         return False
     return _summary(v, base_times, seed).verdict == "faster"
 
@@ -225,6 +232,11 @@ def _notes(default: Variant, variants: list[Variant]) -> list[str]:
                      "numerics are compared with its first call, so differences below may be its own")
     if n is not None and n.nonfinite:
         notes.append(f"the default itself has NaN/Inf ({n.nonfinite}); variants are checked to have the same")
+    idle = [v.label for v in variants if v.error is None and v.fusions and not v.changed]
+    if idle:
+        notes.append(f"{', '.join(idle)}: every fusion {'it' if len(idle) == 1 else 'each'} reached ran its defaults "
+                     "(the options cannot affect those fusions), so no timing can recommend "
+                     f"{'it' if len(idle) == 1 else 'them'}")
     if default.fusions == 0 and not any(v.fusions for v in variants):
         notes.append("no nvFuser fusion ran through nvscope in any first call, so the options reached nothing: is "
                      "the function jitted (thunder.jit) or built on nvFuser's FusionDefinition?")

@@ -12,6 +12,7 @@ import warnings
 from typing import Any
 
 import pytest
+from thunder_double import ThunderDouble, reset_nvscope
 
 import nvscope
 from nvscope import OptionSet, UnknownOptionError, current_options
@@ -98,6 +99,33 @@ def test_verdicts_ranking_failures_and_the_greedy_combination(work: Workload) ->
     over = result["tma_pointwise"]
     assert over.numerics is not None and not over.numerics.ok and "out: rel diff" in over.numerics.detail
     assert over.numerics.max_abs_diff == pytest.approx(0.01) and over.numerics.max_rel_diff == pytest.approx(0.01)
+
+
+def test_a_candidate_that_changed_no_fusion_is_never_recommended(monkeypatch: pytest.MonkeyPatch) -> None:
+    """fuse_matmul cannot affect a pointwise fusion (the catalog routes it to its defaults), so its kernels are the
+    default's and any speed it shows is noise; here the step itself runs faster under any option, as noise once made
+    a candidate look on CI: timed "faster", yet not recommended, and the notes say why. fast_math, which the fusion
+    did run with, is recommended on the same timing."""
+    reset_nvscope()
+    try:
+        wrapper = ThunderDouble(monkeypatch).make_wrapper("nvFusion0", ops=("add",))
+
+        def step(x: float) -> float:
+            time.sleep(BASE_S * (0.5 if current_options().enable else 1.0))
+            (y,) = wrapper(x)
+            return float(y)
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", nvscope.NoEffectWarning)  # the note says it: no warning per candidate
+            result = search(step, 1.0, candidates=["fuse_matmul", "fast_math"], **TIMED)
+    finally:
+        reset_nvscope()
+    idle, used = result["fuse_matmul"], result["fast_math"]
+    assert idle.status == "faster" and idle.fusions == 1 and idle.new_partitions == 0 and not idle.recommended
+    assert used.status == "faster" and used.new_partitions == 1 and used.recommended
+    assert result.recommended == OptionSet(["fast_math"])
+    assert [r.label for r in result.rows] == ["default", "fuse_matmul", "fast_math"]  # nothing combined with it
+    assert any(n.startswith("fuse_matmul: every fusion it reached ran its defaults") for n in result.notes)
 
 
 def test_every_call_runs_under_exactly_one_variant_and_nothing_leaks(work: Workload) -> None:
