@@ -71,6 +71,11 @@ class FusionRecord(Record):
     def phase(self) -> Phase:
         return self.info.phase
 
+    @property
+    def own(self) -> bool:
+        """Whether this execution ran a partition of its own (``"new"`` or ``"reused"``), not the fusion's defaults."""
+        return self.partition in ("new", "reused")
+
 
 SINKS: list[Callable[[FusionRecord], None]] = []
 

@@ -114,7 +114,7 @@ class Runner:
             self.timer.sync()
         v.fusions = len(log.records)
         v.new_partitions = sum(r.partition == "new" for r in log.records)
-        v.changed = sum(r.partition in ("new", "reused") for r in log.records)
+        v.changed = sum(r.own for r in log.records)
         return leaves
 
     def block(self, v: Variant) -> float:

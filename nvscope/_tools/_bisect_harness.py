@@ -129,7 +129,7 @@ class InProcess:
             # What the catalog's gates let through to this fusion (all of it when its ops are unknown).
             wanted = options if ops is None else options.only(_affects(gate, ops))
             has = wanted.enable <= r.options.enable and wanted.disable <= r.options.disable
-            own = r.partition in ("new", "reused") or (r.partition == "default" and has)
+            own = r.own or (r.partition == "default" and has)
             if chosen and not (has and own):
                 problems.append(f"{r.fusion} ran with {r.options!r} in partition {r.partition!r}, not with "
                                 f"{wanted!r} in a partition of its own")

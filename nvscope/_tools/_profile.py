@@ -256,8 +256,7 @@ def _first(runner: Runner, v: Variant, clock: _Clock) -> _FirstCall:
     if v.stage == "default":
         counts = {i.id: sum(r.fusion == i.id for r in log.records) for i in infos}
     else:  # executions that ran in a partition of their own under the options
-        counts = {i.id: sum(r.fusion == i.id and r.partition in ("new", "reused") for r in log.records)
-                  for i in infos}
+        counts = {i.id: sum(r.fusion == i.id and r.own for r in log.records) for i in infos}
     errors = {r.fusion: _error_line(r.error) for r in log.records if r.partition == "fallback" and r.error}
     return _FirstCall(infos, segments, wall, outputs, leaves, counts, errors, repeat)
 
