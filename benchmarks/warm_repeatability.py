@@ -1,0 +1,82 @@
+"""Do warm fwd+bwd steps repeat their bits? Thunder's nanoGPT (2 x 384), three ways of passing nvFuser options (GPU).
+
+* ``own``: ``thunder.jit(model)``, no options, nvscope not installed;
+* ``compile-time``: ``thunder.jit(model, nv_enable_options=OPTIONS)``, Thunder's own way, nvscope not installed;
+* ``scope``: ``thunder.jit(model)`` run inside ``nv_options(enable=OPTIONS)`` (nvscope's partitions, shared).
+
+For each: ``--steps`` warm steps after two compile steps; how many differ from the first warm step in the loss or any
+gradient (bit for bit), which tensors, and the loss values seen. Separates nvFuser's own variation under options
+from anything nvscope adds (benchmarks/results/repeatability-2026-12-04/).
+
+    python benchmarks/warm_repeatability.py [--steps 20] [--options static_fusion_count]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "gpu"))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--options", nargs="*", default=["static_fusion_count"])
+    parser.add_argument("--ways", nargs="*", default=["own", "compile-time", "scope"])
+    args = parser.parse_args()
+
+    import thunder
+    import torch
+    from workloads import nanogpt_model
+
+    import nvscope
+    import nvscope.thunder
+    from nvscope import nv_options
+
+    nvscope.set_development_mode(True)
+    for way in args.ways:
+        nvscope.uninstall()
+        model, idx, targets = nanogpt_model(4, 128, 2, 384)
+        names = ["loss"] + [name for name, _ in model.named_parameters()]
+        if way == "compile-time":
+            jitted = thunder.jit(model, nv_enable_options=list(args.options))
+        else:
+            jitted = thunder.jit(model)
+
+        def step(jitted: Any = jitted, model: Any = model, idx: Any = idx, targets: Any = targets) -> list[Any]:
+            for p in model.parameters():
+                p.grad = None
+            loss = jitted(idx, targets)[1]
+            loss.backward()
+            torch.cuda.synchronize()
+            return [loss.detach().clone()] + [p.grad.detach().clone() for p in model.parameters()]
+
+        def run() -> list[list[Any]]:
+            step()
+            step()
+            return [step() for _ in range(args.steps)]
+
+        if way == "scope":
+            assert nvscope.thunder.install()
+            with nv_options(enable=list(args.options)):
+                steps = run()
+        else:
+            steps = run()
+        first = steps[0]
+        differ = []
+        for k, s in enumerate(steps[1:], 1):
+            d = [names[i] for i, (x, y) in enumerate(zip(first, s, strict=True)) if not torch.equal(x, y)]
+            if d:
+                differ.append((k, d[:4]))
+        losses = sorted({float(s[0]) for s in steps})
+        print(f"{way}: {len(differ)} of {len(steps) - 1} warm steps differ from the first; "
+              f"losses seen {losses[:6]}{' ...' if len(losses) > 6 else ''}; first differences {differ[:4]}",
+              flush=True)
+    nvscope.uninstall()
+
+
+if __name__ == "__main__":
+    main()
