@@ -2,11 +2,14 @@
 
 * ``own``: ``thunder.jit(model)``, no options, nvscope not installed;
 * ``compile-time``: ``thunder.jit(model, nv_enable_options=OPTIONS)``, Thunder's own way, nvscope not installed;
-* ``scope``: ``thunder.jit(model)`` run inside ``nv_options(enable=OPTIONS)`` (nvscope's partitions, shared).
+* ``scope``: ``thunder.jit(model)`` run inside ``nv_options(enable=OPTIONS)`` (nvscope's partitions; shared unless
+  ``NVSCOPE_SHARE=0``).
 
-For each: ``--steps`` warm steps after two compile steps; how many differ from the first warm step in the loss or any
-gradient (bit for bit), which tensors, and the loss values seen. Separates nvFuser's own variation under options
-from anything nvscope adds (benchmarks/results/repeatability-2026-12-04/).
+Thunder's compile-time options reach nvFuser as nvscope's do (Thunder's wrapper passes them to ``fd.execute`` per
+call): ``compile-time`` against ``scope`` separates nvFuser under options from nvscope's path. Each way runs in a
+process of its own (a CUDA fault in one, as seen on the H200, would end the others). For each: ``--steps`` warm
+steps after two compile steps; how many differ from the first warm step in the loss or any gradient (bit for bit),
+which tensors, and the loss values seen (benchmarks/results/repeatability-2026-12-04/).
 
     python benchmarks/warm_repeatability.py [--steps 20] [--options static_fusion_count]
 """
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
 from typing import Any
 
@@ -26,7 +30,15 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--options", nargs="*", default=["static_fusion_count"])
     parser.add_argument("--ways", nargs="*", default=["own", "compile-time", "scope"])
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)  # run the ways here, in this process
     args = parser.parse_args()
+    if not args.child:
+        for way in args.ways:
+            done = subprocess.run([sys.executable, __file__, "--child", "--steps", str(args.steps), "--options",
+                                   *args.options, "--ways", way], check=False)
+            if done.returncode:
+                print(f"{way}: the process failed (exit status {done.returncode}; its error is above)", flush=True)
+        return
 
     import thunder
     import torch
@@ -72,7 +84,9 @@ def main() -> None:
             if d:
                 differ.append((k, d[:4]))
         losses = sorted({float(s[0]) for s in steps})
-        print(f"{way}: {len(differ)} of {len(steps) - 1} warm steps differ from the first; "
+        label = f"{way} (NVSCOPE_SHARE={os.environ['NVSCOPE_SHARE']})" if way == "scope" and "NVSCOPE_SHARE" in \
+            os.environ else way
+        print(f"{label}: {len(differ)} of {len(steps) - 1} warm steps differ from the first; "
               f"losses seen {losses[:6]}{' ...' if len(losses) > 6 else ''}; first differences {differ[:4]}",
               flush=True)
     nvscope.uninstall()
