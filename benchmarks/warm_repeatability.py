@@ -2,8 +2,8 @@
 
 * ``own``: ``thunder.jit(model)``, no options, nvscope not installed;
 * ``compile-time``: ``thunder.jit(model, nv_enable_options=OPTIONS)``, Thunder's own way, nvscope not installed;
-* ``scope``: ``thunder.jit(model)`` run inside ``nv_options(enable=OPTIONS)`` (nvscope's partitions; shared unless
-  ``NVSCOPE_SHARE=0``).
+* ``scope``: ``thunder.jit(model)`` run inside ``nv_options(enable=OPTIONS)`` (nvscope's partitions, shared);
+* ``scope-private``: the same with ``NVSCOPE_SHARE=0`` (each fusion's partition compiles its own definition).
 
 Thunder's compile-time options reach nvFuser as nvscope's do (Thunder's wrapper passes them to ``fd.execute`` per
 call): ``compile-time`` against ``scope`` separates nvFuser under options from nvscope's path. Each way runs in a
@@ -29,13 +29,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--options", nargs="*", default=["static_fusion_count"])
-    parser.add_argument("--ways", nargs="*", default=["own", "compile-time", "scope"])
+    parser.add_argument("--ways", nargs="*", default=["own", "compile-time", "scope", "scope-private"],
+                        choices=["own", "compile-time", "scope", "scope-private"])
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)  # run the ways here, in this process
     args = parser.parse_args()
     if not args.child:
         for way in args.ways:
+            env = dict(os.environ, NVSCOPE_SHARE="0" if way == "scope-private" else "1")
             done = subprocess.run([sys.executable, __file__, "--child", "--steps", str(args.steps), "--options",
-                                   *args.options, "--ways", way], check=False)
+                                   *args.options, "--ways", way], check=False, env=env)
             if done.returncode:
                 print(f"{way}: the process failed (exit status {done.returncode}; its error is above)", flush=True)
         return
@@ -71,7 +73,7 @@ def main() -> None:
             step()
             return [step() for _ in range(args.steps)]
 
-        if way == "scope":
+        if way.startswith("scope"):
             assert nvscope.thunder.install()
             with nv_options(enable=list(args.options)):
                 steps = run()
@@ -84,9 +86,7 @@ def main() -> None:
             if d:
                 differ.append((k, d[:4]))
         losses = sorted({float(s[0]) for s in steps})
-        label = f"{way} (NVSCOPE_SHARE={os.environ['NVSCOPE_SHARE']})" if way == "scope" and "NVSCOPE_SHARE" in \
-            os.environ else way
-        print(f"{label}: {len(differ)} of {len(steps) - 1} warm steps differ from the first; "
+        print(f"{way}: {len(differ)} of {len(steps) - 1} warm steps differ from the first; "
               f"losses seen {losses[:6]}{' ...' if len(losses) > 6 else ''}; first differences {differ[:4]}",
               flush=True)
     nvscope.uninstall()
