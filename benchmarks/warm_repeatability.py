@@ -44,7 +44,7 @@ def main() -> None:
 
     import thunder
     import torch
-    from workloads import nanogpt_model
+    from workloads import fwd_bwd, nanogpt_model
 
     import nvscope
     import nvscope.thunder
@@ -61,12 +61,8 @@ def main() -> None:
             jitted = thunder.jit(model)
 
         def step(jitted: Any = jitted, model: Any = model, idx: Any = idx, targets: Any = targets) -> list[Any]:
-            for p in model.parameters():
-                p.grad = None
-            loss = jitted(idx, targets)[1]
-            loss.backward()
-            torch.cuda.synchronize()
-            return [loss.detach().clone()] + [p.grad.detach().clone() for p in model.parameters()]
+            loss, grads = fwd_bwd(jitted, model, idx, targets)
+            return [loss, *grads]
 
         def run() -> list[list[Any]]:
             step()

@@ -210,9 +210,14 @@ def _wins(v: Variant, base_times: list[float], seed: int) -> bool:
     nvscope at all is judged on time alone, with the note that says so: it may read the options itself.)"""
     if v.error is not None or v.numerics is None or not v.numerics.ok or not v.times:
         return False
-    if v.fusions and not v.changed:
+    if _changed_nothing(v):
         return False
     return _summary(v, base_times, seed).verdict == "faster"
+
+
+def _changed_nothing(v: Variant) -> bool:
+    """Its first call reached fusions and every one of them ran its defaults."""
+    return bool(v.fusions) and not v.changed
 
 
 def _row(v: Variant, seed: int, recommended: OptionSet, base: Variant | None) -> SearchRow:
@@ -232,7 +237,7 @@ def _notes(default: Variant, variants: list[Variant]) -> list[str]:
                      "numerics are compared with its first call, so differences below may be its own")
     if n is not None and n.nonfinite:
         notes.append(f"the default itself has NaN/Inf ({n.nonfinite}); variants are checked to have the same")
-    idle = [v.label for v in variants if v.error is None and v.fusions and not v.changed]
+    idle = [v.label for v in variants if v.error is None and _changed_nothing(v)]
     if idle:
         notes.append(f"{', '.join(idle)}: every fusion {'it' if len(idle) == 1 else 'each'} reached ran its defaults "
                      "(the options cannot affect those fusions), so no timing can recommend "

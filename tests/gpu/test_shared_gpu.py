@@ -37,15 +37,6 @@ def _wrappers() -> list[Any]:
     return [o for o in gc.get_objects() if type(o) is impl.FusionDefinitionWrapper]
 
 
-def _step(jitted: Any, model: Any, idx: Any, targets: Any) -> tuple[Any, list[Any]]:
-    for p in model.parameters():
-        p.grad = None
-    loss = jitted(idx, targets)[1]
-    loss.backward()
-    torch.cuda.synchronize()
-    return loss.detach().clone(), [p.grad.detach().clone() for p in model.parameters()]
-
-
 def _gap(x: Any, y: Any) -> float:
     """The largest elementwise difference; NaN where the other has NaN too counts as equal, NaN or inf against a
     number as inf (so one garbage value cannot hide behind another)."""
@@ -68,23 +59,24 @@ def test_shared_and_private_partitions_give_the_same_bits_and_one_compile_per_de
     repeatable in a process that ran other tests first, Thunder's own unscoped step included (its loss 8.97e-44, the
     warm one 10.8959). Warm steps are not always repeatable either (docs/limitations.md), hence the comparison
     within the variation that Thunder's own and the private warm steps show."""
+    # workloads imports Thunder: here, so that the module collects (and skips) without it
     import thunder
-    from workloads import nanogpt_model  # imports Thunder: here, so that the module collects (and skips) without it
+    from workloads import fwd_bwd, nanogpt_model
 
     monkeypatch.delenv("NVSCOPE_SHARE", raising=False)
     nvscope.uninstall()
     model, idx, targets = nanogpt_model(4, 128, 2, 384)
     before = {id(w) for w in _wrappers()}
     jitted = thunder.jit(model)
-    _step(jitted, model, idx, targets)  # Thunder's own compile, unscoped
-    own = [_step(jitted, model, idx, targets) for _ in range(WARM)]
+    fwd_bwd(jitted, model, idx, targets)  # Thunder's own compile, unscoped
+    own = [fwd_bwd(jitted, model, idx, targets) for _ in range(WARM)]
     wrappers = [w for w in _wrappers() if id(w) not in before and w.last_used is not None]
     distinct = {repr(w.last_used) for w in wrappers}
     assert len(distinct) < len(wrappers), "the layers' fusions should repeat: nothing to share"
     assert nvscope.thunder.install()
     with audit() as log, nv_options(enable=OPTIONS):
-        _step(jitted, model, idx, targets)  # compiles: each distinct definition once
-        shared = [_step(jitted, model, idx, targets) for _ in range(WARM)]
+        fwd_bwd(jitted, model, idx, targets)  # compiles: each distinct definition once
+        shared = [fwd_bwd(jitted, model, idx, targets) for _ in range(WARM)]
     ran = []
     for w in wrappers:
         table = nvscope.thunder.partitions(w)
@@ -100,12 +92,12 @@ def test_shared_and_private_partitions_give_the_same_bits_and_one_compile_per_de
     monkeypatch.setenv("NVSCOPE_SHARE", "0")
     assert nvscope.thunder.install()
     with audit() as log, nv_options(enable=OPTIONS):
-        _step(jitted, model, idx, targets)
-        private = [_step(jitted, model, idx, targets) for _ in range(WARM)]
+        fwd_bwd(jitted, model, idx, targets)
+        private = [fwd_bwd(jitted, model, idx, targets) for _ in range(WARM)]
     assert all(r.shared_from is None for r in log.records)
     assert sum(r.partition == "new" for r in log.records) == len(wrappers)
     nvscope.uninstall()
-    own += [_step(jitted, model, idx, targets)]
+    own += [fwd_bwd(jitted, model, idx, targets)]
     # Every shared warm step must match some private warm step to within the variation that the runs *without*
     # sharing show between their own warm steps (Thunder's own, private): bit for bit where those repeat. Why not bits
     # always: on the H200 (2026-12-04, benchmarks/results/repeatability-2026-12-04/) nvFuser returned different outputs

@@ -22,6 +22,17 @@ def nanogpt(batch: int = 4, seq: int = 256, layers: int = 4, width: int = 768) -
     return thunder.jit(model), idx, targets
 
 
+def fwd_bwd(jitted: Any, model: Any, idx: Any, targets: Any) -> tuple[Any, list[Any]]:
+    """One step of a nanoGPT-style model (``jitted(idx, targets)`` returns (logits, loss)): (loss, every parameter's
+    gradient), copied after the device finished, gradients cleared before."""
+    for p in model.parameters():
+        p.grad = None
+    loss = jitted(idx, targets)[1]
+    loss.backward()
+    torch.cuda.synchronize()
+    return loss.detach().clone(), [p.grad.detach().clone() for p in model.parameters()]
+
+
 def nanogpt_model(batch: int = 4, seq: int = 256, layers: int = 4, width: int = 768,
                   dtype: Any = None) -> tuple[Any, Any, Any]:
     """(the CUDA module, not jitted; idx; targets), seeded; ``dtype`` None keeps float32."""
