@@ -12,7 +12,9 @@ in each
 round every variant runs one block of ``--calls`` calls, in an order shuffled per round, with the garbage collector
 off; a round's variants share whatever the machine did during it, so per-round differences (ns added per call) and
 ratios to the unpatched wrapper cancel it. Printed: their medians over the rounds with 95% bootstrap intervals. The
-variants: a bare function call (the loop's floor), the unpatched wrapper, and the patched wrapper's class called with
+variants: a bare function call (the loop's floor), the unpatched wrapper, a third copy patched with a bare
+pass-through (``def __call__(fusion, *args): return original(fusion, *args)``: the least any Python-level patch of
+Thunder's ``__call__`` adds), and the patched wrapper's class called with
 (a) no scope anywhere (the hook is not in place then: nvscope._core._patches.demand), (a2) no scope in the caller's
 context while one exists elsewhere (a context copied inside a scope, as an asyncio task's), (b) one scope, (c) five
 nested scopes; (c) - (b) is paired too. Then, paired the same way: the per-call cost against
@@ -89,6 +91,16 @@ def wrapper_class() -> type:
 
 PATCHED = wrapper_class()  # registered as Thunder's: nvscope.thunder.install() patches it
 UNPATCHED = wrapper_class()  # the same code, never patched
+PASS_THROUGH = wrapper_class()  # patched below with the least any Python-level patch does: call the original
+
+
+def _pass_through(original: Callable[..., Any]) -> Callable[..., Any]:
+    def __call__(fusion: Any, *args: Any) -> Any:
+        return original(fusion, *args)
+    return __call__
+
+
+PASS_THROUGH.__call__ = _pass_through(PASS_THROUGH.__call__)  # type: ignore[method-assign]
 
 
 class ThunderFunction:
@@ -245,6 +257,7 @@ def main() -> None:
     variants = {
         "bare function call (floor)": block(bare_call, n),
         "Thunder wrapper, unpatched": block(unpatched, n),
+        "pass-through patch (any patch's floor)": block(make_fusion(PASS_THROUGH), n),
         "(a) no scope anywhere": block(patched, n),
         "(a2) no scope here, one elsewhere": elsewhere(block(patched, n)),
         "(b) patched, one scope": block(patched, n, one),
@@ -253,7 +266,8 @@ def main() -> None:
     times = paired_rounds(variants, args.rounds, rng)
     base = times["Thunder wrapper, unpatched"]
     with contextlib.ExitStack() as stack:
-        blocks = {"(a) no scope anywhere": net_blocks(patched)}
+        blocks = {"(a) no scope anywhere": net_blocks(patched),
+                  "pass-through patch (any patch's floor)": net_blocks(make_fusion(PASS_THROUGH))}
 
         def measure_elsewhere() -> None:
             blocks["(a2) no scope here, one elsewhere"] = net_blocks(patched)
@@ -283,6 +297,9 @@ def main() -> None:
             print(f"{name:<36}{per_call:9.1f}")
     nested = added_ns(times["(c) patched, 5 nested scopes"], times["(b) patched, one scope"], n, args.seed)
     print(f"(c) - (b), 5 nested scopes against one: {interval(*nested)} ns/call")
+    over = added_ns(times["(a2) no scope here, one elsewhere"], times["pass-through patch (any patch's floor)"], n,
+                    args.seed)
+    print(f"(a2) - pass-through, what the unscoped path adds over the least any patch costs: {interval(*over)} ns/call")
 
     print("\nscaling: added ns per call with N option sets used round-robin on one fusion (LRU maxsize 64); each "
           "call switches option set; paired against the unpatched wrapper called the same way, 60 rounds")

@@ -2,12 +2,14 @@
 
 * `nanogpt`: Thunder's own nanoGPT (``thunder/tests/nanogpt_model.py``, shipped in Thunder's wheel), 4 layers x 768,
   ``thunder.jit`` with no other option: its fusions hold no matmul or linear (Thunder sends those to cuBLAS).
+* `llama2_model`: Thunder's own Llama-2 (``thunder/tests/llama2_model.py``), by default 2 layers x 256, fp32.
 * `linear_gelu`: a bf16 Linear-GELU-Linear, jitted with ``nv_enable_linear``/``nv_enable_matmul``, whose step hits
   nvFuser 0.2.35's ``runtime_info.h:69`` assert under ``fuse_matmul``/``-matmul_expr_eval``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import thunder
@@ -22,15 +24,43 @@ def nanogpt(batch: int = 4, seq: int = 256, layers: int = 4, width: int = 768) -
     return thunder.jit(model), idx, targets
 
 
-def fwd_bwd(jitted: Any, model: Any, idx: Any, targets: Any) -> tuple[Any, list[Any]]:
-    """One step of a nanoGPT-style model (``jitted(idx, targets)`` returns (logits, loss)): (loss, every parameter's
-    gradient), copied after the device finished, gradients cleared before."""
+def fwd_bwd(loss_of: Callable[[], Any], model: Any) -> tuple[Any, list[Any]]:
+    """One training step: (loss, every parameter's gradient), copied after the device finished, gradients cleared
+    before. ``loss_of()`` runs the jitted model and returns the loss (`nanogpt_loss`, `llama2_loss`)."""
     for p in model.parameters():
         p.grad = None
-    loss = jitted(idx, targets)[1]
+    loss = loss_of()
     loss.backward()
     torch.cuda.synchronize()
     return loss.detach().clone(), [p.grad.detach().clone() for p in model.parameters()]
+
+
+def nanogpt_loss(jitted: Any, idx: Any, targets: Any) -> Callable[[], Any]:
+    """nanoGPT's ``forward(idx, targets)`` returns (logits, loss)."""
+    return lambda: jitted(idx, targets)[1]
+
+
+def llama2_model(layers: int = 2, dim: int = 256, batch: int = 4, seq: int = 256) -> tuple[Any, Any, Any]:
+    """Thunder's Llama-2 (``thunder/tests/llama2_model.py``, 8 heads, vocabulary 32000), fp32, seeded: (the CUDA
+    module, not jitted; tokens; targets)."""
+    from thunder.tests import llama2_model as llama
+
+    torch.manual_seed(0)
+    args = llama.ModelArgs(dim=dim, n_layers=layers, n_heads=8, n_kv_heads=8, vocab_size=32000, multiple_of=32,
+                           max_seq_len=seq, dropout=0.0)
+    model = llama.Transformer(args).cuda()
+    tokens = torch.randint(0, 32000, (batch, seq), device="cuda")
+    targets = torch.randint(0, 32000, (batch, seq), device="cuda")
+    return model, tokens, targets
+
+
+def llama2_loss(jitted: Any, tokens: Any, targets: Any) -> Callable[[], Any]:
+    """Llama-2's ``forward(tokens, targets)`` returns every position's logits; the loss is their cross entropy
+    (outside the jitted module, as in Thunder's own tests)."""
+    def loss() -> Any:
+        logits = jitted(tokens, targets)
+        return torch.nn.functional.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+    return loss
 
 
 def nanogpt_model(batch: int = 4, seq: int = 256, layers: int = 4, width: int = 768,

@@ -1,0 +1,111 @@
+"""Do plain Thunder + nvFuser warm steps repeat their bits? No nvscope anywhere: a repro for upstream (GPU).
+
+``--model nanogpt`` (default): Thunder's nanoGPT (``thunder/tests/nanogpt_model.py``), 2 layers x 384, batch 4 x 128;
+``--model llama2``: Thunder's Llama-2 (``thunder/tests/llama2_model.py``), 2 layers x 256, batch 4 x 256. fp32,
+``thunder.jit`` with no option, fwd+bwd; only torch and Thunder are imported (nvscope is not, so nothing of it can be
+in the call path).
+Two compile steps, then ``--steps`` warm steps, each compared bit for bit (loss and every gradient) with the first
+warm step. Each step's outcome is printed as it ends, so a CUDA fault names its step; with
+``CUDA_LAUNCH_BLOCKING=1`` the traceback also names the fusion whose kernel faulted.
+``--options NAME ...`` passes nvFuser enable options the way Thunder does (``thunder.jit(nv_enable_options=...)``).
+
+    python benchmarks/plain_thunder_repeat.py [--model nanogpt|llama2] [--steps 20] [--options static_fusion_count]
+
+On the H200 (2026-12-04) nanoGPT's second warm step died with an illegal address on both nvFuser builds, and
+``compute-sanitizer --tool memcheck`` showed its first forward fusion writing past the end of its iota output
+(benchmarks/results/repeatability-2026-12-04/).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--options", nargs="*", default=[])
+    parser.add_argument("--model", choices=["nanogpt", "llama2"], default="nanogpt")
+    args = parser.parse_args()
+
+    import thunder
+    import torch
+    assert not any(name.split(".")[0] == "nvscope" for name in sys.modules), "nvscope must not be imported"
+    torch.manual_seed(0)
+    if args.model == "nanogpt":
+        from thunder.tests import nanogpt_model as gpt
+
+        config = gpt.GPTConfig(n_layer=2, n_head=12, n_embd=384, block_size=128, dropout=0.0)
+        model = gpt.GPT(config).cuda()
+        idx = torch.randint(0, config.vocab_size, (4, 128), device="cuda")
+        targets = torch.randint(0, config.vocab_size, (4, 128), device="cuda")
+    else:
+        from thunder.tests import llama2_model as llama
+
+        margs = llama.ModelArgs(dim=256, n_layers=2, n_heads=8, n_kv_heads=8, vocab_size=32000, multiple_of=32,
+                                max_seq_len=256, dropout=0.0)
+        model = llama.Transformer(margs).cuda()
+        idx = torch.randint(0, 32000, (4, 256), device="cuda")
+        targets = torch.randint(0, 32000, (4, 256), device="cuda")
+    jitted = thunder.jit(model, nv_enable_options=args.options) if args.options else thunder.jit(model)
+
+    def loss_of() -> torch.Tensor:
+        if args.model == "nanogpt":
+            return jitted(idx, targets)[1]
+        logits = jitted(idx, targets)
+        return torch.nn.functional.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+
+    names = ["loss"] + [name for name, _ in model.named_parameters()]
+
+    def step() -> list[torch.Tensor]:
+        for p in model.parameters():
+            p.grad = None
+        loss = loss_of()
+        loss.backward()
+        torch.cuda.synchronize()
+        return [loss.detach().clone()] + [p.grad.detach().clone() for p in model.parameters()]
+
+    start = time.perf_counter()
+    step()
+    step()
+    print(f"{args.model}, options {args.options}: two compile steps in {time.perf_counter() - start:.1f} s", flush=True)
+    first = step()
+    differ = 0
+    for k in range(1, args.steps):
+        try:
+            now = step()
+        except Exception as error:
+            first_line = str(error).strip().splitlines()[0][:200]
+            print(f"warm step {k} failed: {type(error).__name__}: {first_line}", flush=True)
+            print(faulting_fusion(error), flush=True)
+            raise
+        changed = [f"{names[i]} ({int((a != b).sum())} of {a.numel()}, max {float((a - b).abs().max()):.3g})"
+                   for i, (a, b) in enumerate(zip(first, now, strict=True)) if not torch.equal(a, b)]
+        differ += bool(changed)
+        print(f"warm step {k}: loss {float(now[0]):.6f}, "
+              f"{'differs from the first in ' + '; '.join(changed[:3]) if changed else 'bit-equal to the first'}",
+              flush=True)
+    print(f"{args.model}, options {args.options}: {differ} of {args.steps - 1} warm steps differ from the first",
+          flush=True)
+
+
+def faulting_fusion(error: BaseException) -> str:
+    """The Thunder fusion that raised ``error`` (with CUDA_LAUNCH_BLOCKING=1, the one whose kernel faulted): its
+    name, its line in Thunder's trace and the nvFuser definition it ran, printed as nvFuser prints it."""
+    tb, found = error.__traceback__, "no Thunder fusion in the traceback"
+    line = ""
+    while tb is not None:
+        frame = tb.tb_frame
+        if frame.f_code.co_filename.startswith("thunder."):
+            line = f"{frame.f_code.co_filename}:{tb.tb_lineno}"
+        wrapper = frame.f_locals.get("self")
+        if frame.f_code.co_name == "__call__" and type(wrapper).__name__ == "FusionDefinitionWrapper":
+            found = f"fusion {wrapper.name} (called at {line}); its definition:\n{wrapper.last_used!r}"
+        tb = tb.tb_next
+    return found
+
+
+if __name__ == "__main__":
+    main()
