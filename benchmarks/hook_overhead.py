@@ -3,9 +3,10 @@
     python benchmarks/hook_overhead.py [--rounds 200] [--calls 20000] [--seed 0]
 
 Thunder's FusionDefinitionWrapper.__call__ is reproduced (same shape: lru_cache'd get_fd on the input descriptors,
-then fd.execute(...)) over an FD whose execute does nothing, so the differences are the hook's own cost. Two copies
-of the wrapper class exist: nvscope patches one (registered as Thunder's) and leaves the other alone, so the unpatched
-and the patched call are measured in the same run, side by side.
+then fd.execute(...)) over an FD whose execute does nothing, so the differences are the hook's own cost. Three copies
+of the wrapper class exist: nvscope patches one (registered as Thunder's), one is left alone and one is wrapped by a
+bare pass-through, so the unpatched, the least a wrapping patch costs and the patched call are measured in the same
+run, side by side.
 
 Method, paired and interleaved (as `nvscope.search` and benchmarks/thunder_steps.py do, with nvscope._measure._stats):
 in each
@@ -13,7 +14,7 @@ round every variant runs one block of ``--calls`` calls, in an order shuffled pe
 off; a round's variants share whatever the machine did during it, so per-round differences (ns added per call) and
 ratios to the unpatched wrapper cancel it. Printed: their medians over the rounds with 95% bootstrap intervals. The
 variants: a bare function call (the loop's floor), the unpatched wrapper, a third copy patched with a bare
-pass-through (``def __call__(fusion, *args): return original(fusion, *args)``: the least any Python-level patch of
+pass-through (``def __call__(fusion, *args): return original(fusion, *args)``: the least a patch that wraps
 Thunder's ``__call__`` adds), and the patched wrapper's class called with
 (a) no scope anywhere (the hook is not in place then: nvscope._core._patches.demand), (a2) no scope in the caller's
 context while one exists elsewhere (a context copied inside a scope, as an asyncio task's), (b) one scope, (c) five
@@ -257,7 +258,7 @@ def main() -> None:
     variants = {
         "bare function call (floor)": block(bare_call, n),
         "Thunder wrapper, unpatched": block(unpatched, n),
-        "pass-through patch (any patch's floor)": block(make_fusion(PASS_THROUGH), n),
+        "pass-through (wrapping floor)": block(make_fusion(PASS_THROUGH), n),
         "(a) no scope anywhere": block(patched, n),
         "(a2) no scope here, one elsewhere": elsewhere(block(patched, n)),
         "(b) patched, one scope": block(patched, n, one),
@@ -267,7 +268,7 @@ def main() -> None:
     base = times["Thunder wrapper, unpatched"]
     with contextlib.ExitStack() as stack:
         blocks = {"(a) no scope anywhere": net_blocks(patched),
-                  "pass-through patch (any patch's floor)": net_blocks(make_fusion(PASS_THROUGH))}
+                  "pass-through (wrapping floor)": net_blocks(make_fusion(PASS_THROUGH))}
 
         def measure_elsewhere() -> None:
             blocks["(a2) no scope here, one elsewhere"] = net_blocks(patched)
@@ -283,7 +284,7 @@ def main() -> None:
     print(f"python {sys.version.split()[0]}; {args.rounds} paired rounds (+{WARMUP_ROUNDS} warm-up) x {n:,} calls "
           f"per variant, variants in a random order per round (seed {args.seed}); medians over the rounds, "
           "[95% bootstrap interval]")
-    print(f"\n{'case':<36}{'ns/call':>9}  {'added ns/call vs unpatched':<28}{'ratio to unpatched':<26}"
+    print(f"\n{'case':<38}{'ns/call':>9}  {'added ns/call vs unpatched':<28}{'ratio to unpatched':<26}"
           f"{'net blocks':>10}{'peak B':>8}")
     for name, run_times in times.items():
         per_call = median(run_times) / n * 1e9
@@ -292,14 +293,14 @@ def main() -> None:
             added = interval(*added_ns(run_times, base, n, args.seed))
             shown = f"{interval(ratio.median, ratio.low, ratio.high, 3)} {ratio.verdict}"
             net, peak = blocks[name]
-            print(f"{name:<36}{per_call:9.1f}  {added:<28}{shown:<26}{net:10d}{peak:8d}")
+            print(f"{name:<38}{per_call:9.1f}  {added:<28}{shown:<26}{net:10d}{peak:8d}")
         else:
-            print(f"{name:<36}{per_call:9.1f}")
+            print(f"{name:<38}{per_call:9.1f}")
     nested = added_ns(times["(c) patched, 5 nested scopes"], times["(b) patched, one scope"], n, args.seed)
     print(f"(c) - (b), 5 nested scopes against one: {interval(*nested)} ns/call")
-    over = added_ns(times["(a2) no scope here, one elsewhere"], times["pass-through patch (any patch's floor)"], n,
+    over = added_ns(times["(a2) no scope here, one elsewhere"], times["pass-through (wrapping floor)"], n,
                     args.seed)
-    print(f"(a2) - pass-through, what the unscoped path adds over the least any patch costs: {interval(*over)} ns/call")
+    print(f"(a2) - pass-through, what the unscoped path adds over a bare wrapping patch: {interval(*over)} ns/call")
 
     print("\nscaling: added ns per call with N option sets used round-robin on one fusion (LRU maxsize 64); each "
           "call switches option set; paired against the unpatched wrapper called the same way, 60 rounds")

@@ -2,18 +2,19 @@
 
 ``--model nanogpt`` (default): Thunder's nanoGPT (``thunder/tests/nanogpt_model.py``), 2 layers x 384, batch 4 x 128;
 ``--model llama2``: Thunder's Llama-2 (``thunder/tests/llama2_model.py``), 2 layers x 256, batch 4 x 256. fp32,
-``thunder.jit`` with no option, fwd+bwd; only torch and Thunder are imported (nvscope is not, so nothing of it can be
-in the call path).
+``thunder.jit`` (with no option unless ``--options``), fwd+bwd; only torch and Thunder are imported (nvscope is
+not, so nothing of it can be in the call path).
 Two compile steps, then ``--steps`` warm steps, each compared bit for bit (loss and every gradient) with the first
-warm step. Each step's outcome is printed as it ends, so a CUDA fault names its step; with
+warm step (loss and gradients: ``torch.equal``). Each step's outcome is printed as it ends, so a CUDA fault names
+its step; with
 ``CUDA_LAUNCH_BLOCKING=1`` the traceback also names the fusion whose kernel faulted.
 ``--options NAME ...`` passes nvFuser enable options the way Thunder does (``thunder.jit(nv_enable_options=...)``).
 
     python benchmarks/plain_thunder_repeat.py [--model nanogpt|llama2] [--steps 20] [--options static_fusion_count]
 
-On the H200 (2026-12-04) nanoGPT's second warm step died with an illegal address on both nvFuser builds, and
-``compute-sanitizer --tool memcheck`` showed its first forward fusion writing past the end of its iota output
-(benchmarks/results/repeatability-2026-12-04/).
+On the H200 (2026-12-04) nanoGPT's fifth step (warm step 2 here) died with an illegal address on both nvFuser
+builds, and ``compute-sanitizer --tool memcheck`` showed its first forward fusion writing past the end of its iota
+output (benchmarks/results/repeatability-2026-12-04/; earlier forms of this script).
 """
 
 from __future__ import annotations
@@ -59,28 +60,29 @@ def main() -> None:
 
     names = ["loss"] + [name for name, _ in model.named_parameters()]
 
-    def step() -> list[torch.Tensor]:
-        for p in model.parameters():
-            p.grad = None
-        loss = loss_of()
-        loss.backward()
-        torch.cuda.synchronize()
-        return [loss.detach().clone()] + [p.grad.detach().clone() for p in model.parameters()]
-
-    start = time.perf_counter()
-    step()
-    step()
-    print(f"{args.model}, options {args.options}: two compile steps in {time.perf_counter() - start:.1f} s", flush=True)
-    first = step()
-    differ = 0
-    for k in range(1, args.steps):
+    def step(label: str) -> list[torch.Tensor]:
+        """One fwd+bwd step; a failure is reported with ``label`` (which step of the process) and the fusion."""
         try:
-            now = step()
+            for p in model.parameters():
+                p.grad = None
+            loss = loss_of()
+            loss.backward()
+            torch.cuda.synchronize()
+            return [loss.detach().clone()] + [p.grad.detach().clone() for p in model.parameters()]
         except Exception as error:
             first_line = str(error).strip().splitlines()[0][:200]
-            print(f"warm step {k} failed: {type(error).__name__}: {first_line}", flush=True)
+            print(f"{label} failed: {type(error).__name__}: {first_line}", flush=True)
             print(faulting_fusion(error), flush=True)
             raise
+
+    start = time.perf_counter()
+    step("step 1 of the process (compile)")
+    step("step 2 of the process (compile)")
+    print(f"{args.model}, options {args.options}: two compile steps in {time.perf_counter() - start:.1f} s", flush=True)
+    first = step("step 3 of the process (the first warm step, the reference)")
+    differ = 0
+    for k in range(1, args.steps):
+        now = step(f"warm step {k} (step {k + 3} of the process)")
         changed = [f"{names[i]} ({int((a != b).sum())} of {a.numel()}, max {float((a - b).abs().max()):.3g})"
                    for i, (a, b) in enumerate(zip(first, now, strict=True)) if not torch.equal(a, b)]
         differ += bool(changed)

@@ -26,18 +26,13 @@ def nanogpt(batch: int = 4, seq: int = 256, layers: int = 4, width: int = 768) -
 
 def fwd_bwd(loss_of: Callable[[], Any], model: Any) -> tuple[Any, list[Any]]:
     """One training step: (loss, every parameter's gradient), copied after the device finished, gradients cleared
-    before. ``loss_of()`` runs the jitted model and returns the loss (`nanogpt_loss`, `llama2_loss`)."""
+    before. ``loss_of()`` runs the jitted model and returns the loss (e.g. `llama2_loss`)."""
     for p in model.parameters():
         p.grad = None
     loss = loss_of()
     loss.backward()
     torch.cuda.synchronize()
     return loss.detach().clone(), [p.grad.detach().clone() for p in model.parameters()]
-
-
-def nanogpt_loss(jitted: Any, idx: Any, targets: Any) -> Callable[[], Any]:
-    """nanoGPT's ``forward(idx, targets)`` returns (logits, loss)."""
-    return lambda: jitted(idx, targets)[1]
 
 
 def llama2_model(layers: int = 2, dim: int = 256, batch: int = 4, seq: int = 256) -> tuple[Any, Any, Any]:
@@ -55,8 +50,8 @@ def llama2_model(layers: int = 2, dim: int = 256, batch: int = 4, seq: int = 256
 
 
 def llama2_loss(jitted: Any, tokens: Any, targets: Any) -> Callable[[], Any]:
-    """Llama-2's ``forward(tokens, targets)`` returns every position's logits; the loss is their cross entropy
-    (outside the jitted module, as in Thunder's own tests)."""
+    """Llama-2's ``forward(tokens, targets)`` returns every position's logits; the loss is their cross entropy,
+    computed outside the jitted module (as benchmarks/compile_once.py does)."""
     def loss() -> Any:
         logits = jitted(tokens, targets)
         return torch.nn.functional.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
