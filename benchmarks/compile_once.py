@@ -44,16 +44,11 @@ def build(workload: str) -> tuple[Any, Any]:
     """(the CUDA module, step(jitted) -> (loss, grads)): seeded, fp32."""
     import torch
 
-    torch.manual_seed(0)
-    if workload.startswith("llama2x"):
-        from thunder.tests import llama2_model as llama
+    sys.path.insert(0, os.path.join(HERE, os.pardir, "tests", "gpu"))
+    from workloads import fwd_bwd, llama2_model, nanogpt_model  # tests/gpu/workloads.py: seeded models
 
-        layers = int(workload[len("llama2x"):])
-        args = llama.ModelArgs(dim=256, n_layers=layers, n_heads=8, n_kv_heads=8, vocab_size=32000, multiple_of=32,
-                               max_seq_len=256, dropout=0.0)
-        model = llama.Transformer(args).cuda()
-        tokens = torch.randint(0, 32000, (4, 256), device="cuda")
-        targets = torch.randint(0, 32000, (4, 256), device="cuda")
+    if workload.startswith("llama2x"):
+        model, tokens, targets = llama2_model(int(workload[len("llama2x"):]), 256)
 
         def loss_of(jitted: Any) -> Any:
             # forward(tokens, targets) returns every position's logits (and sets model.last_loss, which a jitted
@@ -72,9 +67,6 @@ def build(workload: str) -> tuple[Any, Any]:
             logits = jitted(tokens)
             return torch.nn.functional.cross_entropy(logits[:, -1, :], targets[:, -1])
     elif workload == "nanogpt":
-        sys.path.insert(0, os.path.join(HERE, os.pardir, "tests", "gpu"))
-        from workloads import nanogpt_model
-
         model, idx, targets = nanogpt_model(4, 256, 4, 768)
 
         def loss_of(jitted: Any) -> Any:
@@ -83,12 +75,7 @@ def build(workload: str) -> tuple[Any, Any]:
         raise SystemExit(f"unknown workload {workload!r}; known: {', '.join(WORKLOADS)}")
 
     def step(jitted: Any) -> tuple[Any, list[Any]]:
-        for p in model.parameters():
-            p.grad = None
-        loss = loss_of(jitted)
-        loss.backward()
-        torch.cuda.synchronize()
-        return loss.detach().clone(), [p.grad.detach().clone() for p in model.parameters() if p.grad is not None]
+        return fwd_bwd(lambda: loss_of(jitted), model)
 
     return model, step
 

@@ -1,12 +1,11 @@
 """Do plain Thunder + nvFuser warm steps repeat their bits? No nvscope anywhere: a repro for upstream (GPU).
 
 ``--model nanogpt`` (default): Thunder's nanoGPT (``thunder/tests/nanogpt_model.py``), 2 layers x 384, batch 4 x 128;
-``--model llama2``: Thunder's Llama-2 (``thunder/tests/llama2_model.py``), 2 layers x 256, batch 4 x 256. fp32,
-``thunder.jit`` (with no option unless ``--options``), fwd+bwd; only torch and Thunder are imported (nvscope is
-not, so nothing of it can be in the call path).
-Two compile steps, then ``--steps`` warm steps, each compared bit for bit (loss and every gradient) with the first
-warm step (loss and gradients: ``torch.equal``). Each step's outcome is printed as it ends, so a CUDA fault names
-its step; with
+``--model llama2``: Thunder's Llama-2 (``thunder/tests/llama2_model.py``), 2 layers x 256, batch 4 x 256; both fp32
+and built by tests/gpu/workloads.py, as the GPU tests build them. ``thunder.jit`` (with no option unless
+``--options``), fwd+bwd; only torch and Thunder are imported (nvscope is not, so nothing of it can be in the call
+path). Two compile steps, then ``--steps`` warm steps, each compared with the first warm step (loss and every
+gradient, ``torch.equal``). Each step's outcome is printed as it ends, so a CUDA fault names its step; with
 ``CUDA_LAUNCH_BLOCKING=1`` the traceback also names the fusion whose kernel faulted.
 ``--options NAME ...`` passes nvFuser enable options the way Thunder does (``thunder.jit(nv_enable_options=...)``).
 
@@ -20,6 +19,7 @@ output (benchmarks/results/repeatability-2026-12-04/; earlier forms of this scri
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 
@@ -33,42 +33,28 @@ def main() -> None:
 
     import thunder
     import torch
+
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "tests", "gpu"))
+    from workloads import fwd_bwd, llama2_loss, llama2_model, nanogpt_model  # torch and Thunder only
+
     assert not any(name.split(".")[0] == "nvscope" for name in sys.modules), "nvscope must not be imported"
-    torch.manual_seed(0)
     if args.model == "nanogpt":
-        from thunder.tests import nanogpt_model as gpt
-
-        config = gpt.GPTConfig(n_layer=2, n_head=12, n_embd=384, block_size=128, dropout=0.0)
-        model = gpt.GPT(config).cuda()
-        idx = torch.randint(0, config.vocab_size, (4, 128), device="cuda")
-        targets = torch.randint(0, config.vocab_size, (4, 128), device="cuda")
+        model, idx, targets = nanogpt_model(4, 128, 2, 384)
     else:
-        from thunder.tests import llama2_model as llama
-
-        margs = llama.ModelArgs(dim=256, n_layers=2, n_heads=8, n_kv_heads=8, vocab_size=32000, multiple_of=32,
-                                max_seq_len=256, dropout=0.0)
-        model = llama.Transformer(margs).cuda()
-        idx = torch.randint(0, 32000, (4, 256), device="cuda")
-        targets = torch.randint(0, 32000, (4, 256), device="cuda")
+        model, idx, targets = llama2_model(2, 256)
     jitted = thunder.jit(model, nv_enable_options=args.options) if args.options else thunder.jit(model)
-
-    def loss_of() -> torch.Tensor:
-        if args.model == "nanogpt":
+    if args.model == "nanogpt":
+        def loss_of() -> torch.Tensor:  # nanoGPT's forward(idx, targets) returns (logits, loss)
             return jitted(idx, targets)[1]
-        logits = jitted(idx, targets)
-        return torch.nn.functional.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
-
+    else:
+        loss_of = llama2_loss(jitted, idx, targets)
     names = ["loss"] + [name for name, _ in model.named_parameters()]
 
     def step(label: str) -> list[torch.Tensor]:
         """One fwd+bwd step; a failure is reported with ``label`` (which step of the process) and the fusion."""
         try:
-            for p in model.parameters():
-                p.grad = None
-            loss = loss_of()
-            loss.backward()
-            torch.cuda.synchronize()
-            return [loss.detach().clone()] + [p.grad.detach().clone() for p in model.parameters()]
+            loss, grads = fwd_bwd(loss_of, model)
+            return [loss, *grads]
         except Exception as error:
             first_line = str(error).strip().splitlines()[0][:200]
             print(f"{label} failed: {type(error).__name__}: {first_line}", flush=True)
