@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The H200 session in one command per Thunder build. Logs under $OUT (streamed with tee, so a timeout keeps them).
+# Every GPU check of one Thunder build, in one command. Logs under $OUT (streamed with tee, so a timeout keeps them).
 # Usage (device machine, repo root): bash benchmarks/gpu_run.sh 0.2.6|next PARTS
 #   PARTS, comma-separated: tests, thunder-suite (Thunder's own test_nvfuser.py, every test inside a scope),
 #   examples, cli, search, steps, distributed, tools (benchmarks/bisect_gpu.py and profile_nanogpt.py),

@@ -1,6 +1,7 @@
-"""tools/regen_catalog.py, the generator of nvscope/_core/_catalog_data.py: run on a small git history built here,
-and the
-committed module checked against the renderer and tools/catalog_notes.py (the real nvFuser history is not here)."""
+"""tools/regen_catalog.py, the generator of nvscope/_core/_catalog_data.py: run on nvFuser's own files (a trimmed copy
+of their history in tests/data/fuser, replayed with git) and on small histories built here; the committed module
+checked against the renderer and tools/catalog_notes.py. With ``NVSCOPE_FUSER_GIT`` set to a clone or mirror of
+NVIDIA/Fuser, the committed module is also regenerated from the whole history."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import shutil
 import subprocess
 import types
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -54,6 +56,73 @@ def test_the_committed_module_is_regenerated_exactly_from_nvfuser() -> None:
     assert newest is not None
     text = regen.generate(Path(os.environ["NVSCOPE_FUSER_GIT"]), newest[1])
     assert text == (ROOT / "nvscope" / "_core" / "_catalog_data.py").read_text(encoding="utf-8")
+
+
+# --- nvFuser's own files: tests/data/fuser ---------------------------------------------------------------------------
+
+FIXTURE = ROOT / "tests" / "data" / "fuser"
+FROM = "0.2.35"  # the fixture's first version bump (tests/data/fuser/README.md)
+
+
+@pytest.fixture(scope="module")
+def upstream(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """nvFuser's history from 0.2.35's bump to the catalog's newest commit, trimmed to what the regenerator reads,
+    replayed commit by commit with their dates."""
+    repo = tmp_path_factory.mktemp("upstream") / "Fuser"
+    repo.mkdir()
+    env = {**os.environ, "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t", "GIT_CONFIG_GLOBAL": os.devnull}
+    for args in (["init", "-q", "-b", "main"],
+                 ["am", "-q", "--keep", "--committer-date-is-author-date", str(FIXTURE / "history.mbox")]):
+        subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, env=env)
+    return repo
+
+
+def test_the_regenerator_reads_nvfusers_own_files(upstream: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The committed catalog, narrowed to the versions the fixture covers, is what the regenerator writes from
+    nvFuser's own options.cpp, options.h, version file, gate read sites and frontend files (their real layout:
+    entries split over lines, enums with a base type and comments)."""
+    order = [version for version, _ in data.VERSIONS]
+    start = order.index(FROM)
+
+    def narrowed(row: tuple[Any, ...]) -> tuple[Any, ...] | None:
+        kind, name, effect, since, until, requires_args, description = row
+        if until is not None and order.index(until) < start:
+            return None
+        return kind, name, effect, order[max(order.index(since), start)], until, requires_args, description
+
+    expected = tuple(row for row in map(narrowed, data.OPTIONS) if row is not None)
+    held = {(kind, name) for kind, name, *_ in expected}
+    real = load("catalog_notes")
+    window = notes(OPTIONS={k: v for k, v in real.OPTIONS.items() if k in held},
+                   GATES={k: v for k, v in real.GATES.items() if k in held},
+                   FRONTEND_OPS=real.FRONTEND_OPS, NIGHTLY=real.NIGHTLY)
+    monkeypatch.setattr(regen, "FIRST", FROM)
+    text = regen.generate(upstream, notes=window)
+    # The replayed commits have hashes of their own; each names its upstream commit in its message.
+    for line in git(upstream, "log", "--format=%H %b").split("\n"):
+        if line.strip():
+            replayed, upstream_commit = re.fullmatch(r"(\w+) upstream (\w+)", line.strip()).groups()  # type: ignore[union-attr]
+            text = text.replace(replayed[:12], upstream_commit[:12])
+    found: dict[str, Any] = {}
+    exec(compile(text, "generated", "exec"), found)
+    assert found["VERSIONS"] == data.VERSIONS[start:]
+    assert found["OPTIONS"] == expected
+    assert found["OP_GATES"] == tuple(row for row in data.OP_GATES if (row[0], row[1]) in held)
+    assert found["FRONTEND_OPS"] == data.FRONTEND_OPS
+    assert found["NIGHTLY_DATES"] == data.NIGHTLY_DATES
+    source = re.search(r"through .*?\)\.", data.__doc__ or "", re.DOTALL)
+    assert source is not None and source[0] in found["__doc__"]
+
+
+def test_the_fixture_says_where_it_comes_from() -> None:
+    # Fuser is BSD-3-Clause: its license travels with the copy, and every copied file keeps its own header.
+    readme = (FIXTURE / "README.md").read_text(encoding="utf-8")
+    assert "BSD-3-Clause" in readme and "81c4b22fd750" in readme
+    assert "Redistribution and use in source and binary forms" in (FIXTURE / "LICENSE").read_text(encoding="utf-8")
+    mbox = (FIXTURE / "history.mbox").read_text(encoding="utf-8")
+    created = re.findall(r"^\+\+\+ b/(\S+)\n@@ -0,0 \+1,?\d* @@\n((?:\+.*\n){5})", mbox, re.MULTILINE)
+    sources = [(path, head) for path, head in created if path.endswith((".cpp", ".h"))]
+    assert sources and all("SPDX-License-Identifier: BSD-3-Clause" in head for _, head in sources), sources
 
 
 # --- a small nvFuser history ---------------------------------------------------------------------------------------

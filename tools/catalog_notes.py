@@ -2,8 +2,7 @@
 nvFuser's git history (names, lists, version ranges) to write ``nvscope/_core/_catalog_data.py``.
 
 Edit this file, then regenerate; never edit ``nvscope/_core/_catalog_data.py`` by hand. The regenerator refuses to run
-when
-nvFuser has a name this file lacks, or this file has a name nvFuser never had, and says which.
+when nvFuser has a name this file lacks, or this file has a name nvFuser never had, and says which.
 
 ``GATES`` records, for an option, the fusions it can affect: only those holding one of some nvFuser IR nodes. An entry
 belongs here only when reading nvFuser's source shows that the option is read on no path that a fusion without those
