@@ -1,0 +1,105 @@
+"""``nvscope check [PATH ...]``: find nvFuser developer options set where they do not belong (`nvscope._tools._check`).
+
+    nvscope check                         the current folder
+    nvscope check src benchmarks --strict
+    nvscope check --format github .       annotations for GitHub Actions
+    nvscope check --json report.json .    (or --json - for JSON on stdout)
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+__all__ = ["add_parser", "command"]
+
+_DESCRIPTION = """\
+Read the code under the given files and folders (default: the current folder) and report every place that sets an
+nvFuser developer option or turns nvscope's development mode on: nv_options/with_nv_options/OptionSet, the pytest
+marker, set_development_mode(True)/dev_mode(), Thunder's nv_enable_options=/nv_disable_options= and other nvFuser
+compile options, nvFuser's _enable_options=/_disable_options=, NVFUSER_ENABLE/NVFUSER_DISABLE/NVSCOPE_DEV set in
+os.environ, env= mappings, monkeypatch.setenv, shell scripts, Dockerfiles, Makefiles, YAML (CI env:), TOML/INI
+(pytest addopts --nv-enable), .env files and notebooks, and `nvscope run --enable/--disable`.
+
+Python is read as syntax trees (imports and aliases resolved); option names are checked against the bundled
+catalog (unknown names with a did-you-mean; names outside the nvFuser range of [tool.nvscope.check] or the
+installed nvFuser). A value forwarded from a caller (a parameter, self.x) is plumbing: listed with --verbose,
+never failing. Nothing is imported or run."""
+
+_EPILOG = """\
+allowances (ignored with --strict):
+  a comment on the line, or alone on the line above:   # nvscope: allow benchmark of the matmul scheduler
+  (allow[name], allow[version] also allow bad names / names outside the range there)
+  pyproject.toml:
+    [tool.nvscope.check]
+    nvfuser = ">=0.2.35"             # the nvFuser versions the code must work with
+    allow = ["experiments/**"]       # paths where options may be set
+    allow-names = []                 # paths where bad names are on purpose
+    exclude = ["third_party/**"]     # paths not read
+
+examples:
+  nvscope check
+  nvscope check --strict src/
+  nvscope check --format github --nvfuser ">=0.2.35" .
+  nvscope check --json - . | python -c "import json,sys; print(json.load(sys.stdin)['counts'])"
+
+exit codes: 0 nothing failing; 1 findings that are not allowed; 2 a bad command line, path or [tool.nvscope.check]."""
+
+
+def add_parser(subparsers: Any) -> None:
+    """Add the ``check`` command to an ``argparse`` subparsers object."""
+    p = subparsers.add_parser("check", help="find nvFuser developer options set in code, configs and scripts "
+                                             "(a static check for CI and pre-commit)",
+                              description=_DESCRIPTION, epilog=_EPILOG,
+                              formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
+    p.add_argument("paths", nargs="*", metavar="PATH", help="files or folders to check (default: .)")
+    p.add_argument("--strict", action="store_true", help="ignore every allowance (comments and allow globs)")
+    p.add_argument("--format", choices=("text", "github", "json"), default="text",
+                   help="text (default), GitHub Actions annotations, or JSON on stdout")
+    p.add_argument("--json", nargs="?", const="-", metavar="PATH",
+                   help="also write the result as JSON to PATH (- or nothing: to stdout, the text then to stderr)")
+    p.add_argument("--config", metavar="PYPROJECT",
+                   help="the pyproject.toml whose [tool.nvscope.check] applies (default: the nearest above the first "
+                        "PATH that has the table)")
+    p.add_argument("--nvfuser", metavar="RANGE",
+                   help='the nvFuser versions to check names against, e.g. ">=0.2.35" (default: the table\'s '
+                        "nvfuser, else the installed nvFuser, else the whole catalog)")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="also list allowed findings (with their reasons) and plumbing")
+    p.add_argument("--statistics", action="store_true", help="also print the counts per construct")
+
+
+def _error(message: str) -> int:
+    print(f"nvscope check: error: {message}", file=sys.stderr)
+    return 2
+
+
+def command(ns: argparse.Namespace) -> int:
+    from nvscope._tools._check import ConfigError, check
+
+    try:
+        result = check(ns.paths or ["."], strict=ns.strict, config=ns.config, nvfuser=ns.nvfuser)
+    except FileNotFoundError as error:
+        return _error(f"{error}: give existing files or folders")
+    except ConfigError as error:
+        return _error(str(error))
+    as_json = result.to_json()
+    to_stdout = ns.format == "json" or ns.json == "-"
+    if ns.json not in (None, "-"):
+        try:
+            with open(ns.json, "w", encoding="utf-8") as out:
+                out.write(as_json + "\n")
+        except OSError as error:
+            return _error(f"--json {ns.json}: cannot write it ({error.strerror or error})")
+    if to_stdout:
+        print(as_json)
+        if ns.format != "json":  # --json -: the text goes to standard error, as for every command's --json -
+            print(result.render(verbose=ns.verbose), file=sys.stderr)
+    elif ns.format == "github":
+        print(result.render_github())
+    else:
+        print(result.render(verbose=ns.verbose))
+    if ns.statistics:
+        print(result.statistics(), file=sys.stderr if to_stdout else sys.stdout)
+    return result.exit_code

@@ -1,0 +1,302 @@
+"""`nvscope check`'s Python reader: the places a module sets nvFuser developer options, read from its syntax tree.
+
+Names are resolved through the module's imports (``import nvscope as ns; ns.nv_options``, ``from nvscope import
+nv_options as opts``, ``from os import environ``), so a call counts by what it calls, not by how it is spelled. Option
+values are resolved where they are literals, or names bound once (in the function or the module) to literals; a
+value the function got from its caller (a parameter, ``self.x``) is plumbing, and anything else is dynamic. Reading a
+variable (``os.environ.get``) or removing it is not setting it.
+
+What counts (see docs/check.md): nvscope's ``nv_options``, ``with_nv_options``, ``OptionSet`` (and
+``OptionSet.parse``), ``set_development_mode(True)``, ``dev_mode()`` and the ``nv_options`` pytest marker; Thunder's
+nvFuser compile options (``nv_enable_options=``, ``nv_disable_options=``, ``nv_enable_linear=``, ...) as keywords of
+any call or keys of a dict literal; nvFuser's ``_enable_options=``/``_disable_options=``; ``NVFUSER_ENABLE``,
+``NVFUSER_DISABLE`` and ``NVSCOPE_DEV`` set in ``os.environ`` (item, ``setdefault``, ``update``, ``__setitem__``,
+``|=``), in any mapping by item assignment, by ``os.putenv``, ``monkeypatch.setenv``/``setitem``,
+``mock.patch.dict``, in an ``env=`` mapping (or ``os.execve``'s), in ``dict(..., NVFUSER_ENABLE=...)``; argument
+lists that run ``nvscope run --enable ...`` or pytest with ``--nv-enable``; shell command strings (``os.system``,
+``shell=True``). Putting back a value read from the same variable sets nothing.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections.abc import Callable
+
+from nvscope._tools._check_use import DEV, ENV_KINDS, THUNDER, Use, command_options, env_names
+from nvscope._tools._check_values import COMPOUND, FORWARDED, SCOPES, UNKNOWN, Scope, Values, params
+
+__all__ = ["scan"]
+
+_THUNDER_LISTS = {"nv_enable_options": "enable", "nv_disable_options": "disable"}
+_THUNDER_OTHER = frozenset({"nv_skip_cache", "nv_store_fusion_inputs", "nv_save_fake_inputs"})
+_NVFUSER_LISTS = {"_enable_options": "enable", "_disable_options": "disable"}
+_SETTERS = frozenset({"setdefault", "setenv", "update", "__setitem__", "setitem"})
+# Calls whose last argument is the environment of the program they run (os.posix_spawn: the third).
+_ENV_LAST = frozenset({f"os.{f}" for f in ("execle", "execlpe", "execve", "execvpe", "spawnle", "spawnlpe", "spawnve",
+                                           "spawnvpe", "posix_spawn", "posix_spawnp")})
+_SHELL = frozenset({"os.system", "os.popen", "subprocess.getoutput", "subprocess.getstatusoutput",
+                    "asyncio.create_subprocess_shell"})  # their first argument is a shell command line
+
+
+def _is_thunder_option(name: str) -> bool:
+    """Thunder's nvFuser executor reads its compile options ``nv_enable_*``, ``nv_disable_*`` and a few more."""
+    return name in _THUNDER_OTHER or name.startswith(("nv_enable_", "nv_disable_"))
+
+
+class _Reader(Values, ast.NodeVisitor):
+    def __init__(self, tree: ast.Module, text: str, shell: Callable[[str], list[Use]] | None) -> None:
+        super().__init__(tree, text)
+        self.shell = shell
+        self.uses: list[Use] = []
+        self.env_dicts: dict[int, str] = {}  # id of a dict literal that is an environment -> the construct
+
+    def visit_body(self, body: list[ast.stmt]) -> None:
+        """Visit the statements of a body that hold a word a finding needs; compound ones header and body apart."""
+        for node in body:
+            if not self.lines.any(node):
+                continue
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                self._function(node)
+            elif isinstance(node, ast.ClassDef):
+                for part in (*node.decorator_list, *node.bases, *node.keywords):
+                    self.visit(part)
+                self.visit_body(node.body)
+            elif isinstance(node, COMPOUND):
+                self._compound(node)
+            else:
+                self.visit(node)
+
+    def _compound(self, node: ast.AST) -> None:
+        for _, value in ast.iter_fields(node):
+            if isinstance(value, list):
+                for item in value:
+                    if isinstance(item, ast.stmt):
+                        self.visit_body([item])
+                    elif isinstance(item, (ast.ExceptHandler, ast.match_case)):
+                        self._compound(item)
+                    elif isinstance(item, ast.AST):
+                        self.visit(item)
+            elif isinstance(value, ast.AST):
+                self.visit(value)
+    # --- recording --------------------------------------------------------------------------------------------------
+
+    def _add(self, node: ast.AST, construct: str, options: list[tuple[str, str]], holes: str,
+             per_call: bool = True, detail: str = "") -> None:
+        dynamic = UNKNOWN in holes
+        plumbing = not dynamic and FORWARDED in holes and not options
+        if not options and not dynamic and not plumbing:
+            return  # sets nothing: nv_options(), _enable_options=[], NVSCOPE_DEV=0
+        line, col = getattr(node, "lineno", 1), getattr(node, "col_offset", 0) + 1
+        end = getattr(node, "end_lineno", None) or line
+        self.uses.append(Use(line, col, end, construct, tuple(options), dynamic, plumbing, per_call, detail))
+
+    def _env(self, node: ast.AST, construct: str, variable: str, value: ast.expr | None,
+             appends: bool = False) -> None:
+        """One environment variable set: NVFUSER_ENABLE's names, or NVSCOPE_DEV turning development mode on."""
+        if self.restores(value, variable):
+            return  # os.environ["X"] = old, old read from X before: puts back what was there
+        text = UNKNOWN if value is None else self.text(value)
+        holes = "".join(c for c in text if c in (UNKNOWN, FORWARDED)) + (UNKNOWN if appends else "")
+        if ENV_KINDS[variable] == DEV:
+            options = [] if holes else list(env_names(variable, text))
+        else:
+            options = [(k, n) for k, n in env_names(variable, text) if UNKNOWN not in n and FORWARDED not in n]
+        self._add(node, construct, options, holes, per_call=False, detail=f"{variable}")
+    # --- visiting ---------------------------------------------------------------------------------------------------
+
+    def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> None:
+        for default in [*node.args.defaults, *filter(None, node.args.kw_defaults)]:
+            self.visit(default)
+        if isinstance(node, ast.Lambda):
+            body: list[ast.stmt] = [ast.Expr(node.body)]
+            forwards = True
+        else:
+            for decorator in node.decorator_list:
+                self.visit(decorator)
+            body = node.body
+            fixture = any((self.qualname(d.func if isinstance(d, ast.Call) else d) or "").endswith("fixture")
+                          for d in node.decorator_list)
+            forwards = not node.name.startswith("test") and not fixture
+        self.scopes.append(Scope(params(node.args), body, forwards))
+        if isinstance(node, ast.Lambda):
+            self.visit(node.body)
+        else:
+            self.visit_body(body)
+        self.scopes.pop()
+
+    visit_FunctionDef = visit_AsyncFunctionDef = visit_Lambda = _function
+
+    def visit_Call(self, node: ast.Call) -> None:
+        what = self._nvscope(node.func)
+        name = self.qualname(node.func) or ""
+        if id(node) in self.consumed:
+            pass
+        elif what in SCOPES or what == "OptionSet.parse" or name == "pytest.mark.nv_options":
+            options, holes = self.call_options(node, what or "nv_options")
+            self._add(node, "pytest.mark.nv_options" if what is None else what, options, holes)
+        elif what in ("set_development_mode", "dev_mode"):
+            value = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "enabled"), None)
+            self._switch(node, what, value, default_on=what == "dev_mode", shown="development mode")
+        self._keywords(node, name)
+        self.generic_visit(node)
+
+    def _switch(self, node: ast.AST, construct: str, value: ast.expr | None, default_on: bool, shown: str,
+                kind: str = DEV) -> None:
+        """A switch turned on: a literal True (or any literal but False/None), or a value not known here."""
+        if value is None:
+            on, holes = default_on, ""
+        elif isinstance(value, ast.Constant):
+            on, holes = value.value not in (False, None), ""
+        else:
+            on, holes = False, self.names(value)[1] or UNKNOWN
+        literal = "" if value is None else ast.unparse(value) if on else "..."
+        named = [(kind, f"{shown}={literal}" if kind == THUNDER else shown)]
+        self._add(node, construct, named if on or (kind == THUNDER and UNKNOWN in holes) else [], holes)
+
+    def _keywords(self, node: ast.Call, name: str) -> None:
+        func = node.func
+        attribute = func.attr if isinstance(func, ast.Attribute) else None
+        # Only calls that may set something pay for spelling their receiver out.
+        receiver = ("os.environ" if self.qualname(func.value) == "os.environ" else ast.unparse(func.value)) \
+            if isinstance(func, ast.Attribute) and attribute in _SETTERS else ""
+        args = node.args
+        variable = self.env_key(args[0]) if args else None
+        if variable is not None and len(args) >= 2:
+            if name == "os.putenv":
+                self._env(node, "os.putenv", variable, args[1])
+            elif attribute in ("setdefault", "setenv", "__setitem__"):
+                self._env(node, f"{receiver}.{attribute}", variable, args[1])
+        if attribute == "setitem" and len(args) >= 3 and (key := self.env_key(args[1])) is not None:
+            self._env(node, f"{receiver}.setitem", key, args[2])  # monkeypatch.setitem(os.environ, "X", ...)
+        # mock.patch.dict(os.environ, {...}, X=...), as a call, a context manager or a decorator
+        patch = isinstance(func, ast.Attribute) and attribute == "dict" and bool(args) \
+            and (self.qualname(args[0]) == "os.environ" or self.text(args[0]) == "os.environ") \
+            and ((isinstance(func.value, ast.Attribute) and func.value.attr == "patch")
+                 or (self.qualname(func.value) or "").endswith(".patch"))
+        environment = name == "os.environ.update" or attribute == "update" or patch or (
+            isinstance(func, ast.Name) and func.id == "dict")
+        if patch and len(args) >= 2:
+            self._mark(args[1], "mock.patch.dict")
+        elif environment and args and isinstance(args[0], ast.Dict) and attribute == "update":
+            self._mark(args[0], f"{receiver}.update")
+        if name in _ENV_LAST and args:  # os.execve(path, argv, env), os.spawnle(mode, path, ..., env)
+            self._mark(args[2] if name.startswith("os.posix_spawn") and len(args) >= 3 else args[-1], f"{name} env")
+        shell = any(k.arg == "shell" and isinstance(k.value, ast.Constant) and k.value.value for k in node.keywords)
+        if args and (name in _SHELL or (shell and name.startswith(("subprocess.", "asyncio.create_subprocess")))):
+            self._shell(node, args[0])
+        for keyword in node.keywords:
+            arg = keyword.arg
+            if arg is None:
+                continue
+            if environment and arg in ENV_KINDS:
+                construct = "dict(...)" if attribute is None else "mock.patch.dict" if patch else f"{receiver}.update"
+                self._env(keyword, construct, arg, keyword.value)
+            elif arg == "env":
+                self._mark(keyword.value, "env= mapping")
+            elif arg in _NVFUSER_LISTS:
+                found, holes = self.names(keyword.value)
+                self._add(keyword, "nvFuser execute option", [(_NVFUSER_LISTS[arg], n) for n in found], holes,
+                          detail=arg)
+            elif arg in _THUNDER_LISTS:
+                found, holes = self.names(keyword.value)
+                self._add(keyword, "Thunder compile option", [(_THUNDER_LISTS[arg], n) for n in found], holes,
+                          detail=arg)
+            elif _is_thunder_option(arg):
+                self._switch(keyword, "Thunder compile option", keyword.value, True, arg, THUNDER)
+
+    def _shell(self, node: ast.Call, command: ast.expr) -> None:
+        """A shell command line given as a string (``os.system("NVFUSER_ENABLE=... python t.py")``): read as a line
+        of a shell script, its parts not known here as variables (dynamic)."""
+        if self.shell is None:
+            return
+        text = self.text(command).replace(UNKNOWN, "$_").replace(FORWARDED, "$_")
+        end = getattr(node, "end_lineno", None) or node.lineno
+        self.uses += [Use(node.lineno, node.col_offset + 1, end, use.construct, use.options, use.dynamic,
+                          use.plumbing, use.per_call, use.detail) for use in self.shell(text)]
+
+    def _mark(self, value: ast.expr, construct: str) -> None:
+        """Remember that a dict literal (or one spread into it) is an environment being set."""
+        if isinstance(value, ast.Dict):
+            self.env_dicts[id(value)] = construct
+            for key, item in zip(value.keys, value.values, strict=True):
+                if key is None:
+                    self._mark(item, construct)
+
+    def visit_Dict(self, node: ast.Dict) -> None:
+        construct = self.env_dicts.get(id(node))
+        if construct is None and any(k is None and (self.qualname(v) or "").startswith("os.environ")
+                                     for k, v in zip(node.keys, node.values, strict=True)):
+            construct = "{**os.environ, ...}"
+        for key, value in zip(node.keys, node.values, strict=True):
+            if not isinstance(key, ast.Constant) or not isinstance(key.value, str):
+                continue
+            if construct is not None and key.value in ENV_KINDS:
+                self._env(key, construct, key.value, value)
+            elif isinstance(value, ast.Constant) and isinstance(value.value, str):
+                continue  # {"nv_enable_linear": "what it does"}: a table of names, not compile options
+            elif key.value in _THUNDER_LISTS:
+                found, holes = self.names(value)
+                self._add(key, "Thunder compile option", [(_THUNDER_LISTS[key.value], n) for n in found], holes,
+                          detail=key.value)
+            elif _is_thunder_option(key.value):
+                self._switch(key, "Thunder compile option", value, True, key.value, THUNDER)
+        self.generic_visit(node)
+
+    def _assigned(self, node: ast.Assign | ast.AugAssign | ast.AnnAssign, targets: list[ast.expr],
+                  value: ast.expr | None) -> None:
+        for target in targets:
+            if isinstance(target, (ast.Tuple, ast.List)):  # os.environ["X"], y = "a", 1
+                values = value.elts if isinstance(value, (ast.Tuple, ast.List)) \
+                    and len(value.elts) == len(target.elts) else [None] * len(target.elts)
+                for element, item in zip(target.elts, values, strict=True):
+                    self._assigned(node, [element], item)
+            elif isinstance(target, ast.Subscript) and (variable := self.env_key(target.slice)) is not None:
+                where = "os.environ" if self.qualname(target.value) == "os.environ" else ast.unparse(target.value)
+                self._env(target, f"{where}[...]", variable, value, isinstance(node, ast.AugAssign))
+            elif isinstance(node, ast.AugAssign) and self.qualname(target) == "os.environ" and value is not None:
+                self._mark(value, "os.environ |=")
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        self._assigned(node, node.targets, node.value)
+        self.generic_visit(node)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> None:
+        self._assigned(node, [node.target], node.value)
+        self.generic_visit(node)
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        self._assigned(node, [node.target], node.value)
+        self.generic_visit(node)
+
+    def _argv(self, node: ast.List | ast.Tuple) -> None:
+        """An argument list that runs ``nvscope run --enable ...`` or pytest with ``--nv-enable``."""
+        words: list[str | None] = []
+        for element in node.elts:
+            text = None if isinstance(element, ast.Starred) else self.text(element)
+            words.append(None if text is None or UNKNOWN in text or FORWARDED in text else text)
+        found = command_options(words)
+        if found is not None:
+            construct, options, dynamic = found
+            self._add(node, construct, list(options), UNKNOWN if dynamic else "")
+        self.generic_visit(node)
+
+    visit_List = visit_Tuple = _argv
+
+
+def scan(source: bytes | str, filename: str = "<unknown>",
+         shell: Callable[[str], list[Use]] | None = None) -> list[Use]:
+    """Every `Use` in one module's source; ``shell`` reads the command lines it gives a shell (``os.system(...)``;
+    `nvscope._tools._check_text`, which imports this module for notebooks, passes its reader). Raises SyntaxError
+    (or ValueError for null bytes) for what Python cannot parse."""
+    tree = ast.parse(source, filename)  # under the usual recursion limit: the parser's recursion is in C
+    text = source if isinstance(source, str) else source.decode("utf-8", "replace")
+    # The reader takes a few Python frames per level of the tree (Python frames use no C stack since 3.11).
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 20_000))
+    try:
+        reader = _Reader(tree, text, shell)
+        reader.visit_body(tree.body)
+    finally:
+        sys.setrecursionlimit(limit)
+    return sorted(reader.uses, key=lambda u: (u.line, u.col))
