@@ -1,0 +1,128 @@
+"""``nvscope rescue``: when nvFuser fails under its defaults, find per fusion the options that make the step run.
+
+    nvscope rescue train.py:step                     # a function: each probe imports the script in a fresh process
+    nvscope rescue --reference eager_step train.py:step
+    nvscope rescue --jobs 4 --sanitize train.py -- --steps 1   # a program, under compute-sanitizer memcheck
+    nvscope rescue -m pkg.train:step
+
+Every flag is checked before anything runs (exit 2, one line); the search itself is `nvscope._tools._rescue`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+from typing import Any
+
+from nvscope._cli._args import STDOUT, text_stream, write_json
+from nvscope._measure._checks import arg, count, number
+
+__all__ = ["add_parser", "command"]
+
+_DESCRIPTION = """\
+Run a step (a script's function, or a whole program) as it runs under nvFuser's defaults, name each fusion that goes
+wrong (it raises, kills the process, hangs, or with --sanitize writes out of bounds; with --reference the step's
+result must match), and search per failing fusion the nvFuser options that cure it: the escape hatches nvFuser
+documents first, then the catalog's codegen options its ops allow, smallest sets first. Every probe runs in a fresh
+process (--jobs at a time, --timeout each). Prints per fusion what went wrong and its cure, the nv_options(...) line
+for the whole step (fusions that pass keep their defaults), a final proof, and a repro script per failing fusion."""
+
+_EPILOG = """\
+exit codes: 0 when every failing fusion is rescued, or nothing failed (the output says which); 1 when some fusion has
+no cure (the partial map is still printed); 2 for a bad command line.
+
+examples:
+  nvscope rescue train.py:step
+  nvscope rescue --reference eager_step --max-set-size 2 --budget 1800 --jobs 4 train.py:step
+  nvscope rescue --sanitize --json rescue.json train.py -- --steps 1"""
+
+
+def _seconds(name: str, value: object) -> float:
+    from nvscope._tools._bisect_process import timeout_seconds
+
+    return timeout_seconds(name, value)
+
+
+def add_parser(subparsers: Any) -> None:
+    """Add ``rescue`` to an ``argparse`` subparsers object."""
+    p = subparsers.add_parser("rescue", help="find per fusion the options that make a step nvFuser fails on run",
+                              description=_DESCRIPTION, epilog=_EPILOG,
+                              formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
+    p.add_argument("-m", dest="module", metavar="MODULE[:FUNCTION]", help="a module instead of a script")
+    p.add_argument("target", nargs="?", metavar="script.py[:FUNCTION]",
+                   help="a script's function (no arguments), or a script run as a program")
+    p.add_argument("args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    p.add_argument("--reference", metavar="FUNCTION", help="a function beside the step whose result the step's must "
+                                                           "match (tolerances by dtype), e.g. the eager model")
+    p.add_argument("--tolerance", type=arg(lambda n, v: number(n, v), float), default=None,
+                   help="one bound on max|diff|/max|reference| instead of the dtype's")
+    p.add_argument("--max-set-size", type=arg(lambda n, v: count(n, v, 1)), default=2,
+                   help="the most options in one candidate set (default 2)")
+    p.add_argument("--budget", type=arg(_seconds, float), default=1800.0,
+                   help="seconds for the whole search (default 1800)")
+    p.add_argument("--jobs", type=arg(lambda n, v: count(n, v, 1)), default=1,
+                   help="probes at once, each a process (default 1)")
+    p.add_argument("--timeout", type=arg(_seconds, float), default=600.0, help="seconds per probe (default 600)")
+    p.add_argument("--confirm", type=arg(lambda n, v: count(n, v, 0)), default=1,
+                   help="more runs a cure must pass before it is believed (default 1)")
+    p.add_argument("--candidates", action="append", metavar="SPEC",
+                   help="try only these sets, in this order (--candidates=-resize_scheduler; repeat it)")
+    p.add_argument("--sanitize", action="store_true",
+                   help="run every probe under compute-sanitizer --tool memcheck, caching allocator off")
+    p.add_argument("--sanitizer", default="compute-sanitizer", help=argparse.SUPPRESS)
+    p.add_argument("--json", metavar="PATH|-", help="write the result as JSON (- : standard output)")
+    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+
+
+def _error(message: str, code: int = 2) -> int:
+    print(f"nvscope rescue: error: {message}", file=sys.stderr)
+    return code
+
+
+def command(ns: argparse.Namespace) -> int:
+    """Run ``nvscope rescue`` for parsed arguments; returns the exit code."""
+    if ns.module is not None and ns.target is not None:  # as with python -m: every word after it is an argument
+        ns.args, ns.target = [ns.target, *ns.args], None
+    if ns.args[:1] == ["--"]:
+        ns.args = ns.args[1:]
+    target = ns.target if ns.module is None else ns.module
+    if not target:
+        return _error("give the target: script.py[:FUNCTION] or -m module[:FUNCTION] (`nvscope rescue --help`)")
+    where, _, function = target.rpartition(":") if ":" in target else (target, "", "")
+    if ":" in target and not (where and function):
+        return _error(f"{target!r} names no function: write {target.rstrip(':') or 'script.py'}:FUNCTION, or "
+                      "leave out the colon to run the script as a program")
+    if ns.module is None and not os.path.isfile(where):
+        return _error(f"can't open file {os.path.abspath(where)!r}: no such file")
+    if ns.reference and not function:
+        return _error("--reference needs a function target (script.py:FUNCTION): a program has no result")
+    if function and ns.args:
+        return _error("arguments after a function target: a function takes none (leave out :FUNCTION to run the "
+                      "script as a program with them)")
+    if ns.sanitize and shutil.which(ns.sanitizer) is None:
+        return _error(f"--sanitize: {ns.sanitizer} is not on PATH (it comes with the CUDA toolkit)")
+    if ns.json and ns.json != STDOUT and not os.path.isdir(os.path.dirname(os.path.abspath(ns.json))):
+        return _error(f"--json {ns.json}: the directory does not exist")
+    candidates = None
+    if ns.candidates is not None:
+        from nvscope._measure._candidates import resolve
+
+        try:
+            candidates = resolve(ns.candidates)
+        except (ValueError, TypeError) as error:
+            return _error(f"--candidates: {error}")
+    from nvscope._tools._rescue import rescue
+
+    try:
+        result = rescue(target, reference=ns.reference, max_set_size=ns.max_set_size, budget_s=ns.budget,
+                        jobs=ns.jobs, timeout=ns.timeout, confirm=ns.confirm, sanitize=ns.sanitize,
+                        sanitizer=ns.sanitizer, tolerance=ns.tolerance, module=ns.module is not None,
+                        args=ns.args, candidates=candidates, progress=not ns.quiet)
+    except (ValueError, TypeError, FileNotFoundError) as error:
+        return _error(str(error))
+    print(result.report(), file=text_stream(ns.json))
+    if ns.json and write_json("rescue", ns.json, result.to_json()):
+        return 1
+    return result.exit_code()

@@ -1,0 +1,241 @@
+"""Rescue: when nvFuser goes wrong under its defaults, find per fusion the options that make the step run and match.
+
+    result = nvscope.rescue(step, reference=eager_step)     # in process: exceptions and wrong numbers
+    result = nvscope.rescue("train.py:step", jobs=4)          # each probe a fresh process: faults too
+    print(result.report())                                    # per fusion: what went wrong, its cure; the line
+
+1. The step runs once as the user's program runs it (Thunder's own path, no scope; `nvscope._tools._rescue_probe`):
+   the first fusion that raises, or kills the process, or (with ``sanitize``) writes out of bounds is named by id;
+   the step's result is compared with ``reference`` when one is given.
+2. For that fusion, candidate option sets (`nvscope._tools._rescue_search`) are tried on it alone (every other
+   fusion keeps its defaults; the cures found so far stay on theirs), ``jobs`` probes at a time; the first that cures
+   is confirmed by repeating it. With ``NVFUSER_ENABLE``/``NVFUSER_DISABLE`` set (probes in child processes), one
+   probe without each variable says whether it is the cause.
+3. With that cure in place the step runs again: the next failing fusion is searched, until the step runs clean or a
+   fusion has no cure. A final run (repeated) proves the whole map.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from nvscope._core._optionset import OptionSet
+from nvscope._measure import _checks
+from nvscope._measure._harness import progress_printer
+from nvscope._measure._results import options_from
+from nvscope._tools._rescue_probe import Children, Plan, observe
+from nvscope._tools._rescue_report import Failure, FusionRescue, RescueResult, issue_text
+from nvscope._tools._rescue_search import candidates, search
+
+__all__ = ["rescue"]
+
+Probe = Callable[[list[Plan]], list[dict[str, Any]]]
+_ENV = ("NVFUSER_ENABLE", "NVFUSER_DISABLE")
+
+
+def _in_process(step: Callable[[], Any], reference: Callable[[], Any] | None, tolerance: float | None) -> Probe:
+    def run(plans: list[Plan]) -> list[dict[str, Any]]:
+        return [observe(step, reference, {"groups": [[{"enable": o.enable_list(), "disable": o.disable_list()}, f]
+                                                     for o, f in plan.groups()]}, tolerance) for plan in plans]
+    return run
+
+
+def _versions() -> dict[str, str]:
+    from importlib import metadata
+
+    from nvscope._core._catalog import installed_nvfuser
+
+    found = {}
+    nvfuser = installed_nvfuser()
+    if nvfuser is not None:
+        found["nvFuser"] = str(nvfuser.version)
+    for label, dist in (("Thunder", "lightning-thunder"), ("torch", "torch")):
+        try:
+            found[label] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            pass
+    torch = sys.modules.get("torch")
+    cuda = getattr(getattr(torch, "version", None), "cuda", None)
+    if cuda:
+        found["CUDA"] = str(cuda)
+    return found
+
+
+def _target(step: str, reference: str | None, module: bool, args: list[str]) -> dict[str, Any]:
+    where, _, function = step.rpartition(":") if ":" in step and not step.endswith(":") else (step, "", "")
+    if not module and not os.path.isfile(where):
+        raise FileNotFoundError(f"can't open file {os.path.abspath(where)!r}: no such file")
+    return {"where": where, "function": function or None, "module": module, "args": list(args),
+            "reference": reference}
+
+
+def rescue(step: Callable[[], Any] | str, /, *, reference: Callable[[], Any] | str | None = None,
+           max_set_size: int = 2, budget_s: float = 1800.0, jobs: int = 1, timeout: float = 600.0,
+           confirm: int = 1, sanitize: bool = False, sanitizer: str = "compute-sanitizer",
+           tolerance: float | None = None, module: bool = False, args: list[str] | tuple[str, ...] = (),
+           candidates: Sequence[object] | None = None, progress: bool = True) -> RescueResult:
+    """Find per fusion the nvFuser options that make ``step`` run (and match ``reference``) when it goes wrong under
+    nvFuser's defaults. See the module docstring and docs/rescue.md.
+
+    ``step``: a callable taking no arguments (probes in this process: exceptions and wrong numbers), or a target
+    ``"script.py:FUNCTION"`` / ``"script.py"`` (a program, with ``args``) / with ``module=True`` ``"pkg.mod:FUNCTION"``,
+    whose probes each run in a fresh process (faults too, ``jobs`` at a time, ``timeout`` seconds each; ``sanitize``:
+    under ``compute-sanitizer --tool memcheck``). ``reference``: the step's reference (a callable, or for a target the
+    name of a function beside it); its result and the step's are compared with tolerances by dtype (``tolerance``:
+    one bound instead). ``max_set_size``: the most options per candidate set; ``budget_s``: the time for the whole
+    search; ``confirm``: how many more runs a cure must pass; ``candidates``: the sets to try instead of the
+    catalog's (specs as for `nvscope.search`, tried in the order given, each still gated by the fusion's ops).
+    """
+    from nvscope._measure._candidates import resolve
+
+    given = None if candidates is None else resolve(candidates)
+    max_set_size = _checks.count("max_set_size", max_set_size, 1)
+    jobs, confirm = _checks.count("jobs", jobs, 1), _checks.count("confirm", confirm, 0)
+    budget_s = _checks.number("budget_s", budget_s, above=True)
+    tolerance = _checks.number("tolerance", tolerance, none=True)
+    say = progress_printer("rescue", progress)
+    env = OptionSet.from_env()
+    if isinstance(step, str):
+        from nvscope._tools._bisect_process import timeout_seconds
+
+        timeout = timeout_seconds("timeout", timeout)
+        if reference is not None and not isinstance(reference, str):
+            raise TypeError("reference= for a target is the name of a function in it, e.g. reference='eager_step'")
+        target = _target(step, reference, module, list(args))
+        if target["function"] is None and reference is not None:
+            raise ValueError("reference= needs a function target (script.py:FUNCTION): a program has no result")
+        if sanitize and not _on_path(sanitizer):
+            raise FileNotFoundError(f"{sanitizer}: not found on PATH (it comes with the CUDA toolkit); leave out "
+                                    "sanitize to rescue without it")
+        probe: Probe = Children(target, timeout=timeout, sanitizer=sanitizer if sanitize else None).run
+        mode, drops = "child processes", [v for v in _ENV if os.environ.get(v)]
+    else:
+        _checks.step_callable("rescue", step)
+        if sanitize or module or args:
+            raise ValueError("sanitize=, module= and args= need a target run in child processes: pass "
+                             "'script.py:FUNCTION' instead of a callable")
+        if reference is not None and not callable(reference):
+            raise TypeError(f"reference= takes a callable for a callable step, not {type(reference).__name__}")
+        probe, mode, drops = _in_process(step, reference, tolerance), "in-process", []
+    checks = ("raises", *(("faults",) if mode != "in-process" else ()), *(("reference",) if reference else ()),
+              *(("memcheck",) if sanitize else ()))
+    return _drive(probe, say, mode, checks, env, drops, max_set_size, budget_s, jobs, confirm, given)
+
+
+def _gate(ops: list[str] | None) -> Callable[[str, str], bool]:
+    """``OptionSet.only``'s test: the catalog's gates for a fusion holding ``ops`` (None: unknown, all pass)."""
+    from nvscope._core._catalog import catalog
+
+    known = catalog()
+    return lambda kind, name: ops is None or known.can_affect(kind, name, ops)
+
+
+def _on_path(program: str) -> bool:
+    import shutil
+
+    return shutil.which(program) is not None
+
+
+def _fails_at(observation: dict[str, Any], fusion: str) -> bool:
+    """Whether ``fusion`` failed in the probe, or never ran (a probe that stopped before it proves no cure)."""
+    failure = observation["failure"]
+    ran = any(f["id"] == fusion for f in observation["fusions"])
+    return not ran or (failure is not None and failure["fusion"] == fusion)
+
+
+def _drive(probe: Probe, say: Callable[[str], None], mode: str, checks: tuple[str, ...], env: OptionSet,
+           drops: list[str], max_set_size: int, budget_s: float, jobs: int, confirm: int,
+           given: list[OptionSet] | None = None) -> RescueResult:
+    began = time.monotonic()
+    say("running the step under nvFuser's defaults (Thunder's own path)")
+    plan: dict[str, OptionSet] = {}
+    seen = probe([Plan(plan)])[0]
+    fusions = [f["id"] for f in seen["fusions"]]
+    info = {f["id"]: f for f in seen["fusions"]}
+    rescues: list[FusionRescue] = []
+    unattributed = None
+    notes = ["a rescue found for these inputs (shapes, dtypes) says nothing of others: run it again for them"]
+    if env:
+        notes.append(f"the environment sets {env.as_shell()}: those options apply to every fusion and cannot be "
+                     "taken away per fusion" + ("" if drops else " (in-process probes cannot run without them)"))
+    while seen["failure"] is not None:
+        failure = seen["failure"]
+        fusion = failure["fusion"]
+        if fusion is None or fusion in plan:  # nothing to search on: say so
+            unattributed = Failure(fusion, failure["kind"], failure["line"], failure.get("detail", ""))
+            break
+        say(f"{fusion}: {failure['kind']}: {failure['line'][:160]}")
+        causes = []
+        for variable in drops:  # does the environment's option cause it?
+            if not _fails_at(probe([Plan(plan, (variable,))])[0], fusion):
+                causes.append(variable)
+        fused = info.get(fusion) or {"ops": None, "own": {}}
+        taken = options_from(fused.get("own") or {}) | env
+        sets = candidates(fused["ops"], taken, max_set_size, f"{failure['line']}\n{failure.get('detail', '')}") \
+            if given is None else [o for o in given if len(o.enable) + len(o.disable) <= max_set_size
+                                   and o.only(_gate(fused["ops"])) == o]
+        say(f"{fusion}: trying {len(sets)} option sets, {jobs} at a time")
+        repro: list[str] = list(failure.get("repro", []))
+
+        def cures(batch: list[OptionSet], fusion: str = fusion, repro: list[str] = repro
+                  ) -> list[tuple[bool, str]]:
+            seen_now = probe([Plan({**plan, fusion: options}) for options in batch])
+            out = []
+            for options, observed in zip(batch, seen_now, strict=True):
+                bad = _fails_at(observed, fusion)
+                repro.extend(observed.get("repro", []))
+                say(f"  {fusion} with {options.label()}: {'still fails' if bad else 'cured'}")
+                out.append((not bad, observed["failure"]["line"][:200] if bad else ""))
+            return out
+
+        remaining = budget_s - (time.monotonic() - began)
+        cure, attempts, out_of_budget = search(sets, cures, jobs=jobs, confirm=confirm, budget_s=max(remaining, 0))
+        rescue_ = FusionRescue(fusion, Failure(fusion, failure["kind"], failure["line"], failure.get("detail", "")),
+                               cure, tuple(attempts), tuple(causes), out_of_budget, tuple(dict.fromkeys(repro))[:1])
+        rescues.append(rescue_)
+        if cure is None:
+            say(f"{fusion}: no cure" + (" (time budget spent)" if out_of_budget else ""))
+            break
+        plan[fusion] = cure
+        say(f"{fusion}: cured by {cure.label()}; running the step again with the cures so far")
+        seen = probe([Plan(plan)])[0]
+        for f in seen["fusions"]:
+            info.setdefault(f["id"], f)
+            if f["id"] not in fusions:
+                fusions.append(f["id"])
+    proved, proof = None, ""
+    if plan and all(r.cure is not None for r in rescues) and unattributed is None:
+        say(f"proving the map: {confirm + 1} runs")
+        finals = probe([Plan(plan)] * (confirm + 1))
+        bad = [o["failure"] for o in finals if o["failure"] is not None]
+        proved = not bad
+        proof = (f"{len(finals)} runs clean" + (", matching the reference" if "reference" in checks else "")
+                 if proved else f"{len(bad)} of {len(finals)} runs failed: {bad[0]['line'][:200]}")
+    versions = _versions()
+    rescues = [_with_issue(r, versions) for r in rescues]
+    if any(r.env_cause for r in rescues):
+        notes.append("a fusion fails only with an NVFUSER_* variable of the environment: change it (its options "
+                     "reach every fusion); the cure shown, if any, works with it set")
+    if any(r.cure is None for r in rescues):
+        notes.append("on_error='fallback' is no rescue here: it falls back to the defaults, which are what fails")
+    result = RescueResult(tuple(fusions), tuple(rescues), unattributed, proved, proof, mode, checks,
+                          time.monotonic() - began, tuple(notes), versions)
+    say("done: " + ("nothing to rescue" if result.healthy else "rescued" if result.rescued else "not rescued"))
+    return result
+
+
+def _with_issue(rescue_: FusionRescue, versions: dict[str, str]) -> FusionRescue:
+    import dataclasses
+
+    definition = ""
+    for path in rescue_.repro_scripts[:1]:
+        try:
+            with open(path, encoding="utf-8") as file:
+                definition = file.read()
+        except OSError:
+            pass
+    return dataclasses.replace(rescue_, issue=issue_text(rescue_, definition, versions))

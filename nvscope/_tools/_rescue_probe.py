@@ -1,0 +1,267 @@
+"""One probe of the rescue: the step once, with some fusions under options (a selector map) and every other fusion on
+Thunder's own path, observed fusion by fusion.
+
+`observe` runs in the process that runs the step: an audit, and around each fusion execution a timer that writes
+its id to ``events`` before it runs (so a fault that kills the process is attributed to the fusion running) and
+catches the first exception raised inside a fusion (attributed to that fusion's id, compile or run). The step's
+result is compared with the reference's when one is given (`nvscope._measure._numerics`, tolerances by dtype).
+
+`Children` runs probes in fresh processes (``python -c`` `CHILD`), ``jobs`` at a time, each in its own process group
+with a time limit; a child that dies is judged from what it left: the last fusion it started, its exit or signal.
+Ctrl-C (or any error) kills every child's group before it propagates. With ``sanitizer``, each child runs under
+``compute-sanitizer --tool memcheck`` with PyTorch's caching allocator off, and the errors it prints are attributed
+to the fusion whose start marker came last before them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, TextIO
+
+from nvscope._core._devmode import dev_mode
+from nvscope._core._optionset import OptionSet
+from nvscope._core._validate import first_line
+from nvscope._exec import _events
+from nvscope._exec._audit import audit
+from nvscope._exec._repro import repro_paths, scripts_named_in
+from nvscope._measure._numerics import compare_leaves, flatten_outputs
+from nvscope._measure._results import options_dict, options_from
+from nvscope._tools._bisect_process import _detail
+from nvscope._tools._search_fusions import _Map
+
+__all__ = ["CHILD", "MARK", "Children", "Plan", "observe"]
+
+MARK = "nvscope-rescue: start "
+# The child: load the target as the command line would, then `observe` it and exit. A program (no function) runs as
+# `nvscope run` runs it; a function is imported as `nvscope search` imports it.
+CHILD = """\
+import json, sys
+with open(sys.argv[1], encoding="utf-8") as file:
+    spec = json.load(file)
+from nvscope._tools._rescue_probe import observe
+t = spec["target"]
+sys.argv = [t["where"], *t["args"]]
+if t["function"] is None:
+    from nvscope._cli._run import run
+    def step():
+        code = run(None if t["module"] else t["where"], t["where"] if t["module"] else None, t["args"], [], [],
+                   audit=False)
+        if code:
+            raise SystemExit(code)
+    reference = None
+else:
+    import importlib, os
+    from nvscope._cli._args import _attribute, _import_script
+    if t["module"]:
+        sys.path.insert(0, os.getcwd())
+        loaded = importlib.import_module(t["where"])
+    else:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(t["where"])))
+        loaded = _import_script(t["where"])
+    step = _attribute(loaded, t["function"])
+    reference = _attribute(loaded, t["reference"]) if t["reference"] else None
+observe(step, reference, spec)
+"""
+
+
+class Plan:
+    """What one probe runs: per fusion id its options (the others keep their defaults); ``drop_env``: without
+    ``NVFUSER_ENABLE``/``NVFUSER_DISABLE`` (the names of the variables to drop)."""
+
+    __slots__ = ("drop_env", "options")
+
+    def __init__(self, options: dict[str, OptionSet], drop_env: Sequence[str] = ()) -> None:
+        self.options, self.drop_env = dict(options), tuple(drop_env)
+
+    def groups(self) -> list[tuple[OptionSet, list[str]]]:
+        grouped: dict[OptionSet, list[str]] = {}
+        for fusion, options in self.options.items():
+            grouped.setdefault(options, []).append(fusion)
+        return list(grouped.items())
+
+
+def _failure(fusion: str | None, kind: str, line: str, detail: str = "") -> dict[str, Any]:
+    return {"fusion": fusion, "kind": kind, "line": line, "detail": detail}
+
+
+def observe(step: Callable[[], Any], reference: Callable[[], Any] | None, spec: dict[str, Any],
+            tolerance: float | None = None) -> dict[str, Any]:
+    """Run ``step`` once under the plan in ``spec`` (``groups``: [[options, [ids]], ...]) and say what happened (a
+    JSON-able dict, also written to ``spec["out"]`` when given). ``spec["events"]``: a file that gets each fusion's id
+    before it runs; ``spec["markers"]``: the same on standard output (for the sanitizer's lines)."""
+    groups = [(options_from(o), list(ids)) for o, ids in spec.get("groups", ())]
+    events: TextIO | None = open(spec["events"], "a", encoding="utf-8") if spec.get("events") else None
+    caught: list[tuple[str, BaseException]] = []
+    fusions: dict[str, dict[str, Any]] = {}
+
+    def seen(record: _events.FusionRecord) -> None:
+        if record.fusion not in fusions:
+            ops = record.info.ops
+            fusions[record.fusion] = {"id": record.fusion, "ops": None if ops is None else sorted(ops),
+                                      "own": options_dict(record.options if record.partition == "default"
+                                                          else OptionSet())}
+
+    @contextmanager
+    def timer(record: _events.FusionRecord) -> Iterator[None]:
+        if events is not None:
+            events.write(record.fusion + "\n")
+            events.flush()
+        if spec.get("markers"):
+            print(MARK + record.fusion, flush=True)
+        try:
+            yield None
+        except BaseException as error:
+            if not caught:
+                caught.append((record.fusion, error))
+            raise
+
+    result: dict[str, Any] = {"failure": None, "matched": None, "numerics": "", "repro": []}
+    out: Any = None
+    try:
+        with dev_mode(True), warnings.catch_warnings(), audit(), _events.listening(seen, timer), _Map(groups):
+            warnings.simplefilter("ignore")
+            try:
+                out = step()
+            except BaseException as error:  # a SystemExit of a program is its failure too
+                if isinstance(error, KeyboardInterrupt):
+                    raise
+                if caught:
+                    fusion, inner = caught[0]
+                    result["failure"] = _failure(fusion, "raise", first_line(inner, 400), str(inner)[:2000])
+                    result["repro"] = list(repro_paths(inner))
+                elif not (isinstance(error, SystemExit) and not error.code):
+                    result["failure"] = _failure(None, "step", first_line(error, 400))
+        if result["failure"] is None and reference is not None:
+            numerics = compare_leaves(flatten_outputs(reference(), "out"), flatten_outputs(out, "out"), tolerance)
+            result["matched"], result["numerics"] = numerics.ok, numerics.detail
+            if not numerics.ok:
+                result["failure"] = _failure(None, "numbers", f"the step's result differs from its reference: "
+                                                              f"{numerics.detail}")
+    finally:
+        if events is not None:
+            events.close()
+    result["fusions"] = list(fusions.values())
+    if spec.get("out"):
+        with open(spec["out"], "w", encoding="utf-8") as file:
+            json.dump(result, file)
+    return result
+
+
+_SUMMARY = re.compile(r"ERROR SUMMARY: (\d+) error")
+
+
+def sanitizer_errors(stdout: str) -> tuple[int | None, dict[str, int]]:
+    """compute-sanitizer's error count (None: no summary line) and the errors per fusion, each counted for the
+    fusion whose start marker (`MARK`) came last before it."""
+    current: str | None = None
+    per: dict[str, int] = {}
+    for line in stdout.splitlines():
+        if line.startswith(MARK):
+            current = line[len(MARK):].strip()
+        elif line.startswith("=========") and re.search(r"Invalid|out of bounds|Out-of-range", line):
+            per[current or "?"] = per.get(current or "?", 0) + 1
+    found = _SUMMARY.findall(stdout)
+    return (int(found[-1]) if found else None), per
+
+
+class Children:
+    """Probes in fresh processes (module docstring). ``target``: {"where", "function", "module", "args",
+    "reference"}."""
+
+    def __init__(self, target: dict[str, Any], *, timeout: float, python: str = sys.executable,
+                 sanitizer: str | None = None) -> None:
+        self.target, self.timeout, self.python, self.sanitizer = target, timeout, python, sanitizer
+        # One directory for every child's repro scripts (each would make its own), kept after the rescue.
+        self.repro_dir = os.environ.get("NVSCOPE_REPRO_DIR") or tempfile.mkdtemp(prefix="nvscope-repro-")
+
+    def run(self, plans: Sequence[Plan]) -> list[dict[str, Any]]:
+        """Run the plans at once (the caller bounds how many), each in a child; their observations, in order."""
+        with tempfile.TemporaryDirectory(prefix="nvscope-rescue-") as directory:
+            started: list[tuple[subprocess.Popen[str], dict[str, Any], TextIO, TextIO]] = []
+            try:
+                for i, plan in enumerate(plans):
+                    started.append(self._start(plan, os.path.join(directory, str(i))))
+                return [self._finish(*child) for child in started]
+            finally:  # Ctrl-C or an error: no child outlives the rescue
+                for child, _, out, err in started:
+                    if child.poll() is None:
+                        _kill(child)
+                    out.close()
+                    err.close()
+
+    def _start(self, plan: Plan, stem: str) -> tuple[subprocess.Popen[str], dict[str, Any], TextIO, TextIO]:
+        spec = {"target": self.target, "groups": [[options_dict(o), ids] for o, ids in plan.groups()],
+                "events": stem + ".events", "out": stem + ".json", "markers": self.sanitizer is not None}
+        with open(stem + ".spec", "w", encoding="utf-8") as file:
+            json.dump(spec, file)
+        env = {k: v for k, v in os.environ.items() if k not in plan.drop_env and k != "NVSCOPE_RUN"}
+        env["NVSCOPE_REPRO_DIR"] = self.repro_dir
+        env["CUDA_LAUNCH_BLOCKING"] = "1"  # a fault surfaces in the fusion that caused it, not in a later one
+        command = [self.python, "-c", CHILD, stem + ".spec"]
+        if self.sanitizer is not None:
+            env["PYTORCH_NO_CUDA_MEMORY_CACHING"] = "1"  # a write past a tensor lands outside any allocation
+            command = [self.sanitizer, "--tool", "memcheck", *command]
+        out = open(stem + ".stdout", "w+", encoding="utf-8")  # closed in `run`
+        err = open(stem + ".stderr", "w+", encoding="utf-8")
+        child = subprocess.Popen(command, stdout=out, stderr=err, text=True, env=env, start_new_session=True)
+        return child, spec, out, err
+
+    def _finish(self, child: subprocess.Popen[str], spec: dict[str, Any], out: TextIO,
+                err: TextIO) -> dict[str, Any]:
+        try:
+            code: int | None = child.wait(self.timeout)
+        except subprocess.TimeoutExpired:
+            _kill(child)
+            code = None
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read(), err.read()
+        started = _lines(spec["events"])
+        if os.path.exists(spec["out"]) and code is not None:
+            with open(spec["out"], encoding="utf-8") as file:
+                result: dict[str, Any] = json.load(file)
+        else:  # it died (or hung) before it could say: the last fusion it started is the one
+            done = None if code is None else subprocess.CompletedProcess(child.args, code, stdout, stderr)
+            how = "timeout" if code is None else "fault"
+            result = {"fusions": [{"id": f, "ops": None, "own": options_dict(OptionSet())}
+                                  for f in dict.fromkeys(started)], "matched": None, "numerics": "",
+                      "failure": _failure(started[-1] if started else None, how, _detail(done, self.timeout),
+                                          stderr[-2000:]), "repro": []}
+        result["repro"] = list(dict.fromkeys([*result["repro"], *scripts_named_in(stderr)]))
+        if self.sanitizer is not None:
+            total, per = sanitizer_errors(stdout)
+            result["memory_errors"] = total
+            if total is None:
+                result["failure"] = result["failure"] or _failure(None, "step", "compute-sanitizer printed no "
+                                                                  "ERROR SUMMARY", stdout[-1000:])
+            elif total and result["failure"] is None:
+                fusion = next(iter(per), None)
+                result["failure"] = _failure(None if fusion == "?" else fusion, "memory",
+                                             f"compute-sanitizer memcheck: {total} errors", stdout[-2000:])
+        return result
+
+
+def _lines(path: str) -> list[str]:
+    try:
+        with open(path, encoding="utf-8") as file:
+            return [line.strip() for line in file if line.strip()]
+    except OSError:
+        return []
+
+
+def _kill(child: subprocess.Popen[str]) -> None:
+    """Kill the child's whole process group (it started its own session), then reap it."""
+    try:
+        os.killpg(child.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    child.wait()

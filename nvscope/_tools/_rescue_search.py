@@ -1,0 +1,113 @@
+"""The rescue's search for one failing fusion: which option sets to try, in which order, and the first that cures.
+
+Candidates come from the catalog of the installed nvFuser: its codegen options that take no arguments (the rest only
+print or time), each kept only where the catalog's gates say it can affect the fusion's ops, and none the fusion
+already runs with (its compile-time options, the environment's: adding them changes nothing). The order is how
+likely a set cures, as nvFuser itself points:
+
+1. the options the failure's own message names (``Use NVFUSER_DISABLE=parallel_compile ...``);
+2. the escape hatches nvFuser documents for paths it turns on by default, newest first: ``-resize_scheduler``,
+   ``-greedy_scheduler``, ``-infer_contiguity``, ``-matmul_expr_eval``, ``-parallel_compile`` (`ESCAPE_HATCHES`);
+3. every other disable option (switching a path off is how nvFuser's escape hatches work), then the enable options
+   (another path, e.g. ``id_model``), each by name;
+4. sets of two and more, smallest first, ranked by the sum of their members' ranks; the pairs that only work
+   together (``fuse_matmul,-matmul_expr_eval``) first among them.
+
+`search` tries them in that order (``jobs`` at a time), up to ``max_set_size`` names per set and within a time
+budget, and believes a set only when it cures again (``confirm`` repeats): wrong numbers and memory errors can depend
+on allocation history. It stops at the first confirmed set, so no smaller set earlier in the order cured.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import time
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
+
+from nvscope._core._catalog import catalog
+from nvscope._core._optionset import OptionSet
+from nvscope._measure._candidates import _PAIRS
+
+__all__ = ["ESCAPE_HATCHES", "Attempt", "candidates", "search"]
+
+# (kind, name): the escape hatches nvFuser's messages and release notes name, in the order tried.
+ESCAPE_HATCHES = (("disable", "resize_scheduler"), ("disable", "greedy_scheduler"), ("disable", "infer_contiguity"),
+                  ("disable", "matmul_expr_eval"), ("disable", "parallel_compile"))
+_NAMED = re.compile(r"NVFUSER_(ENABLE|DISABLE)=([a-z0-9_]+)")
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One option set tried on one fusion: whether it cured (``cured``), what the probe saw (``detail``)."""
+
+    options: OptionSet
+    cured: bool
+    detail: str = ""
+    seconds: float = 0.0
+
+
+def singles(ops: Collection[str] | None, taken: OptionSet, message: str = "") -> list[tuple[str, str]]:
+    """The single options worth trying on a fusion holding ``ops`` (None: unknown, every option) that runs with
+    ``taken`` already, in the order tried (module docstring)."""
+    known = catalog()
+    usable = [o for o in known.options if o.effect == "codegen" and not o.requires_args
+              and o.name not in (taken.enable if o.kind == "enable" else taken.disable)
+              and (ops is None or known.can_affect(o.kind, o.name, ops))]
+    present = {(o.kind, o.name) for o in usable}
+    named = [(kind.lower(), name) for kind, name in _NAMED.findall(message)]
+    first = [i for i in dict.fromkeys([*named, *ESCAPE_HATCHES]) if i in present]
+    rest = sorted(present - set(first), key=lambda i: (i[0] != "disable", i[1]))
+    return [*first, *rest]
+
+
+def candidates(ops: Collection[str] | None, taken: OptionSet, max_set_size: int = 2,
+               message: str = "") -> list[OptionSet]:
+    """Every candidate set for one fusion, in the order tried: the singles, then larger sets (module docstring)."""
+    order = singles(ops, taken, message)
+    rank = {item: i for i, item in enumerate(order)}
+    out = [_options((item,)) for item in order]
+    for size in range(2, max_set_size + 1):
+        paired = [tuple(("enable", n) for n in enable) + tuple(("disable", n) for n in disable)
+                  for enable, disable in _PAIRS]
+        sets = [p for p in paired if len(p) == size and all(i in rank for i in p)]
+        combos = sorted((c for c in itertools.combinations(order, size) if len({n for _, n in c}) == size),
+                        key=lambda c: (sum(rank[i] for i in c), c))  # not one name both enabled and disabled
+        seen = {frozenset(p) for p in sets}
+        out += [_options(s) for s in [*sets, *(c for c in combos if frozenset(c) not in seen)]]
+    return out
+
+
+def _options(items: Sequence[tuple[str, str]]) -> OptionSet:
+    return OptionSet([n for k, n in items if k == "enable"], [n for k, n in items if k == "disable"])
+
+
+def search(sets: Sequence[OptionSet], cures: Callable[[list[OptionSet]], list[tuple[bool, str]]], *,
+           jobs: int = 1, confirm: int = 1, budget_s: float = 600.0,
+           clock: Callable[[], float] = time.monotonic) -> tuple[OptionSet | None, list[Attempt], bool]:
+    """The first set of ``sets`` that cures and cures again ``confirm`` times; every attempt; whether the budget ran
+    out before the sets did. ``cures(batch)`` runs up to ``jobs`` probes at once and says for each whether it cured
+    (and what it saw)."""
+    start = clock()
+    attempts: list[Attempt] = []
+    queue = list(sets)
+    while queue:
+        if clock() - start >= budget_s:
+            return None, attempts, True
+        batch, queue = queue[:max(1, jobs)], queue[max(1, jobs):]
+        began = clock()
+        verdicts = cures(batch)
+        each = (clock() - began) / len(batch)
+        attempts += [Attempt(options, ok, detail, each) for options, (ok, detail) in zip(batch, verdicts, strict=True)]
+        # In order: the first that cures is the smallest tried.
+        for options, (ok, _) in zip(batch, verdicts, strict=True):
+            if not ok:
+                continue
+            again = cures([options] * confirm) if confirm else []
+            failed = [detail for ok_again, detail in again if not ok_again]
+            attempts += [Attempt(options, ok_again, f"confirm: {detail}" if detail else "confirm")
+                         for ok_again, detail in again]
+            if not failed:
+                return options, attempts, False
+    return None, attempts, False

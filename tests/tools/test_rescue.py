@@ -1,0 +1,182 @@
+"""`nvscope.rescue` on the Thunder double: fusions that go wrong under nvFuser's defaults (the frontend double's
+``fails:`` marks) in process, and in child processes (faults, the environment's options, compute-sanitizer)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from thunder_double import ThunderDouble, chain_script, reset_nvscope
+
+import nvscope
+import nvscope.thunder
+from nvscope import OptionSet
+
+TESTS = Path(__file__).resolve().parents[1]
+ROOT = TESTS.parent
+
+
+@pytest.fixture
+def double(monkeypatch: pytest.MonkeyPatch) -> Iterator[ThunderDouble]:
+    reset_nvscope()
+    made = ThunderDouble(monkeypatch)
+    nvscope.thunder.install()
+    yield made
+    reset_nvscope()
+
+
+def chain(double: ThunderDouble, fails: dict[int, str], n: int = 4):  # type: ignore[no-untyped-def]
+    wrappers = [double.make_wrapper(f"nvFusion{i}", fails=fails.get(i), ops=("slice",)) for i in range(n)]
+
+    def step() -> float:
+        x = 1.0
+        for w in wrappers:
+            (x,) = w(x)
+        return x
+
+    return step
+
+
+def test_a_healthy_step_has_nothing_to_rescue(double: ThunderDouble) -> None:
+    result = nvscope.rescue(chain(double, {}), reference=lambda: 16.0, progress=False)
+    assert result.healthy and result.rescued and result.exit_code() == 0
+    assert "nothing to rescue" in result.report() and result.line().startswith("# nothing to rescue")
+    assert result.fusions == tuple(f"forward/nvFusion{i}" for i in range(4))
+    # Thunder's own path: no fusion ran under options.
+    assert all(not e.enable and not e.disable for e in double.executions)
+
+
+def test_a_raising_fusion_gets_the_escape_hatch_and_the_rest_keep_their_defaults(double: ThunderDouble) -> None:
+    step = chain(double, {2: "raise::-resize_scheduler"})
+    with pytest.raises(RuntimeError, match="sync_information"):
+        step()  # it does fail under the defaults
+    result = nvscope.rescue(step, reference=lambda: 16.0, progress=False)
+    (rescued,) = result.rescues
+    assert rescued.fusion == "forward/nvFusion2" and rescued.failure.kind == "raise"
+    assert rescued.failure.location == "csrc/device_lower/analysis/sync_information.cpp:504"
+    assert rescued.cure == OptionSet(disable=["resize_scheduler"])
+    assert rescued.attempts[0].options == rescued.cure  # the first escape hatch its ops allow
+    assert result.proved is True and result.exit_code() == 0
+    assert result.line() == "nv_options(disable=['resize_scheduler'], fusions=['forward/nvFusion2'])"
+    assert result.decorator() == "@with_nv_options(disable=['resize_scheduler'], fusions=['forward/nvFusion2'])"
+    assert nvscope.current_options() == OptionSet()
+    with nvscope.nv_options(disable=["resize_scheduler"], fusions=["forward/nvFusion2"]):
+        assert step() == 16.0
+    assert nvscope.RescueResult.from_json(result.to_json()) == result
+
+
+def test_two_failing_fusions_are_found_one_after_the_other(double: ThunderDouble) -> None:
+    step = chain(double, {0: "raise::-resize_scheduler", 3: "raise::-infer_contiguity|fast_math"})
+    result = nvscope.rescue(step, progress=False)
+    assert [(r.fusion, r.cure) for r in result.rescues] == [
+        ("forward/nvFusion0", OptionSet(disable=["resize_scheduler"])),
+        ("forward/nvFusion3", OptionSet(disable=["infer_contiguity"]))]
+    assert result.line().startswith("with nv_options(") and result.rescued
+
+
+def test_no_cure_says_so_writes_the_repro_and_exits_1(double: ThunderDouble) -> None:
+    step = chain(double, {1: "raise::"})
+    result = nvscope.rescue(step, candidates=["-resize_scheduler", "fast_math"], progress=False)
+    (rescued,) = result.rescues
+    assert rescued.cure is None and len(rescued.attempts) == 2 and not result.rescued
+    assert result.exit_code() == 1 and "NO CURE" in result.report()
+    assert "on_error='fallback' is no rescue" in result.report()
+    assert rescued.repro_scripts and Path(rescued.repro_scripts[0]).is_file()
+    assert "fails:raise::" in rescued.issue and "Also fails with: -resize_scheduler, fast_math" in rescued.issue
+
+
+def test_a_set_of_two_when_no_single_option_cures(double: ThunderDouble) -> None:
+    step = chain(double, {1: "raise::fast_math&-resize_scheduler"})
+    result = nvscope.rescue(step, candidates=["-resize_scheduler", "fast_math", "fast_math,-resize_scheduler"],
+                            progress=False)
+    assert result.rescues[0].cure == OptionSet(["fast_math"], ["resize_scheduler"])
+    one = nvscope.rescue(step, candidates=["-resize_scheduler", "fast_math", "fast_math,-resize_scheduler"],
+                         max_set_size=1, progress=False)
+    assert one.rescues[0].cure is None and one.exit_code() == 1
+
+
+def test_wrong_numbers_against_the_reference_are_reported_unattributed(double: ThunderDouble) -> None:
+    result = nvscope.rescue(chain(double, {1: "wrong::-resize_scheduler"}), reference=lambda: 16.0, progress=False)
+    assert result.unattributed is not None and result.unattributed.kind == "numbers"
+    assert result.exit_code() == 1 and "not attributed to a fusion" in result.report()
+
+
+@pytest.mark.parametrize("bad, message", [
+    ({"max_set_size": 0}, "max_set_size"), ({"jobs": 0}, "jobs"), ({"budget_s": 0}, "budget_s"),
+    ({"sanitize": True}, "sanitize="), ({"candidates": ["nope_option"]}, "nope_option"),
+])
+def test_bad_arguments_are_refused_before_anything_runs(double: ThunderDouble, bad: dict[str, object],
+                                                        message: str) -> None:
+    with pytest.raises((ValueError, TypeError), match=message):
+        nvscope.rescue(chain(double, {}), progress=False, **bad)  # type: ignore[arg-type]
+    assert double.executions == []
+
+
+SCRIPT = chain_script(4)
+
+
+@pytest.fixture
+def script(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    path = tmp_path / "train.py"
+    path.write_text(SCRIPT)
+    return path
+
+
+@pytest.mark.parametrize("how", ["abort", "segv"])
+def test_a_fault_that_kills_the_process_is_named_and_cured_in_children(script: Path, how: str,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FAILS", f"2={how}::-infer_contiguity")
+    result = nvscope.rescue(f"{script}:step", reference="eager", jobs=2,
+                            candidates=["-resize_scheduler", "-infer_contiguity"], progress=False)
+    (rescued,) = result.rescues
+    assert rescued.fusion == "forward/nvFusion2" and rescued.failure.kind == "fault"
+    assert ("SIGABRT" if how == "abort" else "SIGSEGV") in rescued.failure.line
+    assert rescued.cure == OptionSet(disable=["infer_contiguity"]) and result.proved and result.exit_code() == 0
+
+
+def test_a_program_target_and_an_option_of_the_environment(script: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The Linear-GELU-Linear case: fails only with NVFUSER_ENABLE=fast_math set for the process; -resize_scheduler
+    # cures it anyway.
+    monkeypatch.setenv("FAILS", "1=raise:fast_math:-resize_scheduler")
+    monkeypatch.setenv("NVFUSER_ENABLE", "fast_math")
+    result = nvscope.rescue(str(script), candidates=["-infer_contiguity", "-resize_scheduler"], progress=False)
+    (rescued,) = result.rescues
+    assert rescued.env_cause == ("NVFUSER_ENABLE",) and rescued.cure == OptionSet(disable=["resize_scheduler"])
+    assert "change that variable" in result.report() and result.exit_code() == 0
+    assert json.loads(result.to_json())["rescues"][0]["failure"]["location"].endswith("sync_information.cpp:504")
+
+
+FAKE_SANITIZER = f'''\
+#!{sys.executable}
+import os, subprocess, sys
+args = sys.argv[1:]
+assert args[:2] == ["--tool", "memcheck"], args
+assert os.environ.get("PYTORCH_NO_CUDA_MEMORY_CACHING") == "1"
+done = subprocess.run(args[2:], env={{**os.environ, "FAKE_SANITIZER": "1"}}, stdout=subprocess.PIPE, text=True)
+sys.stdout.write(done.stdout)
+errors = sum(line.startswith("========= Invalid") for line in done.stdout.splitlines())
+print(f"========= ERROR SUMMARY: {{errors}} error{{'s' * (errors != 1)}}")
+sys.exit(done.returncode)
+'''
+
+
+def test_sanitize_names_the_fusion_that_writes_out_of_bounds(script: Path, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "compute-sanitizer"
+    fake.write_text(FAKE_SANITIZER)
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", os.pathsep.join([str(bin_dir), os.environ["PATH"]]))
+    monkeypatch.setenv("FAILS", "3=oob::-infer_contiguity")
+    result = nvscope.rescue(f"{script}:step", sanitize=True, candidates=["-resize_scheduler", "-infer_contiguity"],
+                            progress=False)
+    (rescued,) = result.rescues
+    assert rescued.fusion == "forward/nvFusion3" and rescued.failure.kind == "memory"
+    assert rescued.cure == OptionSet(disable=["infer_contiguity"]) and result.proved
+    assert "memcheck" in result.checks
