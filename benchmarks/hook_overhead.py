@@ -289,7 +289,7 @@ def main() -> None:
     for name, run_times in times.items():
         per_call = median(run_times) / n * 1e9
         if name in blocks:
-            ratio = summarize(run_times, base, seed=args.seed)
+            ratio = summarize(run_times, base)
             added = interval(*added_ns(run_times, base, n, args.seed))
             shown = f"{interval(ratio.median, ratio.low, ratio.high, 3)} {ratio.verdict}"
             net, peak = blocks[name]

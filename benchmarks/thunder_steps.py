@@ -9,8 +9,8 @@ host dispatch dominates and any per-fusion cost of the hook shows.
 Method (nvscope._measure._stats, the same as `nvscope.search`): ROUNDS rounds; in each, every variant runs STEPS steps
 back to
 back, the variants in a random order. The per-round throughput ratio of two variants cancels what the machine does to
-the whole round; the median ratio is reported with its 95% bootstrap interval, and whether that interval is narrow
-enough to resolve a 1 % difference.
+the whole round; the median ratio is reported with its 95% interval (the sign test's, nvscope._measure._stats), and
+whether that interval is narrow enough to resolve a 1 % difference.
 
 First steps, each from a fresh process (the compile is what they measure, so nothing may be cached): the first
 scoped step on a jitted model already warm without options, the first step of a fresh ``thunder.jit`` without
@@ -183,8 +183,8 @@ def main() -> None:
     for name, values in results.items():
         q = sorted(values)
         print(f"  {name:<22}{median(values):9.1f} steps/s  (IQR {q[len(q) // 4]:.1f}-{q[3 * len(q) // 4]:.1f})")
-    no_scope = summarize(results["patched, no scope"], results["unpatched"], seed=args.seed)
-    in_scope = summarize(results["patched, in scope"], results["compile-time options"], seed=args.seed)
+    no_scope = summarize(results["patched, no scope"], results["unpatched"])
+    in_scope = summarize(results["patched, in scope"], results["compile-time options"])
     print(f"patched-no-scope / unpatched throughput:      {_interval(no_scope)}")
     print(f"in-scope / compile-time-options throughput:   {_interval(in_scope)}")
     if not args.no_fresh:

@@ -1,4 +1,4 @@
-"""Shared by the examples: can this machine run real nvFuser fusions through Thunder?"""
+"""Shared by the examples: can this machine run real nvFuser fusions through Thunder? How a call is shown."""
 
 from __future__ import annotations
 
@@ -47,3 +47,8 @@ def kernel_names(fn) -> list[str]:  # type: ignore[no-untyped-def]
         fn()
         torch.cuda.synchronize()
     return sorted({e.name.split("(")[0].split("<")[0] for e in prof.events() if e.device_type.name == "CUDA"})
+
+
+def nv_options_call(kwargs: dict[str, object]) -> str:
+    """``nv_options(enable=[...], ...)``: the call as a user writes it, for keyword arguments held in a dict."""
+    return f"nv_options({', '.join(f'{name}={value!r}' for name, value in kwargs.items())})"

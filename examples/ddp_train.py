@@ -250,6 +250,12 @@ def main() -> int:
                         help="build Thunder's ddp with grad mode on (a plain call): shows the failure that "
                              "docs/distributed.md explains")
     args = parser.parse_args()
+    # One process per rank, each told its rank by its launcher: started with plain `python`, none is set, and
+    # torch.distributed would fail with a traceback about an environment variable.
+    unset = [name for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT") if name not in os.environ]
+    if unset:
+        parser.error(f"launch it with torchrun, one process per rank: torchrun --standalone --nproc-per-node 2 "
+                     f"{sys.argv[0]} (not set here: {', '.join(unset)})")
 
     start = time.monotonic()
     where, rank, world = init(args.timeout)

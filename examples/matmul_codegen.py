@@ -9,7 +9,7 @@ compiled cache. Prints the kernels each variant ran and its median time (CUDA ev
 
 from __future__ import annotations
 
-from _env import cuda_median_ms, gpu_stack, kernel_names
+from _env import cuda_median_ms, gpu_stack, kernel_names, nv_options_call
 
 import nvscope
 from nvscope import nv_options
@@ -20,7 +20,7 @@ missing = gpu_stack()
 if missing is not None:
     print(f"Skipped: {missing}.")
     print("With CUDA, nvFuser and Thunder this jits (a @ b) * 2 in bf16 (2048x2048) with thunder.jit(...,")
-    print(f"nv_enable_matmul=True), runs it by default (cuBLAS) and inside nv_options(**{CODEGEN})")
+    print(f"nv_enable_matmul=True), runs it by default (cuBLAS) and inside {nv_options_call(CODEGEN)}")
     print("(nvFuser matmul codegen), and prints the kernels and the median time of each.")
     raise SystemExit(0)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 import warnings
 
-from _env import gpu_stack
+from _env import gpu_stack, nv_options_call
 
 import nvscope
 from nvscope import current_options, nv_options, with_nv_options
@@ -66,7 +66,7 @@ for bad in ({"enable": ["fuse_matmull"]}, {"enable": ["matmul_expr_eval"]}, {"en
     try:
         nv_options(**bad)
     except nvscope.UnknownOptionError as error:
-        print(f"  nv_options(**{bad}): {error}")
+        print(f"  {nv_options_call(bad)}: {error}")
 
 demo.__exit__(None, None, None)  # from here on, a scope that reaches no fusion warns again
 

@@ -42,9 +42,12 @@ if TYPE_CHECKING:  # what __getattr__ loads on first use, spelled out for type c
     from nvscope._measure._kernels import kernel_names
     from nvscope._tools._bisect import bisect
     from nvscope._tools._bisect_report import BisectResult
+    from nvscope._tools._check import CheckResult, check
     from nvscope._tools._compare import CompareResult, compare
     from nvscope._tools._profile import profile
     from nvscope._tools._profile_report import ProfileResult, ProfileRow
+    from nvscope._tools._rescue import rescue
+    from nvscope._tools._rescue_report import RescueResult
     from nvscope._tools._search import search
     from nvscope._tools._search_fusions import FusionSearchResult, search_fusions
     from nvscope._tools._search_report import SearchResult
@@ -55,6 +58,7 @@ __all__ = [
     "AuditLog",
     "BisectResult",
     "Catalog",
+    "CheckResult",
     "CompareResult",
     "ConfigWarning",
     "DevelopmentModeError",
@@ -71,6 +75,7 @@ __all__ = [
     "OptionSet",
     "ProfileResult",
     "ProfileRow",
+    "RescueResult",
     "SearchResult",
     "Selector",
     "UnclosedScopeWarning",
@@ -81,6 +86,7 @@ __all__ = [
     "bind",
     "bisect",
     "catalog",
+    "check",
     "compare",
     "current_options",
     "dev_mode",
@@ -92,6 +98,7 @@ __all__ = [
     "nv_options",
     "phase",
     "profile",
+    "rescue",
     "search",
     "search_fusions",
     "set_development_mode",
@@ -115,6 +122,10 @@ _LAZY = {
     "BisectResult": ("nvscope._tools._bisect_report", "BisectResult"),
     "search_fusions": ("nvscope._tools._search_fusions", "search_fusions"),
     "FusionSearchResult": ("nvscope._tools._search_fusions", "FusionSearchResult"),
+    "check": ("nvscope._tools._check", "check"),
+    "CheckResult": ("nvscope._tools._check", "CheckResult"),
+    "rescue": ("nvscope._tools._rescue", "rescue"),
+    "RescueResult": ("nvscope._tools._rescue_report", "RescueResult"),
 }
 
 

@@ -11,12 +11,15 @@ cache) on first use, ``repro_script_for(inputs)`` prints the definition and the 
 ``fd.execute(inputs)``, and `execute_with_dtensors` executes the local tensors without options, as nvFuser's does.
 A definition with ``define_scalar("breaks-with:<option>")`` fails in ``execute`` when that option is enabled, with
 nvFuser's message: a fusion an option breaks, and its repro script (run as a script) fails the same way.
+A definition with ``define_scalar("fails:<how>:<causes>:<cures>")`` goes wrong under its defaults (`FAILS`), the way
+the options nvFuser gets (per call and from ``NVFUSER_ENABLE``/``NVFUSER_DISABLE``, as nvFuser adds them) say.
 
 Compiles are counted as nvFuser does them: a definition compiles at its first execution, and again at the next one if
-that compile failed; ``COMPILES`` gets one `Compile` (the printed definition body, the options) per attempt. The
-``nvfuser_direct`` double keeps the compiled cache in the definition (``fec``); the legacy double keeps one process-wide
-cache entry per printed definition body (``FUSION_CACHE``, nvFuser's FusionCache), so identical definitions share
-one compile whichever FusionDefinition object runs.
+that compile failed; ``COMPILES`` gets one `Compile` (the printed definition body, the options, execute's ``device``)
+per attempt; ``DEFINITIONS`` holds every FusionDefinition still alive (weakly). The ``nvfuser_direct`` double keeps
+the compiled cache in the definition (``fec``); the legacy double keeps one process-wide cache entry per printed
+definition body (``FUSION_CACHE``, nvFuser's FusionCache), so identical definitions share one compile whichever
+FusionDefinition object runs.
 
 Each ``execute`` appends an `Execution` to ``EXECUTIONS``: which FusionDefinition ran, the option lists it was given
 (the very objects), the thread. ``COMPILE_DELAY`` makes each compile attempt last a while, ``DELAY`` each execution,
@@ -27,14 +30,26 @@ from __future__ import annotations
 
 import enum
 import itertools
+import os
+import signal
+import sys
 import threading
 import time
 import warnings
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
 LEGACY = __name__ == "nvfuser"
 BREAKS_WITH = "breaks-with:"
+# "fails:<how>:<causes>:<cures>": the fusion goes wrong when every option of <causes> is in effect ("" : always, i.e.
+# under its defaults) and no cure is: <cures> is "|"-separated sets of "&"-joined options, each all in effect to cure
+# ("-name": a disable option; "": no cure). <how>: "raise" (nvFuser's assert, in execute), "wrong" (outputs 3 * input),
+# "abort" (the process aborts, as a CUDA error does), "segv" (SIGSEGV), "oob" (a write out of bounds: only a sanitizer
+# sees it; under the fake compute-sanitizer, FAKE_SANITIZER set, it is printed as memcheck does).
+FAILS = "fails:"
+DEFAULTS_ASSERT = ("INTERNAL ASSERT FAILED at /opt/pytorch/nvfuser/csrc/device_lower/analysis/sync_information.cpp:"
+                   "504, please report a bug with repro script to NVFuser at https://github.com/NVIDIA/Fuser/issues.")
 ASSERT = "INTERNAL ASSERT FAILED at csrc/scheduler/runtime_info.h:69, please report a bug with repro script"
 
 
@@ -82,6 +97,7 @@ class Compile:
     definition: str  # the printed definition's body (without the function's name line)
     enable: tuple[str, ...]
     disable: tuple[str, ...]
+    device: Any = None  # execute's device argument: the GPU it compiled for
 
 
 class ExecutorCache:
@@ -97,6 +113,7 @@ class ExecutorCache:
 
 EXECUTIONS: list[Execution] = []
 COMPILES: list[Compile] = []
+DEFINITIONS: weakref.WeakSet[FusionDefinition] = weakref.WeakSet()  # every FusionDefinition alive
 FUSION_CACHE: dict[str, ExecutorCache] = {}  # legacy only: nvFuser's process-wide FusionCache, by definition
 DELAY = 0.0
 COMPILE_DELAY = 0.0  # seconds each compile attempt takes
@@ -128,6 +145,7 @@ class FusionDefinition:
         self.finished = False
         self._selected_device = 0
         self.fake_inputs: list[Any] | None = None
+        DEFINITIONS.add(self)
 
     def __enter__(self) -> FusionDefinition:
         return self
@@ -177,7 +195,7 @@ class FusionDefinition:
             self.fec = FUSION_CACHE.setdefault(self.body(), ExecutorCache()) if LEGACY else ExecutorCache()
         broken = {str(s)[len(BREAKS_WITH):] for s in self.scalars() if str(s).startswith(BREAKS_WITH)}
         if not self.fec.compiled:  # the options of the first (successful) execution are compiled in
-            COMPILES.append(Compile(self.body(), tuple(_enable_options or ()), tuple(_disable_options or ())))
+            COMPILES.append(Compile(self.body(), tuple(_enable_options or ()), tuple(_disable_options or ()), device))
             if COMPILE_DELAY:
                 time.sleep(COMPILE_DELAY)
             if broken & set(_enable_options or ()):
@@ -185,6 +203,18 @@ class FusionDefinition:
             self.fec.compiled = True
         elif broken & set(_enable_options or ()):
             raise RuntimeError(ASSERT)
+        how = self._fails(_enable_options, _disable_options)
+        if how == "raise":
+            raise RuntimeError(DEFAULTS_ASSERT)
+        if how == "abort":
+            sys.stderr.write("CUDA error: an illegal memory access was encountered\n")
+            sys.stderr.flush()
+            os.abort()
+        if how == "segv":
+            os.kill(os.getpid(), signal.SIGSEGV)
+        if how == "oob" and os.environ.get("FAKE_SANITIZER"):
+            print("========= Invalid __global__ write of size 8 bytes\n=========     at "
+                  "nvfuser_inner_persistent_f0_c1_r0_g0+0x1a0", flush=True)
         with _running_lock:
             _running[0] += 1
             if _running[0] > 1:
@@ -194,12 +224,35 @@ class FusionDefinition:
                 time.sleep(DELAY)
             EXECUTIONS.append(Execution(self, _enable_options, _disable_options, threading.current_thread().name,
                                         device, tuple(inputs)))
-            outputs = [a * 2 for a in inputs]
+            outputs = [a * (3 if how == "wrong" else 2) for a in inputs]
             self.fec.outputs = len(outputs)
             return outputs
         finally:
             with _running_lock:
                 _running[0] -= 1
+
+    def _fails(self, enable: Any, disable: Any) -> str | None:
+        """How this definition goes wrong under these per-call options and the environment's (`FAILS`), or None."""
+        marks = [str(s)[len(FAILS):] for s in self.scalars() if str(s).startswith(FAILS)]
+        if not marks:
+            return None
+        on = {*(enable or ()), *(f"-{n}" for n in disable or ())}
+        for kind, prefix in (("ENABLE", ""), ("DISABLE", "-")):
+            on |= {prefix + n.strip() for n in os.environ.get(f"NVFUSER_{kind}", "").split(",") if n.strip()}
+        for mark in marks:
+            how, causes, cures = mark.split(":")
+            if set(filter(None, causes.split("&"))) <= on and not any(
+                    set(cure.split("&")) <= on for cure in cures.split("|") if cure):
+                return how
+        return None
+
+    def validate(self, inputs: Any, reference_outputs: Any = None, device: Any = None, **kwargs: Any) -> list[Any]:
+        """nvFuser's (nvfuser_direct): execute with ``kwargs``, then compare with ATen's outputs (here 2 * input)."""
+        outputs = self.execute(inputs, device=device, **kwargs)
+        expected = [a * 2 for a in inputs] if reference_outputs is None else list(reference_outputs)
+        if outputs != expected:
+            raise AssertionError(f"Validation failed: outputs {outputs!r} differ from the reference {expected!r}")
+        return outputs
 
     def repro_script_for(self, inputs: list[Any] | None = None) -> str:
         """A script that defines this fusion again and, given inputs, executes it on inputs like them (nvFuser's)."""

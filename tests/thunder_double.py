@@ -182,12 +182,14 @@ class ThunderDouble:
 
     def make_wrapper(self, name: str = "nvFusion0", enable: list[str] | None = None,
                      disable: list[str] | None = None, breaks_with: str | None = None,
-                     ops: tuple[str, ...] = ("linear",), **fields: Any) -> Any:
+                     ops: tuple[str, ...] = ("linear",), fails: str | None = None, **fields: Any) -> Any:
         """A fusion as Thunder's create_fusion_definition_wrapper makes it (options default to [] as in Thunder).
 
         ``breaks_with``: an option under which the fusion's definition fails in nvFuser's execute. ``ops``: the
         nvFuser ops its definition calls (``fd.ops.<name>(...)``, as nvFuser prints them); a linear by default, which
         every option can affect (the catalog gates ``fuse_matmul`` and ``matmul_expr_eval`` to matmul/linear).
+        ``fails``: ``"<how>:<causes>:<cures>"``, how its definition goes wrong under its defaults and what cures it
+        (the frontend double's ``FAILS``).
         """
         fe = self.fe
 
@@ -199,6 +201,8 @@ class ThunderDouble:
                     getattr(fd.ops, op)(0)
                 if breaks_with is not None:
                     fd.define_scalar(fe.BREAKS_WITH + breaks_with)
+                if fails is not None:
+                    fd.define_scalar(fe.FAILS + fails)
             fd.descriptors = descriptors
             if self.lru_cache:  # LruFusionCache compiles (or finds) the definition's cache when it is created
                 fd.fec = fe.ExecutorCache()
@@ -244,16 +248,75 @@ class ThunderDouble:
         return model, forward_fusion, backward_fusion
 
 
+def chain_script(n: int = 4, ops: tuple[str, ...] = ("slice",)) -> str:
+    """A script whose ``step()`` runs ``n`` Thunder-double fusions one after the other (``x = 1.0`` doubled by each)
+    and whose ``eager()`` is the step's reference (``2 ** n``). ``FAILS="1=raise::-resize_scheduler;3=..."`` in the
+    environment marks fusions that go wrong under their defaults (`make_wrapper`'s ``fails``); run as a program it
+    calls ``step()``. For tests that run it in child processes (its directory goes on ``sys.path``)."""
+    return f'''\
+import os, sys
+sys.path.insert(0, {str(Path(__file__).parent)!r})
+import pytest
+from thunder_double import ThunderDouble
+import nvscope.thunder
+
+MONKEYPATCH = pytest.MonkeyPatch()
+double = ThunderDouble(MONKEYPATCH)
+nvscope.thunder.install()
+FAILS = {{int(k): v for k, v in (p.split("=", 1) for p in os.environ.get("FAILS", "").split(";") if p)}}
+wrappers = [double.make_wrapper(f"nvFusion{{i}}", fails=FAILS.get(i), ops={ops!r}) for i in range({n})]
+
+def step():
+    x = 1.0
+    for w in wrappers:
+        (x,) = w(x)
+    return x
+
+def eager():
+    return {2.0 ** n!r}
+
+if __name__ == "__main__":
+    step()
+'''
+
+
 def reset_nvscope() -> None:
     """Undo every patch and the autoinstall state a test may have left (before monkeypatch drops the fakes)."""
     nvscope.uninstall()
 
 
+class CompileStats:
+    """Thunder's ``cs`` of a jitted function, as far as nvscope reads it: ``interpreter_cache``, its traces."""
+
+    def __init__(self) -> None:
+        self.interpreter_cache: list[tuple[Any, ...]] = []
+
+
+def _input_metadata(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+    """What Thunder's cache tells inputs apart by (its prologue checks): type, shape, dtype, requires_grad."""
+    def one(value: Any) -> Any:
+        if hasattr(value, "shape"):
+            return (type(value).__name__, tuple(value.shape), str(getattr(value, "dtype", None)),
+                    bool(getattr(value, "requires_grad", False)))
+        return type(value).__name__
+    return tuple(one(a) for a in args) + tuple((k, one(v)) for k, v in sorted(kwargs.items()))
+
+
 def jit(fn: Callable[..., Any]) -> Callable[..., Any]:
     """``thunder.jit``'s calling shape: the compiled function runs inside a frame called ``fn_`` (in a file under
-    "thunder") whose local ``fn`` is the user's function; nvscope names a fusion's jitted function from it."""
+    "thunder") whose local ``fn`` is the user's function; nvscope names a fusion's jitted function from it. As in
+    Thunder, ``fn_`` has ``cs`` (`CompileStats`, also ``fn_._lc_cs``) and the ``cache_entry`` it runs, a tuple appended
+    to ``cs.interpreter_cache`` the first time the function meets inputs with new metadata (a new trace: its fusions
+    are other fusions, which the caller's ``fn`` picks by the inputs)."""
+    cs = CompileStats()
 
     def fn_(*args: Any, **kwargs: Any) -> Any:
+        key = _input_metadata(args, kwargs)
+        cache_entry = next((entry for entry in cs.interpreter_cache if entry[0] == key), None)
+        if cache_entry is None:
+            cache_entry = (key,)  # Thunder's CacheEntry starts with its prologue, here the metadata it checks
+            cs.interpreter_cache.append(cache_entry)
         return fn(*args, **kwargs)
 
+    fn_._lc_cs = cs  # type: ignore[attr-defined]
     return fn_

@@ -10,9 +10,32 @@ import sys
 import traceback
 from collections.abc import Callable
 from types import ModuleType
-from typing import Any
+from typing import Any, TextIO
 
-__all__ = ["load_step"]
+__all__ = ["STDOUT", "load_step", "text_stream", "write_json"]
+
+STDOUT = "-"  # `--json -`: standard output, wherever --json takes a path
+
+
+def text_stream(json_to: str | None) -> TextIO:
+    """Where a command's human-readable text goes: standard error when its JSON takes standard output (so that
+    ``--json - | jq`` reads JSON alone), else standard output."""
+    return sys.stderr if json_to == STDOUT else sys.stdout
+
+
+def write_json(command: str, path: str, text: str) -> int:
+    """Write ``text`` (a JSON document) to ``path``, or with ``-`` to standard output; returns the exit code: 0, or 1
+    after one line saying why the file could not be written."""
+    if path == STDOUT:
+        print(text)
+        return 0
+    try:
+        with open(path, "w", encoding="utf-8") as out:
+            out.write(text + "\n")
+    except OSError as error:
+        print(f"nvscope {command}: error: could not write {path}: {error.strerror or error}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def load_step(ns: argparse.Namespace, where: str, function: str, error: Callable[[str, int], int],

@@ -11,8 +11,10 @@ directory on ``PYTHONPATH`` instead of a ``.pth`` file, so that nothing has to b
   child that imported Thunder or nvFuser prints its audit summary to stderr, each line tagged with its pid.
 
 ``NVSCOPE_RUN`` is a JSON object: ``{"enable": [names], "disable": [names], "audit": true}`` and, when ``nvscope
-run`` was given them, ``"fusions": [globs]`` and ``"on_error": "raise" | "fallback"``. A bad value warns once
-(`ConfigWarning`, naming the fix) and the child runs without options: the hook never stops a child.
+run`` was given them, ``"fusions": [globs]`` and ``"on_error": "raise" | "fallback"``; an ``nvscope run`` started in
+such a child adds ``"outer": [{"enable", "disable", "fusions", "on_error"}, ...]``, the runs around it, outermost
+first, which its children enter before its own scope, as nested scopes (each with its own fusion selector). A bad
+value warns once (`ConfigWarning`, naming the fix) and the child runs without options: the hook never stops a child.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from collections.abc import Callable, Sequence
 from nvscope._core import _env, _patches
 from nvscope._core._devmode import set_development_mode
 from nvscope._core._errors import ConfigWarning, NvscopeWarning
-from nvscope._core._optionset import OptionSet, process_options_shell
+from nvscope._core._optionset import EMPTY, OptionSet, process_options_shell
 from nvscope._core._scope import nv_options
 from nvscope._core._text import cut
 from nvscope._exec._audit import AuditLog, audit
@@ -37,22 +39,29 @@ __all__ = ["HOOK_DIR", "ON_ERROR", "VARIABLE", "Settings", "export", "start", "t
 VARIABLE = _env.RUN
 HOOK_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "_child")
 ON_ERROR = ("raise", "fallback")
-_KEYS = ("enable", "disable", "fusions", "on_error", "audit")
+_KEYS = ("enable", "disable", "fusions", "on_error", "audit", "outer")
+_LAYER_KEYS = ("enable", "disable", "fusions", "on_error")
 _FIX = (f"{VARIABLE} is set by `nvscope run` for the Python processes its program starts: unset it, or let "
         "`nvscope run` set it")
 
 
 class Settings:
-    """What ``nvscope run`` carries: the scope's arguments and whether to audit."""
+    """What ``nvscope run`` carries: the scope's arguments, whether to audit, and the scopes of the runs around it
+    (``outer``, outermost first: an ``nvscope run`` in a child of another one)."""
 
-    __slots__ = ("audit", "disable", "enable", "fusions", "on_error")
+    __slots__ = ("audit", "disable", "enable", "fusions", "on_error", "outer")
 
     def __init__(self, enable: Sequence[str], disable: Sequence[str], fusions: Sequence[str] | None = None,
-                 on_error: str | None = None, audit: bool = True) -> None:
+                 on_error: str | None = None, audit: bool = True, outer: Sequence[Settings] = ()) -> None:
         self.enable, self.disable = list(enable), list(disable)
         self.fusions = None if fusions is None else list(fusions)
         self.on_error = on_error
         self.audit = audit
+        self.outer = list(outer)
+
+    def layers(self) -> list[Settings]:
+        """The scopes a process under these settings enters, outermost first (this run's own last)."""
+        return [*self.outer, self]
 
     def scope(self) -> nv_options:
         """``nv_options`` with these arguments; ``fusions=``/``on_error=`` only when given (may raise on bad ones)."""
@@ -63,14 +72,20 @@ class Settings:
             extra["on_error"] = self.on_error
         return nv_options(self.enable, self.disable, **extra)  # type: ignore[arg-type]
 
-    def encode(self) -> str:
-        import json
-
-        data: dict[str, object] = {"enable": self.enable, "disable": self.disable, "audit": self.audit}
+    def _scope_data(self) -> dict[str, object]:
+        data: dict[str, object] = {"enable": self.enable, "disable": self.disable}
         if self.fusions is not None:
             data["fusions"] = self.fusions
         if self.on_error is not None:
             data["on_error"] = self.on_error
+        return data
+
+    def encode(self) -> str:
+        import json
+
+        data = {**self._scope_data(), "audit": self.audit}
+        if self.outer:
+            data["outer"] = [layer._scope_data() for layer in self.outer]
         return json.dumps(data, separators=(",", ":"))
 
 
@@ -102,11 +117,9 @@ def export(settings: Settings) -> Callable[[], None]:
 
 # --- the child: nvscope/_child/sitecustomize.py ---------------------------------------------------------------------
 
-# What the exit handler reports: (scope, audit log or None, adapter install errors, the entered import watch and
-# audit, kept referenced: a generator-based context manager that is collected exits; the scope's fusion globs or
-# None); empty once reported.
-_running: list[tuple[nv_options, AuditLog | None, list[BaseException], contextlib.ExitStack,
-                     list[str] | None]] = []
+# What the exit handler reports: (the carried settings, audit log or None, adapter install errors, the entered import
+# watch and audit, kept referenced: a generator-based context manager that is collected exits); empty once reported.
+_running: list[tuple[Settings, AuditLog | None, list[BaseException], contextlib.ExitStack]] = []
 
 
 def _refuse(raw: str, why: str) -> None:
@@ -121,6 +134,27 @@ def _names(data: dict[str, object], key: str, required: bool) -> list[str] | Non
     if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
         raise ValueError(f"has {key!r} {value!r}, not a list of non-empty strings")
     return value
+
+
+def _scope_of(data: dict[str, object]) -> Settings:
+    """One scope's arguments from their JSON object (raises ValueError saying what is wrong)."""
+    enable, disable = _names(data, "enable", True), _names(data, "disable", True)
+    fusions, on_error = _names(data, "fusions", False), data.get("on_error")
+    if on_error is not None and on_error not in ON_ERROR:
+        raise ValueError(f"has 'on_error' {on_error!r}, not one of {', '.join(map(repr, ON_ERROR))}")
+    assert enable is not None and disable is not None
+    return Settings(enable, disable, fusions, on_error)
+
+
+def _outer(data: dict[str, object]) -> list[Settings]:
+    value = data.get("outer", [])
+    if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
+        raise ValueError(f"has 'outer' {value!r}, not a list of JSON objects")
+    for item in value:
+        unknown = sorted(set(item) - set(_LAYER_KEYS))
+        if unknown:
+            raise ValueError(f"has unknown keys {unknown} in 'outer' (known: {', '.join(_LAYER_KEYS)})")
+    return [_scope_of(item) for item in value]
 
 
 def decode(raw: str) -> Settings | None:
@@ -138,19 +172,16 @@ def decode(raw: str) -> Settings | None:
     if why:
         _refuse(raw, why)
         return None
-    on_error, audit = data.get("on_error"), data.get("audit", True)
+    audit = data.get("audit", True)
     try:
-        enable, disable = _names(data, "enable", True), _names(data, "disable", True)
-        fusions = _names(data, "fusions", False)
-        if on_error is not None and on_error not in ON_ERROR:
-            raise ValueError(f"has 'on_error' {on_error!r}, not one of {', '.join(map(repr, ON_ERROR))}")
+        settings = _scope_of(data)
         if not isinstance(audit, bool):
             raise ValueError(f"has 'audit' {audit!r}, not true or false")
+        settings.audit, settings.outer = audit, _outer(data)
     except ValueError as error:
         _refuse(raw, str(error))
         return None
-    assert enable is not None and disable is not None
-    return Settings(enable, disable, fusions, on_error, audit)
+    return settings
 
 
 def start() -> None:
@@ -163,7 +194,7 @@ def start() -> None:
     if settings is None:
         return
     try:
-        scope = settings.scope()
+        scopes = [layer.scope() for layer in settings.layers()]
     except (ValueError, TypeError) as error:  # UnknownOptionError is a ValueError
         _refuse(raw, f"is refused: {error}")
         return
@@ -174,7 +205,8 @@ def start() -> None:
     try:
         install_errors = entered.enter_context(_autoinstall.watch_imports())
         log = entered.enter_context(audit()) if settings.audit else None
-        scope.__enter__()
+        for scope in scopes:  # nested, outermost first: each layer's options on the fusions its own globs select
+            scope.__enter__()
     except Exception as error:  # an adapter that refuses a Thunder imported by another sitecustomize, say
         entered.close()
         set_development_mode(previous)
@@ -183,26 +215,29 @@ def start() -> None:
         return
     import atexit
 
-    _running.append((scope, log, install_errors, entered, settings.fusions))
+    _running.append((settings, log, install_errors, entered))
     atexit.register(_report)
 
 
-def take_over() -> None:
-    """``nvscope run`` runs in this process (a child of another ``nvscope run``): it prints the summary instead."""
+def take_over() -> Settings | None:
+    """``nvscope run`` runs in this process (a child of another ``nvscope run``): it prints the summary instead, and
+    carries the scopes of the runs around it (returned: None in a process no ``nvscope run`` started)."""
+    carried = _running[-1][0] if _running else None
     _running.clear()
+    return carried
 
 
 def _report() -> None:
     """At exit: install errors, and the audit summary if Thunder or nvFuser was imported, tagged with the pid."""
     if not _running:
         return
-    scope, log, install_errors, _, fusions = _running.pop()
+    settings, log, install_errors, _ = _running.pop()
     lines = [f"nvscope run: could not install an adapter: {problem!r}" for problem in install_errors]
     from nvscope._exec import _autoinstall
 
     if log is not None and (log.records or any(name in sys.modules for name in _autoinstall._WATCHED)):
 
-        lines.extend(summary(scope.options, log, fusions).splitlines())
+        lines.extend(summary(settings.layers(), log).splitlines())
     if not lines:
         return
     rank = os.environ.get("RANK")
@@ -218,12 +253,26 @@ def _report() -> None:
         pass
 
 
-def summary(options: OptionSet, log: AuditLog, fusions: list[str] | None = None) -> str:
-    """What ``nvscope run`` says at the end of a process: the options (on which fusions), the audit, why no fusion
-    ran (if none)."""
+def describe(layers: Sequence[Settings]) -> str:
+    """The options of nested run scopes (outermost first), in shell words: those that reach every fusion merged, as
+    nested scopes merge them, then each selector's own, innermost first (``A, and B on the fusions G``)."""
+    everywhere = EMPTY
+    selected = []
+    for layer in layers:
+        options = OptionSet(layer.enable, layer.disable)
+        if layer.fusions is None:
+            everywhere = everywhere.override(options)
+        elif options:
+            selected.append(f"{options.as_shell()} on the fusions {', '.join(layer.fusions)}")
+    parts = ([everywhere.as_shell()] if everywhere else []) + selected[::-1]
+    return ", and ".join(parts) or "(none)"
+
+
+def summary(layers: Sequence[Settings], log: AuditLog) -> str:
+    """What ``nvscope run`` says at the end of a process: the options of its scopes (on which fusions), the audit,
+    why no fusion ran (if none)."""
     env = process_options_shell()
-    where = f" on the fusions {', '.join(fusions)}" if fusions is not None and options else ""
-    lines = [f"nvscope run: options {options.as_shell() or '(none)'}{where}"
+    lines = [f"nvscope run: options {describe(layers)}"
              + (f" (and {env} from the environment, for the whole process)" if env else "")]
     lines.append(log.summary())
     if not log.records and not _patches.owners():

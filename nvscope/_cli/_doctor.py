@@ -29,21 +29,29 @@ __all__ = ["doctor"]
 
 
 class _Report:
-    """Doctor's output: one line per check; counts the failures."""
+    """Doctor's output: one line per check (none with ``quiet``, for JSON on standard output); counts the failures
+    and keeps every check for ``--json``."""
 
-    def __init__(self, require_gpu_stack: bool) -> None:
+    def __init__(self, require_gpu_stack: bool, quiet: bool = False) -> None:
         self.require_gpu_stack = require_gpu_stack
+        self.quiet = quiet
         self.failures = 0
         self.warnings = 0
+        self.checks: list[dict[str, str | None]] = []
 
     def line(self, status: str, text: str, fix: str | None = None) -> None:
         if status == "FAIL":
             self.failures += 1
         elif status == "warn":
             self.warnings += 1
-        print(f"{status:<6}{text}")
+        self.checks.append({"status": status, "check": text, "fix": fix or None})
+        self.say(f"{status:<6}{text}")
         if fix:
-            print(f"{'fix:':<6}{fix}")
+            self.say(f"{'fix:':<6}{fix}")
+
+    def say(self, text: str = "") -> None:
+        if not self.quiet:
+            print(text)
 
     def gpu(self, text: str, fix: str | None = None, status: str = "note") -> None:
         """Something of the GPU stack is missing or broken: a FAIL under --require-gpu-stack, else ``status``."""
@@ -128,8 +136,15 @@ def _flag(name: str) -> str:
 
 
 def _check_flag_values(report: _Report) -> None:
+    import difflib
+
     for name, problem in _env.problems():
-        report.line("warn", problem, f"set {name} to an accepted value, or unset it")
+        if name in _env.VARIABLES:
+            report.line("warn", problem, f"set {name} to an accepted value, or unset it")
+            continue
+        near = difflib.get_close_matches(name, _env.VARIABLES, n=1, cutoff=0.8)
+        hint = f"; did you mean {near[0]}?" if near else ""
+        report.line("warn", problem + hint, f"rename it to {near[0]}" if near else "unset it, or correct its name")
 
 
 def _import_quietly(name: str) -> ModuleType:
@@ -138,8 +153,38 @@ def _import_quietly(name: str) -> ModuleType:
         return importlib.import_module(name)
 
 
-def doctor(require_gpu_stack: bool) -> int:
-    report = _Report(require_gpu_stack)
+def doctor(require_gpu_stack: bool, json_to: str | None = None) -> int:
+    """``nvscope doctor``: the checks, as lines and (``json_to``: a path, or ``-`` for standard output instead of the
+    lines) as JSON; returns the exit code."""
+    from nvscope._core._errors import ConfigWarning
+
+    report = _Report(require_gpu_stack, quiet=json_to == "-")
+    with warnings.catch_warnings():
+        # A refused NVSCOPE_* value is one warn line of the report (_check_flag_values), not also a ConfigWarning from
+        # each check that reads the variable.
+        warnings.simplefilter("ignore", ConfigWarning)
+        _checks(report)
+    problems = report.failures
+    report.say()
+    if problems:
+        report.say(f"doctor: {problems} failure{'s' * (problems != 1)}: see the fix: lines above")
+    elif report.warnings:
+        report.say(f"doctor: nvscope works; {report.warnings} warning{'s' * (report.warnings != 1)} above")
+    else:
+        report.say("doctor: nvscope works")
+    code = 1 if problems else 0
+    if json_to is not None:
+        import json
+
+        from nvscope._cli._args import write_json
+
+        document = {"ok": not problems, "failures": problems, "warnings": report.warnings,
+                    "require_gpu_stack": require_gpu_stack, "checks": report.checks}
+        code = write_json("doctor", json_to, json.dumps(document, indent=2)) or code
+    return code
+
+
+def _checks(report: _Report) -> None:
     report.line("ok", f"python {platform.python_version()} ({sys.executable})")
     report.line("ok", f"nvscope {nvscope_version()} ({os.path.dirname(os.path.dirname(os.path.abspath(__file__)))})")
     known: Catalog | None
@@ -212,10 +257,10 @@ def doctor(require_gpu_stack: bool) -> int:
             thunder = _import_quietly("thunder")
             report.line("ok", f"Thunder {getattr(thunder, '__version__', '(version unknown)')}")
         except (Exception, SystemExit) as error:  # whatever Thunder's import raises
+            from nvscope._cli._wheels import thunder_hint
+
             report.gpu(f"Thunder is installed but fails to import: {type(error).__name__}: {error}",
-                       f"install a Thunder release that supports torch "
-                       f"{getattr(torch, '__version__', '(not importable)')}, or a torch that this Thunder supports",
-                       status="warn")
+                       thunder_hint(str(getattr(torch, "__version__", "(not importable)"))), status="warn")
 
     # nvscope's Thunder adapter
     from nvscope._exec import _thunder as thunder_adapter
@@ -259,13 +304,3 @@ def doctor(require_gpu_stack: bool) -> int:
 
     patches = _patches.describe()
     report.line("ok", f"patched by nvscope now: {', '.join(patches)}" if patches else "patched by nvscope now: nothing")
-
-    problems = report.failures
-    print()
-    if problems:
-        print(f"doctor: {problems} failure{'s' * (problems != 1)}: see the fix: lines above")
-    elif report.warnings:
-        print(f"doctor: nvscope works; {report.warnings} warning{'s' * (report.warnings != 1)} above")
-    else:
-        print("doctor: nvscope works")
-    return 1 if problems else 0

@@ -1,7 +1,7 @@
 """The ``nvscope`` command: list the option catalog, check an installation, run a program under options.
 
-    nvscope options [--enable | --disable] [--json]
-    nvscope doctor [--require-gpu-stack]
+    nvscope options [--enable | --disable] [--json [PATH|-]] [QUERY]
+    nvscope doctor [--require-gpu-stack] [--json [PATH|-]]
     nvscope run [--enable NAME]... [--disable NAME]... [--fusions GLOB]... [--on-error {raise,fallback}] [--no-audit]
                 ([--] script.py | -m module) [args...]
 
@@ -12,28 +12,22 @@ A tool, not part of the core: it may import everything, and nothing in the core 
 from __future__ import annotations
 
 import argparse
-import json
 import os
+import re
 import sys
 from collections.abc import Sequence
-from typing import Any
 
 from nvscope._cli import _child_carry as _carry
-from nvscope._core import _text as _texttable
-from nvscope._core._catalog import OptionInfo, catalog
+from nvscope._core._catalog import catalog
+from nvscope._core._text import cut
 from nvscope._core._validate import split
 from nvscope._core._version import version
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from nvscope._core._catalog import Kind
+    pass
 
 __all__ = ["main"]
-
-_EFFECTS = (
-    "effect: codegen = can change the compiled kernels or which executor runs; runtime = runtime behaviour only; "
-    "debug = output, profiling, validation"
-)
 
 _DESCRIPTION = """\
 nvscope: scoped nvFuser developer options for Lightning Thunder and nvFuser.
@@ -45,6 +39,7 @@ _EPILOG = """\
 examples:
   nvscope options                       every nvFuser option name, what it does, and in which versions
   nvscope options --enable --json       the enable options, as JSON
+  nvscope options matmul                the options whose name or description says matmul
   nvscope doctor                        check Python, torch/CUDA, nvFuser, Thunder and the NVFUSER_* environment
   nvscope run --enable fuse_matmul --disable matmul_expr_eval train.py --steps 10
                                         run train.py (with its own arguments) under those options and print
@@ -83,8 +78,9 @@ examples:
   nvscope run --enable fuse_matmul --fusions 'forward/*' --on-error fallback train.py
   nvscope run --enable fuse_matmul -m torch.distributed.run --nproc-per-node 2 --standalone train.py
 
-exit codes: the program's own; 2 when an option name or a --fusions/--on-error value is refused, or the
-script/module cannot be found."""
+exit codes: the program's own; 2 when an option name or a --fusions/--on-error value is refused (an empty
+--enable "" too), or the script/module cannot be found (a directory without __main__.py, or an interpreter given
+in place of the script: write `nvscope run ... x.py`, not `nvscope run ... -- python x.py`)."""
 
 _DOCTOR_DESCRIPTION = """\
 Check what nvscope needs and what it can drive: Python, the option catalog, torch and CUDA, nvFuser, Lightning
@@ -103,19 +99,21 @@ _OPTIONS_DESCRIPTION = """\
 List every nvFuser enable/disable option that nvscope knows, grouped by list: name, effect class, the nvFuser
 versions that have it, and what it does. When nvFuser is installed, only the names of its version are listed
 (the first line says which). Names marked (args) need arguments and so can be set only in the environment,
-e.g. NVFUSER_ENABLE=name(args), not per scope."""
+e.g. NVFUSER_ENABLE=name(args), not per scope. A QUERY lists only the options whose name or description holds it
+(case ignored). The table fits the terminal's width (COLUMNS), wrapping descriptions."""
 
 _OPTIONS_EPILOG = """\
 examples:
   nvscope options --disable
+  nvscope options matmul                the options whose name or description says matmul
   nvscope options --json | python -c "import json,sys; print(len(json.load(sys.stdin)['options']))"
   nvscope options --probe               compare the catalog with what the installed nvFuser accepts (needs CUDA)"""
 
 
 # --- argument parsing ---------------------------------------------------------------------------------------------
 
-def _parser(prog: str | None = None) -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
-    """The top-level parser and the ``run`` subparser."""
+def _parser(prog: str | None = None) -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    """The top-level parser and its subparsers by command name."""
     formatter = argparse.RawDescriptionHelpFormatter
     parser = argparse.ArgumentParser(prog=prog or "nvscope", description=_DESCRIPTION, epilog=_EPILOG,
                                      formatter_class=formatter)
@@ -129,7 +127,10 @@ def _parser(prog: str | None = None) -> tuple[argparse.ArgumentParser, argparse.
                       help="only the enable options (NVFUSER_ENABLE, nv_options(enable=...))")
     kind.add_argument("--disable", dest="kind", action="store_const", const="disable",
                       help="only the disable options (NVFUSER_DISABLE, nv_options(disable=...))")
-    options.add_argument("--json", action="store_true", help="print a JSON object instead of a table")
+    options.add_argument("--json", nargs="?", const="-", metavar="PATH|-",
+                         help="a JSON object instead of the table: to standard output (no PATH, or -) or to PATH")
+    options.add_argument("query", nargs="?", metavar="QUERY",
+                         help="only the options whose name or description holds this text (case ignored)")
     options.add_argument("--probe", action="store_true",
                          help="ask the installed nvFuser which names it accepts (a child process runs a one-op "
                               "fusion; needs CUDA) and compare them with the catalog; exit 1 if it accepts a name "
@@ -139,6 +140,9 @@ def _parser(prog: str | None = None) -> tuple[argparse.ArgumentParser, argparse.
                                  description=_DOCTOR_DESCRIPTION, epilog=_DOCTOR_EPILOG, formatter_class=formatter)
     doctor.add_argument("--require-gpu-stack", action="store_true",
                         help="also fail (exit 1) unless torch with a CUDA device, nvFuser and Thunder all work")
+    doctor.add_argument("--json", nargs="?", const="-", metavar="PATH|-",
+                        help="the checks as a JSON object: to standard output instead of the lines (no PATH, or -), "
+                             "or to PATH as well as the lines")
 
     from nvscope._cli import _search_cmd as _search_cli
 
@@ -146,6 +150,12 @@ def _parser(prog: str | None = None) -> tuple[argparse.ArgumentParser, argparse.
     from nvscope._cli import _profile_bisect_cmd as _tools_cli
 
     _tools_cli.add_parsers(commands)  # profile, bisect
+    from nvscope._cli import _rescue_cmd as _rescue_cli
+
+    _rescue_cli.add_parser(commands)
+    from nvscope._cli import _check_cmd as _check_cli
+
+    _check_cli.add_parser(commands)
 
     run = commands.add_parser("run", help="run a script or module under nvFuser options, with an audit summary",
                               description=_RUN_DESCRIPTION, epilog=_RUN_EPILOG, formatter_class=formatter,
@@ -159,10 +169,13 @@ def _parser(prog: str | None = None) -> tuple[argparse.ArgumentParser, argparse.
         description="Run the program as `nvscope run` does (options optional) and print, at exit, every nvFuser "
                     "fusion it ran: its id (what nv_options(fusions=...) selects by), phase, ops, jitted function "
                     "and number of executions.",
-        usage="%(prog)s [--enable NAME]... [--disable NAME]... ([--] script.py | -m module) [args...]",
+        usage="%(prog)s [--enable NAME]... [--disable NAME]... [--fusions GLOB]... [--json PATH|-] "
+              "([--] script.py | -m module) [args...]",
         allow_abbrev=False)
     _run_arguments(listing)
-    return parser, run
+    listing.add_argument("--json", metavar="PATH|-",
+                         help="also write the listing as JSON to PATH, or with - to standard output at exit")
+    return parser, dict(commands.choices)
 
 
 def _run_arguments(run: argparse.ArgumentParser) -> None:
@@ -184,7 +197,8 @@ def _run_arguments(run: argparse.ArgumentParser) -> None:
     run.add_argument("args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
 
 
-_TAKES_VALUE = ("--enable", "--disable", "--fusions", "--on-error")  # run's options whose value is the next word
+# run's (and fusions') options whose value is the next word
+_TAKES_VALUE = ("--enable", "--disable", "--fusions", "--on-error", "--json")
 
 
 def _split_run(argv: Sequence[str]) -> tuple[list[str], str | None, str | None, list[str]]:
@@ -227,16 +241,68 @@ def _invalid(enable: list[str], disable: list[str]) -> str | None:
     return None
 
 
+def _parse(parser: argparse.ArgumentParser, commands: dict[str, argparse.ArgumentParser],
+           args: list[str]) -> argparse.Namespace:
+    """``parser.parse_args(args)``, except that an unknown flag of a command is reported with that command's usage
+    (and the flag it resembles), not the top-level one's (exit 2)."""
+    ns, unknown = parser.parse_known_args(args)
+    if unknown:
+        import difflib
+
+        sub = commands.get(ns.command) if ns.command else None
+        if sub is None:
+            parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+        flags = [flag for action in sub._actions for flag in action.option_strings if flag.startswith("--")]
+        word = next((w.partition("=")[0] for w in unknown if w.startswith("-")), "")
+        near = difflib.get_close_matches(word, flags, n=1, cutoff=0.6) if word else []
+        sub.error(f"unrecognized arguments: {cut(' '.join(unknown), 200)}"
+                  + (f"; did you mean {near[0]}?" if near else ""))
+    return ns
+
+
+# `python x.py`, `python3.11 -m mod`, a path to an interpreter: what `nvscope run` itself stands for.
+_INTERPRETER = re.compile(r"(python|pypy)[0-9.]*(\.exe)?", re.IGNORECASE)
+
+
+def _interpreter(script: str) -> bool:
+    """Whether ``script`` names a Python interpreter rather than a script (a file of that name that is a script,
+    not an executable, is run as one)."""
+    if not _INTERPRETER.fullmatch(os.path.basename(script)):
+        return False
+    return not os.path.isfile(script) or os.access(script, os.X_OK)
+
+
+def _empty_flag(ns: argparse.Namespace) -> str | None:
+    """Why an --enable/--disable/--fusions value that names nothing (`--enable ""`, `--fusions ,`) is refused."""
+    for flag, values, hint in (("--enable", ns.enable, "an option name, e.g. --enable fuse_matmul (`nvscope options "
+                                                      "--enable` lists them)"),
+                               ("--disable", ns.disable, "an option name, e.g. --disable fma (`nvscope options "
+                                                        "--disable` lists them)"),
+                               ("--fusions", ns.fusions or (), "a glob over fusion ids, e.g. --fusions 'forward/*' or "
+                                                               "--fusions backward/nvFusion0")):
+        if any(not split([value]) for value in values):
+            return f"{flag} needs {hint}"
+    return None
+
+
 def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     """The ``nvscope`` console script. Returns the exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
-    parser, run_parser = _parser(prog)
+    parser, commands = _parser(prog)
     if args and args[0] in ("run", "fusions"):
         own, script, module, program_args = _split_run(args[1:])
-        ns = parser.parse_args([args[0], *own])
+        ns = _parse(parser, commands, [args[0], *own])
         ns.script, ns.module, ns.args = script, module, program_args
+        if script is not None and _interpreter(script):
+            import shlex
+
+            fixed = shlex.join(["nvscope", args[0], *own, *program_args]) if program_args else None
+            print(f"nvscope {args[0]}: error: {cut(script, 80, repr)} is a Python interpreter, not a script: give "
+                  f"the script itself{f', as in: {fixed}' if fixed else ''} (nvscope runs it with its own Python, "
+                  f"{sys.executable})", file=sys.stderr)
+            return 2
     else:
-        ns = parser.parse_args(args)
+        ns = _parse(parser, commands, args)
     if ns.command is None:
         parser.print_help(sys.stderr)
         return 2
@@ -245,8 +311,15 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
             if ns.command == "doctor":
                 from nvscope._cli._doctor import doctor
 
-                return doctor(ns.require_gpu_stack)
-            return _probe() if ns.probe else _options(ns.kind, ns.json)
+                return doctor(ns.require_gpu_stack, ns.json)
+            from nvscope._cli import _options_cmd
+
+            if ns.probe:
+                return _options_cmd.probe()
+            json_to, query = ns.json, ns.query
+            if json_to not in (None, "-") and query is None and not _options_cmd.looks_like_a_path(json_to):
+                json_to, query = "-", json_to  # `nvscope options --json matmul`: the query, as JSON
+            return _options_cmd.options(ns.kind, json_to, query)
         except BrokenPipeError:  # `nvscope options | head`: stop quietly, as Python's docs recommend
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())
@@ -259,13 +332,23 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
         from nvscope._cli import _profile_bisect_cmd as _tools_cli
 
         return _tools_cli.command(ns)
+    if ns.command == "rescue":
+        from nvscope._cli import _rescue_cmd as _rescue_cli
+
+        return _rescue_cli.command(ns)
+    if ns.command == "check":
+        from nvscope._cli import _check_cmd as _check_cli
+
+        return _check_cli.command(ns)
     if ns.script is None and ns.module is None:
-        run_parser.error(f"give the script to run (or -m module); `nvscope {ns.command} --help` explains")  # exit 2
+        commands[ns.command].error(f"give the script to run (or -m module); `nvscope {ns.command} --help` "
+                                   "explains")  # exit 2
     enable, disable = split(ns.enable), split(ns.disable)
     fusions = None if ns.fusions is None else split(ns.fusions)
-    problem = _invalid(enable, disable)
-    if fusions == []:
-        problem = "--fusions needs a glob over fusion ids, e.g. --fusions 'forward/*' or --fusions backward/nvFusion0"
+    problem = _empty_flag(ns) or _invalid(enable, disable)
+    json_to = getattr(ns, "json", None)
+    if problem is None and json_to not in (None, "-") and not os.path.isdir(os.path.dirname(os.path.abspath(json_to))):
+        problem = f"--json {cut(json_to, 200)}: the directory does not exist"
     if problem is not None:
         print(f"nvscope {ns.command}: error: {problem}", file=sys.stderr)
         return 2
@@ -273,86 +356,4 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
 
     listing = ns.command == "fusions"
     return run(ns.script, ns.module, ns.args, enable, disable, audit=listing or not ns.no_audit, fusions=fusions,
-               on_error=ns.on_error, listing=listing)
-
-
-# --- nvscope options ----------------------------------------------------------------------------------------------
-
-def _option_json(option: OptionInfo) -> dict[str, Any]:
-    return {
-        "kind": option.kind, "name": option.name, "effect": option.effect, "description": option.description,
-        "since": option.since, "until": option.until, "since_day": option.since_day, "until_day": option.until_day,
-        "requires_args": option.requires_args,
-        "ops": list(option.ops), "source": option.source,
-    }
-
-
-def _nightly_note(option: OptionInfo) -> str:
-    days = [f"from {option.since_day}" if option.since_day else "", f"before {option.until_day}" if option.until_day
-            else ""]
-    return f" (nightlies {' and '.join(d for d in days if d)} only)" if any(days) else ""
-
-
-def _options(kind: Kind | None, as_json: bool) -> int:
-    try:
-        known = catalog()
-    except Exception as error:  # a broken installation: say so instead of a traceback
-        print(f"nvscope options: the option catalog cannot load: {error!r}", file=sys.stderr)
-        return 1
-    kinds: tuple[Kind, ...] = ("enable", "disable") if kind is None else (kind,)
-    selected = sorted((o for o in known.options if o.kind in kinds), key=lambda o: (kinds.index(o.kind), o.name))
-    if as_json:
-        document = {
-            "source": known.source,
-            "nvfuser": None if known.nvfuser is None else str(known.nvfuser.version),
-            "options": [_option_json(o) for o in selected],
-        }
-        print(json.dumps(document, indent=2))
-        return 0
-    print(f"source: {known.source}")
-    print("use:    nv_options(enable=[...], disable=[...])  |  nvscope run --enable NAME  |  NVFUSER_ENABLE=NAME,...")
-    for k in kinds:
-        group = [o for o in selected if o.kind == k]
-        print()
-        print(f"{k} options ({len(group)}):")
-        rows = [(o.name + (" (args)" if o.requires_args else "") + (" (ops)" if o.ops else ""), o.effect, o.versions,
-                 o.description + _nightly_note(o)) for o in group]
-        print(_texttable.render(("name", "effect", "versions", "description"), rows, indent="  "))
-    print()
-    if any(o.requires_args for o in selected):
-        print("(args): needs arguments, e.g. NVFUSER_ENABLE=name(args): set it in the environment before the process "
-              "starts; scopes cannot pass arguments")
-    gated = [o for o in selected if o.ops]
-    if gated:
-        print("(ops): can only affect a fusion holding one of these ops (fd.ops.<op> in its printed definition), as "
-              "these nvFuser files show:")
-        print(_texttable.render(("option", "ops", "source"),
-                            [(f"{o.kind} {o.name}", ", ".join(o.ops), o.source or "") for o in gated], indent="  "))
-    print(_EFFECTS)
-    return 0
-
-
-def _probe() -> int:
-    """``nvscope options --probe``: nvFuser's own list of names against the catalog."""
-    from nvscope._core._catalog_probe import probe_installed
-
-    known = catalog()
-    print(f"catalog: {known.source}")
-    try:
-        accepted = probe_installed()
-    except Exception as error:  # RuntimeError from the probe, or the child's timeout
-        print(f"nvscope options --probe: {error}", file=sys.stderr)
-        return 1
-    unknown_to_catalog = 0
-    for kind in ("enable", "disable"):
-        have, got = known.names(kind), accepted[kind]
-        print(f"{kind}: the installed nvFuser accepts {len(got)} names; the catalog lists {len(have)} for its version")
-        if got - have:
-            unknown_to_catalog += len(got - have)
-            print(f"  accepted by nvFuser but missing from the catalog: {', '.join(sorted(got - have))}")
-        if have - got:
-            print(f"  in the catalog for this version but not accepted by this build: {', '.join(sorted(have - got))}")
-    return 1 if unknown_to_catalog else 0
-
-
-# --- nvscope doctor -----------------------------------------------------------------------------------------------
+               on_error=ns.on_error, listing=listing, json_to=json_to)

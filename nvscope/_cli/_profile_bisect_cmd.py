@@ -20,7 +20,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from nvscope._cli._args import load_step
+from nvscope._cli._args import STDOUT, load_step, text_stream, write_json
 from nvscope._cli._search_cmd import _count, _positive, _rounds, _tolerance
 from nvscope._core._scope import nv_options
 from nvscope._measure._checks import arg, number
@@ -68,17 +68,19 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--params", metavar="NAME", help="a module-level nn.Module whose parameters' gradients count")
     p.add_argument("--rounds", type=_rounds, default=None, help="randomized timing rounds")
     p.add_argument("--steps", type=_positive, default=None, help="calls of each variant per round")
-    p.add_argument("--seed", type=int, default=0, help="seed of the round order and the bootstrap (default 0)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the round order (default 0)")
     p.add_argument("--json", metavar="PATH", help="write the result as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
 
 
-def _positive_seconds(name: str, value: object) -> float:
-    return number(name, value, above=True, finite=False)  # type: ignore[no-any-return]
+def _timeout(name: str, value: object) -> float:
+    from nvscope._tools._bisect_process import timeout_seconds
+
+    return timeout_seconds(name, value)
 
 
 _margin = arg(number, float)
-_seconds = arg(_positive_seconds, float)
+_seconds = arg(_timeout, float)  # finite and at most 1e6: inf or 1e300 would overflow subprocess's waits
 
 
 def add_parsers(subparsers: Any) -> None:
@@ -116,7 +118,8 @@ examples:
     b.add_argument("--slower-by", type=_margin, default=0.05, help="with --check slower: the margin (default 0.05)")
     b.add_argument("--subprocess", action="store_true",
                    help="the target is a program; one fresh process per probe, judged by its exit code")
-    b.add_argument("--timeout", type=_seconds, default=None, help="with --subprocess: seconds per run (default 600)")
+    b.add_argument("--timeout", type=_seconds, default=None,
+                   help="with --subprocess: seconds per run (default 600; at most 1e6)")
     b.add_argument("--bad-exit", type=int, action="append", metavar="CODE",
                    help="with --subprocess: only these exit codes are bad (default: any but 0)")
     b.add_argument("--no-kernel-db", action="store_true",
@@ -159,7 +162,7 @@ def command(ns: argparse.Namespace) -> int:
         return _error(name, str(error))
     for path, flag in ((ns.json, "--json"), (getattr(ns, "plot", None), "--plot"),
                        (getattr(ns, "table", None), "--table")):
-        if path and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+        if path and path != STDOUT and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
             return _error(name, f"{flag} {path}: the directory does not exist")
     if getattr(ns, "plot", None) and importlib.util.find_spec("matplotlib") is None:
         return _error(name, "--plot needs matplotlib: pip install matplotlib (or leave --plot out)")
@@ -177,6 +180,12 @@ def command(ns: argparse.Namespace) -> int:
                                 f"({only} {'judge a function in process' if ns.subprocess else 'judge a program'})")
         if ns.subprocess:
             return _bisect_program(ns, enable, disable)
+        from nvscope._tools._bisect import check_arg
+
+        try:  # before the script is imported, as every other flag
+            ns.check = check_arg(_names([ns.check or "raises,numerics"]), "--check")
+        except ValueError as error:
+            return _error(name, str(error))
     target = ns.target if ns.module is None else ns.module
     where, _, function = target.rpartition(":")
     if not where or not function:
@@ -207,10 +216,8 @@ def _load_and_run(ns: argparse.Namespace, enable: list[str], disable: list[str],
     else:
         from nvscope._tools._bisect import bisect
 
-        checks = _names([ns.check or "raises,numerics"])
-
         def run() -> Any:
-            return bisect(fn, check=checks, slower_by=ns.slower_by, **common)
+            return bisect(fn, check=ns.check, slower_by=ns.slower_by, **common)
     try:
         result = run()
     except (ValueError, TypeError) as error:
@@ -238,11 +245,10 @@ def _bisect_program(ns: argparse.Namespace, enable: list[str], disable: list[str
 
 def _write(ns: argparse.Namespace, result: Any) -> int:
     text = result.table() if ns.command == "profile" else result.report()
-    print(text)
+    print(text, file=text_stream(ns.json))  # standard error when the JSON takes standard output (--json -)
+    if ns.json and write_json(ns.command, ns.json, result.to_json()):
+        return 1
     try:
-        if ns.json:
-            with open(ns.json, "w", encoding="utf-8") as out:
-                out.write(result.to_json() + "\n")
         if getattr(ns, "table", None):
             with open(ns.table, "w", encoding="utf-8") as out:
                 out.write(text + "\n")

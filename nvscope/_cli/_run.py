@@ -17,7 +17,7 @@ from types import TracebackType
 from nvscope._cli import _child_carry as _carry
 from nvscope._core._devmode import set_development_mode
 from nvscope._core._errors import NoFusionWarning, UnclosedScopeWarning
-from nvscope._core._scope import ACTIVE, Frame, current_options, unwind
+from nvscope._core._scope import ACTIVE, Frame, unwind
 from nvscope._exec import _autoinstall
 from nvscope._exec._audit import AuditLog
 from nvscope._exec._audit import audit as audit_log
@@ -62,20 +62,37 @@ def _restore(argv: list[str], path0: str | None) -> None:
         sys.path[0] = path0
 
 
+def _not_runnable(script: str) -> str | None:
+    """Why ``python script`` could not start (as a one-line error), or None."""
+    if not os.path.exists(script):
+        return f"can't open file {os.path.abspath(script)!r}: no such file"
+    if os.path.isdir(script) and not any(os.path.isfile(os.path.join(script, f"__main__{ext}"))
+                                         for ext in (".py", ".pyc")):
+        return (f"{script!r} is a directory without a __main__.py: give the script itself (Python runs a directory "
+                "by its __main__.py)")
+    return None
+
+
 def run(script: str | None, module: str | None, program_args: list[str], enable: list[str], disable: list[str],
-         audit: bool, fusions: list[str] | None = None, on_error: str | None = None, listing: bool = False) -> int:
+        audit: bool, fusions: list[str] | None = None, on_error: str | None = None, listing: bool = False,
+        json_to: str | None = None) -> int:
+    """Run the program as ``nvscope run`` (``listing``: ``nvscope fusions``, which also lists the fusions at exit and
+    writes them as JSON to ``json_to``, ``-`` for standard output); returns its exit code, or 2 when it cannot
+    start."""
     import runpy
 
+    command = "nvscope fusions" if listing else "nvscope run"
     carried = _carry.Settings(enable, disable, fusions, on_error, audit)
     try:
         scope = carried.scope()
     except (ValueError, TypeError) as error:  # UnknownOptionError is a ValueError
-        print(f"nvscope run: error: {error}", file=sys.stderr)
+        print(f"{command}: error: {error}", file=sys.stderr)
         return 2
     saved_argv, saved_path0 = sys.argv[:], sys.path[0] if sys.path else None
     if script is not None:
-        if not os.path.exists(script):
-            print(f"nvscope run: error: can't open file {os.path.abspath(script)!r}: no such file", file=sys.stderr)
+        cannot = _not_runnable(script)
+        if cannot is not None:
+            print(f"{command}: error: {cannot}", file=sys.stderr)
             return 2
         _set_path0(os.path.dirname(os.path.abspath(script)))
         sys.argv = [script, *program_args]
@@ -89,7 +106,7 @@ def run(script: str | None, module: str | None, program_args: list[str], enable:
         else:
             reason = f"No module named {module!r}"
         if spec is None:
-            print(f"nvscope run: error: cannot run module {module!r}: {reason}", file=sys.stderr)
+            print(f"{command}: error: cannot run module {module!r}: {reason}", file=sys.stderr)
             _restore(saved_argv, saved_path0)
             return 2
         sys.argv = [module, *program_args]
@@ -97,19 +114,18 @@ def run(script: str | None, module: str | None, program_args: list[str], enable:
     # Process-wide, not dev_mode's context-local switch: the program's own threads may enter scopes too.
     previous_mode = set_development_mode(True)
     log: AuditLog | None = None
-    effective = scope.options
     code = 0
     try:
         recording: AbstractContextManager[AuditLog | None] = audit_log() if audit else nullcontext()
         with recording as log, _autoinstall.watch_imports() as install_errors:
             scope.__enter__()
             ours = ACTIVE.get()
-            _carry.take_over()  # in a child of another nvscope run, this run's summary replaces the child's
-            if fusions is None:  # this run's options over those of the nvscope run that started this process, if any
-                effective = current_options()
-                carried.enable, carried.disable = sorted(effective.enable), sorted(effective.disable)
-            # With --fusions the options reach only the selected fusions (current_options() leaves them out): the
-            # children get this run's own names and globs, and the summary says both.
+            # In a child of another nvscope run, this run's summary replaces the child's, and this run's scope is
+            # nested in that run's (entered by the start-up hook): the processes this program starts get both, each
+            # with its own fusion globs, and the summary names both.
+            around = _carry.take_over()
+            if around is not None:
+                carried.outer = around.layers()
             stop_carrying = _carry.export(carried)  # the Python processes the program starts get them too
             try:
                 if script is not None:
@@ -139,10 +155,25 @@ def run(script: str | None, module: str | None, program_args: list[str], enable:
             sys.stdout.flush()
         except Exception:  # the program may have closed stdout
             pass
-        print(_carry.summary(effective, log, fusions), file=sys.stderr)
+        print(_carry.summary(carried.layers(), log), file=sys.stderr)
         if listing:
             print(fusion_listing(log), file=sys.stderr)
+            if json_to is not None:
+                from nvscope._cli._args import write_json
+
+                return write_json("fusions", json_to, fusion_json(log)) or code
     return code
+
+
+def fusion_json(log: AuditLog) -> str:
+    """``nvscope fusions --json``: ``{"fusions": [{id, phase, name, ops, function, calls}]}``, in first-run order."""
+    import json
+    from collections import Counter
+
+    calls = Counter(record.fusion for record in log.records)
+    return json.dumps({"fusions": [{"id": info.id, "phase": info.phase, "name": info.name,
+                                    "ops": None if info.ops is None else list(info.ops), "function": info.function,
+                                    "calls": calls[info.id]} for info in log.fusions()]}, indent=2)
 
 
 def _close_unclosed(ours: Frame | None) -> None:

@@ -17,17 +17,19 @@ import sys
 import traceback
 from typing import Any
 
-from nvscope._cli._args import load_step
+from nvscope._cli._args import STDOUT, load_step, text_stream, write_json
 from nvscope._measure._checks import arg, count, number, rounds
 
 __all__ = ["add_parser", "command"]
 
 _DESCRIPTION = """\
 Import a script (or a module, with -m), then time one of its functions under each candidate set of nvFuser
-options against the default: interleaved randomized rounds, per-round paired time ratios, median with a 95%
-bootstrap interval, a verdict (faster / slower / no difference detected), first-call (compile) time apart, and the
-outputs (and gradients) of each candidate against the default's. Then the winners are combined greedily. Prints a
-ranked table and the nv_options(...) line to paste; --json and --plot save the result.
+options against the default: interleaved randomized rounds, per-round paired time ratios, median with an
+interval (all candidates' intervals hold together at 95%, so trying many does not make a chance winner likely), a
+verdict (faster / slower / no difference detected), first-call (compile) time apart, and the outputs (and
+gradients) of each candidate against the default's. Then the winners are combined greedily. Prints a ranked table
+and the nv_options(...) line to paste; --json and --plot save the result. A function through which no nvFuser
+fusion runs is refused (exit 1): no option could change it.
 
 The script is imported under another name than __main__, so code under `if __name__ == "__main__":` does not run;
 everything the function needs (model, inputs, thunder.jit) must be built at import. The function takes no arguments.
@@ -47,7 +49,7 @@ examples:
   nvscope search --candidates=-fma -m mypkg.bench:step
 
 exit codes: 0 when the search ran (whatever it found); 1 when the script, the default call or writing the outputs
-failed; 2 for a bad command line (unknown option name, no such script or function)."""
+failed, or no fusion ran; 2 for a bad command line (unknown option name, no such script or function)."""
 
 
 def _at_least_one(name: str, value: object) -> int:
@@ -87,8 +89,9 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--params", metavar="NAME",
                    help="a module-level nn.Module (or Thunder module) of the script whose parameters' gradients "
                         "are compared")
-    p.add_argument("--seed", type=int, default=0, help="seed of the round order and the bootstrap (default 0)")
-    p.add_argument("--json", metavar="PATH", help="write the result as JSON")
+    p.add_argument("--seed", type=int, default=0, help="seed of the round order (default 0)")
+    p.add_argument("--json", metavar="PATH|-", help="write the result as JSON to PATH, or with - to standard output "
+                   "(the table then goes to standard error)")
     p.add_argument("--plot", metavar="PATH", help="write a PNG chart of the ratios (needs matplotlib)")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     p.add_argument("--list", action="store_true", help="print the default candidates and exit")
@@ -132,7 +135,7 @@ def command(ns: argparse.Namespace) -> int:
     if ns.plot and importlib.util.find_spec("matplotlib") is None:
         return _error("--plot needs matplotlib: pip install matplotlib (or leave --plot out)")
     for path, flag in ((ns.json, "--json"), (ns.plot, "--plot")):
-        if path and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+        if path and path != STDOUT and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
             return _error(f"{flag} {path}: the directory does not exist")
 
     saved_argv, saved_path = sys.argv[:], sys.path[:]
@@ -156,15 +159,18 @@ def _load_and_search(ns: argparse.Namespace, target: str, where: str, function: 
         result = search(fn, candidates=ns.candidates, rounds=ns.rounds, steps_per_round=ns.steps, warmup=ns.warmup,
                         tolerance=ns.tolerance, backward=ns.backward, module=params, seed=ns.seed,
                         progress=not ns.quiet)
+    except (ValueError, TypeError) as error:  # the tool's refusal (no fusion ran), as profile and bisect say it
+        return _error(str(error), 1)
     except Exception:
         traceback.print_exc()
         return _error(f"the search of {target} stopped (traceback above)", 1)
-    print(result.table())
+    print(result.table(), file=text_stream(ns.json))
     try:
         if ns.json:
-            with open(ns.json, "w", encoding="utf-8") as out:
-                out.write(result.to_json() + "\n")
-            print(f"nvscope search: JSON written to {ns.json}", file=sys.stderr)
+            if write_json("search", ns.json, result.to_json()):
+                return 1
+            if ns.json != STDOUT:
+                print(f"nvscope search: JSON written to {ns.json}", file=sys.stderr)
         if ns.plot:
             result.plot(ns.plot, title=f"nvscope search {target}")
             print(f"nvscope search: chart written to {ns.plot}", file=sys.stderr)

@@ -19,7 +19,8 @@ from typing import NamedTuple
 
 from nvscope._exec._frontends import MIN_VERSION
 
-__all__ = ["LISTED", "NIGHTLY", "PYTHONS", "WheelHint", "install_hint", "mismatch", "nvfuser_wheel"]
+__all__ = ["LISTED", "NIGHTLY", "PYTHONS", "THUNDER", "WheelHint", "install_hint", "mismatch", "nvfuser_wheel",
+           "thunder_hint"]
 
 # (CUDA, torch) -> the newest nvFuser version under nvfuser-cu<CUDA>-torch<torch>, as PyPI listed them in 2026
 # (up to nvFuser 0.2.36). Read from PyPI's list of projects; nvfuser-cu128-torch28 and nvfuser-cu130-torch210 were
@@ -45,6 +46,11 @@ NIGHTLY = frozenset({(12, 6), (12, 8), (13, 0)})
 PYTHONS = ((3, 10), (3, 12))
 PLATFORM = ("Linux", "x86_64")
 MIN_NVFUSER = MIN_VERSION  # the first nvFuser with per-call options
+# The Thunder proven on the project's H200 with nvFuser 0.2.35 and 0.2.36 (Thunder 0.2.6 runs 0.2.35 only), and
+# the first torch with which neither it nor 0.2.6 imports (torch 2.14: "type object 'Tensor' has no attribute
+# 'align_as'"). docs/install-gpu.md lists the combinations known to work; pyproject's thunder extra asks for this one.
+THUNDER = "0.2.7.dev20260201"
+THUNDER_TORCH_BELOW = (2, 13)
 
 _TORCH = re.compile(r"(\d+)\.(\d+)(?:\.\d+)?([^+]*)(?:\+(.*))?")
 _CUDA = re.compile(r"(\d+)\.(\d)(?:\.\d+)*")
@@ -175,6 +181,19 @@ def mismatch(distribution: str, torch_version: str, cuda_version: str | None) ->
     if not problems:
         return None
     return f"{distribution} is " + " and ".join(problems)
+
+
+def thunder_hint(torch_version: str) -> str:
+    """The doctor's fix line for a Thunder that fails to import next to torch ``torch_version``."""
+    match = _TORCH.fullmatch(torch_version.strip())
+    known = "docs/install-gpu.md lists the torch, nvFuser and Thunder builds known to work together"
+    if match is None or (int(match[1]), int(match[2])) < THUNDER_TORCH_BELOW:
+        return f"install a Thunder release that supports torch {torch_version}, or a torch that this Thunder " \
+               f"supports ({known})"
+    newest = max(t for _, t in LISTED)
+    return (f"Thunder 0.2.6 and 0.2.7.dev do not import with torch {_dotted(THUNDER_TORCH_BELOW)} or newer (this is "
+            f"torch {torch_version}): install torch {_dotted(newest)} for your CUDA (nvFuser's newest wheels are "
+            f"built for it), then pip install --pre \"lightning-thunder=={THUNDER}\" ({known})")
 
 
 def install_hint() -> str:

@@ -10,9 +10,8 @@ never imported here: that would import torch) and the table is narrowed to the n
 
 nvFuser's lists change every few releases (renames, moves between the lists, removals), so an installed nvFuser newer
 than the table may accept names the table lacks. For those, nvFuser itself is asked (`nvscope._core._catalog_probe`),
-once per
-process and only after such a miss; where it cannot be asked (no CUDA), the error says so and names the way out,
-``NVSCOPE_TRUST_NVFUSER=1``.
+once per process and only after such a miss; where it cannot be asked (no CUDA), the error says so and names the way
+out, ``NVSCOPE_TRUST_NVFUSER=1``.
 """
 
 from __future__ import annotations

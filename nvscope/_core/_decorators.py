@@ -2,8 +2,7 @@
 and `bind`, which carries the active scope to other threads, tasks and later calls.
 
 Kept apart from the scope's state (`nvscope._core._scope`), as torch keeps ``_contextlib`` apart from grad mode: the
-state
-and its verbs are small; how a body of each kind runs under a scope is most of the code.
+state and its verbs are small; how a body of each kind runs under a scope is most of the code.
 
 Generators (`_Steps`) follow what PEP 568 describes for generator context: a body runs in steps, and each step sees
 the options of whoever resumes it, then the decorator's, then the scopes the body entered and has not exited; the

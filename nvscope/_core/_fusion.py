@@ -1,21 +1,32 @@
 """A fusion as a unit: its identity (`FusionInfo`) and the selectors that pick fusions (``nv_options(fusions=...)``).
 
-A fusion's identity is computed once, when nvscope first sees it (its table is made, `nvscope._exec._execute`), and
-kept:
-the id is ``"<phase>/<name>"`` because Thunder's counter restarts per trace (forward and backward both have an
-``nvFusion0``), and ``"<phase>/<name>#<k>"`` for the k-th distinct fusion (k >= 2: another jitted function, another
-trace) to claim the same ``<phase>/<name>`` in this process (`claim`, in order of first sight: the same program gives
-the same ids); the ops are the nvFuser operations of its definition, read from the Python nvFuser prints for it
-(``fd.ops.linear(...)``), the same on every Thunder and both frontends, so a selector by ops means one thing.
+A fusion's identity is computed once, when nvscope first sees it (its table is made, `nvscope._exec._execute`), from
+where the fusion sits in the program, never from what nvscope happened to see first, so that an id printed by one
+run (a listing, which audits everything) selects the same fusion in a later run that scopes only part of it:
+
+    <phase>/<name>[@<site>][#<k>]
+
+``<phase>/<name>``: Thunder's name restarts per trace (forward and backward both have an ``nvFusion0``). ``<site>``:
+for Thunder, the jitted function as ``<module>:<qualname>`` (a backward's: its forward's), then ``:<t>`` for the
+t-th trace of that function (t >= 1: Thunder's cache of traces, keyed by the inputs' metadata, in the order the
+function met them); for a direct ``FusionDefinition.execute``, the module that executes it (for a subclass of
+``FusionDefinition``, the class as ``<module>:<qualname>``) and a digest of the definition nvFuser prints. A script's
+module is its file's stem, whether it runs as ``__main__`` or is imported by ``nvscope profile``/``bisect``/
+``search`` (`nvscope._core._site`). ``#<k>`` only where nothing else tells fusions apart (the same function jitted
+twice): the k-th of them nvscope saw (`claim`). The ops are the nvFuser operations of its definition, read from the
+Python nvFuser prints for it (``fd.ops.linear(...)``), the same on every Thunder and both frontends, so a selector by
+ops means one thing.
 
 Selectors are values: a glob over ids, a list of globs, a callable taking a `FusionInfo`, or the helpers `phase`
 and `holding`, combined with ``|``, ``&`` and ``~``. Each is compiled when its scope is built (and kept: the same
 glob or list of globs written again, e.g. in a loop, is the same compiled selector), so a bad glob or a non-callable
 fails before anything is entered; a selector that raises, or a callable that returns something other than True or
 False, fails the fusion's call with a message naming the selector and the fusion (it is matched once per fusion and
-scope, never per execution). A glob selects a fusion when it matches its id, or its ``<phase>/<name>`` without the
-``#k`` (so ``"*/nvFusion0"`` selects every such fusion), or its numbered id ``<phase>/<name>#<k>`` (``#1`` for the
-first: ``"forward/nvFusion0#1"`` selects that one alone).
+scope, never per execution). A glob selects a fusion when it matches its id, or the short form ``<phase>/<name>``
+(so ``"*/nvFusion0"`` and ``"forward/nvFusion0"`` select every such fusion, of every function), or its numbered id
+``<id without #k>#<k>`` (``#1`` for the first: ``"forward/nvFusion0#1"`` selects the first of the fusions without a
+site). An id as printed selects that fusion alone (`exact_glob` where one without a site shares its short form).
+Messages cut long globs and selectors short (`nvscope._core._text.cut`).
 """
 
 from __future__ import annotations
@@ -24,6 +35,8 @@ from collections.abc import Callable, Iterable
 from types import BuiltinFunctionType, FunctionType, MethodType
 
 from nvscope._core._record import Record
+from nvscope._core._site import NOT_IN_SITE
+from nvscope._core._text import cut
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -31,10 +44,12 @@ if TYPE_CHECKING:
 
     Phase = Literal["forward", "backward", "call"]
 
-__all__ = ["FusionInfo", "Selector", "claim", "claimed", "exact_glob", "forget_ids", "holding", "note_ids",
-           "ops_of_definition", "phase", "selector"]
+__all__ = ["FusionInfo", "Selector", "claim", "exact_glob", "forget_ids", "holding", "note_ids", "phase", "remember",
+           "selector"]
 
 _PHASES = ("forward", "backward", "call")
+# What a message shows of a glob, a list of globs or a selector's name: enough to recognize it (a full id is ~80).
+_SHOWN = 200
 
 
 def ops_of_definition(text: str) -> tuple[str, ...]:
@@ -45,16 +60,17 @@ def ops_of_definition(text: str) -> tuple[str, ...]:
 
 
 class FusionInfo(Record):
-    """One fusion as nvscope knows it: ``id`` (``"forward/nvFusion0"``), ``name``, ``phase``, ``ops``, ``function``.
+    """One fusion as nvscope knows it: ``id``, ``name``, ``phase``, ``ops``, ``function``, ``site``, ``instance``.
 
     ``phase`` is ``"forward"``, ``"backward"`` (Thunder's backward trace) or ``"call"`` (a direct nvFuser
-    ``execute``); ``ops`` the sorted nvFuser op names of its definition; ``function`` the name of the jitted function
-    it belongs to, when nvscope could tell (Thunder), else None. ``instance`` is k when this is the k-th distinct
-    fusion of the process to claim ``<phase>/<name>``: its id is then ``"<phase>/<name>#<k>"`` (1, the first: no
-    suffix), so an id names one fusion.
+    ``execute``); ``ops`` the sorted nvFuser op names of its definition; ``function`` the qualified name of the
+    jitted function it belongs to, when nvscope could tell (Thunder), else None; ``site`` where it sits in the
+    program (``"train:Model.forward"``; see the module docstring), or None when nvscope could not tell. ``instance``
+    is k when this is the k-th distinct fusion nvscope saw with the same phase, name and site: the id is
+    ``"<phase>/<name>[@<site>][#<k>]"`` (1, the first: no suffix), so an id names one fusion.
     """
 
-    __slots__ = ("function", "id", "instance", "name", "ops", "phase")
+    __slots__ = ("function", "id", "instance", "name", "ops", "phase", "site")
 
     id: str
     name: str
@@ -62,30 +78,35 @@ class FusionInfo(Record):
     ops: tuple[str, ...] | None
     function: str | None
     instance: int
+    site: str | None
 
     def __init__(self, name: str, phase: Phase, ops: Iterable[str] | None = (), function: str | None = None, *,
-                 instance: int = 1) -> None:
+                 instance: int = 1, site: str | None = None) -> None:
         # Checked once per fusion: a fusion built wrong here would be one that no selector or gate reads right.
         if not isinstance(name, str) or not name:
             raise (ValueError if name == "" else TypeError)(
-                f"FusionInfo: name takes the fusion's name, e.g. 'nvFusion0', not {name!r}")
+                f"FusionInfo: name takes the fusion's name, e.g. 'nvFusion0', not {_shown(name)}")
         if phase not in _PHASES:
-            raise ValueError(f"FusionInfo: phase {phase!r} is not 'forward', 'backward' or 'call'")
+            raise ValueError(f"FusionInfo: phase {_shown(phase)} is not 'forward', 'backward' or 'call'")
         if ops is not None:
             if isinstance(ops, str):
                 raise TypeError(f"FusionInfo: ops= takes a collection of op names (or None: unknown), not the "
-                                f"string {ops!r}; for one op write ({ops!r},)")
+                                f"string {_shown(ops)}; for one op write ({_shown(ops)},)")
             unique = set(ops)
             if not all(isinstance(op, str) for op in unique):
-                raise TypeError(f"FusionInfo: ops= takes op names (str), not {sorted(map(repr, unique))}")
+                raise TypeError(f"FusionInfo: ops= takes op names (str), not {_shown(sorted(map(repr, unique)))}")
             ops = tuple(sorted(unique))
         if type(instance) is not int or instance < 1:
             raise (TypeError if type(instance) is not int else ValueError)(
-                f"FusionInfo: instance= takes the fusion's number among those of its <phase>/<name> (1, 2, ...), "
-                f"not {instance!r}")
-        base = f"{phase}/{name}"
+                f"FusionInfo: instance= takes the fusion's number among those of its <phase>/<name> and site "
+                f"(1, 2, ...), not {_shown(instance)}")
+        if site is not None and (not isinstance(site, str) or not site or not NOT_IN_SITE.isdisjoint(site)):
+            raise (TypeError if not isinstance(site, str) else ValueError)(
+                f"FusionInfo: site= takes where the fusion sits, e.g. 'train:Model.forward' (no '#', '/', glob "
+                f"characters or blanks), or None; not {_shown(site)}")
+        base = f"{phase}/{name}" if site is None else f"{phase}/{name}@{site}"
         self._init(id=base if instance == 1 else f"{base}#{instance}", name=name, phase=phase, ops=ops,
-                   function=function, instance=instance)
+                   function=function, instance=instance, site=site)
 
     def __repr__(self) -> str:
         where = f", function={self.function!r}" if self.function else ""
@@ -93,41 +114,72 @@ class FusionInfo(Record):
         return f"FusionInfo({self.id!r}, ops={ops}{where})"
 
     def aliases(self) -> tuple[str, str]:
-        """What a glob may match besides the id: ``<phase>/<name>`` and the numbered id ``<phase>/<name>#<k>``."""
-        base = f"{self.phase}/{self.name}"
-        return base, f"{base}#{self.instance}"
+        """What a glob may match besides the id: the short form ``<phase>/<name>`` and the numbered id
+        ``<id without #k>#<k>``."""
+        return f"{self.phase}/{self.name}", f"{self.base()}#{self.instance}"
+
+    def base(self) -> str:
+        """The id without its ``#<k>``: what the fusions nothing else tells apart share."""
+        return self.id if self.instance == 1 else self.id[:-len(f"#{self.instance}")]
 
 
-# How many distinct fusions claimed each "<phase>/<name>" so far in this process (`claim`); the adapters call `claim`
-# under `nvscope._exec._frontends.TABLE_LOCK`, once per fusion.
+def _shown(value: object) -> str:
+    from nvscope._core._validate import shown
+
+    return shown(value, _SHOWN)
+
+
+# How many distinct fusions claimed each id without its "#k" so far in this process (`claim`), and the ids seen per
+# short form "<phase>/<name>" (`exact_glob`); the adapters call `claim` under `nvscope._exec._frontends.TABLE_LOCK`,
+# once per fusion.
 _claimed: dict[str, int] = {}
+_shorts: dict[str, set[str]] = {}
 
 
-def claim(name: str, phase: Phase, ops: Iterable[str] | None, function: str | None) -> FusionInfo:
-    """The identity of a fusion nvscope sees for the first time: the k-th to claim ``<phase>/<name>`` gets ``#k``."""
-    base = f"{phase}/{name}"
-    instance = _claimed.get(base, 0) + 1
-    info = FusionInfo(name, phase, ops, function, instance=instance)  # may raise: then nothing is claimed
-    _claimed[base] = instance
+def _count(fusion_id: str, short: str) -> None:
+    _shorts.setdefault(short, set()).add(fusion_id)
+
+
+def claim(name: str, phase: Phase, ops: Iterable[str] | None, function: str | None,
+          site: str | None = None) -> FusionInfo:
+    """The identity of a fusion nvscope sees for the first time: the k-th to claim ``<phase>/<name>[@<site>]`` gets
+    ``#k`` (only where nothing else tells them apart: the same site)."""
+    info = FusionInfo(name, phase, ops, function, site=site)  # may raise: then nothing is claimed
+    instance = _claimed.get(info.id, 0) + 1
+    if instance > 1:
+        info = FusionInfo(name, phase, info.ops, function, instance=instance, site=site)
+    _claimed[info.base()] = instance
+    _count(info.id, f"{phase}/{name}")
     return info
 
 
-def claimed(base: str) -> int:
-    """How many distinct fusions claimed ``<phase>/<name>`` ``base`` in this process so far."""
-    return _claimed.get(base, 0)
+def remember(info: FusionInfo) -> FusionInfo:
+    """``info``, an identity an adapter kept on its fusion across `forget_ids` (``nvscope.uninstall()`` and install):
+    counted again, so that a fusion seen afresh after it does not take its number."""
+    base = info.base()
+    _claimed[base] = max(_claimed.get(base, 0), info.instance)
+    _count(info.id, f"{info.phase}/{info.name}")
+    return info
 
 
 def note_ids(ids: Iterable[str]) -> None:
-    """Count the fusions behind ``ids`` seen in another process (a bisect's probes): ``x#k`` says k claimed ``x``."""
+    """Count the fusions behind ``ids`` seen in another process (a bisect's probes), for `exact_glob`."""
     for fusion_id in ids:
+        phase, slash, _ = fusion_id.partition("/")
+        if not slash:
+            continue
         base, mark, number = fusion_id.rpartition("#")
-        if mark and "/" in base and number.isdigit():
-            _claimed[base] = max(_claimed.get(base, 0), int(number))
+        if not (mark and number.isdigit() and "/" in base):
+            base, number = fusion_id, "1"
+        _claimed[base] = max(_claimed.get(base, 0), int(number))
+        _count(fusion_id, f"{phase}/{base.partition('/')[2].partition('@')[0]}")
 
 
 def forget_ids() -> None:
-    """Numbering starts again (the adapters dropped every fusion's table: `nvscope.uninstall`)."""
+    """Numbering starts again for fusions not seen before (the adapters dropped every fusion's table:
+    `nvscope.uninstall`); those seen before keep their identity (`remember`)."""
     _claimed.clear()
+    _shorts.clear()
 
 
 class Selector:
@@ -142,7 +194,7 @@ class Selector:
 
     def __init__(self, match: Callable[[FusionInfo], bool], text: str, key: object = None) -> None:
         self._match = match
-        self._text = text
+        self._text = cut(text, 2 * _SHOWN)  # a list of 10,000 globs must not make a message of them all
         self._key = key  # what it selects, as a hashable value (None: only itself is equal to it)
         self._hash = object.__hash__(self) if key is None else hash(key)
 
@@ -179,7 +231,7 @@ def phase(*phases: str) -> Selector:
     """Fusions of these phases: ``phase("backward")``, ``phase("forward", "call")``."""
     for name in phases:
         if name not in _PHASES:
-            raise ValueError(f"phase() takes {', '.join(map(repr, _PHASES))}, not {name!r}")
+            raise ValueError(f"phase() takes {', '.join(map(repr, _PHASES))}, not {_shown(name)}")
     if not phases:
         raise ValueError("phase() needs at least one phase, e.g. phase('backward')")
     wanted = frozenset(phases)
@@ -192,7 +244,7 @@ def holding(*ops: str) -> Selector:
     Op names are nvFuser's (``fd.ops.<name>`` in a printed definition; ``nvscope fusions`` lists each fusion's).
     """
     if not ops or not all(isinstance(op, str) and op.isidentifier() for op in ops):
-        raise ValueError(f"holding() takes nvFuser op names, e.g. holding('matmul', 'linear'), not {ops!r}")
+        raise ValueError(f"holding() takes nvFuser op names, e.g. holding('matmul', 'linear'), not {_shown(ops)}")
     wanted = frozenset(ops)
     return Selector(lambda info: not wanted.isdisjoint(info.ops or ()), f"holding({', '.join(map(repr, ops))})",
                     ("holding", wanted))
@@ -207,16 +259,22 @@ def _glob(pattern: str) -> Selector:
     if not text:
         raise ValueError("fusions= got an empty glob: use e.g. 'backward/*' or 'forward/nvFusion2'")
     if text.count("[") != text.count("]"):
-        raise ValueError(f"fusions= got {pattern!r}, an unbalanced [ ] in a glob over fusion ids")
+        raise ValueError(f"fusions= got {_glob_shown(pattern)}, an unbalanced [ ] in a glob over fusion ids")
     if "/" not in text and not text.startswith("*"):
-        raise ValueError(f"fusions= got {pattern!r}: fusion ids are '<phase>/<name>' (e.g. 'forward/nvFusion0'); "
-                         f"use {'*/' + text!r} for that name in every phase")
+        raise ValueError(f"fusions= got {_glob_shown(pattern)}: fusion ids are '<phase>/<name>' (e.g. "
+                         f"'forward/nvFusion0'); use {_glob_shown('*/' + text)} for that name in every phase")
     match = re.compile(fnmatch.translate(text)).match
 
     def matches(info: FusionInfo) -> bool:
         return match(info.id) is not None or any(match(alias) is not None for alias in info.aliases())
 
-    return Selector(matches, repr(text), ("glob", text))
+    return Selector(matches, _glob_shown(text), ("glob", text))
+
+
+def _glob_shown(text: str) -> str:
+    """A glob as messages and a selector's repr show it: quoted, cut short (a 180,000-character glob must not make a
+    360,000-character message)."""
+    return cut(text, _SHOWN, repr)
 
 
 def _checked(call: Callable[[FusionInfo], object], name: str) -> Callable[[FusionInfo], bool]:
@@ -271,7 +329,7 @@ def _build(value: object) -> Selector:
     if isinstance(value, (bytes, bytearray)):
         raise TypeError(f"fusions= takes a glob (str), not bytes: {shown(value)}")
     if callable(value):
-        name = getattr(value, "__qualname__", None) or repr(value)
+        name = cut(str(getattr(value, "__qualname__", None) or repr(value)), _SHOWN)
         # A function (or a bound method) is equal to itself only: the same one passed again selects the same.
         same = isinstance(value, (FunctionType, MethodType, BuiltinFunctionType))
         return Selector(_checked(value, name), name, ("call", value) if same else None)
@@ -297,6 +355,9 @@ def _not_a_selector(value: object) -> Selector:
 def exact_glob(fusion_id: str) -> str:
     """A glob (``fusions=``) that matches exactly ``fusion_id``: ``*``, ``?`` and ``[`` in brackets, and ``#1`` after
     the id of the first of several fusions of one ``<phase>/<name>`` (the id alone selects them all)."""
-    if claimed(fusion_id) > 1:
-        fusion_id += "#1"
+    base, mark, number = fusion_id.rpartition("#")
+    numbered = bool(mark) and number.isdigit() and "/" in base
+    if not numbered and "@" not in fusion_id and (_claimed.get(fusion_id, 0) > 1
+                                                  or len(_shorts.get(fusion_id, ())) > 1):
+        fusion_id += "#1"  # without a site, its id is also the short form of every fusion with its phase and name
     return "".join(f"[{c}]" if c in "*?[" else c for c in fusion_id)

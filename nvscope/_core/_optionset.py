@@ -2,8 +2,7 @@
 
 `OptionSet` knows nothing about which names are valid (that is `nvscope.catalog`) nor about scopes (that is
 `nvscope._core._scope`). It is the key of every per-fusion compiled cache, so equality and hashing must be cheap: the
-hash
-is computed once, and the union of two sets, which the executor adapters take at every fusion call, is memoised on
+hash is computed once, and the union of two sets, which the executor adapters take at every fusion call, is memoised on
 the left operand.
 """
 

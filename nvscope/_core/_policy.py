@@ -19,10 +19,9 @@ For one fusion (`effective`), lowest to highest:
    or linear; `nvscope.catalog`, ``can_affect``) is dropped, so the fusion keeps its default compiled kernels
    instead of recompiling for nothing.
 
-Policies are interned (`over`): re-entering the same scope object, or one built alike (equal options, equal
-selector: `nvscope._core._fusion.Selector`), over the same parent gives the same object, so a fusion's table can
-remember
-what a policy resolved to with one identity test.
+Policies are interned (`over`): re-entering the same scope object, or one built alike (equal options, equal selector:
+`nvscope._core._fusion.Selector`), over the same parent gives the same object, so a fusion's table can remember what a
+policy resolved to with one identity test.
 """
 
 from __future__ import annotations

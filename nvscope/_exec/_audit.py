@@ -63,11 +63,16 @@ class AuditLog:
         header = ("fusion", "options", "phase", "partition", "thread", "calls")
         lines = [_texttable.render(header, [(*key, str(n)) for key, n in counts.items()])]
         total = len(self.records)
-        compiled = sum(r.partition == "new" and r.shared_from is None for r in self.records)
-        shared = sum(r.partition == "new" and r.shared_from is not None for r in self.records)
+        new = [r for r in self.records if r.partition == "new"]
+        compiled = sum(r.shared_from is None for r in new)
+        # A partition rebuilt after eviction finds its fusion's definition compiled already (`shared_from` names the
+        # fusion itself): it compiles nothing.
+        rebuilt = sum(r.shared_from == r.fusion for r in new)
+        shared = len(new) - compiled - rebuilt
         fell_back = len({r.fusion for r in self.failures()})
         lines.append(f"{total} fusion executions, {compiled} new partitions compiled"
                      + (f", {shared} shared a definition compiled for another fusion" if shared else "")
+                     + (f", {rebuilt} rebuilt partitions ran their definition compiled before" if rebuilt else "")
                      + (f", {fell_back} fusion(s) fell back to their defaults after failing" if fell_back else ""))
         return "\n".join(lines)
 

@@ -1,7 +1,8 @@
 """What the execution path reports about each fusion execution, for whoever listens (``nvscope.audit``, profiling).
 
-Kept in the core so that adapters (which import the core) can report without importing the tools. When nobody
-listens, ``SINKS`` is empty and an adapter pays one truth test per fusion call.
+Kept in the execution layer, beside the execution path that reports, so that the adapters can report without
+importing the tools, which listen from above. When nobody listens, ``SINKS`` is empty and an adapter pays one truth
+test per fusion call.
 """
 
 from __future__ import annotations
@@ -30,9 +31,9 @@ __all__ = ["FUNCTION", "PHASE", "SINKS", "TIMERS", "FusionRecord", "emit", "list
 
 # Set by the Thunder adapter around a backward pass; everything else is forward (direct nvFuser calls: "call").
 PHASE: ContextVar[Phase] = ContextVar("nvscope.phase", default="forward")
-# Set by the Thunder adapter around a backward pass whose forward ran scoped or audited: the jitted function its
-# forward belonged to.
-FUNCTION: ContextVar[str | None] = ContextVar("nvscope.function", default=None)
+# Set by the Thunder adapter around a backward pass whose forward ran while its patch was in place: the jitted
+# function its forward belonged to, (qualname, site) (`nvscope._exec._thunder_adapter.jitted_function`).
+FUNCTION: ContextVar[tuple[str, str] | None] = ContextVar("nvscope.function", default=None)
 
 
 class FusionRecord(Record):

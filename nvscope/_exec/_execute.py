@@ -19,7 +19,8 @@ from __future__ import annotations
 import threading
 import time
 import warnings
-from contextlib import ExitStack
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from typing import Any
 
 from nvscope._core import _policy
@@ -30,12 +31,14 @@ from nvscope._core._scope import CHANGED, NO_EFFECT, NOTHING, Frame
 from nvscope._exec import _events, _frontends, _repro, _shared
 from nvscope._exec._fusion_table import NO_STEADY, FusionTable
 
-__all__ = ["Adapter", "execute", "failed", "table"]
+__all__ = ["Adapter", "execute", "failed", "private_failures", "table"]
 
 NO_KWARGS: dict[str, Any] = {}
 _SINKS = _events.SINKS  # the list itself (audit appends to it in place): one global load on the hot path
 _MISSING = object()
 _MAX_RESOLVED = 256  # (policy, own options) pairs remembered per fusion beyond the hot one (above the LRU bound)
+# The open `private_failures` blocks, innermost last: the failures recorded in each, to forget when it ends.
+_PRIVATE: list[list[tuple[FusionTable[_frontends.Partition], OptionSet, _shared.Entry | None]]] = []
 
 
 class Adapter:
@@ -185,7 +188,7 @@ def execute(adapter: Adapter, fusion: Any, frame: Frame | None, args: tuple[Any,
     try:
         if _SINKS:
             record = _record(info, partition.options, "new" if new else "reused", adapter,
-                             shared_from=_shared_from(adapter, info, partition, args, kwargs))
+                             shared_from=_shared_from(adapter, info, partition, args, kwargs, new))
             return _timed(partition.run, record, args, kwargs)
         return partition.run(args, kwargs)
     except NvscopeError:
@@ -219,11 +222,18 @@ def failed(error: Exception, adapter: Adapter, found: FusionTable[_frontends.Par
     if len(remembered) >= _MAX_RESOLVED:
         remembered.clear()
     remembered[partition.options] = partition.error
+    private = _PRIVATE[-1] if _PRIVATE else None
+    if private is not None:
+        private.append((found, partition.options, None))
     if isinstance(error, _shared.SharedFailure):  # another fusion's failure with this definition: warned then
         return _fall_back(adapter, info, fusion, partition, static, args, kwargs)
     entry = _shared.entry_of(_definition(adapter, partition, args, kwargs))
-    others = [] if entry is None else [f for f in _shared.fail(entry, partition.error, info.id) if f != info.id]
-    shared = ("" if entry is None else
+    # Shared only where the definition's compile failed (its first execution); a later failure is this execution's.
+    users = None if entry is None else _shared.fail(entry, partition.error, info.id)
+    if private is not None and users is not None:
+        private.append((found, partition.options, entry))
+    others = [f for f in users or () if f != info.id]
+    shared = ("" if users is None else
               f" Fusions with the same nvFuser definition ({', '.join(others) + ' and ' if others else ''}any that "
               "reaches it later) share this failure: they use their defaults under these options too, without "
               "compiling it again.")
@@ -242,10 +252,33 @@ def _definition(adapter: Adapter, partition: _frontends.Partition, args: tuple[A
 
 
 def _shared_from(adapter: Adapter, info: FusionInfo, partition: _frontends.Partition, args: tuple[Any, ...],
-                 kwargs: dict[str, Any]) -> str | None:
-    """The fusion whose compiled definition ``partition`` runs for these inputs, if another one's (audit only)."""
+                 kwargs: dict[str, Any], new: bool) -> str | None:
+    """The fusion whose compiled definition ``partition`` runs for these inputs, if another one's; for a ``new``
+    partition (rebuilt after eviction) that runs its own fusion's definition compiled before, that fusion: it compiles
+    nothing (audit only)."""
     entry = _shared.entry_of(_definition(adapter, partition, args, kwargs))
-    return None if entry is None or entry.owner == info.id else entry.owner
+    if entry is None or (entry.owner == info.id and not (new and entry.compiled)):
+        return None
+    return entry.owner
+
+
+@contextmanager
+def private_failures() -> Iterator[None]:
+    """Failures recorded under ``on_error="fallback"`` while the block runs are forgotten when it ends: the fusions'
+    failed partitions (rebuilt at their next use, so the next scope tries the options again, and warns) and the
+    shared definitions' failures. For a tool that tries options on the user's fusions (`nvscope.profile`): its own
+    fallbacks must not make the user's later scopes fall back silently. Process-wide while it runs, as an audit is.
+    """
+    undo: list[tuple[FusionTable[_frontends.Partition], OptionSet, _shared.Entry | None]] = []
+    _PRIVATE.append(undo)
+    try:
+        yield
+    finally:
+        _PRIVATE[:] = [block for block in _PRIVATE if block is not undo]  # by identity: blocks of threads interleave
+        for found, options, entry in undo:
+            found.forget_failure(options)
+            if entry is not None:
+                _shared.forget(entry)
 
 
 def _fall_back(adapter: Adapter, info: FusionInfo, fusion: Any, partition: _frontends.Partition, static: OptionSet,

@@ -80,10 +80,11 @@ class Partition:
 
     ``runner`` is what the adapter executes: for Thunder a copy of the fusion's ``FusionDefinitionWrapper`` whose
     ``get_fd`` is an ``lru_cache`` of FusionDefinitions for this option set (see `nvscope._exec._thunder_adapter`); for
-    direct users a fresh FusionDefinition. ``run(args, kwargs)`` executes the fusion in this partition (the adapter
-    builds it, bound to the fusion: one call on the hot path). ``error`` is set when it failed under
-    ``on_error="fallback"``: the text of the failure (with nvscope's note), and later executions under a fallback
-    policy go to the default directly.
+    direct users a function of ``execute``'s device argument that gives the FusionDefinition rebuilt for that device
+    (and the call that runs it; `nvscope._exec._nvfuser`). ``run(args, kwargs)`` executes the fusion in this
+    partition (the adapter builds it, bound to the fusion: one call on the hot path). ``error`` is set when it failed
+    under ``on_error="fallback"``: the text of the failure (with nvscope's note), and later executions under a
+    fallback policy go to the default directly.
     """
 
     __slots__ = ("disable", "enable", "error", "options", "run", "runner", "steady")

@@ -80,6 +80,15 @@ class FusionTable(Generic[T]):
         """The option sets that have a cache now, least recently used first."""
         return list(self._entries)
 
+    def forget_failure(self, options: OptionSet) -> None:
+        """Forget that the fusion failed under ``options``: its partition for them goes (built again at its next use,
+        which tries the options again) and the memos that could still run it."""
+        with self._lock:
+            self.failed.pop(options, None)
+            self._entries.pop(options, None)
+            self.hot = (_NEVER, None, None, True)
+            self.steady = NO_STEADY
+
     def get(self, options: OptionSet) -> tuple[T, bool]:
         """The cache for ``options`` and whether it was just built (False: reused)."""
         entries = self._entries

@@ -5,7 +5,9 @@ when Thunder 0.2.6 no longer matters. nvFuser 0.2.36 removed the module (Fuser #
 * One process-wide FusionCache deduplicates identical definitions, so a partition's definition is *salted* with one
   unused ``define_scalar(<salt>)`` that differs per option set (measured on the H200: it gets an entry of its own).
   nvscope never calls ``FusionCache.reset()``: that would drop every user's kernels, and it made the default reuse a
-  scoped kernel.
+  scoped kernel. Partitions whose salted definitions are one cache entry share its compile, so they share its
+  failure too: they join one `nvscope._exec._shared` entry (``share=False``: each runs its own definition), and a
+  failing compile is one attempt and one warning for all of them.
 * The module warns "Reset the FusionCache manually..." on every execute with options. For executions nvscope
   partitioned that advice is already followed, so the warning is dropped for them only: the module's ``warnings``
   name is replaced by a proxy that consults a thread-local flag (``warnings.catch_warnings`` mutates process-global

@@ -15,19 +15,25 @@ prints for it (``repr(fd)``, inputs included), the input descriptors it was buil
 * Bounded: at most ``NVSCOPE_MAX_SHARED`` entries (default 256), least recently adopted evicted. An entry keeps one
   definition, with its compiled kernels, alive; partitions that run it keep it alive as well, so eviction only stops
   later fusions from finding it.
-* Failures: a definition that failed under options (``on_error="fallback"``) is remembered by key, beyond eviction
-  (text only, `_MAX_FAILURES` keys), so every fusion sharing it falls back without compiling it again, with one
-  warning for all of them (`nvscope._exec._execute`).
+* Failures: a definition whose compile failed under options (``on_error="fallback"``; the compile is its first
+  execution for those inputs) is remembered by key, beyond eviction (its text, not the definition: `_MAX_FAILURES`
+  keys), so every fusion sharing it falls back without compiling it again, with one warning for all of them
+  (`nvscope._exec._execute`). A failure after the definition ran once (out of memory, say) is that execution's: the
+  compiled definition stays shared. `Entry.compiled` says which: the first execution that completes sets it
+  (`_watch`, or the adapter through `ran`).
 * Thread-safe: one lock around lookups and inserts (partition builds only: never on the per-call path).
 * Dropped by ``nvscope.uninstall()`` (`clear`), with the partitions that use it.
-* The legacy ``nvfuser`` frontend needs none of this: its process-wide FusionCache already gives identical
-  definitions one entry, and nvscope's salt depends on the option set only (`nvscope._exec._legacy`), so nvFuser itself
-  shares them. ``NVSCOPE_SHARE=0`` turns sharing off (every partition compiles its own, as before).
+* The legacy ``nvfuser`` frontend shares definitions by itself: its process-wide FusionCache gives identical
+  definitions one entry, and nvscope's salt depends on the option set only (`nvscope._exec._legacy`). Its partitions
+  join entries here all the same (``share=False``: each keeps running its own definition), for what nvFuser's cache
+  entry has in common: its compile, and so its compile failure. ``NVSCOPE_SHARE=0`` turns all of it off (every
+  partition compiles its own, as before; on the legacy frontend, nvFuser still shares its cache entry).
 """
 
 from __future__ import annotations
 
 import threading
+import weakref
 from collections import OrderedDict
 
 from nvscope._core import _env
@@ -37,7 +43,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["Entry", "SharedFailure", "adopt", "clear", "enabled", "entry_of", "fail", "stats"]
+__all__ = ["Entry", "SharedFailure", "adopt", "clear", "enabled", "entry_of", "fail", "forget", "ran", "stats"]
 
 Key = tuple[str, object, OptionSet, object]  # (definition text, input descriptors, options, device)
 _ENTRY = "_nvscope_shared"  # in the __dict__ of each definition registered here: its Entry
@@ -47,26 +53,32 @@ _MAX_FAILURES = 4096
 class Entry:
     """One shared definition: its key, the fusion that registered it, every fusion that adopted it, its failure."""
 
-    __slots__ = ("error", "failed_in", "fd", "key", "owner", "users")
+    __slots__ = ("compiled", "error", "failed_in", "fd", "key", "owner", "users")
 
     def __init__(self, key: Key, fd: Any, owner: str) -> None:
         self.key = key
-        self.fd = fd
+        self.fd = fd  # the definition adopters run; None once its compile failed, or where each runs its own (legacy)
         self.owner = owner  # the fusion id whose partition built (and compiles) the definition
         self.users: list[str] = [owner]  # fusion ids whose partitions run it, in the order they adopted it
-        self.error: str | None = None  # the failure under its options (on_error="fallback"), once known
+        self.compiled = False  # an execution of it completed: nvFuser compiled it for its key
+        self.error: str | None = None  # the failure of its compile under its options (on_error="fallback")
         self.failed_in: str | None = None  # the fusion whose execution failed
 
 
 class SharedFailure(RuntimeError):
-    """A definition that already failed under these options, for another fusion: it is not compiled again."""
+    """A definition whose compile already failed under these options, for another fusion: not compiled again.
 
-    def __init__(self, entry: Entry) -> None:
+    ``fd`` is the definition the fusion at hand built (equal to the one that failed): what its repro script prints.
+    """
+
+    def __init__(self, entry: Entry, fd: Any = None) -> None:
         super().__init__(f"{entry.error}\n(nvscope: this definition failed under these options in fusion "
                          f"{entry.failed_in}; shared by {', '.join(entry.users)}; not compiled again)")
         self.entry = entry
+        self.fd = fd
 
 
+_SELECTED = object()  # adopt's device: the definition's own
 _lock = threading.Lock()
 _entries: OrderedDict[Key, Entry] = OrderedDict()
 _failures: OrderedDict[Key, Entry] = OrderedDict()
@@ -80,41 +92,82 @@ def enabled() -> bool:
     return _env.flag("NVSCOPE_SHARE")
 
 
-def adopt(fd: Any, options: OptionSet, owner: str, text: str | None = None,
-          inputs: object = None) -> tuple[Any, Entry]:
+def adopt(fd: Any, options: OptionSet, owner: str, text: str | None = None, inputs: object = None, *,
+          device: object = _SELECTED, share: bool = True, watch: bool = True) -> tuple[Any, Entry]:
     """The definition to run for ``fd`` (just built for ``options`` by fusion ``owner``) and its entry.
 
     The registered definition with the same key if there is one (``owner`` joins its users), else ``fd`` itself,
     registered. ``text`` is ``repr(fd)`` if the caller has it. ``inputs``: the input descriptors the definition was
     built for (Thunder's ``get_fd`` key: contiguity, stride order, dtype per input), part of the key so that two
     definitions never share on the strength of nvFuser's printer alone: were it ever to leave out an input property,
-    a definition would otherwise run on inputs laid out differently from the ones it declares. Raises
-    `SharedFailure` for a key known to fail.
+    a definition would otherwise run on inputs laid out differently from the ones it declares. ``device``: the GPU it
+    runs on (default: the definition's ``_selected_device``, which Thunder executes it with). ``share=False``: ``fd``
+    is returned in any case (the legacy frontend, whose cache shares the compile itself); the entry is shared.
+    ``watch``: the definition's own first completed ``execute`` marks the entry compiled (`_watch`); an adapter that
+    calls its class's ``execute`` says so itself (`ran`). Raises `SharedFailure` for a key whose compile failed.
     """
-    key = (repr(fd) if text is None else text, inputs, options, getattr(fd, "_selected_device", None))
+    key = (_body(repr(fd) if text is None else text), inputs, options,
+           getattr(fd, "_selected_device", None) if device is _SELECTED else device)
     with _lock:
         failed = _failures.get(key)
         if failed is not None:
             if owner not in failed.users:
                 failed.users.append(owner)
-            raise SharedFailure(failed)
+            raise SharedFailure(failed, fd)
         entry = _entries.get(key)
         if entry is not None:
             _entries.move_to_end(key)
             if owner not in entry.users:
                 entry.users.append(owner)
             _counts["adopted"] += 1
-            return entry.fd, entry
-        entry = _entries[key] = Entry(key, fd, owner)
-        _counts["registered"] += 1
-        if len(_entries) > _env.integer("NVSCOPE_MAX_SHARED"):
-            _entries.popitem(last=False)
-            _counts["evicted"] += 1
+            if share and entry.fd is not None:
+                return entry.fd, entry
+        else:
+            entry = _entries[key] = Entry(key, fd if share else None, owner)
+            _counts["registered"] += 1
+            if len(_entries) > _env.integer("NVSCOPE_MAX_SHARED"):
+                _entries.popitem(last=False)
+                _counts["evicted"] += 1
     try:
         fd.__dict__[_ENTRY] = entry
     except AttributeError:  # a definition without a __dict__: its failures are known to its own partition only
-        pass
+        return fd, entry
+    if watch and not entry.compiled:
+        _watch(fd, entry)
     return fd, entry
+
+
+def _body(text: str) -> str:
+    """A printed definition without its ``def nvfuser_fusion...`` line: the legacy frontend numbers that function by
+    its FusionCache entry (the double, per definition), so the rest is what nvFuser's cache keys on."""
+    return text.partition("\n")[2] if text.startswith("def ") else text
+
+
+def _watch(fd: Any, entry: Entry) -> None:
+    """Until ``fd.execute`` first completes, run it through a wrapper that then marks ``entry`` compiled (`ran`) and
+    removes itself: after it, ``fd.execute`` is nvFuser's again, nothing added per call. Thunder calls the
+    definition's ``execute`` itself. The wrapper holds ``fd`` weakly (as `nvscope._exec._repro.attach` does)."""
+    try:
+        ref = weakref.ref(fd)
+    except TypeError:  # no weak references: never marked, so its failures count as compile failures (shared)
+        return
+
+    def execute(*args: Any, **kwargs: Any) -> Any:
+        target = ref()
+        if target is None:  # pragma: no cover - the wrapper lives in the definition's own __dict__
+            raise ReferenceError("the FusionDefinition is gone")
+        outputs = type(target).execute(target, *args, **kwargs)
+        ran(entry)
+        if vars(target).get("execute") is execute:
+            del vars(target)["execute"]
+        return outputs
+
+    fd.__dict__["execute"] = execute
+
+
+def ran(entry: Entry) -> None:
+    """An execution of ``entry``'s definition completed: it is compiled, and its later failures are not shared."""
+    entry.compiled = True
 
 
 def entry_of(fd: Any) -> Entry | None:
@@ -122,17 +175,31 @@ def entry_of(fd: Any) -> Entry | None:
     return getattr(fd, "__dict__", {}).get(_ENTRY)
 
 
-def fail(entry: Entry, error: str, fusion: str) -> list[str]:
-    """Remember that ``entry``'s definition fails under its options (it failed in ``fusion``); returns the fusions
-    known to share it."""
+def fail(entry: Entry, error: str, fusion: str) -> list[str] | None:
+    """An execution of ``entry``'s definition failed under its options, in ``fusion``: the fusions known to share the
+    failure, or None where it is that execution's alone (the definition ran before: its compile did not fail).
+
+    A compile failure is remembered by key, as text: the entry lets go of the definition (nothing compiled to keep,
+    and later adopters learn the failure instead)."""
     with _lock:
+        if entry.compiled:
+            return None
         entry.error = error
         entry.failed_in = fusion
-        _entries.pop(entry.key, None)  # nothing compiled to keep: later adopters learn the failure instead
+        entry.fd = None
+        if _entries.get(entry.key) is entry:
+            del _entries[entry.key]
         _failures[entry.key] = entry
         if len(_failures) > _MAX_FAILURES:
             _failures.popitem(last=False)
         return list(entry.users)
+
+
+def forget(entry: Entry) -> None:
+    """Forget ``entry``'s failure (a tool's own run recorded it: `nvscope._exec._execute.private_failures`)."""
+    with _lock:
+        if _failures.get(entry.key) is entry:
+            del _failures[entry.key]
 
 
 def stats() -> dict[str, int]:

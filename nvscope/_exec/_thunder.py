@@ -11,12 +11,13 @@ Three patches, all undone exactly by `uninstall` (`nvscope._core._patches`), eac
 2. ``execute_with_dtensors`` as ``nvfuserex_impl`` calls it for DTensor inputs: nvFuser's function, handed a view of
    a partition's definition whose ``execute`` passes the options (`nvscope._exec._frontends`).
 3. ``ThunderFunction.forward``/``backward`` (``thunder/executors/torch_autograd.py``): backward fusions run under
-   their forward's scope, wherever autograd runs them (`nvscope._exec._thunder_autograd`); on demand, as 1.
+   their forward's scope, wherever autograd runs them (`nvscope._exec._thunder_autograd`); the backward on demand,
+   as 1; the forward while installed (once per step, not per fusion): it names the jitted function for the
+   backward's fusion ids also when no scope or audit exists during the forward (``.backward()`` scoped alone).
 
 An exception out of a scoped fusion keeps its type and gains a note naming the fusion, the phase and the options,
 with a repro script that runs with them (`nvscope._exec._repro`); under ``on_error="fallback"`` the fusion runs again
-with
-its defaults. `install` checks the Thunder it finds first and refuses one that lacks what these patches rely on,
+with its defaults. `install` checks the Thunder it finds first and refuses one that lacks what these patches rely on,
 changing nothing. Installed lazily by the first non-empty scope once ``thunder`` is imported
 (`nvscope._exec._autoinstall`); `install()` does it explicitly and is idempotent.
 """
@@ -127,8 +128,8 @@ def install() -> bool:
     if callable(getattr(impl, "execute_with_dtensors", None)):  # nvFuser >= 0.2.28; Thunder calls it for DTensors
         _patches.apply(_OWNER, impl, "execute_with_dtensors",
                        _frontends.make_execute_with_dtensors(impl.execute_with_dtensors))
-    _patches.apply(_OWNER, function_class, "forward", staticmethod(make_forward(original_forward.__func__)),
-                   on_demand=True)
+    # Not on demand: a backward fusion's id names its forward's jitted function, which only the forward can see.
+    _patches.apply(_OWNER, function_class, "forward", staticmethod(make_forward(original_forward.__func__)))
     _patches.apply(_OWNER, function_class, "backward", staticmethod(make_backward(original_backward.__func__)),
                    on_demand=True)
     _installed.append(shape)
@@ -147,7 +148,7 @@ def uninstall() -> bool:
         shape = _installed.pop()
         shape.forget()
         shape.frontend.release(_OWNER)
-    _fusion.forget_ids()  # every Thunder fusion's table is gone: seen again, each gets its id anew
+    _fusion.forget_ids()  # every table is gone: numbering restarts for new fusions (a known one keeps its id)
     _shared.clear()
     return restored
 

@@ -25,9 +25,10 @@ from types import ModuleType
 from typing import Any
 
 from nvscope._core._errors import NvscopeError, UnsupportedError
-from nvscope._core._fusion import FusionInfo, claim, ops_of_definition
+from nvscope._core._fusion import FusionInfo, claim, ops_of_definition, remember
 from nvscope._core._optionset import OptionSet
 from nvscope._core._scope import ACTIVE, CHANGED
+from nvscope._core._site import file_of, site_of
 from nvscope._exec import (
     _events,
     _frontends,
@@ -43,6 +44,7 @@ __all__ = ["SHAPES", "ThunderAdapter", "jitted_function"]
 PROVEN = "Thunder 0.2.6 and 0.2.7.dev20260201"  # tests/gpu ran with both on the H200
 IMPL_MODULE = "thunder.executors.nvfuserex_impl"
 _TABLE = "_nvscope_partitions"  # attribute on each fusion's get_fd (an lru_cache wrapper, which has a __dict__)
+_INFO = "_nvscope_info"  # its FusionInfo, beside the table: kept by `forget` (an id outlives nvscope.uninstall())
 
 
 def thunder_version() -> str:
@@ -55,24 +57,49 @@ def short(name: str) -> str:
     return name.partition(": ")[0]
 
 
-def jitted_function(limit: int = 40) -> str | None:
-    """The name of the function ``thunder.jit`` compiled, from its ``fn_`` frame on this thread's stack, or None.
+def jitted_function(limit: int = 40) -> tuple[str, str] | None:
+    """The function ``thunder.jit`` compiled, from its ``fn_`` frame on this thread's stack: ``(qualname, site)``,
+    the site ``"<module>:<qualname>"`` and, for its t-th trace (t >= 1), ``":<t>"``; or None.
 
-    Called once per fusion (when its table is made) and once per scoped forward (for its backward), never per call.
+    In a backward, its forward's (captured by the autograd patch): the backward runs outside the jitted function.
+    Called once per fusion (when its table is made) and once per forward while the autograd patch is in place, never
+    per fusion call.
     """
+    captured = _events.FUNCTION.get()
+    if captured is not None and _events.PHASE.get() == "backward":
+        return captured
     frame = sys._getframe(1)
     for _ in range(limit):
         if frame is None:
             break
         code = frame.f_code
         if code.co_name == "fn_" and "thunder" in code.co_filename:
-            fn = frame.f_locals.get("fn")
+            names = frame.f_locals
+            fn = names.get("fn")
             if fn is None:
-                fn = getattr(frame.f_locals.get("cd"), "fn", None)
+                fn = getattr(names.get("cd"), "fn", None)
             if fn is not None:
-                return getattr(fn, "__qualname__", None) or type(fn).__qualname__
+                qualname = getattr(fn, "__qualname__", None) or type(fn).__qualname__
+                site = site_of(getattr(fn, "__module__", None) or type(fn).__module__, qualname, file_of(fn))
+                trace = _trace_index(names)
+                return qualname, site if not trace else f"{site}:{trace}"
         frame = frame.f_back  # type: ignore[assignment]
-    return _events.FUNCTION.get()  # a backward: its forward's, captured by the autograd patch
+    return captured
+
+
+def _trace_index(names: dict[str, Any]) -> int | None:
+    """Which trace of the jitted function runs: the index of ``fn_``'s ``cache_entry`` in Thunder's cache of them
+    (``cs.interpreter_cache``, appended in the order the function met new input metadata, whatever nvscope saw), or
+    None (no cache: ``cache="no caching"``). Matched by its first field (the prologue), as Thunder may pass a copy of
+    the entry with another computation function (``cache_entry._replace``)."""
+    entry = names.get("cache_entry")
+    cache = getattr(names.get("cs"), "interpreter_cache", None)
+    if not isinstance(entry, tuple) or not entry or not isinstance(cache, list):
+        return None
+    for index, known in enumerate(cache):
+        if known is entry or (isinstance(known, tuple) and known and known[0] is entry[0]):
+            return index
+    return None
 
 
 class ThunderAdapter(Adapter):
@@ -190,16 +217,27 @@ class ThunderAdapter(Adapter):
             pass
 
     def identify(self, fusion: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> FusionInfo:
+        get_fd = fusion.get_fd
+        known = getattr(get_fd, _INFO, None)  # seen before nvscope.uninstall(): the same fusion keeps its id
+        if known is not None:
+            return remember(known)
         # The ops of its definition: the one Thunder last ran if any (a warm fusion costs nothing more), else one
         # from Thunder's uncached builder for these inputs (built, not compiled; Thunder's cache stays as it was).
         try:
             fd = fusion.last_used
             if fd is None:
-                fd = getattr(fusion.get_fd, "__wrapped__", fusion.get_fd)(fusion.to_descriptors(args))
+                fd = getattr(get_fd, "__wrapped__", get_fd)(fusion.to_descriptors(args))
             ops: tuple[str, ...] | None = ops_of_definition(repr(fd))
         except Exception:
             ops = None  # unknown: the catalog's gates then drop nothing
-        return claim(short(fusion.name), _events.PHASE.get(), ops, jitted_function())
+        jitted = jitted_function()
+        function, site = jitted if jitted is not None else (None, None)
+        info = claim(short(fusion.name), _events.PHASE.get(), ops, function, site)
+        try:
+            setattr(get_fd, _INFO, info)
+        except (AttributeError, TypeError):  # pragma: no cover - a get_fd without a __dict__: numbered anew
+            pass
+        return info
 
     def static(self, fusion: Any, kwargs: dict[str, Any]) -> OptionSet:
         return OptionSet(fusion.enable_options or (), fusion.disable_options or ())
@@ -218,14 +256,15 @@ class ThunderAdapter(Adapter):
         frontend = self.frontend
         # nvfuser_direct: a definition equal to one another fusion compiled for these options runs that one
         # (nvscope._exec._shared). The legacy frontend's global cache does that itself (its salt depends on the
-        # options only).
-        share = frontend is _frontends.DIRECT and _shared.enabled()
+        # options only): its definitions join the entry for its compile's failure only (share=False).
+        share = _shared.enabled()
+        direct = frontend is _frontends.DIRECT
 
         @functools.lru_cache(maxsize=maxsize)
         def partition_get_fd(descriptors: Any) -> Any:
             with frontend.own_definitions(options):
                 fd = uncached(descriptors)
-            if frontend is _frontends.DIRECT and "fec" in getattr(fd, "__dict__", ()):
+            if direct and "fec" in getattr(fd, "__dict__", ()):
                 # Compiled before it ever ran: its cache came from a shared one (an LruFusionCache), not its own.
                 raise UnsupportedError(
                     f"{thunder_version()}, fusion {info.id}: a new FusionDefinition came with a compiled cache "
@@ -233,7 +272,7 @@ class ThunderAdapter(Adapter):
                     "set kernels of its own. Set NVFUSER_ENABLE/NVFUSER_DISABLE for the whole process instead"
                 )
             if share:
-                found = _shared.adopt(fd, options, info.id, inputs=descriptors)[0]
+                found = _shared.adopt(fd, options, info.id, inputs=descriptors, share=direct)[0]
                 if found is not fd:
                     return found  # compiled (or compiling) for another partition; it carries its options already
             _frontends.carry(fd, options)
@@ -277,7 +316,7 @@ class ThunderAdapter(Adapter):
         try:
             fd = self.definition(partition, args, kwargs)
         except _shared.SharedFailure as known:  # the definition failed for another fusion: the same script
-            fd = known.entry.fd
+            fd = known.fd
         return _repro.with_options(type(fd).repro_script_for(fd, _local_inputs(args)), partition.options)
 
     def definition(self, partition: _frontends.Partition, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

@@ -3,9 +3,9 @@
 
 Thunder's backward fusions run wherever PyTorch's autograd engine runs them: on the thread that called
 ``.backward()`` with ``thunder.jit``, on the autograd device thread with ``thunderfx``, where the caller's context is
-invisible. So the forward records the policy active when it ran (and the jitted function, for fusion identity: also
-when only an audit listens, so that a backward fusion's ``function`` is its forward's whether or not the first step
-was scoped), and the backward runs under it laid over whatever scope is active on the thread executing it
+invisible. So the forward records the policy active when it ran (and the jitted function, for fusion identity,
+scoped or not, so that a backward fusion's id names its forward's function whether or not the forward ran in a
+scope), and the backward runs under it laid over whatever scope is active on the thread executing it
 (`nvscope._core._policy.compose`), as ``torch.amp.custom_bwd`` does for autocast state.
 """
 
@@ -20,7 +20,8 @@ from nvscope._exec._thunder_adapter import jitted_function
 __all__ = ["make_backward", "make_forward", "refusal"]
 
 AUTOGRAD_MODULE = "thunder.executors.torch_autograd"
-# On the autograd ctx: (the forward's frame or None, the jitted function), or None. The frame itself, not only its
+# On the autograd ctx: (the forward's frame or None, the jitted function as `jitted_function` gives it), or None (the
+# forward ran while the patch was out: no scope and no audit anywhere). The frame itself, not only its
 # policy: while the ctx lives, the frame keeps the per-fusion patches in place (nvscope._core._patches.demand) for a
 # backward that runs after its scope exited (``with nv_options(...): loss = f(x)`` then ``loss.backward()``).
 _CAPTURED = "_nvscope_scope"
@@ -36,15 +37,15 @@ def refusal(autograd: Any) -> list[str]:
 
 
 def make_forward(original: Any) -> Any:
-    sinks = _events.SINKS  # the list itself: audit() appends to it in place
-
     def forward(ctx: Any, *args: Any) -> Any:
         frame = ACTIVE.get()
-        if frame is None or (frame.policy is None and frame.fallback is None):
-            # Unscoped: only an audit (nvscope.fusions) makes backward fusions' tables, which need the function.
-            setattr(ctx, _CAPTURED, (None, jitted_function()) if sinks else None)
-        else:  # once per scoped or audited step, not per fusion: the stack walk costs a few microseconds
-            setattr(ctx, _CAPTURED, (frame, jitted_function()))
+        if frame is not None and frame.policy is None and frame.fallback is None:
+            frame = None  # an empty frame: nothing to carry to the backward
+        # The jitted function whether or not the forward ran in a scope: a backward fusion's id names it, and must be
+        # the same in a run that scopes the backward alone. Once per step while the patch is in place (a scope exists
+        # somewhere, or an audit listens), not per fusion: the stack walk costs a few microseconds.
+        function = jitted_function()
+        setattr(ctx, _CAPTURED, None if frame is None and function is None else (frame, function))
         return original(ctx, *args)
 
     forward.__wrapped__ = original  # type: ignore[attr-defined]
@@ -61,7 +62,7 @@ def make_backward(original: Any) -> Any:
             frame, function = captured
             named = _events.FUNCTION.set(function)
             try:
-                if frame is None:  # audited only: the thread's own scope, if any
+                if frame is None:  # an unscoped forward: the thread's own scope, if any
                     return original(ctx, *grads)
                 token = push(frame.policy, frame.fallback)
                 try:

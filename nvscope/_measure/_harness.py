@@ -18,7 +18,6 @@ from nvscope._core._scope import nv_options
 from nvscope._core._validate import first_line
 from nvscope._exec._audit import audit
 from nvscope._measure._numerics import Numerics, compare_leaves, flatten_outputs, grad_targets
-from nvscope._measure._stats import RatioSummary
 from nvscope._measure._timer import Timer
 
 __all__ = ["Runner", "Stage", "Variant", "install_adapters", "progress_printer", "seconds"]
@@ -58,7 +57,7 @@ class Variant:
         self.default_times: list[float] = []  # the default's, in the same rounds
         self.base_times: list[float] = []  # a combination's: the set it extends, in the same rounds
         self.numerics: Numerics | None = None
-        self.summaries: dict[tuple[float | int | None, ...], RatioSummary] = {}
+        self.comparisons = 1  # the ratios judged together with its own (nvscope._measure._stats.summarize)
         self.error: str | None = None
         self.fusions = self.new_partitions = 0
         self.changed = 0  # fusions of its first call that ran a partition of their own (not their defaults)

@@ -13,13 +13,12 @@ Two sources (`recorder`'s ``source``): kernel names by default, nvFuser's profil
   ``scheduler`` (nvFuser's name of its SchedulerType: "pointwise", "inner_persistent", "matmul", "expr_eval", ...),
   the ``segment_id``, the kernel ``name``, its ``compile_time_ms`` (0 when the kernel was already compiled) and its
   ``time_ms`` (CUPTI). Read from nvFuser's source (python/python_direct/profile.cpp and csrc/fusion_profiler.cpp at
-  the 0.2.35 version commit), not run by nvscope's CPU suite; tests/gpu/test_profile_gpu.py runs it on the GPU.
+  the 0.2.35 version commit), not run by nvscope's CPU suite; tests/gpu/test_tools_gpu.py runs it on the GPU.
 * otherwise the CUDA kernels the execution launched (torch.profiler, `nvscope._measure._kernels`): nvFuser names a
-kernel
-  after its scheduler (``nvfuser_pointwise_f0_c1_r0_g1``), so the scheduler is read off the name; a kernel that is
-  not nvFuser's (cuBLAS, ATen) can only come from a segment nvFuser evaluated with ATen, reported as "expr_eval";
-  a numbered name (``nvfuser_12``, under ``static_fusion_count``) says no scheduler, reported as "unknown". No
-  compile time in this case.
+  kernel after its scheduler (``nvfuser_pointwise_f0_c1_r0_g1``), so the scheduler is read off the name; a kernel that
+  is not nvFuser's (cuBLAS, ATen) can only come from a segment nvFuser evaluated with ATen, reported as "expr_eval"; a
+  numbered name (``nvfuser_12``, under ``static_fusion_count``) says no scheduler, reported as "unknown". No compile
+  time in this case.
 
 Nothing here may break the fusion: a profiler that fails leaves the list empty and the execution's result or error
 stands as it is.

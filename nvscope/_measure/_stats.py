@@ -1,14 +1,21 @@
 """Paired-ratio statistics: is variant B faster than variant A on a noisy machine, and how sure are we?
 
-The method (used by `nvscope.search` and ``benchmarks/thunder_steps.py``): time the variants back to back, in a
-random order, over many short rounds. A slow spell of the machine (another process, a clock change, a page-cache
-miss) then hits every variant of that round alike, so the per-round ratio B/A cancels it; what remains is the
-spread of the ratios across rounds. The median ratio ignores the outlier rounds that timing always has (a GC
-pause, a preempted thread), and a percentile bootstrap gives a 95% interval for it without assuming a
-distribution. The verdict only says what the interval excludes: "faster" or "slower" when it excludes 1.0,
-"no difference detected" otherwise (which is not "no difference": the interval says how large one could be).
+The method (used by `nvscope.search`, `nvscope.profile` and ``benchmarks/thunder_steps.py``): time the variants back
+to back, in a random order, over many short rounds. A slow spell of the machine (another process, a clock change, a
+page-cache miss) then hits every variant of that round alike, so the per-round ratio B/A cancels it; what remains is
+the spread of the ratios across rounds. The median ratio ignores the outlier rounds that timing always has (a GC
+pause, a preempted thread), and its interval is the sign test's: two order statistics of the ratios, chosen with the
+binomial distribution, which cover the median with at least the stated confidence whatever the distribution of the
+ratios (exact, where a bootstrap's interval of a median over a few dozen rounds is too narrow, more so the further
+out in the tails it is read). The verdict only says what the interval excludes: "faster" or "slower" when it
+excludes 1.0, "no difference detected" otherwise (which is not "no difference": the interval says how large one
+could be).
 
-Pure Python (``random``, ``math``): no numpy, and deterministic for a given seed.
+A tool judges many ratios at once (a search's candidates, a profile's fusions): ``comparisons`` of them share a
+family-wise confidence (Bonferroni: each interval at ``1 - (1 - confidence) / comparisons``), so that the chance
+that *any* interval of the family misses its median stays within ``1 - confidence`` however many there are.
+
+Pure Python (``math``, ``random`` for the bootstrap that benchmarks use): no numpy, deterministic.
 """
 
 from __future__ import annotations
@@ -17,24 +24,32 @@ import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Literal
 
 __all__ = [
+    "CONFIDENCE",
     "MIN_ROUNDS",
     "RatioSummary",
     "Verdict",
     "bootstrap_median_ci",
     "median",
+    "median_interval",
     "paired_ratios",
+    "rounds_needed",
     "summarize",
     "verdict",
 ]
 
 Verdict = Literal["faster", "slower", "no difference detected"]
 
-# Below this many rounds a percentile bootstrap is degenerate (with two values it can only return them), so no
-# verdict is given: the interval is then the range of the ratios, reported as such.
+# The least number of rounds a tool accepts: fewer say nothing at all. A verdict needs more where many ratios are
+# judged together (`rounds_needed`: 6 for one, 11 for 32 at 95%); below that the interval is the range of the ratios
+# and no verdict is given.
 MIN_ROUNDS = 5
+
+# The family-wise confidence of every tool's intervals: all the intervals of one table hold together this often.
+CONFIDENCE = 0.95
 
 
 def paired_ratios(numerator: Sequence[float], denominator: Sequence[float]) -> list[float]:
@@ -87,6 +102,33 @@ def bootstrap_median_ci(values: Sequence[float], *, confidence: float = 0.95, re
     return low, high
 
 
+def median_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> tuple[float, float] | None:
+    """The distribution-free ``confidence`` interval of the median of ``values`` (independent draws): the sorted
+    values ``x[k-1]`` and ``x[n-k]`` for the largest ``k`` with ``P(Binomial(n, 1/2) < k) <= (1 - confidence) / 2``,
+    the sign test's interval. It covers the median at least ``confidence`` of the time whatever the distribution;
+    None when ``n`` values are too few for that confidence (``2 / 2**n > 1 - confidence``)."""
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be between 0 and 1, got {confidence!r}")
+    n = len(values)
+    tail = Fraction(1 - confidence) * 2 ** (n - 1)  # the most binomial weight (of 2**n in all) a side may leave out
+    k, below = 0, 0  # below: the weight of Binomial(n, 1/2) < k, in units of 2**-n
+    while k < n and below + math.comb(n, k) <= tail:
+        below += math.comb(n, k)
+        k += 1
+    if k == 0:
+        return None
+    ordered = sorted(values)
+    return ordered[k - 1], ordered[n - k]
+
+
+def rounds_needed(comparisons: int = 1, confidence: float = CONFIDENCE) -> int:
+    """The fewest rounds that give ``comparisons`` ratios a verdict at family-wise ``confidence``."""
+    n = 1
+    while median_interval([0.0] * n, 1 - (1 - confidence) / comparisons) is None:
+        n += 1
+    return n
+
+
 def verdict(low: float, high: float) -> Verdict:
     """For a *time* ratio (candidate / baseline): "faster" when the whole interval is below 1.0, "slower" above."""
     if high < 1.0:
@@ -98,37 +140,51 @@ def verdict(low: float, high: float) -> Verdict:
 
 @dataclass(frozen=True)
 class RatioSummary:
-    """The median of per-round ratios, its interval, the verdict, and how many rounds it rests on."""
+    """The median of per-round ratios, its interval, the verdict, how many rounds it rests on, and how many ratios
+    were judged together with it (``comparisons``: the interval is one of a family that holds together with
+    `CONFIDENCE`; its own confidence is `confidence`)."""
 
     median: float
     low: float
     high: float
     verdict: Verdict
     rounds: int
+    comparisons: int = 1
+
+    @property
+    def confidence(self) -> float:
+        """This interval's own confidence: ``1 - (1 - CONFIDENCE) / comparisons`` (Bonferroni)."""
+        return 1 - (1 - CONFIDENCE) / self.comparisons
 
     def as_dict(self) -> dict[str, float | int | str]:
         return {"median": self.median, "low": self.low, "high": self.high, "verdict": self.verdict,
-                "rounds": self.rounds}
+                "rounds": self.rounds, "comparisons": self.comparisons}
 
     @classmethod
     def from_dict(cls, data: dict[str, object]) -> RatioSummary:
+        """The summary `as_dict` wrote (one saved before ``comparisons`` existed stood alone: 1)."""
         return cls(float(data["median"]), float(data["low"]), float(data["high"]),  # type: ignore[arg-type]
-                   data["verdict"], int(data["rounds"]))  # type: ignore[arg-type,call-overload]
+                   data["verdict"], int(data["rounds"]),  # type: ignore[arg-type,call-overload]
+                   int(data.get("comparisons", 1)))  # type: ignore[call-overload]
 
 
-def summarize(numerator: Sequence[float], denominator: Sequence[float], *, confidence: float = 0.95,
-              resamples: int = 2000, seed: int = 0) -> RatioSummary:
-    """Paired ratios of two per-round series: median, bootstrap interval, verdict (see `verdict`).
+def summarize(numerator: Sequence[float], denominator: Sequence[float], *, comparisons: int = 1) -> RatioSummary:
+    """Paired ratios of two per-round series: median, interval (`median_interval`), verdict (see `verdict`).
 
+    ``comparisons``: how many ratios are judged together with this one (a table's rows); its interval is then at
+    ``1 - (1 - CONFIDENCE) / comparisons``, so that a verdict of the family is wrong with at most ``1 - CONFIDENCE``
+    probability, one-sided ("faster" alone) with half that. With fewer rounds than `rounds_needed` the interval is
+    the range of the ratios and the verdict is always "no difference detected": too few rounds to conclude anything.
     With times (ms per call) the ratio is a time ratio and `verdict` reads as faster/slower for the numerator.
-    With fewer than `MIN_ROUNDS` rounds the interval is the range of the ratios and the verdict is always
-    "no difference detected": too few rounds to conclude anything.
     """
+    if not isinstance(comparisons, int) or isinstance(comparisons, bool) or comparisons < 1:
+        raise ValueError(f"comparisons must be an int >= 1, got {comparisons!r}")
     ratios = paired_ratios(numerator, denominator)
     if not ratios:
         raise ValueError("no rounds to summarize")
     mid = median(ratios)
-    if len(ratios) < MIN_ROUNDS:
-        return RatioSummary(mid, min(ratios), max(ratios), "no difference detected", len(ratios))
-    low, high = bootstrap_median_ci(ratios, confidence=confidence, resamples=resamples, seed=seed)
-    return RatioSummary(mid, low, high, verdict(low, high), len(ratios))
+    interval = median_interval(ratios, 1 - (1 - CONFIDENCE) / comparisons)
+    if interval is None:
+        return RatioSummary(mid, min(ratios), max(ratios), "no difference detected", len(ratios), comparisons)
+    low, high = interval
+    return RatioSummary(mid, low, high, verdict(low, high), len(ratios), comparisons)

@@ -14,7 +14,17 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["MIN_SAMPLE_S", "Timer"]
+__all__ = ["MIN_SAMPLE_S", "Timer", "clock", "now"]
+
+# The host clock of every timed block (seconds), looked up at each reading: a test replaces it with one that also
+# advances by the time a double's executions say they took, to run thousands of searches with known noise in seconds.
+clock: Callable[[], float] = time.perf_counter
+
+
+def now() -> float:
+    """`clock`'s reading: the host time of the tools' timed blocks and per-fusion timers."""
+    return clock()
+
 
 # A timed sample lasts at least this long: 500 times perf_counter's and CUDA events' resolution (about a
 # microsecond) and more than the harness's own cost around a block (under a microsecond on CPU), so neither weighs
@@ -62,10 +72,10 @@ class Timer:
             end.record()
             end.synchronize()
             return float(start.elapsed_time(end)) / n
-        begin = time.perf_counter()
+        begin = now()
         for _ in range(n):
             call()
-        return (time.perf_counter() - begin) * 1e3 / n
+        return (now() - begin) * 1e3 / n
 
     def calibrate(self, call: Callable[[], object], least: int = 1) -> tuple[int, float]:
         """``(n, ms per call)``: the calls per sample, at least ``least``, that make a sample last `MIN_SAMPLE_S`.

@@ -33,23 +33,52 @@ from nvscope._core._scope import nv_options
 from nvscope._measure import _checks
 from nvscope._measure._checks import step_callable
 from nvscope._measure._harness import progress_printer
+from nvscope._measure._keywords import step_keywords
 from nvscope._tools._bisect_drive import drive, items_of
 from nvscope._tools._bisect_report import BisectResult
 
-__all__ = ["CHECKS", "bisect"]
+__all__ = ["CHECKS", "bisect", "check_arg"]
 
 CHECKS = ("raises", "numerics", "slower")
 
 
-def _check_arg(check: object) -> tuple[str, ...] | Callable[[Any], bool]:
+def check_arg(check: object, flag: str | None = None) -> tuple[str, ...] | Callable[[Any], bool]:
+    """``check=`` validated: the names of `CHECKS`, or the callable wrapped so that a verdict that is not a bool is
+    refused (as a selector's is) rather than read by truthiness. ``flag``: the command line's name for it (the
+    names, split from ``--check a,b``), for its message. Raises ValueError."""
+    from nvscope._core._validate import shown
+
     if callable(check):
-        return check
+        return _verdict(check)
     names = (check,) if isinstance(check, str) else tuple(check) if isinstance(check, Iterable) else ()
     bad = [c for c in names if c not in CHECKS]
-    if bad or not names:
-        raise ValueError(f"check= takes {', '.join(map(repr, CHECKS))} (or several in a list), or a callable that "
-                         f"returns True for a bad result; got {check!r}")
-    return tuple(str(c) for c in names)
+    if not (bad or not names):
+        return tuple(str(c) for c in names)
+    if flag is not None:
+        import difflib
+
+        near = difflib.get_close_matches(str(bad[0]), CHECKS, n=1) if bad else []
+        given = shown(",".join(map(str, names))) if names else "(nothing)"
+        raise ValueError(f"{flag} {given}: not a check ({', '.join(CHECKS)}; several: comma-separated)"
+                         + (f"; did you mean {near[0]}?" if near else ""))
+    raise ValueError(f"check= takes {', '.join(map(repr, CHECKS))} (or several in a list), or a callable that "
+                     f"returns True for a bad result; got {shown(check)}")
+
+
+def _verdict(check: Callable[[Any], object]) -> Callable[[Any], bool]:
+    """``check`` (the user's), refusing a verdict that is not a bool, as selectors do (nvscope._core._fusion)."""
+    name = getattr(check, "__qualname__", None) or repr(check)
+
+    def judged(result: Any) -> bool:
+        verdict = check(result)
+        if verdict is True or verdict is False:
+            return verdict
+        from nvscope._core._validate import shown
+
+        raise TypeError(f"check={name} returned {type(verdict).__name__} {shown(verdict)} for the step's result: a "
+                        "check must return True or False (True: bad), e.g. bool(...) of what it computes")
+
+    return judged
 
 
 def bisect(fn: Callable[..., Any], /, *args: Any, enable: Iterable[str] | str = (), disable: Iterable[str] | str = (),
@@ -70,7 +99,8 @@ def bisect(fn: Callable[..., Any], /, *args: Any, enable: Iterable[str] | str = 
     from nvscope._tools._bisect_harness import InProcess
 
     step_callable("bisect", fn)
-    checks = _check_arg(check)
+    step_keywords(bisect, fn, kwargs)  # a misspelt keyword is the tool's error, not the step's
+    checks = check_arg(check)
     given = nv_options(enable, disable).options  # validated against the catalog before anything runs
     if not given:
         raise ValueError("bisect() needs the options under which the step goes wrong: enable=[...] and/or "

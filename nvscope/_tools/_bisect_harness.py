@@ -88,10 +88,12 @@ class InProcess:
         self._check_probe(options, fusions, log.records)
         checks = self.checks
         if error is not None:
-            raises = callable(checks) or "raises" in checks
-            return Outcome(raises, first_line(error), repro_paths(error))
+            # Bad for a callable and for "raises"; for "slower" too: a step that raises has no time to compare, as a
+            # raise while timed (`_timed`) is bad. "numerics" alone does not judge raises.
+            bad = callable(checks) or "raises" in checks or "slower" in checks
+            return Outcome(bad, first_line(error), repro_paths(error))
         if callable(checks):
-            bad = bool(checks(out))
+            bad = checks(out)  # a bool: `check_arg` refuses any other verdict
             return Outcome(bad, "check() returned True" if bad else "")
         numerics: Numerics = compare_leaves(self.runner.reference, leaves, self.tolerance)
         if "numerics" in checks and not numerics.ok:
@@ -110,7 +112,7 @@ class InProcess:
             raise RuntimeError(f"the default failed while timed against a probe: {first_line(error)}") from error
         if id(variant) not in times:
             return Outcome(True, f"failed while timed: {variant.error}")
-        ratio = summarize(times[id(variant)], times[id(self.default)], seed=self.seed)
+        ratio = summarize(times[id(variant)], times[id(self.default)])
         slower = ratio.low > 1 + self.slower_by
         detail = (f"time ratio {ratio.median:.3f} (95% interval {ratio.low:.3f}-{ratio.high:.3f}, {ratio.rounds} "
                   f"rounds): {'slower than' if slower else 'not slower than'} 1 + {self.slower_by:g}")

@@ -4,7 +4,9 @@
 
 The program is judged by its exit code: 0 is good; anything else (or one of ``bad_exit``), a signal or a timeout is
 bad. First it runs once without options, audited (a child Python running it as ``nvscope run`` does), which gives
-the fusion ids in first-execution order and shows that it succeeds without options. Then each probe is
+the fusion ids (in first-execution order; each id names where its fusion sits in the program, so it selects the same
+fusion in every probe, whatever order that run meets them in) and shows that it succeeds without options. Then each
+probe is
 
     python -m nvscope run --enable=A,B --disable=C --fusions=ID1 --fusions=ID2 -- train.py --steps 1
 
@@ -58,6 +60,20 @@ sys.exit(code)
 """
 
 
+# The longest wait a run may be given: subprocess's waits convert seconds to integer nanoseconds or milliseconds, and
+# overflow (OverflowError) for inf or 1e300; a million seconds (11.6 days) is far inside every such limit.
+MAX_TIMEOUT = 1e6
+
+
+def timeout_seconds(name: str, value: object) -> float:
+    """A run's timeout: seconds, a finite number > 0 and at most `MAX_TIMEOUT` (ValueError otherwise)."""
+    seconds = number(name, value, above=True)
+    if seconds > MAX_TIMEOUT:
+        raise ValueError(f"{name} must be at most {MAX_TIMEOUT:g} seconds ({MAX_TIMEOUT / 86400:.1f} days), got "
+                         f"{seconds:g}")
+    return float(seconds)
+
+
 def _environment(kernel_db: str | None = None, repro_dir: str | None = None) -> dict[str, str]:
     """The probes' environment: this one without ``NVSCOPE_RUN`` (a bisect started under ``nvscope run`` must not
     hand that run's scope to its probes, which each get their own from their ``nvscope run`` line); with
@@ -108,7 +124,7 @@ def bisect_program(program: Sequence[str], *, module: bool = False, enable: Iter
     given = nv_options(enable, disable).options
     if not given:
         raise ValueError("bisect needs the options under which the program fails: --enable and/or --disable")
-    timeout = number("timeout", timeout, above=True, finite=False)  # seconds
+    timeout = timeout_seconds("timeout", timeout)
     bad_codes = None if bad_exit is None else set(bad_exit)
     if not module and not os.path.exists(program[0]):
         raise FileNotFoundError(f"can't open file {os.path.abspath(program[0])!r}: no such file")
@@ -138,7 +154,9 @@ def _bisect(program: list[str], module: bool, given: OptionSet, timeout: float, 
     say(f"listing the fusions: {shlex.join(program)} without options")
     fusions = _list_fusions(program, module, timeout, python, env)
     say(f"the program ran {len(fusions)} fusions without options")
-    note_ids(fusions)  # "x#2" among them: the culprit lines must select "x" as "x#1" (`exact_glob`)
+    # Ids name where each fusion sits, so the probes' runs, which see them in their own order, give the same ones;
+    # a fusion without a site whose short form another shares is selected as "x#1" in the lines (`exact_glob`).
+    note_ids(fusions)
 
     def run(options: OptionSet, selected: tuple[str, ...] | None) -> Outcome:
         try:

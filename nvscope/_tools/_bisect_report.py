@@ -42,7 +42,7 @@ class Culprit:
     repro_scripts: tuple[str, ...] = ()
 
     def line(self) -> str:
-        """The ``nvoptions_from(...)`` call that reproduces it."""
+        """The ``nv_options(...)`` call that reproduces it."""
         return nv_options_line(self.options, self.fusions)
 
 
@@ -96,7 +96,10 @@ class BisectResult(LoadableResult):
         return len(self.log)
 
     def line(self) -> str:
-        """The ``nvoptions_from(...)`` call that reproduces the problem (the culprit options on the culprit fusions)."""
+        """The ``nv_options(...)`` call that reproduces the problem (the culprit options on the culprit fusions); when
+        the bisect did not reproduce it, a Python comment saying so (there is no scope to paste)."""
+        if not self.reproduced:
+            return "# not reproduced: no culprit, so no nv_options(...) reproduces it"
         return nv_options_line(self.options, self.fusions)
 
     def command(self) -> str | None:

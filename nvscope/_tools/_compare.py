@@ -7,9 +7,9 @@
 
 One process suffices because nvscope gives each option set its own compiled cache: the variants never share a
 kernel. The timer is the search's (`nvscope._measure._timer`): CUDA events once the process uses CUDA,
-``time.perf_counter``
-otherwise, each sample a block of calls long enough to measure. Outputs are flattened and paired as the search does
-(`nvscope._measure._numerics`); compare reports the raw max |diff| and structure differences, it does not judge them.
+``time.perf_counter`` otherwise, each sample a block of calls long enough to measure. Outputs are flattened and paired
+as the search does (`nvscope._measure._numerics`); compare reports the raw max |diff| and structure differences, it does
+not judge them.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from nvscope._core._optionset import OptionSet
 from nvscope._core._scope import nv_options
 from nvscope._core._validate import first_line, shown
 from nvscope._measure._checks import count, step_callable
+from nvscope._measure._keywords import step_keywords
 from nvscope._measure._numerics import flatten_outputs, has_nan, pair, raw_max_abs_diff
 from nvscope._measure._timer import MIN_SAMPLE_S, Timer
 
@@ -156,6 +157,7 @@ def compare(
     the data.
     """
     step_callable("compare", fn)
+    step_keywords(compare, fn, kwargs)  # a misspelt keyword is the tool's error, not the step's
     repeat, warmup = count("repeat", repeat, 1), count("warmup", warmup)
     scopes = _validated(variants)
     results: dict[str, VariantResult] = {}

@@ -7,8 +7,7 @@ The method (docs/profile.md), built on the search's runner and statistics:
 
 1. The default's first call, audited: the fusions (ids, in first-execution order), their outputs (copies), the
    schedulers nvFuser chose for their segments (`nvscope._measure._schedulers`) and their wall time (compile included).
-   Then
-   the same for the options (``nv_options(..., on_error="fallback")``): a fusion that fails under them runs again
+   Then the same for the options (``nv_options(..., on_error="fallback")``): a fusion that fails under them runs again
    with its defaults, and its row says so.
 2. Outputs, fusion by fusion: the step once more per fusion with the options on that fusion only
    (``fusions=[id]``), its outputs compared with the default's; upstream fusions run their defaults, so a difference
@@ -16,7 +15,9 @@ The method (docs/profile.md), built on the search's runner and statistics:
 3. Rounds: the default and the options (on the fusions they did not break) in a random order, ``steps_per_round``
    calls each; each fusion's executions are timed (CUDA events on the GPU, ``time.perf_counter`` on CPU) through
    nvscope's per-fusion timing hook (`nvscope._exec._events.TIMERS`), summed per call of the step. Per fusion, the
-   per-round ratio options/default, its median and 95% bootstrap interval (`nvscope._measure._stats`).
+   per-round ratio options/default, its median and interval (`nvscope._measure._stats`): the fusions' intervals are
+   one family, simultaneous at 95%, so that a table of many fusions holds a chance verdict no more often than one of
+   a single fusion.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
+from contextvars import ContextVar
 from typing import Any, NamedTuple
 
 from nvscope._core._devmode import dev_mode
@@ -38,16 +40,24 @@ from nvscope._core._text import cut
 from nvscope._core._validate import first_line
 from nvscope._exec import _shared
 from nvscope._exec._audit import audit
+from nvscope._exec._execute import private_failures
 from nvscope._exec._repro import failure_note
 from nvscope._measure import _checks as checks
 from nvscope._measure._checks import step_callable
 from nvscope._measure._harness import Runner, Variant, install_adapters, progress_printer
+from nvscope._measure._keywords import step_keywords
 from nvscope._measure._numerics import Numerics, compare_leaves, flatten_outputs
 from nvscope._measure._schedulers import Segment, SegmentRecorder, recorder
 from nvscope._measure._stats import median, summarize
+from nvscope._measure._timer import now
 from nvscope._tools._profile_report import ProfileResult, ProfileRow
 
-__all__ = ["NO_FUSION", "profile"]
+__all__ = ["NO_FUSION", "PROFILES", "profile"]
+
+# How many profiles' verdicts are judged together: search_fusions profiles each of its candidates and chooses per
+# fusion among all of them, so its per-fusion intervals are one family over fusions x candidates (and the whole
+# step's over candidates). Set only by search_fusions, around its profiles; 1 for a profile of its own.
+PROFILES: ContextVar[int] = ContextVar("nvscope_profiles", default=1)
 
 NO_FUSION = ("{tool}: no nvFuser fusion ran through nvscope when the step ran with its defaults, so no option can "
              "reach one and there is nothing to measure per fusion: is the function jitted (thunder.jit) or built on "
@@ -88,7 +98,7 @@ class _Clock:
             if self.times is not None and torch is not None:
                 start = torch.cuda.Event(enable_timing=True)
                 start.record()
-            began = time.perf_counter()
+            began = now()
             pending: list[Any] = []
             yield self._keep(fusion, pending)
             if self.times is not None:
@@ -97,11 +107,11 @@ class _Clock:
                     end.record()
                     self.times.setdefault(fusion, []).append((start, end))
                 else:
-                    self.times.setdefault(fusion, []).append((time.perf_counter() - began) * 1e3)
+                    self.times.setdefault(fusion, []).append((now() - began) * 1e3)
             if self.wall is not None:
                 if torch is not None:
                     torch.cuda.synchronize()
-                self.wall[fusion] = self.wall.get(fusion, 0.0) + (time.perf_counter() - began) * 1e3
+                self.wall[fusion] = self.wall.get(fusion, 0.0) + (now() - began) * 1e3
         if segments is not None and self.segments is not None:
             self.segments[fusion] = tuple(segments) if segments else None  # type: ignore[assignment]
         if pending and self.outputs is not None:
@@ -126,12 +136,12 @@ def profile(fn: Callable[..., Any], /, *args: Any, enable: Any = (), disable: An
     ``warmup``: calls of each variant after its first. ``tolerance``, ``backward``, ``module``: as for
     `nvscope.search`. ``schedulers``: read them off kernel names (``"kernels"``, the default) or ask nvFuser's
     PythonProfiler (``"nvfuser"``: compile times too; fragile in nvFuser 0.2.35, see `nvscope._measure._schedulers`).
-    Runs in
-    development mode; no scope and no timing hook stays behind.
+    Runs in development mode; no scope and no timing hook stays behind.
     """
     from nvscope._exec import _events
 
     step_callable("profile", fn)
+    step_keywords(profile, fn, kwargs)  # a misspelt keyword is the tool's error, not the step's
     rounds, steps_per_round = checks.rounds("rounds", rounds), checks.count("steps_per_round", steps_per_round, 1)
     warmup, seed = checks.count("warmup", warmup), checks.integer("seed", seed)
     tolerance = checks.number("tolerance", tolerance, none=True)
@@ -149,7 +159,9 @@ def profile(fn: Callable[..., Any], /, *args: Any, enable: Any = (), disable: An
     variant.scope = scope
     clock = _Clock(False, recorder(schedulers))  # no recorder on CPU or without nvFuser
     notes: list[str] = []
-    with _events.listening(_listen, clock), dev_mode(True), warnings.catch_warnings():  # timers run with a sink
+    # Timers run with a sink. Its fallbacks are its own (private_failures): the user's later scopes try the options
+    # afresh, and warn.
+    with _events.listening(_listen, clock), dev_mode(True), private_failures(), warnings.catch_warnings():
         for quiet in (NoFusionWarning, NoEffectWarning, FallbackWarning):
             warnings.simplefilter("ignore", quiet)  # the rows say which fusions ran, changed and failed
         install_adapters()
@@ -170,28 +182,37 @@ def profile(fn: Callable[..., Any], /, *args: Any, enable: Any = (), disable: An
                 nv_options(options, fusions=lambda info: False)
         say(f"timing default and options x {rounds} rounds x {steps_per_round} calls, per fusion")
         fusion_times, step_times = _rounds(runner, clock, default, variant, rounds, random.Random(seed))
+    paired = {i.id: _paired(fusion_times, i.id, rounds) for i in chosen if i.id not in broken}
+    family = PROFILES.get() * max(1, sum(pair is not None for pair in paired.values()))  # the verdicts judged together
     rows = []
     for info in chosen:
         f = info.id
         d, o = fusion_times["default"].get(f), fusion_times["options"].get(f)
-        timed = d is not None and o is not None and len(d) == len(o) == rounds and all(x > 0 for x in (*d, *o))
+        pair = paired.get(f)
         rows.append(ProfileRow(
             f, info.phase, tuple(info.ops or ()), base.counts.get(f, 0), median(d) if d else None,
-            median(o) if o else None,
-            summarize(o, d, seed=seed) if timed and f not in broken else None,  # type: ignore[arg-type]
+            median(o) if o else None, None if pair is None else summarize(*pair, comparisons=family),
             base.segments.get(f), under.segments.get(f), base.wall.get(f), under.wall.get(f), numerics.get(f),
             broken.get(f), under.counts.get(f, 0) > 0, base.repeat.get(f)))
     if default.numerics is not None and not default.numerics.ok:
         notes.append(f"the default is not repeatable ({default.numerics.detail}): output differences may be its own")
     if clock.recorder is None:
         notes.append("no schedulers: they need CUDA and nvFuser (`nvscope._measure._schedulers`)")
-    step = summarize(step_times["options"], step_times["default"], seed=seed)
+    step = summarize(step_times["options"], step_times["default"], comparisons=PROFILES.get())
     result = ProfileResult(tuple(rows), options, runner.timer.name, rounds,
                            steps_per_round, warmup, tolerance, seed, time.perf_counter() - began, step, step_numerics,
                            None if clock.recorder is None else clock.recorder.source, tuple(notes),
                            _shared.compiling()[0] - compiled)
     say(f"done in {result.elapsed_s:.1f} s")
     return result
+
+
+def _paired(fusion_times: dict[str, dict[str, list[float]]], fusion: str,
+            rounds: int) -> tuple[list[float], list[float]] | None:
+    """The fusion's (options, default) ms per round, where both ran in every round: one ratio per round."""
+    d, o = fusion_times["default"].get(fusion), fusion_times["options"].get(fusion)
+    timed = d is not None and o is not None and len(d) == len(o) == rounds and all(x > 0 for x in (*d, *o))
+    return (o, d) if timed else None  # type: ignore[return-value]
 
 
 def _selected(infos: list[Any], scope: nv_options) -> None:

@@ -34,9 +34,9 @@ class ProfileRow:
 
     ``default_ms``/``options_ms``: median time of this fusion per call of the step (all its executions in one call
     summed) over the rounds; ``ratio``: the per-round ratio options/default (< 1: faster under the options), with its
-    95% interval and verdict. ``default_segments``/``options_segments``: nvFuser's segments of the fusion's first
-    execution in each case (scheduler, kernel, compile time), None where nothing could tell
-    (`nvscope._measure._schedulers`).
+    interval (one of the fusions' family, simultaneous at 95%) and verdict. ``default_segments``/``options_segments``:
+    nvFuser's segments of the fusion's first execution in each case (scheduler, kernel, compile time), None where
+    nothing could tell (`nvscope._measure._schedulers`).
     ``default_first_ms``/``options_first_ms``: wall time of the fusion's executions in the first call of each
     variant (where the options' kernels are compiled). ``numerics``: this fusion's outputs with only it under the
     options, against its outputs under the defaults. ``error``: the fusion failed under the options (it then ran
@@ -64,7 +64,7 @@ class ProfileRow:
 
     @property
     def interval(self) -> tuple[float, float] | None:
-        """The 95% interval of `ratio`, or None when it was not timed."""
+        """The interval of `ratio` (simultaneous 95% with the other fusions'), or None when it was not timed."""
         return None if self.ratio is None else (self.ratio.low, self.ratio.high)
 
     @property
@@ -170,7 +170,7 @@ class ProfileResult(LoadableResult):
         compiled = any(r.compile_ms["default"] is not None or r.compile_ms["options"] is not None for r in self.rows)
         first_column = "compile ms" if compiled else "1st call ms"
         sched = min(60, max(32, *(len(_scheduler_change(r)) for r in self.rows))) if self.rows else 32
-        header = (f"{'fusion':<{width}} {'default':>8} {'options':>8} {'ratio':>6} {'95% interval':>13}  "
+        header = (f"{'fusion':<{width}} {'default':>8} {'options':>8} {'ratio':>6} {'interval':>13}  "
                   f"{'verdict':<22} {'schedulers default -> options':<{sched}} {first_column:>15}  outputs")
         lines = [f"nvscope profile: {label} against the defaults, per fusion (ms per step)", header,
                  "-" * len(header)]
@@ -206,7 +206,8 @@ class ProfileResult(LoadableResult):
             "",
             f"times: each fusion's {self.timer} time per step, summed over its executions, in {self.rounds} "
             f"randomized paired rounds of {self.steps_per_round} step{'s' * (self.steps_per_round != 1)} per variant "
-            "(median; ratio options/default per round, median and 95% bootstrap interval; < 1 is faster)",
+            "(median; ratio options/default per round, its median; < 1 is faster)",
+            f"interval: {self._intervals()}",
             ("compile ms (default/options): nvFuser's compile time of the fusion's segments in each variant's first "
              "call" if compiled else "1st call ms (default/options): the fusion's wall time in each variant's first "
              "call, compile included (device synchronised around it)"),
@@ -228,6 +229,15 @@ class ProfileResult(LoadableResult):
             *(f"note: {note}" for note in self.notes),
         ]
         return "\n".join(lines)
+
+    def _intervals(self) -> str:
+        """How the intervals were made: the fusions' family, and each interval's own confidence."""
+        ratio = next((r.ratio for r in self.rows if r.ratio is not None), None)
+        family = "" if ratio is None else (
+            f" over the {ratio.comparisons} fusion ratios judged together (each at {ratio.confidence * 100:.4g}%)")
+        return ("the median's, between two order statistics of the ratios (the sign test's interval, exact for any "
+                f"distribution); simultaneous 95%{family}: a chance 'faster' or 'slower' on any fusion has at most 5% "
+                "probability, however many fusions the step runs")
 
     def __str__(self) -> str:
         return self.table()
@@ -301,7 +311,8 @@ class ProfileResult(LoadableResult):
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))  # beside the rows: over them it hid some
         ax.set_yticks(range(len(rows)), [_plot_label(r) for r in reversed(rows)], fontsize=7)
         ax.set_xlabel(f"fusion time under the options / under the defaults, per round (< 1 is faster)\n"
-                      f"median and 95% interval over {self.rounds} rounds; log scale, clipped to 0.1-10", fontsize=8)
+                      f"median and simultaneous 95% interval over {self.rounds} rounds; log scale, clipped to 0.1-10",
+                      fontsize=8)
         fig.suptitle(textwrap.fill(title or f"nvscope profile: {_label(self.options)}", 90), fontsize=9)
         fig.savefig(path, dpi=130)
         return path

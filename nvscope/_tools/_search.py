@@ -11,9 +11,11 @@ the default and all candidates can be timed side by side, interleaved. The metho
 2. Rounds: in each, every variant runs ``steps_per_round`` calls back to back (more when a call is short: the
    number is calibrated so that a sample lasts `nvscope._measure._timer.MIN_SAMPLE_S`), the variants in a random order;
    the per-round ratio variant/default cancels what the machine does to the whole round (`nvscope._measure._stats`).
+   The candidates' intervals are one family: they hold together with 95% confidence however many there are, so
+   trying more candidates does not make a chance "faster" more likely.
 3. The winners (faster, numerics within tolerance) are combined greedily, best first: a winner joins the set if
-   the union is faster than the set without it, measured in the same rounds. A union that would enable and
-   disable one name is not tried.
+   the union is faster than the set without it and than the default, measured in rounds of their own (the
+   combinations' intervals are a second family). A union that would enable and disable one name is not tried.
 
 A failure after the default's first call never discards what was measured: the search stops, and the result holds
 the rows measured so far, with the problem in its notes (and a warning).
@@ -39,8 +41,9 @@ from nvscope._measure import _checks as checks
 from nvscope._measure._candidates import resolve, spec
 from nvscope._measure._checks import step_callable
 from nvscope._measure._harness import Runner, Variant, install_adapters, progress_printer, seconds
+from nvscope._measure._keywords import step_keywords
 from nvscope._measure._numerics import compare_leaves
-from nvscope._measure._stats import RatioSummary, median, summarize
+from nvscope._measure._stats import RatioSummary, median, rounds_needed, summarize
 from nvscope._measure._timer import MIN_SAMPLE_S
 from nvscope._tools._search_report import SearchResult, SearchRow
 
@@ -50,6 +53,10 @@ __all__ = ["search"]
 # through *args) is more than this fraction of it: the ratios are then diluted toward 1 by more than a quarter and
 # mostly measure Python's call machinery, not what the options change.
 _SHORT_CALL = 0.25
+
+NO_FUSION = ("search: no nvFuser fusion ran through nvscope when the step ran with its defaults, so no option can "
+             "reach one and any speed a candidate showed would be chance: is the function jitted (thunder.jit) or "
+             "built on nvFuser's FusionDefinition, and is the step run in this process?")
 
 
 def _partition_bound() -> int:
@@ -76,6 +83,7 @@ def search(fn: Callable[..., Any], /, *args: Any, candidates: Iterable[object] |
     this context only: other threads keep theirs); no scope stays active afterwards.
     """
     step_callable("search", fn)
+    step_keywords(search, fn, kwargs)  # a misspelt keyword is the tool's error, not the step's
     rounds, steps_per_round = checks.rounds("rounds", rounds), checks.count("steps_per_round", steps_per_round, 1)
     warmup, seed = checks.count("warmup", warmup), checks.integer("seed", seed)
     tolerance = checks.number("tolerance", tolerance, none=True)
@@ -97,16 +105,19 @@ def search(fn: Callable[..., Any], /, *args: Any, candidates: Iterable[object] |
         warnings.simplefilter("ignore", NoFusionWarning)
         warnings.simplefilter("ignore", NoEffectWarning)
         install_adapters()
-        say(f"{len(singles)} candidates; each variant's first call compiles (seconds each)")
+        say(f"{_count(len(singles), 'candidate')}; each variant's first call compiles (seconds each)")
         default_leaves = runner.first_call(default)  # a default that fails is the caller's bug: it propagates
+        if not default.fusions:  # refused as profile and bisect refuse it, before any candidate compiles
+            raise ValueError(NO_FUSION)
         runner.reference = default_leaves
         default.numerics = compare_leaves(default_leaves, runner.snapshot(runner.invoke()), tolerance)
         per_call, overhead = runner.calibrate()
         notes += _timing_notes(steps_per_round, runner.steps, per_call, overhead)
         say(f"default: first call {seconds(default.first_call_s)}, {default.fusions} nvFuser fusion executions; "
             f"timer {runner.timer.name}, {runner.steps} calls per sample ({per_call * 1e3:.3g} us per call)")
+        notes += _rounds_note(rounds, len(singles))
         try:
-            _measure(runner, default, singles, combos, chosen, notes, rounds, rng, seed)
+            _measure(runner, default, singles, combos, chosen, notes, rounds, rng)
         except Exception as error:  # what was measured is kept: the result says where the search stopped
             stopped = first_line(error)
     if stopped:
@@ -115,8 +126,8 @@ def search(fn: Callable[..., Any], /, *args: Any, candidates: Iterable[object] |
                      "recommendation rests on them alone")
     variants = [*singles, *(c for c, _ in combos)]
     recommended = chosen[-1].options if chosen else OptionSet()
-    rows = [_row(v, seed, recommended, None) for v in (default, *singles)]
-    rows += [_row(c, seed, recommended, base) for c, base in combos]
+    rows = [_row(v, recommended, None) for v in (default, *singles)]
+    rows += [_row(c, recommended, base) for c, base in combos]
     result = SearchResult(tuple(rows), recommended, runner.timer.name, rounds, runner.steps, warmup, tolerance, seed,
                           time.perf_counter() - began, tuple(notes + _notes(default, variants)),
                           _shared.compiling()[0] - compiled)
@@ -128,11 +139,18 @@ def search(fn: Callable[..., Any], /, *args: Any, candidates: Iterable[object] |
 
 
 def _measure(runner: Runner, default: Variant, singles: list[Variant], combos: list[tuple[Variant, Variant]],
-             chosen: list[Variant], notes: list[str], rounds: int, rng: random.Random, seed: int) -> None:
+             chosen: list[Variant], notes: list[str], rounds: int, rng: random.Random) -> None:
     """Steps 1 to 3 after the default's first call: the candidates in batches, then the greedy combination. Each set
     chosen is appended to ``chosen`` as soon as it is (so that a failure later keeps it); the last one is the
-    recommendation, and none means keep the defaults."""
+    recommendation, and none means keep the defaults.
+
+    Two families of intervals, each holding together with 95% confidence: the candidates against the default (as
+    many comparisons as candidates, fixed before anything is timed), and the combinations' (two per union that may
+    be tried: against the set it extends and against the default, in rounds of their own). A recommended set that
+    is no faster than the default needs a wrong "faster" in one of them: at most 2.5% each, 5% in all."""
     say = runner.say
+    for v in singles:
+        v.comparisons = len(singles)
     batch = max(1, _partition_bound() - 1)  # an enclosing scope may hold one partition per fusion too
     for first in range(0, len(singles), batch):
         group = singles[first:first + batch]
@@ -145,12 +163,17 @@ def _measure(runner: Runner, default: Variant, singles: list[Variant], combos: l
     if len(singles) > batch:
         notes.append(f"candidates were timed in batches of {batch} (the partition bound "
                      "NVSCOPE_MAX_PARTITIONS less one), each against the default in the same rounds")
-    winners = sorted((v for v in singles if _wins(v, v.default_times, seed)),
+    winners = sorted((v for v in singles if _wins(v, v.default_times)),
                      key=lambda v: median(_ratios(v.times, v.default_times)))
     if not winners:
         return
     best = winners[0]
     chosen.append(best)
+    tries = 2 * (len(winners) - 1)  # the combinations' family: each union judged against its set and the default
+    if tries and rounds < rounds_needed(tries):
+        notes.append(f"{rounds} rounds are too few for a combination's verdict ({rounds_needed(tries)} needed for "
+                     f"{_count(tries, 'comparison')}): the best candidate alone is recommended")
+        return
     for w in winners[1:]:
         union = best.options | w.options
         if union == best.options:
@@ -162,6 +185,7 @@ def _measure(runner: Runner, default: Variant, singles: list[Variant], combos: l
             say(f"not combining {best.label} + {w.label}: contradictory")
             continue
         trial = Variant(f"{best.label} + {w.label}", union, "combination")
+        trial.comparisons = tries
         say(f"combining: {trial.label}")
         runner.prepare(trial, "[combination]")
         combos.append((trial, best))
@@ -174,7 +198,7 @@ def _measure(runner: Runner, default: Variant, singles: list[Variant], combos: l
         if id(trial) not in times:
             continue
         trial.times, trial.default_times, trial.base_times = times[id(trial)], times[id(default)], times[id(best)]
-        if _wins(trial, trial.base_times, seed) and _wins(trial, trial.default_times, seed):
+        if _wins(trial, trial.base_times) and _wins(trial, trial.default_times):
             best = trial
             chosen.append(best)
 
@@ -191,28 +215,36 @@ def _timing_notes(asked: int, steps: int, per_call: float, overhead: float) -> l
     return notes
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'s' * (n != 1)}"
+
+
+def _rounds_note(rounds: int, candidates: int) -> list[str]:
+    needed = rounds_needed(candidates)
+    return [] if rounds >= needed else [
+        f"{rounds} rounds are too few for any verdict: {_count(candidates, 'candidate')} judged together at 95% "
+        f"need at least {needed} rounds, so nothing can be recommended: pass rounds={needed} or more"]
+
+
 def _ratios(times: list[float], base: list[float]) -> list[float]:
     return [a / b for a, b in zip(times, base, strict=True)]
 
 
-def _summary(v: Variant, base_times: list[float], seed: int) -> RatioSummary:
-    """The paired-ratio summary of ``v`` against ``base_times``, computed once (the bootstrap is the costly part)."""
-    key = (*v.times, None, *base_times, None, seed)
-    if key not in v.summaries:
-        v.summaries[key] = summarize(v.times, base_times, seed=seed)
-    return v.summaries[key]
+def _summary(v: Variant, base_times: list[float]) -> RatioSummary:
+    """The paired-ratio summary of ``v`` against ``base_times``, as one of its family (``v.comparisons``)."""
+    return summarize(v.times, base_times, comparisons=v.comparisons)
 
 
-def _wins(v: Variant, base_times: list[float], seed: int) -> bool:
+def _wins(v: Variant, base_times: list[float]) -> bool:
     """Timed, numerics within tolerance, faster than ``base_times`` (measured in the same rounds), and it changed a
     fusion: one whose options every fusion it reached ran without (the catalog's gates routed each to its defaults)
-    runs the default's kernels, so any speed it shows is noise. (A function that ran no nvFuser fusion through
-    nvscope at all is judged on time alone, with the note that says so: it may read the options itself.)"""
+    runs the default's kernels, so any speed it shows is noise. (A candidate whose own first call ran no fusion
+    while the default's did is judged on time alone: it changed which fusions run.)"""
     if v.error is not None or v.numerics is None or not v.numerics.ok or not v.times:
         return False
     if _changed_nothing(v):
         return False
-    return _summary(v, base_times, seed).verdict == "faster"
+    return _summary(v, base_times).verdict == "faster"
 
 
 def _changed_nothing(v: Variant) -> bool:
@@ -220,10 +252,10 @@ def _changed_nothing(v: Variant) -> bool:
     return bool(v.fusions) and not v.changed
 
 
-def _row(v: Variant, seed: int, recommended: OptionSet, base: Variant | None) -> SearchRow:
+def _row(v: Variant, recommended: OptionSet, base: Variant | None) -> SearchRow:
     timed = v.error is None and bool(v.times) and v.stage != "default"
-    ratio = _summary(v, v.default_times, seed) if timed else None
-    versus = _summary(v, v.base_times, seed) if timed and v.base_times else None
+    ratio = _summary(v, v.default_times) if timed else None
+    versus = _summary(v, v.base_times) if timed and v.base_times else None
     return SearchRow(v.label, v.options, v.stage, v.first_call_s, median(v.times) if v.times else None, ratio,
                      v.numerics, v.error, v.fusions, v.new_partitions, None if base is None else base.label, versus,
                      bool(recommended) and v.options == recommended and v.error is None)
@@ -242,7 +274,4 @@ def _notes(default: Variant, variants: list[Variant]) -> list[str]:
         notes.append(f"{', '.join(idle)}: every fusion {'it' if len(idle) == 1 else 'each'} reached ran its defaults "
                      "(the options cannot affect those fusions), so no timing can recommend "
                      f"{'it' if len(idle) == 1 else 'them'}")
-    if default.fusions == 0 and not any(v.fusions for v in variants):
-        notes.append("no nvFuser fusion ran through nvscope in any first call, so the options reached nothing: is "
-                     "the function jitted (thunder.jit) or built on nvFuser's FusionDefinition?")
     return notes

@@ -6,10 +6,11 @@ measured end to end against the defaults and against the best single global set.
 
 The method, built from the search's and the profile's parts:
 
-1. Each candidate is profiled (`nvscope.profile`): per fusion, its time ratio against the defaults with a 95%
-   interval, and its outputs with only it under the candidate (a candidate that breaks a fusion is not chosen for
-   it). The profile's whole-step ratio of each candidate picks the best single global set (faster, with the
-   step's outputs and gradients within tolerance).
+1. Each candidate is profiled (`nvscope.profile`): per fusion, its time ratio against the defaults with an interval
+   (the intervals of all fusions under all candidates are one family, simultaneous at 95%), and its outputs with
+   only it under the candidate (a candidate that breaks a fusion is not chosen for it). The profile's whole-step
+   ratio of each candidate (the candidates' step ratios are a family too) picks the best single global set (faster,
+   with the step's outputs and gradients within tolerance).
 2. Per fusion, the winner is the candidate with the lowest median ratio among those whose interval lies below 1.0
    with a median at least ``min_gain`` below it (a fusion is not worth its own scope for a sliver), whose outputs
    for that fusion match, and that did not fail on it. Fusions no candidate helps keep the defaults.
@@ -39,10 +40,11 @@ from nvscope._measure import _checks as checks
 from nvscope._measure._candidates import resolve, spec
 from nvscope._measure._checks import step_callable
 from nvscope._measure._harness import Runner, Variant, install_adapters, progress_printer
+from nvscope._measure._keywords import step_keywords
 from nvscope._measure._numerics import Numerics
 from nvscope._measure._results import JsonResult, figure_class, nv_options_line
 from nvscope._measure._stats import RatioSummary, summarize
-from nvscope._tools._profile import NO_FUSION, profile
+from nvscope._tools._profile import NO_FUSION, PROFILES, profile
 from nvscope._tools._profile_report import ProfileResult
 
 __all__ = ["FusionChoice", "FusionSearchResult", "search_fusions"]
@@ -142,7 +144,7 @@ class FusionSearchResult(JsonResult):
 
     def table(self) -> str:
         width = max([len("fusion"), *(len(c.fusion) for c in self.choices)])
-        lines = [f"{'fusion':<{width}}  {'best candidate':<32} {'ratio':>6}  95% interval", "-" * (width + 58)]
+        lines = [f"{'fusion':<{width}}  {'best candidate':<32} {'ratio':>6}  interval", "-" * (width + 58)]
         for c in self.choices:
             if c.options is None or c.ratio is None:
                 lines.append(f"{c.fusion:<{width}}  {'(defaults: no candidate helps)':<32}")
@@ -156,6 +158,10 @@ class FusionSearchResult(JsonResult):
                 lines.append(f"{name:<20} ratio {r.median:.3f} ({r.low:.3f}-{r.high:.3f}), {r.verdict}")
         if self.global_best is not None:
             lines.append(f"best global set: {spec(self.global_best)}")
+        chosen = next((c.ratio for c in self.choices if c.ratio is not None), None)
+        if chosen is not None:
+            lines.append(f"intervals: simultaneous 95% over the {chosen.comparisons} ratios of fusions x candidates "
+                         f"(each at {chosen.confidence * 100:.4g}%), and over the map's ratios")
         lines += [f"candidate {name} not profiled: {error}" for name, error in self.errors]
         if self.compile_s is not None:
             lines.append(f"compile: {self.compile_s:.1f} s in the first executions of new partitions (candidates' "
@@ -186,7 +192,7 @@ class FusionSearchResult(JsonResult):
 
     def plot(self, path: str, *, title: str | None = None) -> str:
         """Save a PNG: each chosen fusion's ratio under its candidate, then the map and the global set against the
-        defaults, with 95% intervals; returns ``path``. Needs matplotlib."""
+        defaults, with their (simultaneous 95%) intervals; returns ``path``. Needs matplotlib."""
         Figure = figure_class("FusionSearchResult.plot", "the search")
         bars = [(f"{c.fusion} ({spec(c.options)})", c.ratio) for c in self.choices
                 if c.options is not None and c.ratio is not None]
@@ -200,7 +206,7 @@ class FusionSearchResult(JsonResult):
                         color="tab:green" if r.verdict == "faster" else "tab:gray")
         ax.axvline(1.0, color="black", linewidth=0.8, linestyle="--")
         ax.set_yticks(range(len(bars)), [name for name, _ in reversed(bars)], fontsize=7)
-        ax.set_xlabel("time / default time (median, 95% interval); < 1 is faster", fontsize=8)
+        ax.set_xlabel("time / default time (median, simultaneous 95% interval); < 1 is faster", fontsize=8)
         fig.suptitle(title or f"nvscope search per fusion: {self.verdict()}"[:120], fontsize=9)
         fig.savefig(path, dpi=130)
         return path
@@ -215,6 +221,7 @@ def search_fusions(fn: Callable[..., Any], /, *args: Any, candidates: Iterable[o
     ``min_gain``: the least a candidate must save on a fusion (median ratio <= 1 - min_gain) to be chosen for it."""
 
     step_callable("search_fusions", fn)
+    step_keywords(search_fusions, fn, kwargs)  # a misspelt keyword is the tool's error, not the step's
     rounds, steps_per_round = checks.rounds("rounds", rounds), checks.count("steps_per_round", steps_per_round, 1)
     warmup, seed = checks.count("warmup", warmup), checks.integer("seed", seed)
     tolerance, min_gain = checks.number("tolerance", tolerance, none=True), checks.fraction("min_gain", min_gain)
@@ -231,13 +238,19 @@ def search_fusions(fn: Callable[..., Any], /, *args: Any, candidates: Iterable[o
               "backward": backward, "module": module, "seed": seed, "progress": progress}
     profiles: list[ProfileResult] = []
     errors: list[tuple[str, str]] = []
-    for i, candidate in enumerate(options, 1):
-        say(f"[{i}/{len(options)}] profiling {spec(candidate)} per fusion")
-        try:
-            profiles.append(profile(fn, *args, enable=candidate.enable_list(), disable=candidate.disable_list(),
-                                    **common, **kwargs))
-        except Exception as error:  # a candidate that breaks the step outside a fusion: skipped, said
-            errors.append((spec(candidate), first_line(error)))
+    # Every candidate's per-fusion verdicts are one family (fusions x candidates): a fusion's choice is the best of
+    # all of them, so a chance "faster" anywhere would be chosen.
+    family = PROFILES.set(len(options))
+    try:
+        for i, candidate in enumerate(options, 1):
+            say(f"[{i}/{len(options)}] profiling {spec(candidate)} per fusion")
+            try:
+                profiles.append(profile(fn, *args, enable=candidate.enable_list(), disable=candidate.disable_list(),
+                                        **common, **kwargs))
+            except Exception as error:  # a candidate that breaks the step outside a fusion: skipped, said
+                errors.append((spec(candidate), first_line(error)))
+    finally:
+        PROFILES.reset(family)
     choices: list[FusionChoice] = []
     fusions = list(dict.fromkeys(row.fusion for p in profiles for row in p.rows))
     for fusion in fusions:
@@ -277,12 +290,13 @@ def search_fusions(fn: Callable[..., Any], /, *args: Any, candidates: Iterable[o
                 runner.prepare(v, "[per fusion]")
             times = runner.rounds(variants, rounds, random.Random(seed))
         numerics = mapped.numerics
+        judged = 1 if global_best is None else 3  # the map's ratios are one family too
         if id(mapped) in times:
-            vs_default = summarize(times[id(mapped)], times[id(default)], seed=seed)
+            vs_default = summarize(times[id(mapped)], times[id(default)], comparisons=judged)
             if global_best is not None and id(variants[2]) in times:
-                vs_global = summarize(times[id(mapped)], times[id(variants[2])], seed=seed)
+                vs_global = summarize(times[id(mapped)], times[id(variants[2])], comparisons=judged)
         if global_best is not None and id(variants[2]) in times:
-            global_ratio = summarize(times[id(variants[2])], times[id(default)], seed=seed)
+            global_ratio = summarize(times[id(variants[2])], times[id(default)], comparisons=judged)
     result = FusionSearchResult(tuple(choices), tuple((o, tuple(f)) for o, f in groups), global_best, vs_default,
                                 vs_global, global_ratio, numerics, tuple(profiles), tuple(errors),
                                 time.perf_counter() - began, min_gain, _shared.compiling()[0] - compiled)

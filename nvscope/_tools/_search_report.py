@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nvscope._core._optionset import OptionSet
+from nvscope._core._text import render
 from nvscope._measure._harness import Stage
 from nvscope._measure._numerics import DEFAULT_TOLERANCES, Numerics
 from nvscope._measure._results import (
@@ -70,6 +71,37 @@ def _num(value: float | None, digits: int = 3) -> str:
     return "-" if value is None else f"{value:.{digits}g}"
 
 
+# The variant column's widest cell: longer labels (a combination of many sets) are cut with a "~".
+_LABEL = 44
+
+
+def _cut(name: str) -> str:
+    return name if len(name) <= _LABEL else name[: _LABEL - 1] + "~"
+
+
+def _cells(row: SearchRow) -> tuple[str, ...]:
+    """A row's cells after its name: ratio, interval, verdict, ms/call, first call, max|diff|, max rel, numerics."""
+    first = "-" if row.first_call_s is None else (
+        f"{row.first_call_s:.2f} s" if row.first_call_s >= 1 else f"{row.first_call_s * 1e3:.1f} ms")
+    if row.error is not None:
+        return "-", "", "failed", "-", first, "-", "-", f"FAILED: {row.error}"
+    ratio = row.ratio
+    timing = ("1.000", "", "baseline") if row.stage == "default" else (
+        ("-", "", "not timed") if ratio is None else
+        (f"{ratio.median:.3f}", f"{ratio.low:.3f}-{ratio.high:.3f}", ratio.verdict))
+    ms = "-" if row.ms_per_call is None else f"{row.ms_per_call:.4g}"
+    n = row.numerics
+    if n is None:
+        numerics = "-"
+    else:
+        verdict = {"ok": "repeatable" if row.stage == "default" else "ok", "not compared": "not compared"}.get(
+            n.verdict, f"{'NOT REPEATABLE' if row.stage == 'default' else 'OVER'}: {n.detail}")
+        numerics = verdict + (f"; {n.nonfinite}" if n.nonfinite else "") + (
+            f"; not compared: {n.uncompared}" if n.uncompared else "")
+    return (*timing, ms, first, _num(n.max_abs_diff if n else None), _num(n.max_rel_diff if n else None, 2),
+            numerics)
+
+
 @dataclass(frozen=True)
 class SearchResult(LoadableResult):
     """The search: rows (default first, then candidates in the order given, then combinations), the recommended
@@ -112,55 +144,36 @@ class SearchResult(LoadableResult):
 
     def table(self) -> str:
         """The ranked table, how it was measured, the notes, and the recommendation."""
-        width = min(44, max(len("variant"), *(len(r.label) + 3 for r in self.rows)))
-        header = (f"{'variant':<{width}} {'ratio':>6} {'95% interval':>13}  {'verdict':<22} {'ms/call':>9} "
-                  f"{'first call':>10} {'max|diff|':>9} {'max rel':>8}  numerics")
-        lines = [header, "-" * len(header)]
+        ranked = self.ranked()
+        digits = len(str(sum(r.stage != "default" and r.error is None and r.ratio is not None for r in ranked)))
+        header = ("variant", "ratio", "interval", "verdict", "ms/call", "first call", "max|diff|", "max rel",
+                  "numerics")
+        cells: list[tuple[str, ...]] = []
         rank = 0
-        for row in self.ranked():
+        for row in ranked:
             mark = "*" if row.recommended else " "
             if row.stage == "default":
-                name = f"  {row.label}"
+                place = " " * (1 + digits)
             elif row.error is None and row.ratio is not None:
                 rank += 1
-                name = f"{mark}{rank} {row.label}" if rank < 10 else f"{mark}{rank}{row.label}"
+                place = f"{mark}{rank:>{digits}}"
             else:
-                name = f"{mark}- {row.label}"
-            name = name if len(name) <= width else name[: width - 1] + "~"
-            if row.error is not None:
-                lines.append(f"{name:<{width}} FAILED: {row.error}")
-                continue
-            ratio = row.ratio
-            cells = ("1.000", "", "baseline") if row.stage == "default" else (
-                ("-", "", "not timed") if ratio is None else
-                (f"{ratio.median:.3f}", f"{ratio.low:.3f}-{ratio.high:.3f}", ratio.verdict))
-            first = "-" if row.first_call_s is None else (
-                f"{row.first_call_s:.2f} s" if row.first_call_s >= 1 else f"{row.first_call_s * 1e3:.1f} ms")
-            ms = "-" if row.ms_per_call is None else f"{row.ms_per_call:.4g}"
-            n = row.numerics
-            if n is None:
-                numerics = "-"
-            else:
-                verdict = {"ok": "repeatable" if row.stage == "default" else "ok", "not compared": "not compared"}.get(
-                    n.verdict, f"{'NOT REPEATABLE' if row.stage == 'default' else 'OVER'}: {n.detail}")
-                numerics = verdict + (f"; {n.nonfinite}" if n.nonfinite else "") + (
-                    f"; not compared: {n.uncompared}" if n.uncompared else "")
-            lines.append(f"{name:<{width}} {cells[0]:>6} {cells[1]:>13}  {cells[2]:<22} {ms:>9} {first:>10} "
-                         f"{_num(n.max_abs_diff if n else None):>9} {_num(n.max_rel_diff if n else None, 2):>8}  "
-                         f"{numerics}")
+                place = f"{mark}{'-':>{digits}}"
+            cells.append((_cut(f"{place} {row.label}"), *_cells(row)))
             if row.versus is not None and row.versus_ratio is not None:
                 v = row.versus_ratio
-                against = f"    vs {row.versus}"
-                against = against if len(against) <= width else against[: width - 1] + "~"
-                lines.append(f"{against:<{width}} {v.median:6.3f} {f'{v.low:.3f}-{v.high:.3f}':>13}  "
-                             f"{v.verdict:<22} (against the set it extends, in the same rounds)")
+                cells.append((_cut(f"{' ' * (digits + 4)}vs {row.versus}"), f"{v.median:.3f}",
+                              f"{v.low:.3f}-{v.high:.3f}", v.verdict, "", "", "", "",
+                              "(against the set it extends, in the same rounds)"))
         tolerance = ("per dtype: " + ", ".join(f"{k} {v:g}" for k, v in DEFAULT_TOLERANCES.items())
                      if self.tolerance is None else f"{self.tolerance:g}")
-        lines += [
+        lines = [
+            render(header, cells, right=(1, 2, 4, 5, 6, 7)),
             "",
             f"ratio: variant time / default time in each of {self.rounds} randomized rounds of "
-            f"{self.steps_per_round} call{'s' * (self.steps_per_round != 1)} per variant (median, 95% bootstrap "
-            f"interval; < 1 is faster); timer: {self.timer}",
+            f"{self.steps_per_round} call{'s' * (self.steps_per_round != 1)} per variant (median; < 1 is faster); "
+            f"timer: {self.timer}",
+            f"interval: {self._intervals()}",
             f"first call: wall time of each variant's first call (its compile), after which {self.warmup} warm-up "
             f"call{'s' * (self.warmup != 1)}; never part of ms/call",
             f"numerics: first call against the default's; tolerance on max|diff| / max|default| {tolerance}; "
@@ -172,6 +185,18 @@ class SearchResult(LoadableResult):
             f"recommended: {self.recommendation()}",
         ]
         return "\n".join(lines)
+
+    def _intervals(self) -> str:
+        """How the intervals were made: the families they belong to, and each interval's own confidence."""
+        families = []
+        for stage, what in (("candidate", "candidate{s}"), ("combination", "comparison{s} of the combinations")):
+            ratio = next((r.ratio for r in self.rows if r.stage == stage and r.ratio is not None), None)
+            if ratio is not None:
+                n = ratio.comparisons
+                families.append(f"the {n} {what.format(s='s' * (n != 1))} (each at {ratio.confidence * 100:.4g}%)")
+        return ("the median's, between two order statistics of the ratios (the sign test's interval, exact for any "
+                f"distribution); simultaneous 95% over {' and over '.join(families) or 'each family'}: a chance "
+                "'faster' anywhere in a family has at most 2.5% probability, however many candidates were tried")
 
     def __str__(self) -> str:
         return self.table()
@@ -241,7 +266,7 @@ class SearchResult(LoadableResult):
         labels = [("* " if r.recommended else "") + r.label + (" (over tol.)" if r.status == "over tolerance" else "")
                   for r in reversed(rows)]
         ax.set_yticks(range(len(rows)), labels, fontsize=8)
-        ax.set_xlabel(f"time / default time per round (median, 95% bootstrap interval; {self.rounds} rounds); "
+        ax.set_xlabel(f"time / default time per round (median, simultaneous 95% interval; {self.rounds} rounds); "
                       "< 1 is faster", fontsize=8)
         # Over the whole figure (long candidate labels narrow the axes), wrapped: a recommendation with its reason is
         # longer than the figure is wide.

@@ -82,7 +82,7 @@ def child_pids(stdout: str) -> dict[str, str]:
 def assert_child_summary(stderr: str, pid: str) -> None:
     lines = tagged(stderr, pid)
     assert lines[0] == f"nvscope run: options {OPTIONS}", stderr
-    assert re.fullmatch(rf"call/FusionDefinition#0 +{OPTIONS} +call +new +MainThread +1", lines[3]), lines
+    assert re.fullmatch(rf"call/\S+ +{OPTIONS} +call +new +MainThread +1", lines[3]), lines
     assert lines[4] == "1 fusion executions, 1 new partitions compiled"
 
 
@@ -214,6 +214,39 @@ def test_nvscope_run_in_a_child_adds_its_options_and_prints_one_summary(tmp_path
     assert_child_summary(result.stderr, grandchild[0])
 
 
+def test_a_nested_run_keeps_the_outer_runs_fusions_options_for_its_children(tmp_path: Path, site: Path) -> None:
+    """Issue 35 item 3: the outer run's options with a --fusions selector were dropped by a nested nvscope run: its
+    children got the inner run's options only, and its header did not name the outer ones."""
+    write(tmp_path / "outer.py", """\
+        import subprocess, sys
+        subprocess.run([sys.executable, "-m", "nvscope", "run", "--enable", "kernel_profile", "middle.py"], check=True)
+    """)
+    write(tmp_path / "middle.py", """\
+        import subprocess, sys
+        subprocess.run([sys.executable, "child.py"], check=True)
+    """)
+    result = python("-m", "nvscope", "run", "--enable", "static_fusion_count", "--fusions", "call/*", "outer.py",
+                    cwd=tmp_path, path=[site, REPO])
+    assert result.returncode == 0, result.stderr
+    ((pid, seen),) = child_pids(result.stdout).items()
+    assert seen == "NVFUSER_ENABLE=kernel_profile dev=True"  # the selector's options reach selected fusions only
+    row = next(line for line in tagged(result.stderr, pid) if line.startswith("call/"))
+    assert re.fullmatch(r"call/\S+ +NVFUSER_ENABLE=kernel_profile,static_fusion_count +call +new +MainThread +1",
+                        row), row  # both runs' options, on the fusion the outer run's glob selects
+    headers = [line for line in result.stderr.splitlines() if "nvscope run: options" in line]
+    inner = [line for line in headers if not line.startswith("[pid") and "kernel_profile" in line]
+    assert len(inner) == 1 and "static_fusion_count" in inner[0] and "call/*" in inner[0], headers
+    assert any(line.startswith(f"[pid {pid}]") and "static_fusion_count" in line and "call/*" in line
+               for line in headers), headers  # the grandchild's header says them too
+    # A glob that selects none of the grandchild's fusions: it runs with the inner run's options only.
+    elsewhere = python("-m", "nvscope", "run", "--enable", "static_fusion_count", "--fusions", "forward/*",
+                       "outer.py", cwd=tmp_path, path=[site, REPO])
+    assert elsewhere.returncode == 0, elsewhere.stderr
+    ((pid, _),) = child_pids(elsewhere.stdout).items()
+    row = next(line for line in tagged(elsewhere.stderr, pid) if line.startswith("call/"))
+    assert re.fullmatch(r"call/\S+ +NVFUSER_ENABLE=kernel_profile +call +new +MainThread +1", row), row
+
+
 # --- the variable and the hook, without nvscope run ------------------------------------------------------------------
 
 PRINT_OPTIONS = "import nvscope; print(nvscope.current_options().as_shell() or '(none)', nvscope.development_mode())"
@@ -228,6 +261,12 @@ PRINT_OPTIONS = "import nvscope; print(nvscope.current_options().as_shell() or '
     ('{"enable": [], "disable": [], "fusions": [""]}', "has 'fusions' [''], not a list of non-empty strings"),
     ('{"enable": [], "disable": [], "on_error": "ignore"}', "has 'on_error' 'ignore', not one of 'raise', 'fallback'"),
     ('{"enable": [], "disable": [], "audit": "yes"}', "has 'audit' 'yes', not true or false"),
+    ('{"enable": [], "disable": [], "outer": {}}', "has 'outer' {}, not a list of JSON objects"),
+    ('{"enable":[],"disable":[],"outer":[{"enable":[],"disable":[],"audit":true}]}',
+     "has unknown keys ['audit'] in 'outer' (known: enable, disable, fusions, on_error)"),
+    ('{"enable": [], "disable": [], "outer": [{"enable": ["fma"]}]}', "has 'disable' None, not a list of"),
+    ('{"enable":[],"disable":[],"outer":[{"enable":["fuse_matmull"],"disable":[]}]}',
+     "is refused: unknown nvFuser enable option 'fuse_matmull'"),
     ('{"enable": ["fuse_matmull"], "disable": []}', "is refused: unknown nvFuser enable option 'fuse_matmull'; did "
                                                     "you mean 'fuse_matmul'"),
 ])
@@ -328,8 +367,8 @@ def test_fusions_reach_the_selected_fusions_of_children_and_both_summaries_say_s
     assert seen == "(none) dev=True"  # the options reach selected fusions only, not every fusion
     lines = tagged(result.stderr, pid)
     assert lines[0] == f"nvscope run: options {OPTIONS} on the fusions {glob}", lines
-    row = rf"call/FusionDefinition#0 +{OPTIONS} +call +new +MainThread +1" if reached else \
-        r"call/FusionDefinition#0 +\(none\) +call +default +MainThread +1"
+    row = rf"call/\S+ +{OPTIONS} +call +new +MainThread +1" if reached else \
+        r"call/\S+ +\(none\) +call +default +MainThread +1"
     assert re.fullmatch(row, lines[3]), lines
     assert f"\nnvscope run: options {OPTIONS} on the fusions {glob}\nnvscope audit: no nvFuser fusion executed\n" in \
         result.stderr  # the parent's own summary, untagged
@@ -339,16 +378,23 @@ def test_fusions_reach_the_selected_fusions_of_children_and_both_summaries_say_s
     (("--fusions", ""), "nvscope run: error: --fusions needs a glob over fusion ids, e.g. --fusions 'forward/*'"),
     (("--fusions", " , "), "nvscope run: error: --fusions needs a glob over fusion ids"),
     (("--on-error", "ignore"), "argument --on-error: invalid choice: 'ignore' (choose from 'raise', 'fallback')"),
+    (("--enable", ""), "nvscope run: error: --enable needs an option name, e.g. --enable fuse_matmul"),
+    (("--enable", ","), "nvscope run: error: --enable needs an option name"),
+    (("--enable", "fast_math", "--enable", " "), "nvscope run: error: --enable needs an option name"),
+    (("--disable", ","), "nvscope run: error: --disable needs an option name, e.g. --disable fma"),
 ])
 def test_bad_fusions_or_on_error_exit_2_before_running(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                        args: tuple[str, ...], message: str) -> None:
-    script = write(tmp_path / "script.py", "open('ran', 'w').close()")
+    script = write(tmp_path / "script.py", f"open({str(tmp_path / 'ran')!r}, 'w').close()")
     try:
         code = cli.main(["run", *args, str(script)])
     except SystemExit as stop:  # argparse's own errors
         code = stop.code  # type: ignore[assignment]
     assert code == 2
-    assert message in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert message in err
+    if message.startswith("nvscope run: error:"):  # nvscope's own refusals: one line
+        assert err.count("\n") == 1, err
     assert not (tmp_path / "ran").exists()
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -122,6 +123,113 @@ def test_options_source_names_the_installed_nvfuser(tmp_path: Path) -> None:
     assert text.splitlines()[0].startswith("source: bundled catalog for installed nvFuser 0.2.30")
 
 
+def table_rows(stdout: str) -> dict[tuple[str, str], str]:
+    """{(kind, option name): its row and continuation lines, joined} of ``nvscope options``'s option tables."""
+    rows: dict[tuple[str, str], str] = {}
+    kind, key = None, None
+    for line in stdout.splitlines():
+        if line.startswith(("enable options (", "disable options (")):
+            kind, key = line.split()[0], None
+        elif line.startswith("("):  # the notes and the ops table after the option tables
+            break
+        elif line.startswith("    ") and key is not None:
+            rows[key] += " " + line.strip()
+        elif kind is not None and line.startswith("  ") and not line.strip().startswith(("name ", "----")):
+            key = (kind, line.split()[0])
+            rows[key] = line.strip()
+    return rows
+
+
+def names(rows: dict[tuple[str, str], str]) -> set[str]:
+    return {name for _, name in rows}
+
+
+def test_options_query_filters_by_name_and_description(tmp_path: Path) -> None:
+    """Issue 35 item 13: `nvscope options QUERY` was "unrecognized arguments"."""
+    result = nvscope_cmd("options", "MATMUL", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    matching = {o.name for o in nvscope.catalog().options
+                if "matmul" in o.name.lower() or "matmul" in o.description.lower()}
+    assert {"fuse_matmul", "matmul_expr_eval"} <= matching
+    assert names(table_rows(result.stdout)) == matching
+    by_description = nvscope_cmd("options", "--disable", "FMA INSTRUCTIONS", cwd=tmp_path)  # fma's description
+    assert by_description.returncode == 0, by_description.stderr
+    assert names(table_rows(by_description.stdout)) == {o.name for o in nvscope.catalog().options if o.kind ==
+                                                      "disable" and "fma instructions" in o.description.lower()}
+    assert ("disable", "fma") in table_rows(by_description.stdout)
+    document = json.loads(nvscope_cmd("options", "--json", "-", "matmul", cwd=tmp_path).stdout)
+    assert {o["name"] for o in document["options"]} == matching
+    nothing = nvscope_cmd("options", "no such words", cwd=tmp_path)
+    assert nothing.returncode == 1 and nothing.stdout == ""
+    assert nothing.stderr.count("\n") == 1 and "'no such words'" in nothing.stderr, nothing.stderr
+
+
+@pytest.mark.parametrize("columns", [60, 80, 120])
+def test_options_table_fits_the_terminal_width(tmp_path: Path, columns: int) -> None:
+    """Issue 35 item 13: the table ran to 223 characters whatever the terminal's width."""
+    result = nvscope_cmd("options", cwd=tmp_path, COLUMNS=str(columns))
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("enable options ("))
+    tables = [line for line in lines[start:] if line.startswith("  ")]
+    assert all(len(line) <= columns for line in tables), max(tables, key=len)
+    rows = table_rows(result.stdout)  # nothing lost: every description is there, wrapped
+    for option in nvscope.catalog().options:
+        assert " ".join(option.description.split()) in " ".join(rows[option.kind, option.name].split())
+    gates = lines[next(i for i, line in enumerate(lines) if line.startswith("(ops): ")):]
+    text = " ".join(" ".join(gates).split())
+    assert all(str(o.source).replace(" ", "") in text.replace(" ", "") for o in nvscope.catalog().options if o.ops)
+    notes = lines[next(i for i, line in enumerate(lines) if line.startswith("(args): ")):]
+    assert all(len(line) <= columns for line in notes), max(notes, key=len)  # the notes under the tables too
+
+
+def test_json_dash_is_standard_output_and_doctor_prints_json(tmp_path: Path) -> None:
+    """Issue 35 item 13: doctor had no JSON; `--json -` is standard output wherever --json takes a path."""
+    options = nvscope_cmd("options", "--json", "-", cwd=tmp_path)
+    assert options.returncode == 0 and not (tmp_path / "-").exists()
+    assert len(json.loads(options.stdout)["options"]) == len(nvscope.catalog().options)
+    for args in (("--json",), ("--json", "-")):
+        doctor = nvscope_cmd("doctor", *args, cwd=tmp_path, NVSCOPE_DEV="1")
+        assert doctor.returncode == 0, doctor.stderr
+        report = json.loads(doctor.stdout)  # nothing else on stdout
+        assert report["ok"] is True and report["failures"] == 0
+        assert {"status": "ok", "check": "development mode on (NVSCOPE_DEV=1)", "fix": None} in report["checks"]
+    assert not (tmp_path / "-").exists()
+    bad = nvscope_cmd("doctor", "--json", str(tmp_path / "doctor.json"), cwd=tmp_path, NVFUSER_ENABLE="bogus")
+    assert bad.returncode == 1
+    assert "FAIL  NVFUSER_ENABLE: unknown nvFuser enable option 'bogus'" in bad.stdout  # the text as before
+    report = json.loads((tmp_path / "doctor.json").read_text())
+    assert report["ok"] is False and report["failures"] == 1
+    (failed,) = [c for c in report["checks"] if c["status"] == "FAIL"]
+    assert failed["check"].startswith("NVFUSER_ENABLE: unknown nvFuser enable option 'bogus'") and failed["fix"]
+
+
+def test_fusions_prints_json(tmp_path: Path) -> None:
+    """Issue 35 item 13: `nvscope fusions --json [PATH|-]`."""
+    site = tmp_path / "site"
+    site.mkdir()
+    shutil.copy(REPO / "tests" / "fake_nvfuser_frontend.py", site / "nvfuser_direct.py")
+    write(tmp_path / "prog.py", """\
+        import nvfuser_direct as fe
+
+        with fe.FusionDefinition() as fd:
+            fd.define_tensor(shape=[2], dtype=fe.DataType.Float)
+            fd.ops.linear(0)
+        fd.execute([1.0])
+        fd.execute([1.0])
+    """)
+    result = nvscope_cmd("fusions", "--json", "-", "prog.py", cwd=tmp_path, path=[site])
+    assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout)
+    ((fusion,),) = [document["fusions"]]
+    assert fusion["id"].startswith("call/") and fusion["phase"] == "call"
+    assert fusion["ops"] == ["linear"] and fusion["calls"] == 2
+    assert "nvscope fusions: 1 fusions" in result.stderr  # the listing, as before
+    to_file = nvscope_cmd("fusions", "--json", str(tmp_path / "f.json"), "prog.py", cwd=tmp_path, path=[site])
+    assert to_file.returncode == 0 and to_file.stdout == ""
+    assert json.loads((tmp_path / "f.json").read_text()) == document
+
+
 # --- doctor ---------------------------------------------------------------------------------------------------------
 
 def test_doctor_ok_here(tmp_path: Path) -> None:
@@ -181,6 +289,18 @@ def test_doctor_reports_bad_nvscope_variables(tmp_path: Path) -> None:
     index = lines.index("warn  NVSCOPE_MAX_PARTITIONS='0' is not a positive integer; using the default (8)")
     assert lines[index + 1] == "fix:  set NVSCOPE_MAX_PARTITIONS to an accepted value, or unset it"
     assert "Traceback" not in result.stderr
+
+
+def test_doctor_suggests_the_variable_meant_and_reports_a_bad_value_once(tmp_path: Path) -> None:
+    """Issue 35 item 14: no did-you-mean for NVSCOPE_DEVV; a bad value came as a warn line and a ConfigWarning."""
+    result = nvscope_cmd("doctor", cwd=tmp_path, NVSCOPE_DEVV="1", NVSCOPE_DEV="maybe")
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    index = next(i for i, line in enumerate(lines) if line.startswith("warn  NVSCOPE_DEVV is not a variable"))
+    assert "did you mean NVSCOPE_DEV?" in lines[index] + lines[index + 1], lines[index:index + 2]
+    output = result.stdout + result.stderr
+    assert output.count("'maybe' is not") == 1, output
+    assert "ConfigWarning" not in result.stderr
 
 
 def test_doctor_accepts_environment_names_with_arguments(tmp_path: Path) -> None:
@@ -381,6 +501,60 @@ def test_run_missing_target_exits_2(tmp_path: Path, args: tuple[str, ...], messa
     assert message in result.stderr
 
 
+def test_run_of_a_directory_without_main_exits_2_with_one_line(tmp_path: Path) -> None:
+    """Issue 35 item 14: a runpy traceback."""
+    (tmp_path / "somedir").mkdir()
+    result = nvscope_cmd("run", "--enable", "fast_math", "somedir", cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith("nvscope run: error: "), result.stderr
+    assert "somedir" in result.stderr and "__main__.py" in result.stderr
+    write(tmp_path / "somedir" / "__main__.py", "print('main ran')")  # as python runs a directory: its __main__
+    assert nvscope_cmd("run", "--no-audit", "somedir", cwd=tmp_path).stdout == "main ran\n"
+
+
+@pytest.mark.parametrize("interpreter", ["python", "python3", sys.executable])
+def test_run_of_the_interpreter_says_to_give_the_script(tmp_path: Path, interpreter: str) -> None:
+    """Issue 35 item 14: `nvscope run --enable X -- python x.py` looked for a file named python."""
+    write(tmp_path / "x.py", "open('ran', 'w').close()")
+    result = nvscope_cmd("run", "--enable", "fast_math", "--", interpreter, "x.py", cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert "give the script itself" in result.stderr and "nvscope run --enable fast_math x.py" in result.stderr
+    assert not (tmp_path / "ran").exists()
+
+
+def test_fusions_errors_say_nvscope_fusions(tmp_path: Path) -> None:
+    """Issue 35 item 14: `nvscope fusions`'s errors said `nvscope run`."""
+    missing = nvscope_cmd("fusions", cwd=tmp_path)
+    assert missing.returncode == 2
+    assert re.match(r"usage: (python -m )?nvscope fusions ", missing.stderr), missing.stderr
+    assert "nvscope fusions: error: give the script" in missing.stderr and "nvscope run" not in missing.stderr
+    no_file = nvscope_cmd("fusions", "nope.py", cwd=tmp_path)
+    assert no_file.returncode == 2 and no_file.stderr.startswith("nvscope fusions: error: can't open file")
+    bad_name = nvscope_cmd("fusions", "--enable", "fast_maht", "nope.py", cwd=tmp_path)
+    assert bad_name.returncode == 2 and bad_name.stderr.startswith("nvscope fusions: error: unknown nvFuser")
+
+
+@pytest.mark.parametrize(("args", "usage", "hint"), [
+    (("fusions", "--bogus", "x.py"), "usage: nvscope fusions ", None),
+    (("run", "--enabel", "fast_math", "x.py"), "usage: nvscope run ", "--enable"),
+    (("doctor", "--require-gpu-stak"), "usage: nvscope doctor ", "--require-gpu-stack"),
+    (("options", "--jsno"), "usage: nvscope options ", "--json"),
+    (("search", "--candidatse", "fma", "x.py:f"), "usage: nvscope search ", "--candidates"),
+    (("bisect", "--enable", "fma", "--chek", "raises", "x.py:f"), "usage: nvscope bisect ", "--check"),
+])
+def test_a_misspelt_flag_shows_its_subcommands_usage(tmp_path: Path, args: tuple[str, ...], usage: str,
+                                                     hint: str | None) -> None:
+    """Issue 35 item 14: the top-level usage came with "unrecognized arguments"."""
+    result = nvscope_cmd(*args, cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.replace("python -m nvscope", "nvscope", 1).startswith(usage), result.stderr
+    assert f"nvscope {args[0]}: error: unrecognized arguments: " in result.stderr
+    if hint is not None:
+        assert f"did you mean {hint}?" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
 def test_run_script_raising(tmp_path: Path) -> None:
     write(tmp_path / "boom.py", """\
         def fail():
@@ -503,7 +677,9 @@ def test_probe_without_nvfuser_fails_clearly() -> None:
     if "nvfuser" in done.stdout.lower() and done.returncode == 0:
         pytest.skip("an nvFuser that runs is installed here")
     assert done.returncode == 1
-    assert "nvscope options --probe: nvFuser did not list its enable options" in done.stderr
+    # Issue 35 item 14: it printed a Python list of the child's traceback lines.
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("nvscope options --probe: "), done.stderr
+    assert "nvFuser" in done.stderr and "Traceback" not in done.stderr and "['" not in done.stderr
 
 
 @pytest.mark.parametrize(("extra", "code"), [(set(), 0), ({"brand_new_option"}, 1)])

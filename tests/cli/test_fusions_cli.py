@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -50,8 +51,70 @@ def test_fusions_lists_what_a_program_ran(tmp_path: Path) -> None:
     start = lines.index(next(line for line in lines if line.startswith("nvscope fusions: 2 fusions (2 call)")))
     header, _rule, first, second = lines[start + 1:start + 5]
     assert header.split() == ["id", "ops", "function", "calls"]
-    assert first.split() == ["call/FusionDefinition#0", "add,", "linear", "3"]
-    assert second.split() == ["call/FusionDefinition#1", "mul", "1"]
+    # Executed by the script: its site is the script's stem, then the definition's digest.
+    assert re.fullmatch(r"call/FusionDefinition@prog:[0-9a-f]{6} +add, linear +3", first), first
+    assert re.fullmatch(r"call/FusionDefinition@prog:[0-9a-f]{6} +mul +1", second), second
+    assert first.split()[0] != second.split()[0]
+
+
+# The issue's program: a model's fusion and a loss's, the loss alone scoped when an id is given on the command line.
+IDS = """import sys
+import nvfuser_direct as fe
+import nvscope
+
+def define(*ops):
+    with fe.FusionDefinition() as fd:
+        fd.define_tensor(shape=[2], dtype=fe.DataType.Float)
+        for op in ops:
+            getattr(fd.ops, op)(0)
+    return fd
+
+model, loss = define("linear"), define("add")
+
+def step():
+    model.execute([1.0])
+    loss.execute([1.0])
+
+def scoped_loss():
+    with nvscope.nv_options(enable=["static_fusion_count"], fusions=sys.argv[1]):
+        loss.execute([1.0])
+
+if len(sys.argv) > 1:
+    nvscope.install()
+    model.execute([1.0])  # unscoped and unaudited: nvscope does not see it
+    with nvscope.audit() as log:
+        scoped_loss()  # the loss first, from another function than in the listing
+        step()
+    for record in log.records:
+        print(record.fusion, record.options.as_shell() or "-")
+else:
+    step()
+"""
+
+
+def test_an_id_from_the_listing_selects_that_fusion_when_the_program_scopes_it_alone(tmp_path: Path) -> None:
+    """`nvscope fusions ids.py` audits everything; `python ids.py <id>` scopes only the loss, which nvscope sees
+    before the model there: the listed id of the loss selects the loss, and only it, and each keeps its id."""
+    (tmp_path / "ids.py").write_text(IDS)
+    done = nvscope(tmp_path, "fusions", "ids.py")
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    start = lines.index(next(line for line in lines if line.startswith("nvscope fusions: 2 fusions")))
+    model_id, loss_id = (line.split()[0] for line in lines[start + 3:start + 5])
+    assert lines[start + 3].split()[1:] == ["linear", "1"] and lines[start + 4].split()[1:] == ["add", "1"]
+    run = python(tmp_path, "ids.py", loss_id)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines() == [f"{loss_id} NVFUSER_ENABLE=static_fusion_count", f"{model_id} -",
+                                       f"{loss_id} -"]
+
+
+def python(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """The program run as ``python script.py ...``, with the fake frontend as nvfuser_direct."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NVSCOPE_", "NVFUSER_", "PYTHON"))}
+    env["PYTHONPATH"] = os.pathsep.join((str(REPO), str(tmp_path / "site")))
+    env["NVSCOPE_DEV"] = "1"
+    return subprocess.run([sys.executable, *args], env=env, cwd=tmp_path, capture_output=True, text=True,
+                          timeout=120)
 
 
 def test_fusions_with_options_and_a_selector(tmp_path: Path) -> None:
@@ -66,3 +129,46 @@ def test_fusions_with_options_and_a_selector(tmp_path: Path) -> None:
 def test_fusions_needs_a_program(tmp_path: Path) -> None:
     done = nvscope(tmp_path, "fusions")
     assert done.returncode == 2 and "nvscope fusions --help" in done.stderr
+
+
+# Two definitions, one broken under fuse_matmul; every other run of the program executes them in the other order.
+ALTERNATING = """\
+import os
+import nvfuser_direct as fe
+
+def define(op, breaks=False):
+    with fe.FusionDefinition() as fd:
+        fd.define_tensor(shape=[2], dtype=fe.DataType.Float)
+        getattr(fd.ops, op)(0)
+        if breaks:
+            fd.define_scalar(fe.BREAKS_WITH + "fuse_matmul")
+    return fd
+
+broken, fine = define("linear", breaks=True), define("matmul")
+counter = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runs")
+runs = int(open(counter).read()) if os.path.exists(counter) else 0
+open(counter, "w").write(str(runs + 1))
+for fd in ((fine, broken) if runs % 2 else (broken, fine)):
+    fd.execute([1.0])
+"""
+
+
+def test_bisects_listing_ids_select_the_same_fusions_in_its_probes(tmp_path: Path) -> None:
+    """bisect --subprocess lists the fusions in a child that audits everything, then runs each probe in a fresh
+    process selecting fusions by those ids, here with the definitions executed in another order every other run:
+    the culprit it names is the broken definition, as `nvscope fusions` lists it, and its command reproduces."""
+    (tmp_path / "prog.py").write_text(ALTERNATING)
+    listed = nvscope(tmp_path, "fusions", "prog.py")
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stderr.splitlines()
+    start = lines.index(next(line for line in lines if line.startswith("nvscope fusions: 2 fusions")))
+    ids = {line.split()[1]: line.split()[0] for line in lines[start + 3:start + 5]}  # op -> id
+    done = nvscope(tmp_path, "bisect", "--subprocess", "--enable", "fuse_matmul,static_fusion_count", "prog.py")
+    assert done.returncode == 0, done.stderr
+    assert f"on fusions {ids['linear']} (of 2)" in done.stdout, done.stdout
+    assert f"--fusions={ids['linear']} -- prog.py" in done.stdout
+    assert "the given options on every fusion but the culprits': clean" in done.stdout
+    for op, fails in (("linear", True), ("linear", True), ("matmul", False), ("matmul", False)):
+        # Two runs each: one in either order. The culprit's line reproduces; the other fusion's runs clean.
+        run = nvscope(tmp_path, "run", "--enable=fuse_matmul", f"--fusions={ids[op]}", "--", "prog.py")
+        assert (run.returncode != 0 and "INTERNAL ASSERT" in run.stderr) if fails else run.returncode == 0, run.stderr

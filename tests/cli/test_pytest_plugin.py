@@ -13,6 +13,9 @@ from pathlib import Path
 import pytest
 
 pytest_plugins = ["pytester"]
+# The inner runs start from this test's warning filters: Python's default for nvscope's warnings there, as in a
+# user's project, not this suite's "error" (pyproject.toml), so that they report them as a user's run would.
+pytestmark = pytest.mark.filterwarnings("default::nvscope.NvscopeWarning")
 
 REPO = Path(__file__).resolve().parents[2]
 PLUGIN = ("-p", "_nvscope_pytestplugin")

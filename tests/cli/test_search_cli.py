@@ -5,21 +5,32 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from thunder_double import reset_nvscope
 
 from nvscope._cli._search_cmd import add_parser, command
 from nvscope._measure._candidates import default_candidates
 
-SCRIPT = '''\
+TESTS = Path(__file__).resolve().parents[1]  # the doubles live at tests/ top level
+
+# The step runs a fusion (the direct double, through nvscope's adapter) and its speed follows the options that
+# fusion ran with: a step through which no fusion runs is refused.
+SCRIPT = f'''\
 import pathlib, sys, time
-import nvscope
+sys.path.insert(0, {str(TESTS)!r})
+import pytest
+from noisy_double import NoisyFusions
+
+MONKEYPATCH = pytest.MonkeyPatch()
+FUSION = NoisyFusions(MONKEYPATCH, noise=False)
 
 pathlib.Path(__file__).with_suffix(".argv").write_text(repr(sys.argv))  # shows what the script saw at import
 
 def step():
-    options = nvscope.current_options()
+    options = FUSION.run()
     if "fma" in options.disable:
         raise RuntimeError("nvFuser refused this one")
     time.sleep(0.001 if "fast_math" in options.enable else 0.002)
@@ -41,7 +52,19 @@ def parse(*argv: str) -> argparse.Namespace:
 
 
 @pytest.fixture
-def script(tmp_path: Path) -> Path:
+def imported() -> Iterator[None]:
+    """Afterwards: the scripts the command imported are forgotten, their doubles and nvscope's adapters undone."""
+    yield
+    for name in ("__nvscope_search__", "searchmod"):
+        module = sys.modules.pop(name, None)
+        if module is not None and hasattr(module, "MONKEYPATCH"):
+            reset_nvscope()
+            module.MONKEYPATCH.undo()
+    reset_nvscope()
+
+
+@pytest.fixture
+def script(tmp_path: Path, imported: None) -> Path:
     path = tmp_path / "bench.py"
     path.write_text(SCRIPT)
     return path
@@ -83,16 +106,20 @@ def test_progress_goes_to_stderr(script: Path, capsys: pytest.CaptureFixture[str
     assert "nvscope search:" not in captured.out
 
 
-def test_gradients_of_a_module_attribute(tmp_path: Path) -> None:
+def test_gradients_of_a_module_attribute(tmp_path: Path, imported: None) -> None:
     pytest.importorskip("torch")
     path = tmp_path / "train.py"
     path.write_text(
-        "import torch, nvscope\n"
+        f"import sys; sys.path.insert(0, {str(TESTS)!r})\n"
+        "import pytest, torch\n"
+        "from noisy_double import NoisyFusions\n"
+        "MONKEYPATCH = pytest.MonkeyPatch()\n"
+        "FUSION = NoisyFusions(MONKEYPATCH, noise=False)\n"
         "torch.manual_seed(0)\n"
         "model = torch.nn.Linear(3, 2)\n"
         "x = torch.randn(4, 3)\n"
         "def loss():\n"
-        "    scale = 1.5 if 'fast_math' in nvscope.current_options().enable else 1.0\n"
+        "    scale = 1.5 if 'fast_math' in FUSION.run().enable else 1.0\n"
         "    return model(x).square().mean() * scale\n"
     )
     out = tmp_path / "r.json"
@@ -181,6 +208,22 @@ def test_a_script_that_fails_at_import_exits_1(tmp_path: Path, capsys: pytest.Ca
     assert "missing dependency xyz" in err and "importing" in err
 
 
+def test_a_step_through_which_no_fusion_runs_exits_1_saying_so(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """The issue's plain.py: a step that even reads the options, but runs no fusion, was searched and ended in a
+    recommendation; now it is refused as profile and bisect refuse it: one line, exit 1, no table."""
+    path = tmp_path / "plain.py"
+    path.write_text("import time, nvscope\n"
+                    "def step():\n"
+                    "    time.sleep(0.001 if nvscope.current_options().enable else 0.002)\n")
+    assert command(parse("--quiet", "--rounds", "12", f"{path}:step")) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith("nvscope search: error: search: no nvFuser fusion ran through nvscope when the "
+                                   "step ran with its defaults")
+    assert captured.err.count("\n") == 1 and "Traceback" not in captured.err
+
+
 def test_a_failing_default_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "fails.py"
     path.write_text("def step():\n    raise ValueError('shape mismatch')\n")
@@ -198,3 +241,12 @@ def test_bad_numbers_are_argparse_errors(argv: list[str]) -> None:
 def test_list_prints_the_default_candidates(capsys: pytest.CaptureFixture[str]) -> None:
     assert command(parse("--list")) == 0
     assert capsys.readouterr().out.split() == default_candidates()
+
+
+def test_json_dash_is_standard_output(script: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = command(parse("--candidates", "fast_math", "--json", "-", *TIMED, f"{script}:step"))
+    captured = capsys.readouterr()
+    assert code == 0
+    assert [row["label"] for row in json.loads(captured.out)["rows"]][-1] == "fast_math"  # the JSON alone
+    assert "fast_math" in captured.err  # the table went to standard error
+    assert not script.with_name("-").exists() and not Path("-").exists()

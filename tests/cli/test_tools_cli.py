@@ -118,6 +118,50 @@ def test_bad_command_lines_exit_with_2(argv: list[str], message: str, capsys: py
     assert message in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("check", ["sloer", "raises,sloer", ","])
+def test_a_bad_check_is_refused_before_the_script_is_imported(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                              check: str) -> None:
+    """Issue 35 item 10: `--check sloer` was refused after the import, with exit 1."""
+    script = tmp_path / "s.py"
+    script.write_text(f"open({str(tmp_path / 'imported')!r}, 'w').close()\ndef step():\n    return 1.0\n")
+    assert main(["bisect", "--enable", "fast_math", "--check", check, f"{script}:step"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("nvscope bisect: error: --check ") and err.count("\n") == 1, err
+    assert "raises, numerics, slower" in err
+    assert not (tmp_path / "imported").exists()
+
+
+@pytest.mark.parametrize("timeout", ["inf", "1e300", "nan", "0", "-1"])
+def test_a_subprocess_timeout_out_of_range_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                      timeout: str) -> None:
+    """Issue 35 item 10: inf and 1e300 passed the check, then crashed with OverflowError."""
+    script = tmp_path / "p.py"
+    script.write_text(f"open({str(tmp_path / 'ran')!r}, 'w').close()\n")
+    try:
+        code = main(["bisect", "--subprocess", "--enable", "fast_math", "--timeout", timeout, str(script)])
+    except SystemExit as stop:  # argparse's own errors
+        code = stop.code  # type: ignore[assignment]
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "--timeout" in err and "Traceback" not in err and "OverflowError" not in err
+    assert err.splitlines()[-1].startswith("nvscope bisect: error: "), err
+    assert not (tmp_path / "ran").exists()
+    with pytest.raises(ValueError, match="timeout"):
+        bisect_program([str(script)], enable=["fast_math"], timeout=float(timeout), progress=False)
+
+
+def test_bisect_json_dash_is_standard_output(script: Path, capsys: pytest.CaptureFixture[str],
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 35 item 13: `--json -` wrote a file named `-`."""
+    monkeypatch.chdir(script.parent)
+    code = main(["bisect", "--enable", "fuse_matmul", "--json", "-", "--quiet", f"{script}:step"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert json.loads(out)["fusions"] == ["forward/nvFusion2"]  # stdout is the JSON alone
+    assert "culprit: options fuse_matmul" in err  # the report goes to stderr
+    assert not Path("-").exists()
+
+
 def test_probe_command_lines() -> None:
     options = OptionSet(["fuse_matmul", "fast_math"], ["matmul_expr_eval"])
     line = run_command(options, ("backward/nvFusion3", "a/b*[1]"), ["train.py", "--steps", "1"], audit=False)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -115,6 +116,32 @@ def test_an_installed_nvfuser_for_another_torch_is_named() -> None:
     problem = _install.mismatch("nvfuser-cu128-torch28", "2.8.0+cu126", "12.6")
     assert problem == "nvfuser-cu128-torch28 is built for CUDA 12.8, but torch's CUDA is 12.6"
     assert _install.mismatch("something_else", "2.8.0", "12.8") is None
+
+
+def test_a_thunder_that_does_not_import_gets_the_combination_known_to_work(tmp_path: Path) -> None:
+    """Thunder 0.2.6 and 0.2.7.dev fail to import with torch 2.13 and newer: the doctor's fix names the torch the
+    newest nvFuser wheels are built for and the Thunder that runs them, pinned, and the page with the combinations."""
+    hint = _install.thunder_hint("2.14.0+cu130")
+    assert "do not import with torch 2.13 or newer (this is torch 2.14.0+cu130)" in hint
+    assert "install torch 2.10 for your CUDA" in hint
+    assert 'pip install --pre "lightning-thunder==0.2.7.dev20260201"' in hint
+    assert "docs/install-gpu.md" in hint and _install.THUNDER in (ROOT / "docs" / "install-gpu.md").read_text()
+    older = _install.thunder_hint("2.10.0+cu130")  # the import failed for another reason: no claim about torch
+    assert older.startswith("install a Thunder release that supports torch 2.10.0+cu130") and "2.13" not in older
+    # The extra installs that Thunder (a pre-release named in the requirement: pip needs no --pre for it).
+    assert f'thunder = ["lightning-thunder>={_install.THUNDER}"]' in (ROOT / "pyproject.toml").read_text()
+    # What `nvscope doctor` prints for a Thunder that raises on import, next to the installed torch.
+    site = tmp_path / "site"
+    (site / "thunder").mkdir(parents=True)
+    (site / "thunder" / "__init__.py").write_text("raise AttributeError(\"type object 'Tensor' has no attribute "
+                                                  "'align_as'\")\n")
+    done = subprocess.run([sys.executable, "-m", "nvscope", "doctor"], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(ROOT)])})
+    lines = done.stdout.splitlines()
+    at = lines.index("warn  Thunder is installed but fails to import: AttributeError: type object 'Tensor' has no "
+                     "attribute 'align_as'")
+    torch = pytest.importorskip("torch")
+    assert lines[at + 1] == f"fix:  {_install.thunder_hint(str(torch.__version__))}"
 
 
 def test_install_hint_reads_the_installed_torch(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -6,8 +6,10 @@ got, nvscope's audit records, warnings, and the fusions' outputs.
 
 from __future__ import annotations
 
+import re
 import warnings
 from collections.abc import Iterator
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -52,10 +54,12 @@ def test_fusions_lists_ids_phases_ops_and_the_jitted_function(double: ThunderDou
 
     step = jit(train_step)
     found = nvscope.fusions(step, torch.ones(3, requires_grad=True))
-    assert [f.id for f in found] == ["forward/nvFusion0", "backward/nvFusion1"]
+    function = "test_fusions_lists_ids_phases_ops_and_the_jitted_function.<locals>.train_step"
+    site = f"test_fusions:{function}"
+    assert [f.id for f in found] == [f"forward/nvFusion0@{site}", f"backward/nvFusion1@{site}"]
     assert [f.phase for f in found] == ["forward", "backward"] and all(f.ops == ("linear",) for f in found)
-    assert found[0].function == "test_fusions_lists_ids_phases_ops_and_the_jitted_function.<locals>.train_step"
-    assert found[0] == FusionInfo("nvFusion0", "forward", ["linear"], found[0].function)
+    assert found[0].function == function and found[0].site == site
+    assert found[0] == FusionInfo("nvFusion0", "forward", ["linear"], function, site=site)
 
 
 def test_a_backwards_function_is_its_forwards_when_the_forward_ran_scoped(double: ThunderDouble) -> None:
@@ -76,10 +80,12 @@ def test_fusions_and_audit_see_a_step_run_before_any_scope(monkeypatch: pytest.M
     try:
         step = jit(double.make_wrapper())
         step(t())  # a first, unscoped step
-        assert [f.id for f in nvscope.fusions(step, t())] == ["forward/nvFusion0"]
+        # The jitted callable is the fusion wrapper itself here: named after its class, as an nn.Module would be.
+        fusion_id = "forward/nvFusion0@thunder.executors.nvfuserex_impl:FusionDefinitionWrapper"
+        assert [f.id for f in nvscope.fusions(step, t())] == [fusion_id]
         with audit() as log:
             step(t())
-        assert [r.fusion for r in log.records] == ["forward/nvFusion0"]
+        assert [r.fusion for r in log.records] == [fusion_id]
     finally:
         reset_nvscope()
 
@@ -106,7 +112,9 @@ def test_fusions_sees_a_direct_fusion_definition_program(monkeypatch: pytest.Mon
             fd.define_tensor(shape=[2], dtype=fe.DataType.Float)
             fd.ops.linear(0)
         (info,) = nvscope.fusions(lambda: fd.execute([1.0, 2.0]))  # looked up when it runs, as in a step
-        assert info.phase == "call" and info.id.startswith("call/FusionDefinition#") and info.ops == ("linear",)
+        assert info.phase == "call" and info.ops == ("linear",) and info.function is None
+        assert info.site is not None and re.fullmatch("test_fusions:[0-9a-f]{6}", info.site)  # module, digest
+        assert info.id == f"call/FusionDefinition@{info.site}"
     finally:
         reset_nvscope()
 
@@ -123,10 +131,37 @@ def test_a_backwards_function_is_its_forwards_whether_or_not_the_first_step_was_
     x = torch.ones(3, requires_grad=True)
     found = nvscope.fusions(train_step, x)  # unscoped: the first step nvscope sees
     name = "ThunderDouble.make_model.<locals>.model"
-    assert [(f.id, f.function) for f in found] == [("forward/nvFusion0", name), ("backward/nvFusion1", name)]
+    assert [(f.id, f.function) for f in found] == [(f"forward/nvFusion0@thunder_double:{name}", name),
+                                                   (f"backward/nvFusion1@thunder_double:{name}", name)]
     with nv_options(enable=SFC, fusions=lambda info: info.phase == "backward" and info.function == name):
         train_step(x)
     assert options_of(double)[-2:] == [OptionSet(), OptionSet(SFC)]
+
+
+@pytest.mark.parametrize("forward_scoped", [True, False])
+def test_a_backward_fusions_id_does_not_depend_on_whether_its_forward_ran_in_a_scope(
+        double: ThunderDouble, forward_scoped: bool) -> None:
+    """The listed id of a backward fusion selects it in a fresh run whose forward ran in a scope, or with no scope
+    and no audit anywhere (the scope around ``.backward()`` alone)."""
+    torch = pytest.importorskip("torch")
+
+    def program() -> tuple[Any, Any]:
+        model, _, _ = double.make_model()
+        return jit(model), torch.ones(3, requires_grad=True)
+
+    step, x = program()
+    listed = nvscope.fusions(lambda: step(x).sum().backward())
+    backward_id = listed[1].id
+    assert backward_id == "backward/nvFusion1@thunder_double:ThunderDouble.make_model.<locals>.model"
+    nvscope.uninstall()  # a fresh run of the program
+    nvscope.thunder.install()
+    step, x = program()
+    with nv_options(disable=MEE, fusions="*/*") if forward_scoped else nullcontext():
+        y = step(x)
+    with audit() as log, nv_options(enable=SFC, fusions=backward_id):
+        y.sum().backward()
+    assert [(r.fusion, r.options) for r in log.records] == [
+        (backward_id, OptionSet(SFC, MEE if forward_scoped else ()))]
 
 
 def test_ops_come_from_the_printed_definition(double: ThunderDouble) -> None:
@@ -467,7 +502,7 @@ def test_uninstall_drops_every_fusions_table(double: ThunderDouble) -> None:
 
 def test_an_option_set_as_a_scope(double: ThunderDouble) -> None:
     recommended = OptionSet(SFC, MEE)
-    with nv_options(recommended) as active:
+    with pytest.warns(nvscope.NoFusionWarning), nv_options(recommended) as active:
         assert active == recommended
     with pytest.raises(TypeError, match="takes no disable="):
         nv_options(recommended, disable=["fallback"])

@@ -178,6 +178,7 @@ def test_rebuild_salts_on_the_legacy_frontend(load: Callable[[str], Any]) -> Non
 
 # --- direct users: nvscope.nvfuser.install() -------------------------------------------------------------------------
 
+@pytest.mark.filterwarnings("ignore::nvscope.NoFusionWarning")  # its scopes run nothing on purpose
 def test_install_is_opt_in_and_idempotent(load: Callable[[str], Any]) -> None:
     fe = load("nvfuser_direct")
     original = fe.FusionDefinition.__dict__["execute"]
@@ -216,7 +217,7 @@ def test_direct_execute_honours_the_scope_on_a_rebuilt_fd(load: Callable[[str], 
     with audit() as log:
         with nv_options(enable=FM):
             assert fd.execute([3.0], device="cuda:0") == [6.0]
-            fd.execute([3.0])
+            fd.execute([3.0], device="cuda:0")
         with nv_options(disable=MEE):
             fd.execute([3.0], _enable_options=KP)
         fd.execute([3.0])
@@ -230,7 +231,7 @@ def test_direct_execute_honours_the_scope_on_a_rebuilt_fd(load: Callable[[str], 
         ("new", OptionSet(FM), direct), ("reused", OptionSet(FM), direct), ("new", OptionSet(KP, MEE), direct),
         ("default", OptionSet(), direct),  # audited like a Thunder fusion: unscoped executions too
     ]
-    assert len({r.fusion for r in log.records}) == 1 and log.records[0].fusion.startswith("call/FusionDefinition#")
+    assert len({r.fusion for r in log.records}) == 1 and log.records[0].fusion.startswith("call/FusionDefinition")
 
 
 def test_direct_execute_with_options_covering_the_scope_runs_as_is(load: Callable[[str], Any]) -> None:
@@ -238,7 +239,7 @@ def test_direct_execute_with_options_covering_the_scope_runs_as_is(load: Callabl
     nvscope.nvfuser.install()
     fd = define(fe, 2)
     enable = ["fuse_matmul", "kernel_profile"]
-    with nv_options(enable=FM):
+    with pytest.warns(nvscope.NoEffectWarning), nv_options(enable=FM):
         fd.execute([1.0], _enable_options=enable)
     assert fe.EXECUTIONS[-1].fd is fd and fe.EXECUTIONS[-1].enable is enable
 
@@ -256,7 +257,7 @@ def test_a_failing_scoped_execute_names_its_options_and_writes_a_repro_with_them
         fd.execute([1.0], _disable_options=MEE)
     assert str(raised.value) == fe.ASSERT  # nvFuser's own error, untouched; the note says the rest
     (note,) = raised.value.__notes__
-    assert re.match(r"nvscope: nvFuser call/FusionDefinition#\d+ failed with nvFuser options "
+    assert re.match(r"nvscope: nvFuser call/FusionDefinition\S* failed with nvFuser options "
                     r"\+fuse_matmul -matmul_expr_eval\n", note), note
     assert "passed to execute: -matmul_expr_eval; scope: +fuse_matmul" in note
     script = Path(note.split("python ", 1)[1].splitlines()[0].strip())
@@ -379,3 +380,59 @@ def test_legacy_hooks_removed_when_nvfuser_adapter_patched_only_direct(monkeypat
     assert double.fe.warnings is real_warnings
     nvscope.nvfuser.uninstall()
     assert "execute" in direct.FusionDefinition.__dict__
+
+
+def breaking(fe: Any, n: int = 2) -> Any:
+    """A definition that fails in the fake nvFuser when fuse_matmul is enabled."""
+    with fe.FusionDefinition() as fd:
+        fd.define_tensor(shape=[n], dtype=fe.DataType.Float)
+        fd.ops.linear(0)
+        fd.define_scalar(fe.BREAKS_WITH + "fuse_matmul")
+    return fd
+
+
+def test_uninstall_drops_direct_partitions_and_failures(load: Callable[[str], Any]) -> None:
+    # Issue 35 item 4: after uninstall + install, a fusion that fell back compiles again under its options, and warns.
+    fe = load("nvfuser_direct")
+    nvscope.nvfuser.install()
+    fd, healthy = breaking(fe), define(fe, 2)
+    for _ in range(2):
+        with nv_options(enable=FM, on_error="fallback"), pytest.warns(nvscope.FallbackWarning, match="fuse_matmul"):
+            assert fd.execute([1.0]) == [2.0]
+            assert healthy.execute([1.0]) == [2.0]
+        nvscope.uninstall()
+        assert nvscope.nvfuser.install()
+    scoped = [("breaks-with" in c.definition) for c in fe.COMPILES if c.enable == tuple(FM)]
+    assert scoped == [True, False] * 2  # each compiled (or tried) under the options once per install
+
+
+def test_remembered_failures_keep_no_definition_alive(load: Callable[[str], Any]) -> None:
+    # Issue 35 item 8: what a failure leaves behind is text; the definitions that failed go with their fusions.
+    fe = load("nvfuser_direct")
+    nvscope.nvfuser.install()
+    for n in range(1, 4):
+        fd = breaking(fe, n)
+        with nv_options(enable=FM, on_error="fallback"), pytest.warns(nvscope.FallbackWarning):
+            fd.execute([1.0] * n)
+        del fd
+    fe.EXECUTIONS.clear()  # the double's records of the defaults' runs hold the user's definitions
+    gc.collect()
+    assert list(fe.DEFINITIONS) == []
+    fd = breaking(fe, 1)  # still remembered: no second compile attempt for an equal definition
+    with nv_options(enable=FM, on_error="fallback"):
+        assert fd.execute([1.0]) == [2.0]
+    assert [c.enable for c in fe.COMPILES if c.enable] == [tuple(FM)] * 3
+
+
+def test_a_shared_definition_never_runs_on_another_device(load: Callable[[str], Any]) -> None:
+    # Issue 35 item 12: the shared key holds execute's device argument.
+    fe = load("nvfuser_direct")
+    nvscope.nvfuser.install()
+    a, b = define(fe, 2), define(fe, 2)
+    with nv_options(enable=FM):
+        for fd, device in ((a, 0), (b, 1), (b, "cuda:0"), (a, 1), (a, None), (b, None)):
+            assert fd.execute([1.0], device=device) == [2.0]
+    ran = [e.fd for e in fe.EXECUTIONS]
+    # One definition per device, shared by a and b there ("cuda:0" is device 0; None, the inputs' device, its own).
+    assert ran[0] is ran[2] and ran[1] is ran[3] and ran[4] is ran[5] and len({id(fd) for fd in ran}) == 3
+    assert [(c.enable, c.device) for c in fe.COMPILES] == [(tuple(FM), 0), (tuple(FM), 1), (tuple(FM), None)]

@@ -8,6 +8,7 @@ inputs print the same definition, as Thunder's repeated layers do.
 
 from __future__ import annotations
 
+import functools
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -304,3 +305,118 @@ def test_a_failure_in_the_steady_state_falls_back_and_warns_at_the_callers_line(
         assert fusion(t()) == [t() * 2]  # the defaults directly, no new warning
     assert caught[0].filename == __file__
     assert [list(e.enable) for e in double.executions] == [FM, [], []]
+
+
+def execute(fd: Any) -> Any:
+    """``fd.execute`` looked up at the call: nvscope patches it only while a scope or an audit exists."""
+    return fd.execute([t()])
+
+
+def direct_definitions(fe: Any, n: int, breaks_with: str | None = None) -> list[Any]:
+    """``n`` direct FusionDefinitions that print the same definition (one breaks under ``breaks_with``, if given)."""
+    definitions = []
+    for _ in range(n):
+        with fe.FusionDefinition() as fd:
+            fd.define_tensor(shape=[2], dtype=fe.DataType.Float)
+            fd.ops.linear(0)
+            if breaks_with is not None:
+                fd.define_scalar(fe.BREAKS_WITH + breaks_with)
+        definitions.append(fd)
+    return definitions
+
+
+@pytest.mark.parametrize("adapter", ["thunder", "direct"])
+def test_a_run_time_failure_after_the_compile_is_that_fusions_alone(make_double: Callable[..., ThunderDouble],
+                                                                   monkeypatch: pytest.MonkeyPatch,
+                                                                   adapter: str) -> None:
+    # Issue 35 item 2: A compiles and runs, then one execution of it fails (out of memory, say) under fallback. The
+    # definition compiled fine: its twin C runs it with the options, under on_error="raise" too, without compiling.
+    if adapter == "thunder":
+        double = make_double()
+        fe = double.fe
+        a, c = (functools.partial(fusion, t()) for fusion in layers(double, 2))
+    else:
+        fe = load_frontend(monkeypatch, "nvfuser_direct")
+        assert nvscope.nvfuser.install()
+        a, c = (functools.partial(execute, fd) for fd in direct_definitions(fe, 2))
+    with nv_options(enable=FM, on_error="fallback"):
+        assert a() == [t() * 2]  # compiles and runs
+        fe.FAIL_NEXT.append(RuntimeError("CUDA out of memory"))
+        with pytest.warns(FallbackWarning, match="CUDA out of memory") as caught:
+            assert a() == [t() * 2]
+    assert "share this failure" not in str(caught[0].message)
+    with nv_options(enable=FM):
+        assert c() == [t() * 2]
+    with nv_options(enable=FM, on_error="fallback"), warnings.catch_warnings():
+        warnings.simplefilter("error")  # no warning: C's executions are fine
+        assert c() == [t() * 2]
+    assert [list(e.enable) for e in fe.EXECUTIONS] == [FM, [], FM, FM]
+    assert fe.EXECUTIONS[2].fd is fe.EXECUTIONS[0].fd  # the definition A compiled
+    assert [c.enable for c in fe.COMPILES] == [tuple(FM), ()]  # and A's defaults, at its fallback
+
+
+def test_a_failure_of_the_first_execution_is_the_definitions(double: ThunderDouble) -> None:
+    # The same injected failure at the definition's first execution (its compile): shared, as a compile failure.
+    a, c = layers(double, 2)
+    double.fe.FAIL_NEXT.append(RuntimeError("CUDA out of memory"))
+    with nv_options(enable=FM, on_error="fallback"), pytest.warns(FallbackWarning, match="share this failure"):
+        assert a(t()) == [t() * 2]
+    with nv_options(enable=FM), pytest.raises(RuntimeError, match="failed under these options in fusion"):
+        c(t())
+    assert [c.enable for c in double.fe.COMPILES] == [()]  # A's defaults: nothing compiled under the options
+
+
+@pytest.mark.parametrize("adapter", ["thunder", "direct"])
+def test_legacy_frontend_a_shared_failure_is_one_compile_attempt_and_one_warning(
+        make_double: Callable[..., ThunderDouble], monkeypatch: pytest.MonkeyPatch, adapter: str) -> None:
+    # Issue 35 item 6: the legacy frontend's layers share nvFuser's cache entry, so one failing compile is theirs.
+    if adapter == "thunder":
+        double = make_double("legacy")
+        fe = double.fe
+        fusions = layers(double, 3, breaks_with="fuse_matmul")
+        calls = [functools.partial(fusion, t()) for fusion in fusions]
+    else:
+        fe = load_frontend(monkeypatch, "nvfuser")
+        assert nvscope.nvfuser.install()
+        calls = [functools.partial(execute, fd) for fd in direct_definitions(fe, 3, "fuse_matmul")]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(2):
+            with nv_options(enable=FM, on_error="fallback"):
+                assert [call() for call in calls] == [[t() * 2]] * 3
+    fallbacks = [str(w.message) for w in caught if issubclass(w.category, FallbackWarning)]
+    assert len(fallbacks) == 1 and "same nvFuser definition" in fallbacks[0], fallbacks
+    assert [c.enable for c in fe.COMPILES].count(tuple(FM)) == 1
+
+
+def test_legacy_frontend_a_run_time_failure_is_not_shared(make_double: Callable[..., ThunderDouble]) -> None:
+    double = make_double("legacy")
+    a, c = layers(double, 2)
+    with nv_options(enable=FM, on_error="fallback"):
+        a(t())
+        double.fe.FAIL_NEXT.append(RuntimeError("CUDA out of memory"))
+        with pytest.warns(FallbackWarning, match="CUDA out of memory"):
+            a(t())
+    with nv_options(enable=FM):
+        assert c(t()) == [t() * 2]
+    assert [list(e.enable) for e in double.executions] == [FM, [], FM]
+    assert [c.enable for c in double.fe.COMPILES] == [tuple(FM), ()]
+
+
+@pytest.mark.parametrize("frontend", ["direct", "legacy"])
+def test_the_audit_counts_a_rebuilt_partition_on_its_compiled_definition_as_no_compile(
+        make_double: Callable[..., ThunderDouble], monkeypatch: pytest.MonkeyPatch, frontend: str) -> None:
+    # Issue 35 item 7: one partition per fusion, two option sets alternated three times: two compiles.
+    monkeypatch.setenv("NVSCOPE_MAX_PARTITIONS", "1")
+    double = make_double(frontend)
+    fusion = double.make_wrapper()
+    with audit() as log:
+        for _ in range(3):
+            for enable in (FM, SFC):
+                with nv_options(enable=enable):
+                    fusion(t())
+    assert [c.enable for c in double.fe.COMPILES] == [tuple(FM), tuple(SFC)]
+    assert [r.partition for r in log.records] == ["new"] * 6  # each scope rebuilt the evicted partition
+    summary = log.summary().splitlines()[-1]
+    assert summary.startswith("6 fusion executions, 2 new partitions compiled"), summary
+    assert "4 rebuilt partitions ran their definition compiled before" in summary, summary

@@ -10,6 +10,8 @@ time; the shared cache's bound is not reached. The model, written from the docum
   again); a failing key is one compile attempt and one `FallbackWarning`, whichever fusions reach it and however
   often their partitions are rebuilt; a fusion that failed under options uses its defaults under them for any inputs
   (one attempt and one warning per fusion and options, as docs/failures.md says);
+* a failure injected into an execution (out of memory, say) is the key's when it hits the key's first execution (its
+  compile), and only that fusion's once the key has run: other fusions go on running the compiled definition;
 * each execution ran the fusion's own definition with its scope's options, or (a failed key) its defaults;
 * unscoped executions run Thunder's own definitions, never a scope's.
 """
@@ -74,23 +76,30 @@ class SharedCacheMachine(RuleBasedStateMachine):
 
     @rule(fusion=st.integers(0, FUSIONS - 1), options=st.integers(0, len(OPTION_SETS) - 1),
           size=st.sampled_from([2, 3]))
-    def run_scoped(self, fusion: int, options: int, size: int) -> None:
+    def run_scoped(self, fusion: int, options: int, size: int, inject: bool = False) -> None:
         enable = OPTION_SETS[options]
         definition = self.definition_of[fusion]
         breaks = DEFINITIONS[definition][1] in enable
         key = (definition, size, frozenset(enable))
+        known = key in self.failed or (fusion, frozenset(enable)) in self.fusion_failed  # its defaults, directly
+        # A failure injected into the execution under the options (only where it runs them, under fallback).
+        inject = inject and not known and not breaks and "fuse_matmul" in enable
+        if inject:
+            self.double.fe.FAIL_NEXT.append(RuntimeError("CUDA out of memory"))
         before = len(self.double.executions)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             with nv_options(enable=list(enable), on_error="fallback" if "fuse_matmul" in enable else "raise"):
                 outputs = self.fusions[fusion](Tensor((1.0,) * size))
+        assert not self.double.fe.FAIL_NEXT  # the injected failure hit the execution under the options
         self.warnings += sum(issubclass(w.category, FallbackWarning) for w in caught)
         assert outputs == [Tensor((2.0,) * size)]
         ran = self.double.executions[before:]
-        if breaks:
-            if key not in self.failed and (fusion, frozenset(enable)) not in self.fusion_failed:
-                self.failed.add(key)
-                self.attempts += 1
+        if known or breaks or inject:
+            if not known:
+                if key not in self.compiled:  # its first execution: the key's compile failed, for every fusion
+                    self.failed.add(key)
+                    self.attempts += not inject  # an injected failure comes before nvFuser's compile
                 self.warned += 1
             self.fusion_failed.add((fusion, frozenset(enable)))
             assert not ran[-1].enable and not ran[-1].disable  # the defaults
@@ -100,6 +109,14 @@ class SharedCacheMachine(RuleBasedStateMachine):
                 self.attempts += 1
             assert len(ran) == 1 and set(ran[0].enable) == set(enable)
         assert ran[-1].fd.body() == self._body(fusion, size)  # its own definition, whoever compiled it
+
+    @rule(fusion=st.integers(0, FUSIONS - 1), options=st.sampled_from([0, 3]), size=st.sampled_from([2, 3]))
+    def run_scoped_failing_once(self, fusion: int, options: int, size: int) -> None:
+        """One execution of ``fusion`` under the options fails; then the fusions with its definition run there."""
+        self.run_scoped(fusion, options, size, inject=True)
+        for twin, definition in enumerate(self.definition_of):
+            if definition == self.definition_of[fusion]:
+                self.run_scoped(twin, options, size)
 
     @rule(fusion=st.integers(0, FUSIONS - 1))
     def run_unscoped(self, fusion: int) -> None:

@@ -32,6 +32,16 @@ MEE = ["matmul_expr_eval"]
 RESET = "Reset the FusionCache manually"
 
 
+def reaches_no_fusion() -> pytest.WarningsRecorder:
+    """What a scope that runs no fusion says as it exits: these tests' scopes without a call show the plumbing."""
+    return pytest.warns(nvscope.NoFusionWarning, match="without executing any nvFuser fusion")
+
+
+def changes_no_fusion() -> pytest.WarningsRecorder:
+    """What a scope says that adds nothing to Thunder's own options: each fusion ran its default kernels."""
+    return pytest.warns(nvscope.NoEffectWarning, match="changed no fusion")
+
+
 @pytest.fixture
 def make_double(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., ThunderDouble]]:
     reset_nvscope()
@@ -106,7 +116,7 @@ def test_install_patches_and_is_idempotent(double: ThunderDouble) -> None:
     assert nvscope.thunder.unsupported() is None
     assert nvscope.thunder.install() is True
     assert nvscope.thunder.installed()
-    with nv_options(enable=FM):  # the per-fusion patches are in place while a scope exists
+    with reaches_no_fusion(), nv_options(enable=FM):  # the per-fusion patches are in place while a scope exists
         patched = patched_entries(double)
         assert patched[0] is not call and patched[0].__wrapped__ is call
         assert patched[1] is not forward and patched[1].__func__.__wrapped__ is forward.__func__
@@ -118,26 +128,33 @@ def test_install_patches_and_is_idempotent(double: ThunderDouble) -> None:
 
 def test_thunder_runs_its_own_call_while_no_scope_exists_anywhere(double: ThunderDouble) -> None:
     """The per-fusion patches are in place from a scope's first frame to its last one's end (a copied context, a
-    bound callable, an audit keep them); with none, Thunder's own functions run untouched."""
+    bound callable, an audit keep them); with none, Thunder's own functions run untouched, but for the forward's
+    hook (once per step, while installed), which names the jitted function for the backward's fusion ids."""
     call, forward, backward, _ = patched_entries(double)
-    own = (call, forward, backward)
+    own = (call, backward)
+
+    def on_demand() -> tuple[Any, Any]:
+        entries = patched_entries(double)
+        return entries[0], entries[2]
+
     gc.collect()  # a frame held by an earlier test's exception, in a reference cycle, counts until it is freed
     assert nvscope.thunder.install()
-    assert patched_entries(double)[:3] == own
-    with nv_options(enable=FM):
-        assert all(a is not b for a, b in zip(patched_entries(double)[:3], own, strict=True))
+    assert on_demand() == own
+    assert patched_entries(double)[1].__func__.__wrapped__ is forward.__func__  # in place while installed
+    with reaches_no_fusion(), nv_options(enable=FM):
+        assert all(a is not b for a, b in zip(on_demand(), own, strict=True))
         elsewhere = contextvars.copy_context()
         bound = nvscope.bind(lambda: None)
     assert patched_entries(double)[0] is not call  # the copy and the bound callable still hold the scope
     del elsewhere
     assert patched_entries(double)[0] is not call
     del bound
-    assert patched_entries(double)[:3] == own
+    assert on_demand() == own
     with audit():
         assert patched_entries(double)[0] is not call
-    assert patched_entries(double)[:3] == own
+    assert on_demand() == own
     nvscope.thunder.uninstall()
-    assert patched_entries(double)[:3] == own
+    assert patched_entries(double)[:3] == (call, forward, backward)
 
 
 def test_another_tools_patch_of_the_call_survives_scopes(installed: ThunderDouble) -> None:
@@ -160,7 +177,7 @@ def test_another_tools_patch_of_the_call_survives_scopes(installed: ThunderDoubl
     assert vars(cls)["__call__"] is profiled
     wrapper(Tensor((1.0,)))
     assert seen == ["nvFusion0"]
-    with nv_options(enable=FM):
+    with reaches_no_fusion(), nv_options(enable=FM):
         hook = vars(cls)["__call__"]
 
         def outer(self: Any, *args: Any) -> Any:
@@ -192,7 +209,7 @@ def test_a_bound_generator_closed_by_the_collector_cleans_up_under_its_scope(ins
     gc.collect()
     gc.disable()
     try:
-        with nv_options(enable=FM):
+        with reaches_no_fusion(), nv_options(enable=FM):
             make = nvscope.bind(body)
         generator = make()
         next(generator)
@@ -211,7 +228,7 @@ def test_a_context_copied_in_a_scope_keeps_its_options_after_the_scope_exits(ins
     """An asyncio task made inside a scope runs in a copy of the context: its fusions get the scope's options even
     when they run after the creating code left the scope (and no other scope exists then)."""
     wrapper = installed.make_wrapper("nvFusion0")
-    with nv_options(enable=FM):
+    with reaches_no_fusion(), nv_options(enable=FM):
         task_context = contextvars.copy_context()
     wrapper(Tensor((1.0,)))
     assert installed.executions[-1].enable == []
@@ -366,7 +383,7 @@ def test_scope_merges_with_compile_time_options_in_a_partition(installed: Thunde
 
 def test_scope_adding_nothing_uses_thunders_default(installed: ThunderDouble) -> None:
     wrapper = installed.make_wrapper(enable=FM + SFC, disable=MEE)
-    with audit() as log, nv_options(enable=FM, disable=MEE):
+    with audit() as log, changes_no_fusion(), nv_options(enable=FM, disable=MEE):
         wrapper(t())
     (execution,) = installed.executions
     assert execution.fd is default_fd(wrapper, t())
@@ -449,7 +466,7 @@ def test_partitions_are_lru_bounded(installed: ThunderDouble) -> None:
         assert run(FM) is first_fm  # survived
         second_sfc = run(SFC)  # rebuilt, evicting KP
     # The partition is new, but its definition is the one compiled before: kept by the process-wide shared cache
-    # (nvscope._exec._shared; tests/test_shared.py checks NVSCOPE_SHARE=0, where it is compiled anew).
+    # (nvscope._exec._shared; tests/exec/test_shared.py checks NVSCOPE_SHARE=0, where it is compiled anew).
     assert second_sfc is first_sfc
     assert [r.partition for r in log.records] == ["new", "reused", "new"]
     assert table.evictions == 2 and len(table) == 2
@@ -541,7 +558,7 @@ def test_nvtx_range_names_the_options(installed: ThunderDouble) -> None:
     wrapper(t())
     with nv_options(enable=FM, disable=MEE):
         wrapper(t())
-    with nv_options(enable=KP):  # adds nothing: Thunder's own call, its own name
+    with changes_no_fusion(), nv_options(enable=KP):  # adds nothing: Thunder's own call, its own name
         wrapper(t())
     assert installed.ranges == ["nvFusion0", "nvFusion0 [+fuse_matmul +kernel_profile -matmul_expr_eval]",
                                 "nvFusion0"]

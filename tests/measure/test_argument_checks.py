@@ -249,7 +249,12 @@ def test_profile_fusions_split_on_commas_as_run_does(script: Path, capsys: pytes
     (["profile", "--enable", "fast_math", "--warmup", "-1"], "argument --warmup: must be an int >= 0, got -1"),
     (["search", "--per-fusion", "--steps", "0"], "argument --steps: must be an int >= 1, got 0"),
     (["bisect", "--enable", "fast_math", "--slower-by", "-1"], "argument --slower-by: must be a finite number >= 0"),
-    (["bisect", "--enable", "fast_math", "--subprocess", "--timeout", "0"], "argument --timeout: must be a number > 0"),
+    (["bisect", "--enable", "fast_math", "--subprocess", "--timeout", "0"],
+     "argument --timeout: must be a finite number > 0"),
+    (["bisect", "--enable", "fast_math", "--subprocess", "--timeout", "inf"],  # Issue 35 item 10: OverflowError
+     "argument --timeout: must be a finite number > 0"),
+    (["bisect", "--enable", "fast_math", "--subprocess", "--timeout", "1e300"],
+     "argument --timeout: must be at most 1e+06 seconds"),
 ])
 def test_bad_values_exit_2_before_the_script_is_imported(script: Path, capsys: pytest.CaptureFixture[str],
                                                          argv: list[str], message: str) -> None:

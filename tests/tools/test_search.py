@@ -1,24 +1,28 @@
-"""nvscope search on CPU: a function that reads the active options, as an executor would, and whose speed and
-numerics depend on them. Big effects (x0.5, x2) and short sleeps, so verdicts are certain and the file is quick."""
+"""nvscope search on CPU: a step that runs a fusion (the direct double, through nvscope's adapter: the `fusion`
+fixture) and whose speed and numerics depend on the options that fusion ran with. Big effects (x0.5, x2) and short
+sleeps, so verdicts are certain and the file is quick."""
 
 from __future__ import annotations
 
 import io
 import itertools
 import json
+import re
 import sys
 import time
 import warnings
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from noisy_double import NoisyFusions
 from thunder_double import ThunderDouble, reset_nvscope
 
 import nvscope
 from nvscope import OptionSet, UnknownOptionError, current_options
 from nvscope._measure._candidates import default_candidates, parse_candidate
 from nvscope._tools._search import search
-from nvscope._tools._search_report import SearchResult
+from nvscope._tools._search_report import SearchResult, SearchRow
 
 torch = pytest.importorskip("torch")
 # Most tests here search functions of a microsecond on purpose; tests/tools/test_search_timing.py tests that warning.
@@ -28,24 +32,30 @@ BASE_S = 0.004
 FAST = {"fast_math": 0.5, "memory_promotion": 0.6, "tma_inner_persistent": 0.7}  # time factors, alone
 QUICK = {"rounds": 5, "steps_per_round": 1, "warmup": 1, "progress": False}
 # For the tests that assert timing verdicts: enough rounds that a few disturbed ones (a busy 2-core CI machine
-# preempts a sleeping thread for milliseconds) cannot move the interval across 1.0.
-TIMED = {**QUICK, "rounds": 16}
+# preempts a sleeping thread for milliseconds) cannot move the interval across 1.0. The intervals are simultaneous
+# over all candidates (seven, at most, here: each at 99.3 %, between the 6th and 19th of 24 ratios), so up to five
+# disturbed rounds of 24 leave a x0.6 candidate "faster".
+TIMED = {**QUICK, "rounds": 24}
+
+Fusion = Callable[[], OptionSet]  # the `fusion` fixture (tests/conftest.py): runs a fusion, returns its options
 
 
 class Workload:
-    """``step(x)``: sleeps BASE_S x the factors of the active options, returns x (times 1.01 under tma_pointwise).
+    """``step(x)``: runs a fusion, sleeps BASE_S x the factors of the options it ran with, returns x (times 1.01
+    under tma_pointwise).
 
     fast_math x0.5 and memory_promotion x0.6 compound; tma_inner_persistent is x0.7 alone but x1.5 on top of
     fast_math (it conflicts); ws_normalization x2 (slower); tma_reduction alternates x0.5 / x1.5 from call to call
     (no difference on median, with a wide interval); -fma raises. Every call's options are recorded.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, fusion: Fusion) -> None:
+        self.fusion = fusion
         self.calls: list[OptionSet] = []
         self.parity = 0
 
     def __call__(self, x: Any) -> Any:
-        options = current_options()
+        options = self.fusion()  # what nvFuser received: the scope's options
         self.calls.append(options)
         if "fma" in options.disable:
             raise RuntimeError("INTERNAL ASSERT FAILED at csrc/scheduler/runtime_info.h:69\nthe rest of the message")
@@ -63,8 +73,18 @@ class Workload:
 
 
 @pytest.fixture
-def work() -> Workload:
-    return Workload()
+def fusion(monkeypatch: pytest.MonkeyPatch) -> Iterator[Fusion]:
+    """``fusion()`` runs a fusion in the active scope and returns the options nvFuser received: as the conftest's
+    fixture, but one that every option can change (its definition holds every op the catalog gates on), so that
+    memory_promotion or ws_normalization reach it."""
+    double = NoisyFusions(monkeypatch, noise=False)
+    yield double.run
+    double.close()
+
+
+@pytest.fixture
+def work(fusion: Fusion) -> Workload:
+    return Workload(fusion)
 
 
 def test_verdicts_ranking_failures_and_the_greedy_combination(work: Workload) -> None:
@@ -140,11 +160,11 @@ def test_every_call_runs_under_exactly_one_variant_and_nothing_leaks(work: Workl
     assert result["fast_math"].ratio is not None and result["fast_math"].ratio.rounds == 5
 
 
-def test_a_failure_while_timed_is_reported_and_dropped() -> None:
+def test_a_failure_while_timed_is_reported_and_dropped(fusion: Fusion) -> None:
     count = {"n": 0}
 
     def flaky(x: Any) -> Any:
-        if "fast_math" in current_options().enable:
+        if "fast_math" in fusion().enable:
             count["n"] += 1
             if count["n"] > 4:  # first call and warm-up pass; it breaks in the rounds
                 raise ValueError("out of memory")
@@ -157,10 +177,11 @@ def test_a_failure_while_timed_is_reported_and_dropped() -> None:
     assert result["tma_pointwise"].ratio is not None and result["tma_pointwise"].ratio.rounds == 5
 
 
-def test_runs_in_development_mode_and_restores_the_setting(work: Workload) -> None:
+def test_runs_in_development_mode_and_restores_the_setting(fusion: Fusion) -> None:
     seen = []
 
     def fn(x: Any) -> Any:
+        fusion()
         seen.append(nvscope.development_mode())
         return x
 
@@ -172,7 +193,7 @@ def test_runs_in_development_mode_and_restores_the_setting(work: Workload) -> No
     assert nvscope.set_development_mode(True) is False  # the previous setting is back
 
 
-def test_the_search_s_development_mode_does_not_leak_to_other_threads() -> None:
+def test_the_search_s_development_mode_does_not_leak_to_other_threads(fusion: Fusion) -> None:
     """The search turns development mode on for its own context: a thread running meanwhile keeps the process-wide
     setting (it entered its scopes outside development mode, and must still be warned)."""
     import threading
@@ -186,6 +207,7 @@ def test_the_search_s_development_mode_does_not_leak_to_other_threads() -> None:
         answered.set()
 
     def fn(x: Any) -> Any:
+        fusion()
         if not asked.is_set():
             asked.set()
             answered.wait(30)
@@ -209,9 +231,9 @@ def test_the_default_failing_stops_the_search() -> None:
     assert current_options() == OptionSet()
 
 
-def test_winners_that_contradict_each_other_are_not_combined() -> None:
+def test_winners_that_contradict_each_other_are_not_combined(fusion: Fusion) -> None:
     def step(x: Any) -> Any:  # id_model and -id_model: both faster, alone; together they are no option set
-        options = current_options()
+        options = fusion()
         time.sleep(BASE_S * (0.5 if "id_model" in options.enable else 0.6 if "id_model" in options.disable else 1))
         return x
 
@@ -224,11 +246,11 @@ def test_winners_that_contradict_each_other_are_not_combined() -> None:
     assert result.recommended == OptionSet(["id_model"])
 
 
-def test_a_failure_late_in_the_search_keeps_what_was_measured() -> None:
+def test_a_failure_late_in_the_search_keeps_what_was_measured(fusion: Fusion) -> None:
     combined: list[bool] = []
 
     def step(x: Any) -> Any:
-        options = current_options()
+        options = fusion()
         if len(options.enable) == 2:
             combined.append(True)
         elif not options and combined:
@@ -255,11 +277,11 @@ def test_progress_to_a_closed_stderr_does_not_stop_the_search(work: Workload, mo
 
 # --- numerics ---------------------------------------------------------------------------------------------------
 
-def test_a_reused_output_buffer_does_not_hide_a_difference() -> None:
+def test_a_reused_output_buffer_does_not_hide_a_difference(fusion: Fusion) -> None:
     buffer = torch.zeros(3)
 
     def in_place(x: Any) -> Any:
-        buffer.fill_(2.0 if "fast_math" in current_options().enable else 1.0)
+        buffer.fill_(2.0 if "fast_math" in fusion().enable else 1.0)
         return buffer  # every call returns the same tensor
 
     result = search(in_place, None, candidates=["fast_math", "tma_pointwise"], **QUICK)
@@ -269,10 +291,10 @@ def test_a_reused_output_buffer_does_not_hide_a_difference() -> None:
 
 
 @pytest.mark.parametrize(("bad", "kind"), [(float("nan"), "NaN"), (float("inf"), "Inf")])
-def test_nan_and_inf_anywhere_show(bad: float, kind: str) -> None:
+def test_nan_and_inf_anywhere_show(bad: float, kind: str, fusion: Fusion) -> None:
     def fn(x: Any) -> Any:
         out = x.clone()
-        if "fast_math" in current_options().enable:
+        if "fast_math" in fusion().enable:
             out[1, 2] = bad
         return {"hidden": [1, out]}
 
@@ -299,8 +321,9 @@ class Opaque:
     (1.0, "a", "over", "out: a float became a str"),
     (True, 1, "over", "out: a bool became an int"),
 ])
-def test_outputs_without_numbers_are_not_called_ok(default: Any, candidate: Any, verdict: str, detail: str) -> None:
-    result = search(lambda: candidate if current_options() else default, candidates=["fast_math"], **QUICK)
+def test_outputs_without_numbers_are_not_called_ok(default: Any, candidate: Any, verdict: str, detail: str,
+                                                  fusion: Fusion) -> None:
+    result = search(lambda: candidate if fusion() else default, candidates=["fast_math"], **QUICK)
     n = result["fast_math"].numerics
     assert n is not None and n.verdict == verdict and n.detail.startswith(detail)
     assert (result["fast_math"].status == "over tolerance") == (verdict == "over")
@@ -308,8 +331,8 @@ def test_outputs_without_numbers_are_not_called_ok(default: Any, candidate: Any,
     assert f"  {'OVER: ' + detail if verdict == 'over' else verdict}" in row
 
 
-def test_objects_that_cannot_be_compared_are_named() -> None:
-    result = search(lambda: (torch.ones(2), Opaque()), candidates=["fast_math"], **QUICK)
+def test_objects_that_cannot_be_compared_are_named(fusion: Fusion) -> None:
+    result = search(lambda: (torch.ones(2), Opaque(), fusion())[:2], candidates=["fast_math"], **QUICK)
     n = result["fast_math"].numerics
     assert n is not None and n.verdict == "ok" and n.compared == 1 and n.uncompared == "out[1] (an Opaque)"
     assert "ok; not compared: out[1] (an Opaque)" in result.table()
@@ -324,25 +347,25 @@ def test_tolerance_is_user_settable(work: Workload) -> None:
     assert loose.tolerance == 0.05
 
 
-def test_default_tolerance_follows_the_dtype() -> None:
+def test_default_tolerance_follows_the_dtype(fusion: Fusion) -> None:
     def fn(x: Any) -> Any:
-        return x * (1.005 if "fast_math" in current_options().enable else 1.0)
+        return x * (1.005 if "fast_math" in fusion().enable else 1.0)
 
     half = search(fn, torch.ones(3, dtype=torch.bfloat16), candidates=["fast_math"], **QUICK)
     full = search(fn, torch.ones(3, dtype=torch.float32), candidates=["fast_math"], **QUICK)
-    ints = search(lambda n: n + ("fast_math" in current_options().enable), 3, candidates=["fast_math"], **QUICK)
+    ints = search(lambda n: n + ("fast_math" in fusion().enable), 3, candidates=["fast_math"], **QUICK)
     assert half["fast_math"].numerics is not None and half["fast_math"].numerics.ok  # within bf16's 4e-2
     assert full["fast_math"].status == "over tolerance"  # beyond fp32's 1e-4
     assert ints["fast_math"].status == "over tolerance"  # integers must match exactly
 
 
-def test_gradients_are_compared_with_backward_true() -> None:
+def test_gradients_are_compared_with_backward_true(fusion: Fusion) -> None:
     torch.manual_seed(0)
     model = torch.nn.Linear(4, 3)
     x = torch.randn(5, 4, requires_grad=True)
 
     def loss(x: Any) -> Any:
-        scale = 1.02 if "fast_math" in current_options().enable else 1.0
+        scale = 1.02 if "fast_math" in fusion().enable else 1.0
         return (model(x) ** 2).mean() * scale
 
     result = search(loss, x, candidates=["fast_math", "tma_pointwise"], backward=True, module=model, **QUICK)
@@ -354,11 +377,11 @@ def test_gradients_are_compared_with_backward_true() -> None:
     assert model.weight.grad is not None  # the search really ran backward
 
 
-def test_gradients_of_a_function_that_runs_backward_itself_are_compared() -> None:
+def test_gradients_of_a_function_that_runs_backward_itself_are_compared(fusion: Fusion) -> None:
     w = torch.ones(3, requires_grad=True)
 
     def step(w: Any) -> None:
-        scale = 2.0 if "fast_math" in current_options().enable else 1.0
+        scale = 2.0 if "fast_math" in fusion().enable else 1.0
         (w * scale).sum().backward()  # returns nothing: only the gradient can show the difference
 
     result = search(step, w, candidates=["fast_math"], **QUICK)
@@ -371,10 +394,10 @@ def test_backward_true_needs_a_scalar_loss() -> None:
         search(lambda: torch.ones(2, requires_grad=True) * 2, candidates=["fast_math"], backward=True, **QUICK)
 
 
-def test_an_unrepeatable_default_is_noted() -> None:
+def test_an_unrepeatable_default_is_noted(fusion: Fusion) -> None:
     counter = itertools.count()  # the search calls the default many times: a sample lasts at least a millisecond
 
-    result = search(lambda: float(next(counter)), candidates=["fast_math"], **QUICK)
+    result = search(lambda: (fusion(), float(next(counter)))[1], candidates=["fast_math"], **QUICK)
     assert result.default.status == "baseline" and result.default.numerics is not None
     assert not result.default.numerics.ok
     assert any("not repeatable" in note for note in result.notes)
@@ -431,9 +454,9 @@ def test_errors_do_not_echo_huge_inputs(fn: Any, candidates: Any, kwargs: dict[s
     assert len(str(info.value)) < 500, str(info.value)[:300]
 
 
-def test_a_huge_error_message_is_cut_in_the_table() -> None:
+def test_a_huge_error_message_is_cut_in_the_table(fusion: Fusion) -> None:
     def fn() -> float:
-        if current_options():
+        if fusion():
             raise RuntimeError("x" * 100_000)
         return 1.0
 
@@ -487,7 +510,6 @@ def test_table_progress_and_json_round_trip(work: Workload, capsys: pytest.Captu
     assert "*1 fast_math" in table and "FAILED: RuntimeError: INTERNAL ASSERT FAILED" in table
     assert "the rest of the message" not in table
     assert table.endswith("recommended: nv_options(enable=['fast_math'])")
-    assert "no nvFuser fusion ran through nvscope" in table  # a pure-Python function: the options reached nothing
     text = result.to_json()
     data = json.loads(text)
     assert data["recommended"] == {"enable": ["fast_math"], "disable": []}
@@ -497,9 +519,9 @@ def test_table_progress_and_json_round_trip(work: Workload, capsys: pytest.Captu
     assert capsys.readouterr().err == "" and quiet.timer == "time.perf_counter"
 
 
-def test_json_keeps_infinite_differences_valid() -> None:
+def test_json_keeps_infinite_differences_valid(fusion: Fusion) -> None:
     def fn() -> Any:
-        return [1.0] if "fast_math" in current_options().enable else [1.0, 2.0]  # the structure changes
+        return [1.0] if "fast_math" in fusion().enable else [1.0, 2.0]  # the structure changes
 
     result = search(fn, candidates=["fast_math"], **QUICK)
     n = result["fast_math"].numerics
@@ -523,3 +545,84 @@ def test_plot_without_matplotlib_says_how_to_get_it(work: Workload, monkeypatch:
     monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
     with pytest.raises(ImportError, match="pip install matplotlib"):
         result.plot(str(tmp_path / "x.png"))
+
+
+# --- what the search refuses, and how sure its verdicts are ------------------------------------------------------
+
+def test_a_step_through_which_no_fusion_ran_is_refused() -> None:
+    """As profile and bisect refuse it: no option can reach such a step, so any speed a candidate showed would be
+    chance (the issue's plain function ended in a recommendation)."""
+    calls: list[OptionSet] = []
+
+    def plain() -> float:
+        calls.append(current_options())
+        time.sleep(0.001 if current_options().enable else 0.002)  # it even reads the options: still refused
+        return 1.0
+
+    with pytest.raises(ValueError, match=r"^search: no nvFuser fusion ran through nvscope when the step ran with its "
+                                         r"defaults.*is the function jitted \(thunder.jit\)") as info:
+        search(plain, candidates=["fast_math"], **QUICK)
+    assert "\n" not in str(info.value)
+    assert calls == [OptionSet()] * 2  # the default's first call and its warm-up call only: no candidate ran
+    assert current_options() == OptionSet()
+
+
+def test_too_few_rounds_for_the_family_give_no_verdict_and_say_so(work: Workload) -> None:
+    """Five rounds cannot give a 95 % interval of a median (the sign test needs six for one ratio, nine for seven):
+    even a candidate twice as fast gets no verdict, and the note says how many rounds would."""
+    result = search(work, torch.ones(1), candidates=["fast_math", "memory_promotion"], **QUICK)
+    assert result["fast_math"].ratio is not None and result["fast_math"].ratio.median < 0.7
+    assert result["fast_math"].status == result["memory_promotion"].status == "no difference detected"
+    assert result.recommended == OptionSet()
+    assert "note: 5 rounds are too few for any verdict: 2 candidates judged together at 95% need at least 7 rounds" \
+        in result.table()
+
+
+def test_one_candidate_is_said_in_the_singular(work: Workload, capsys: pytest.CaptureFixture[str]) -> None:
+    search(work, torch.ones(1), candidates=["fast_math"], **{**QUICK, "progress": True})
+    assert "nvscope search: 1 candidate; each variant's first call compiles" in capsys.readouterr().err
+
+
+def _ranked_result(n: int) -> SearchResult:
+    """A result of ``n`` timed candidates (the default's 32 labels, ranked by ratio), one failed one, a combination."""
+    from nvscope._measure._numerics import Numerics
+    from nvscope._measure._stats import RatioSummary
+
+    ok = Numerics(0.0, 0.0, True, 1, "", "")
+    labels = default_candidates()[:n]
+    rows = [SearchRow("default", OptionSet(), "default", 0.004, 1.5, None, ok)]
+    rows += [SearchRow(label, parse_candidate(label), "candidate", 0.003, 1.5 * (1 + i / 100),
+                       RatioSummary(1 + i / 100, 0.9, 1.2, "no difference detected", 30, n), ok)
+             for i, label in enumerate(labels)]
+    rows.append(SearchRow("-fma", OptionSet(disable=["fma"]), "candidate", 0.002, error="RuntimeError: broken"))
+    both = parse_candidate(labels[0]) | parse_candidate(labels[1])
+    rows.append(SearchRow(f"{labels[0]} + {labels[1]}", both, "combination", 1.25, 1.2,
+                          RatioSummary(0.8, 0.7, 0.9, "faster", 30, 2), ok, versus=labels[0],
+                          versus_ratio=RatioSummary(0.8, 0.7, 0.95, "faster", 30, 2), recommended=True))
+    return SearchResult(tuple(rows), both, "time.perf_counter", 30, 1, 1, None, 0, 1.0)
+
+
+def test_the_table_keeps_its_columns_apart_for_ranks_of_10_and_more() -> None:
+    """Ranks of 10 and more ran into labels (" 10-fma"), and cells as wide as their header touched it ("ms/call
+    first call max|diff|")."""
+    lines = _ranked_result(12).table().splitlines()
+    header, rows = lines[0], lines[2:lines.index("")]
+    assert "  ms/call  first call  max|diff|  max rel  numerics" in header
+    # A mark, the rank right-aligned in two places, a blank, then the label.
+    assert [line[:4] for line in rows] == ["    ", "* 1 ", "    ", *(f" {i:>2} " for i in range(2, 14)), "  - "]
+    labels = default_candidates()[:12]
+    assert [line[4:].strip().split("  ")[0] for line in rows] == [
+        "default", f"{labels[0]} + {labels[1]}", f"vs {labels[0]}", *labels, "-fma"]
+    # Every ratio sits under its header: the right-aligned column ends where "ratio" ends.
+    end = header.index("ratio") + len("ratio")
+    assert all(re.fullmatch(r"\d\.\d{3}", line[end - 5:end]) for line in rows[:-1]), rows
+    assert rows[-1].split() == ["-", "-fma", "-", "failed", "-", "2.0", "ms", "-", "-", "FAILED:", "RuntimeError:",
+                                "broken"]
+
+
+def test_ranks_below_10_keep_a_column_of_one() -> None:
+    lines = _ranked_result(3).table().splitlines()
+    assert lines[2].startswith("   default ")
+    assert [line[:3] for line in lines[3:8]] == ["*1 ", "   ", " 2 ", " 3 ", " 4 "]  # the combination, its "vs" line
+    assert "interval: " in "\n".join(lines) and "simultaneous 95% over the 3 candidates (each at 98.33%)" in \
+        "\n".join(lines)

@@ -16,8 +16,10 @@ import nvscope
 from nvscope import OptionSet, nv_options
 from nvscope._tools._search_fusions import search_fusions
 
-# The effects are 50 %: min_gain=0.1 keeps a busy machine's noise on an unaffected fusion from being chosen.
-QUICK = {"rounds": 10, "steps_per_round": 1, "warmup": 1, "progress": False, "min_gain": 0.1}
+# The effects are 50 %: min_gain=0.1 keeps a busy machine's noise on an unaffected fusion from being chosen. 16 rounds:
+# the per-fusion intervals are simultaneous over fusions x candidates (six here, each at 99.2 %: between the 3rd and
+# 14th of 16 ratios), so two rounds a busy machine disturbs leave a x0.5 fusion "faster".
+QUICK = {"rounds": 16, "steps_per_round": 1, "warmup": 1, "progress": False, "min_gain": 0.1}
 
 
 @pytest.fixture
@@ -120,3 +122,29 @@ def test_no_candidate_helps(double: ThunderDouble, monkeypatch: pytest.MonkeyPat
     assert result.groups == () and not result.better
     assert result.verdict() == "no candidate helps any fusion: keep the defaults"
     assert result.code() == "keep the defaults"
+
+
+def test_identical_noisy_candidates_choose_nothing_over_fusions_x_candidates(monkeypatch: pytest.MonkeyPatch) -> None:
+    """4 fusions x 8 candidates that change no fusion's speed, each execution a random 1 ms (tests/noisy_double.py):
+    the per-fusion choices are made from 32 intervals that form one family (and the global set from 8), so a
+    chance choice or global set has at most 5 % probability per search. At most 10 of 200 seeds (P(X > 10) = 0.014
+    at the full 5 %); one 95 % interval per fusion and candidate chose something in most seeds."""
+    from noisy_double import NoisyFusions
+
+    from nvscope._measure._candidates import default_candidates
+
+    double = NoisyFusions(monkeypatch, fusions=4)
+    candidates = default_candidates()[:8]
+    chose = []
+    try:
+        for seed in range(200):
+            double.reseed(seed)
+            result = search_fusions(double.step, candidates=candidates, seed=seed, warmup=0, progress=False)
+            if seed == 0:
+                ratios = [r.ratio for p in result.profiles for r in p.rows]
+                assert len(ratios) == 32 and all(r is not None and r.comparisons == 32 for r in ratios)
+            if result.groups or result.global_best is not None:
+                chose.append((seed, result.code(), result.global_best))
+    finally:
+        double.close()
+    assert len(chose) <= 10, chose

@@ -1,0 +1,162 @@
+"""``nvscope options``: the option catalog as a table that fits the terminal, filtered by a query, or as JSON; and
+``--probe``, the installed nvFuser's own list of names against the catalog."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from nvscope._cli._args import write_json
+from nvscope._core import _text as _texttable
+from nvscope._core._catalog import OptionInfo, catalog
+from nvscope._core._text import cut
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from nvscope._core._catalog import Kind
+
+__all__ = ["looks_like_a_path", "options", "probe"]
+
+_EFFECTS = (
+    "effect: codegen = can change the compiled kernels or which executor runs; runtime = runtime behaviour only; "
+    "debug = output, profiling, validation"
+)
+
+
+def _option_json(option: OptionInfo) -> dict[str, Any]:
+    return {
+        "kind": option.kind, "name": option.name, "effect": option.effect, "description": option.description,
+        "since": option.since, "until": option.until, "since_day": option.since_day, "until_day": option.until_day,
+        "requires_args": option.requires_args,
+        "ops": list(option.ops), "source": option.source,
+    }
+
+
+def _nightly_note(option: OptionInfo) -> str:
+    days = [f"from {option.since_day}" if option.since_day else "", f"before {option.until_day}" if option.until_day
+            else ""]
+    return f" (nightlies {' and '.join(d for d in days if d)} only)" if any(days) else ""
+
+
+def looks_like_a_path(word: str) -> bool:
+    """`--json WORD` of ``nvscope options``: a file to write (``out.json``, ``dir/x``), or else the QUERY."""
+    return "." in word or os.sep in word or "/" in word
+
+
+def _fit(header: Sequence[str], rows: Sequence[Sequence[str]], width: int, indent: str = "  ") -> str:
+    """``render``'s table, fitted to ``width`` columns (0: no limit): the last column wrapped under itself; when the
+    other columns leave it too little room, each row on a line of its own and its last cell wrapped below it."""
+    import textwrap
+
+    text = _texttable.render(header, rows, indent=indent)
+    if not width or max(len(line) for line in text.splitlines()) <= width:
+        return text
+    widths = [max([len(h), *(len(row[i]) for row in rows)]) for i, h in enumerate(header[:-1])]
+    room = width - len(indent) - sum(w + 2 for w in widths)
+    if room >= 30:
+        wrapped: list[Sequence[str]] = []
+        for row in rows:
+            first, *more = textwrap.wrap(row[-1], room) or [""]
+            wrapped.append((*row[:-1], first))
+            wrapped.extend((*[""] * (len(row) - 1), chunk) for chunk in more)
+        return _texttable.render(header, wrapped, indent=indent)
+    deeper = indent + "    "
+    lines = []
+    for row in rows:
+        lines += textwrap.wrap("  ".join(cell for cell in row[:-1] if cell), width, initial_indent=indent,
+                               subsequent_indent=deeper)
+        lines += textwrap.wrap(row[-1], width, initial_indent=deeper, subsequent_indent=deeper)
+    return "\n".join(lines)
+
+
+def _matches(option: OptionInfo, query: str) -> bool:
+    return query.casefold() in option.name.casefold() or query.casefold() in option.description.casefold()
+
+
+def options(kind: Kind | None, json_to: str | None, query: str | None = None) -> int:
+    import shutil
+
+    try:
+        known = catalog()
+    except Exception as error:  # a broken installation: say so instead of a traceback
+        print(f"nvscope options: the option catalog cannot load: {error!r}", file=sys.stderr)
+        return 1
+    kinds: tuple[Kind, ...] = ("enable", "disable") if kind is None else (kind,)
+    selected = sorted((o for o in known.options if o.kind in kinds and (query is None or _matches(o, query))),
+                      key=lambda o: (kinds.index(o.kind), o.name))
+    if query is not None and not selected:
+        print(f"nvscope options: no {kind or 'enable or disable'} option has {cut(query, 80, repr)} in its name or "
+              "description (`nvscope options` lists them all)", file=sys.stderr)
+        return 1
+    if json_to is not None:
+        document = {
+            "source": known.source,
+            "nvfuser": None if known.nvfuser is None else str(known.nvfuser.version),
+            "options": [_option_json(o) for o in selected],
+        }
+        return write_json("options", json_to, json.dumps(document, indent=2))
+    # COLUMNS, else the terminal's width; piped with neither, no limit (a line per option, for grep)
+    width = shutil.get_terminal_size((0, 0)).columns
+    print(f"source: {known.source}")
+    print("use:    nv_options(enable=[...], disable=[...])  |  nvscope run --enable NAME  |  NVFUSER_ENABLE=NAME,...")
+    for k in kinds:
+        group = [o for o in selected if o.kind == k]
+        if query is not None and not group:
+            continue
+        print()
+        print(f"{k} options ({len(group)}{f' of {len(known.names(k))}' if query is not None else ''}):")
+        rows = [(o.name + (" (args)" if o.requires_args else "") + (" (ops)" if o.ops else ""), o.effect, o.versions,
+                 o.description + _nightly_note(o)) for o in group]
+        print(_fit(("name", "effect", "versions", "description"), rows, width))
+    print()
+
+    def note(text: str) -> None:
+        import textwrap
+
+        print(textwrap.fill(text, width, subsequent_indent="  ") if width else text)
+
+    if any(o.requires_args for o in selected):
+        note("(args): needs arguments, e.g. NVFUSER_ENABLE=name(args): set it in the environment before the process "
+             "starts; scopes cannot pass arguments")
+    gated = [o for o in selected if o.ops]
+    if gated:
+        note("(ops): can only affect a fusion holding one of these ops (fd.ops.<op> in its printed definition), as "
+             "these nvFuser files show:")
+        print(_fit(("option", "ops", "source"), [(f"{o.kind} {o.name}", ", ".join(o.ops), o.source or "")
+                                                  for o in gated], width))
+    note(_EFFECTS)
+    return 0
+
+
+def probe() -> int:
+    """``nvscope options --probe``: nvFuser's own list of names against the catalog."""
+    import importlib.util
+
+    from nvscope._core._catalog_probe import probe_installed
+    from nvscope._exec._frontends import MODULES
+
+    known = catalog()
+    print(f"catalog: {known.source}")
+    try:
+        accepted = probe_installed()
+    except Exception as error:  # RuntimeError from the probe (with its child's last lines), or the child's timeout
+        if not any(importlib.util.find_spec(name) is not None for name in MODULES):
+            why = (f"nvFuser is not installed here (no {' or '.join(MODULES)} module), so it cannot be asked: "
+                   "install it (`nvscope doctor` names the wheel) or leave out --probe")
+        else:
+            why = f"{cut(' '.join(str(error).split()), 300)} (the probe needs nvFuser and a CUDA device)"
+        print(f"nvscope options --probe: {why}", file=sys.stderr)
+        return 1
+    unknown_to_catalog = 0
+    for kind in ("enable", "disable"):
+        have, got = known.names(kind), accepted[kind]
+        print(f"{kind}: the installed nvFuser accepts {len(got)} names; the catalog lists {len(have)} for its version")
+        if got - have:
+            unknown_to_catalog += len(got - have)
+            print(f"  accepted by nvFuser but missing from the catalog: {', '.join(sorted(got - have))}")
+        if have - got:
+            print(f"  in the catalog for this version but not accepted by this build: {', '.join(sorted(have - got))}")
+    return 1 if unknown_to_catalog else 0

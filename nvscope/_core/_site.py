@@ -1,0 +1,51 @@
+"""Where a fusion sits in a program, as its id says it (`nvscope._core._fusion`): a module's name, a function's
+``<module>:<qualname>``, the digest of a printed FusionDefinition. Each is the same in every run of the program, so an
+id printed by one run selects the same fusion in the next."""
+
+from __future__ import annotations
+
+import sys
+
+__all__ = ["NOT_IN_SITE", "definition_digest", "file_of", "program_module", "site_of"]
+
+# Not in a site: they would make a printed id a glob that selects more than its fusion, or ambiguous to read back.
+NOT_IN_SITE = frozenset("#/*?[] \t\n\r")
+
+
+def definition_digest(text: str) -> str:
+    """Six hex digits of a printed FusionDefinition, the same in every process: without its ``def ...`` line, which
+    the legacy frontend numbers in the order it cached definitions."""
+    import hashlib  # here: once per direct fusion, not at `import nvscope`
+
+    first, _, rest = text.partition("\n")
+    body = rest if first.lstrip().startswith("def ") else text
+    return hashlib.blake2b(body.encode("utf-8", "replace"), digest_size=3).hexdigest()
+
+
+def program_module(module: str | None, filename: str | None = None) -> str:
+    """A module's name as ids show it: a script's (``__main__``, or the name `nvscope profile`/`bisect`/`search`
+    import it under) is its file's stem, so that ``python train.py`` and ``nvscope profile train.py:step`` agree."""
+    if not module or module == "__main__" or module.startswith("__nvscope"):
+        path = filename or getattr(sys.modules.get(module or "__main__"), "__file__", None)
+        if path:
+            module = path.replace("\\", "/").rpartition("/")[2].rpartition(".")[0] or module
+    return _clean(module or "__main__")
+
+
+def file_of(obj: object) -> str | None:
+    """The file defining ``obj``: a function's, or for a class (or an instance, e.g. an ``nn.Module``) its first
+    method's."""
+    code = getattr(obj, "__code__", None)
+    if code is None:
+        cls = obj if isinstance(obj, type) else type(obj)
+        code = next((v.__code__ for v in vars(cls).values() if hasattr(v, "__code__")), None)
+    return getattr(code, "co_filename", None)
+
+
+def site_of(module: str | None, qualname: str, filename: str | None = None) -> str:
+    """``<module>:<qualname>`` (`program_module`); characters that would read as a glob or end the site become ``_``."""
+    return f"{program_module(module, filename)}:{_clean(qualname)}"
+
+
+def _clean(text: str) -> str:
+    return "".join("_" if c in NOT_IN_SITE else c for c in text)

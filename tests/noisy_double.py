@@ -1,0 +1,95 @@
+"""Fusions every option can change, and whose executions can take a random time: for the tools' statistics.
+
+`NoisyFusions` loads the direct frontend double (tests/fake_nvfuser_frontend.py) and installs nvscope's real adapter
+over it. Each fusion's definition holds every op the catalog gates an option on, so every option can change it: a
+candidate runs in a partition of its own and the search judges it on time (not "changed nothing"); `run` executes
+one and returns the options nvFuser received, as the `fusion` fixture of tests/conftest.py does for a linear.
+
+With ``noise=True`` every execution draws how long it "took" (lognormal around 1 ms, 20 % spread, times the factor
+of each enable option it ran with, none by default) and advances the tools' clock (``nvscope._measure._timer.clock``:
+the host clock plus every delay drawn so far) by that much: thousands of runs in seconds. The noise is in the
+measured calls themselves, not in a clock that would make variants tie: two variants without a factor are identical
+but never time alike, as on a real machine. Seeded (`reseed`), so a run of many seeds is reproducible.
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+import random
+import time
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from thunder_double import load_frontend, reset_nvscope
+
+import nvscope
+import nvscope.nvfuser
+from nvscope._measure import _harness, _timer
+
+MEDIAN_S = 1e-3
+SPREAD = 0.2
+
+
+class NoisyFusions:
+    """``step()`` executes ``fusions`` distinct direct fusions in a row; ``factors``: option -> time factor."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, fusions: int = 1, factors: dict[str, float] | None = None,
+                 *, noise: bool = True) -> None:
+        reset_nvscope()
+        fe = load_frontend(monkeypatch, "nvfuser_direct")
+        ops = sorted({"linear", *(op for o in nvscope.catalog().options for op in o.ops)})
+        self.definitions = []
+        for k in range(fusions):
+            with fe.FusionDefinition() as fd:
+                fd.define_tensor(shape=[1], dtype=fe.DataType.Float)
+                for op in ops:
+                    getattr(fd.ops, op)(0)
+                fd.ops.tag(k)  # distinct definitions: distinct fusions
+            self.definitions.append(fd)
+        self.fe, self.factors = fe, factors or {}
+        self.delayed = 0.0
+        self.rng = random.Random(0)
+        execute = fe.FusionDefinition.execute
+
+        def noisy(fd: Any, inputs: Any, **kwargs: Any) -> Any:
+            if not noise:
+                return execute(fd, inputs, **kwargs)
+            took = self.rng.lognormvariate(math.log(MEDIAN_S), SPREAD)
+            for name in kwargs.get("_enable_options") or ():
+                took *= self.factors.get(name, 1.0)
+            self.delayed += took
+            return execute(fd, inputs, **kwargs)
+
+        # Before nvscope's adapter is installed, so that it wraps this execute (and the definitions it rebuilds per
+        # option set run it too).
+        monkeypatch.setattr(fe.FusionDefinition, "execute", noisy)
+        monkeypatch.setattr(_timer, "clock", lambda: time.perf_counter() + self.delayed)
+        # The harness collects all garbage before each batch of rounds, so that no collection lands in a timed block:
+        # 0.05-0.2 s once torch is loaded, most of the time of a search here, and nothing the drawn delays can feel.
+        monkeypatch.setattr(_harness, "gc", SimpleNamespace(
+            collect=lambda generation=2: 0, isenabled=gc.isenabled, disable=gc.disable, enable=gc.enable))
+        assert nvscope.nvfuser.install()
+
+    def reseed(self, seed: int) -> None:
+        """Draw from ``seed`` on; forget the double's records of earlier runs (a million of them slows every
+        garbage collection the tools do between rounds)."""
+        self.rng.seed(seed)
+        self.fe.EXECUTIONS.clear()
+        self.fe.COMPILES.clear()
+
+    def run(self) -> nvscope.OptionSet:
+        """Execute the first fusion; the options nvFuser received."""
+        self.definitions[0].execute([1.0])
+        last = self.fe.EXECUTIONS[-1]
+        return nvscope.OptionSet(last.enable, last.disable)
+
+    def step(self) -> float:
+        x = 1.0
+        for fd in self.definitions:
+            (x,) = fd.execute([x])
+        return x
+
+    def close(self) -> None:
+        reset_nvscope()
