@@ -61,8 +61,8 @@ def test_a_failing_scoped_backward_names_its_options_and_its_repro_reproduces(
     assert len(notes) == 1, getattr(error, "__notes__", None)
     note = notes[0]
     print(note)
-    assert re.search(r"Thunder fusion backward/nvFusion\d+ failed with nvFuser options \+fuse_matmul -matmul_expr_eval",
-                     note), note
+    assert re.search(r"Thunder fusion backward/nvFusion\d+(@\S+)? failed with nvFuser options "
+                     r"\+fuse_matmul -matmul_expr_eval", note), note
     assert "scope: +fuse_matmul -matmul_expr_eval" in note, note
     assert "NVFUSER_ENABLE=fuse_matmul NVFUSER_DISABLE=matmul_expr_eval" in note, note
     script = Path(note.split("repro script: python ", 1)[1].split()[0])

@@ -31,8 +31,8 @@ from workloads import CODEGEN, LINEAR_GELU, LINEAR_GELU_SHAPES, linear_gelu  # n
 def test_bisect_names_the_runtime_info_assert_and_its_line_reproduces_alone(tmp_path: Path,
                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NVSCOPE_REPRO_DIR", str(tmp_path))
-    # The printed line is checked in a fresh process that runs only this step: fusion ids are numbered by first
-    # sight in a process, so start the numbering here as that process does (earlier tests ran other nvFusion0s).
+    # The printed line is checked in a fresh process that runs only this step; fusion ids name where a fusion sits,
+    # not what ran first, so the earlier tests' fusions change nothing (the uninstall only starts from a clean slate).
     nvscope.uninstall()
     for shape in LINEAR_GELU_SHAPES:
         jitted, x, model = linear_gelu(shape)
