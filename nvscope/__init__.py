@@ -10,12 +10,9 @@
 
 from __future__ import annotations
 
-import sys
-
-from nvscope._core import _fusion
 from nvscope._core._catalog import Catalog, OptionInfo, catalog
-from nvscope._core._decorators import bind, with_nv_options
-from nvscope._core._devmode import dev_mode, development_mode, set_development_mode
+from nvscope._core._decorators import bind
+from nvscope._core._devmode import dev_mode, development_mode, is_development_mode, set_development_mode
 from nvscope._core._errors import (
     ConfigWarning,
     DevelopmentModeError,
@@ -25,16 +22,16 @@ from nvscope._core._errors import (
     NoFusionWarning,
     NvscopeError,
     NvscopeWarning,
+    SelectorError,
     UnclosedScopeWarning,
     UnknownOptionError,
     UnsupportedError,
 )
 from nvscope._core._fusion import FusionInfo, Selector, holding, phase
 from nvscope._core._optionset import OptionSet
-from nvscope._core._scope import ENTER_HOOKS, current_options, nv_options
-from nvscope._exec import _autoinstall
+from nvscope._core._scope import current_options, nv_options, with_nv_options
 from nvscope._exec._audit import AuditLog, audit, fusions
-from nvscope._exec._autoinstall import install
+from nvscope._exec._autoinstall import install, uninstall
 from nvscope._exec._events import FusionRecord
 
 TYPE_CHECKING = False  # not typing's: `import nvscope` does not import typing (see nvscope/_core/_record.py)
@@ -78,6 +75,7 @@ __all__ = [
     "RescueResult",
     "SearchResult",
     "Selector",
+    "SelectorError",
     "UnclosedScopeWarning",
     "UnknownOptionError",
     "UnsupportedError",
@@ -94,6 +92,7 @@ __all__ = [
     "fusions",
     "holding",
     "install",
+    "is_development_mode",
     "kernel_names",
     "nv_options",
     "phase",
@@ -105,8 +104,6 @@ __all__ = [
     "uninstall",
     "with_nv_options",
 ]
-
-ENTER_HOOKS.append(_autoinstall.ensure_adapters)
 
 # Loaded on first use so that `import nvscope` stays light: name -> (module, attribute).
 _LAZY = {
@@ -146,20 +143,3 @@ def __getattr__(name: str) -> object:
 
 def __dir__() -> list[str]:
     return sorted(__all__)  # the public names only: not the imports, the submodules or the lazy-loading machinery
-
-
-def uninstall() -> bool:
-    """Undo every patch nvscope made (all adapters), back to a freshly imported nvscope. Returns whether any was undone.
-
-    After it, the next non-empty scope installs the Thunder adapter again, as after ``import nvscope``; use
-    ``nvscope.thunder.uninstall()`` instead to keep scopes from doing so.
-    """
-    restored = False
-    # Only adapters that were loaded can have patched anything.
-    for name in ("nvscope._exec._thunder", "nvscope._exec._nvfuser"):
-        adapter = sys.modules.get(name)
-        if adapter is not None:
-            restored = adapter.uninstall() or restored
-    _autoinstall.reset()
-    _fusion.forget_ids()
-    return restored

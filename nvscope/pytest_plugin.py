@@ -9,4 +9,4 @@ from nvscope._cli._pytest_plugin import header, item_scopes, scoped_call, sessio
 __all__ = ["header", "item_scopes", "scoped_call", "session_scope"]
 
 # `-p nvscope.pytest_plugin` registers this module: it then registers the plugin itself (which has the hooks).
-pytest_plugins = ["_nvscope_pytestplugin"]
+pytest_plugins = ("_nvscope_pytestplugin",)

@@ -2,6 +2,10 @@
 
 In-process tests run in development mode so that entering scopes does not fill the output with
 `DevelopmentModeWarning`; a test that needs the policy itself opts out with ``@pytest.mark.no_development_mode``.
+
+Between tests, fixtures that install adapters reset nvscope with ``reset_nvscope()`` (tests/thunder_double.py), which
+is ``nvscope.uninstall()``: the one reset of every piece of state registered with `nvscope._core._state`
+(tests/core/test_state.py holds the package to registering it), before monkeypatch takes the doubles away.
 """
 
 from __future__ import annotations

@@ -1,6 +1,14 @@
 """The package's layers, read from its imports: each layer imports only the layers below it, no module imports the
 package face (``import nvscope`` inside the package would put ``__init__`` between the tools and the core), and no
-two modules import each other, directly or round a circle. Function-level imports count: they run too.
+two modules import each other, directly or round a circle. Function-level imports count: they run too, and so do
+module names in strings that code imports or runs (``"from nvscope._cli._run import run"`` in a child's source,
+``importlib.import_module("nvscope._tools._profile")``, ``-m nvscope._cli._run``).
+
+Each layer's ``__init__`` names what the layers above may use (its ``__all__``, or, in ``_core``, its explicit
+re-exports ``from ._x import a as a``), and a module of a higher layer imports a lower layer only through it:
+``from nvscope._measure import Runner``, never ``from nvscope._measure._harness import Runner``. The public faces are
+exempt: each re-exports named modules' verbs (``nvscope.thunder`` is ``nvscope._exec._thunder``'s), and the lazy
+table of ``nvscope/__init__.py`` names the module each tool loads from.
 
 The layers, lowest first (docs/how-it-works.md draws the same map):
 ``_core`` < ``_exec`` < ``_measure`` < ``_tools`` < ``_cli`` < the public faces (``nvscope/__init__.py``,
@@ -11,6 +19,9 @@ from __future__ import annotations
 
 import ast
 import pathlib
+import re
+import subprocess
+import sys
 
 import pytest
 
@@ -24,12 +35,31 @@ def module_name(path: pathlib.Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+# A layer's module named in a string that code imports or runs: after `import`/`from`/`-m`, or the whole string.
+CODE_NAME = re.compile(r"(?:^|\b(?:import|from)\s+|-m\s+)(nvscope\._\w+(?:\.\w+)*)(?=$|\s)")
+
+
+def names_in_strings(tree: ast.Module) -> set[str]:
+    """Module names that string constants (not docstrings) give to code: a child's source, import_module's argument,
+    a ``-m`` command line."""
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                  and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+            for line in node.value.splitlines() or [""]:
+                found.update(match.group(1) for match in CODE_NAME.finditer(line.strip()))
+    return found
+
+
 def imports_of(path: pathlib.Path) -> set[str]:
-    """The nvscope modules one file imports (at any depth of its code), as dotted names."""
+    """The nvscope modules one file imports (at any depth of its code, or in strings it runs), as dotted names."""
     name = module_name(path)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    tree = ast.parse(path.read_text())
+    found = {n if n in MODULES else n.rpartition(".")[0] for n in names_in_strings(tree)} & set(MODULES)
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names if alias.name.split(".")[0] == "nvscope")
         elif isinstance(node, ast.ImportFrom):
@@ -101,3 +131,97 @@ def test_the_test_reads_imports() -> None:
     scope = GRAPH["nvscope._core._scope"]
     assert "nvscope._core._policy" in scope
     assert any(layer(d) == 0 for d in GRAPH["nvscope._exec._execute"])
+
+
+# --- the layers' interfaces ----------------------------------------------------------------------------------------
+
+def types_only(path: pathlib.Path) -> set[str]:
+    """The names an ``__init__`` offers for type checkers only (under ``if TYPE_CHECKING:``; a Literal, say)."""
+    tree = ast.parse(path.read_text())
+    return {a.name for top in tree.body if isinstance(top, ast.If) and getattr(top.test, "id", "") == "TYPE_CHECKING"
+            for node in top.body if isinstance(node, ast.ImportFrom) for a in node.names}
+
+
+def interface(path: pathlib.Path) -> set[str]:
+    """What a layer's ``__init__`` offers the layers above: its ``__all__``, else its explicit re-exports (``from ._x
+    import a as a``, also under ``if TYPE_CHECKING:``) and the names it assigns."""
+    tree = ast.parse(path.read_text())
+    offered: set[str] = set()
+    body = [n for top in tree.body for n in (top.body if isinstance(top, ast.If) else [top])]
+    for node in body:
+        if isinstance(node, ast.Assign) and [getattr(t, "id", "") for t in node.targets] == ["__all__"]:
+            return set(ast.literal_eval(node.value))
+        if isinstance(node, ast.ImportFrom):
+            offered.update(a.name for a in node.names if a.asname == a.name)
+        elif isinstance(node, ast.Assign):
+            offered.update(t.id for t in node.targets if isinstance(t, ast.Name) and t.id != "TYPE_CHECKING")
+    return offered
+
+
+INTERFACES = {layer_name: interface(PACKAGE / layer_name / "__init__.py") for layer_name in LAYERS}
+
+
+def bypasses(path: pathlib.Path) -> list[str]:
+    """Where a layer module imports another layer other than through that layer's interface."""
+    me = layer(module_name(path))
+    tree = ast.parse(path.read_text())
+    found = [f"the string naming {n}" for n in sorted(names_in_strings(tree))
+             if layer(n) not in (me, FACE) and n != f"nvscope.{LAYERS[layer(n)]}"]  # the interface itself may be named
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [f"line {node.lineno}: import {a.name}" for a in node.names
+                      if a.name.startswith("nvscope.") and layer(a.name) not in (me, FACE)]
+        elif isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").startswith("nvscope."):
+            target = node.module or ""
+            other = layer(target)
+            if other in (me, FACE):
+                continue
+            if target != f"nvscope.{LAYERS[other]}":
+                found.append(f"line {node.lineno}: from {target} import ... (import it from nvscope.{LAYERS[other]})")
+            else:
+                found += [f"line {node.lineno}: {a.name}, which nvscope.{LAYERS[other]}/__init__.py does not offer"
+                          for a in node.names if a.name not in INTERFACES[LAYERS[other]]]
+    return found
+
+
+@pytest.mark.parametrize("name", sorted(n for n in MODULES if layer(n) < FACE))
+def test_callers_go_through_each_layers_interface(name: str) -> None:
+    found = bypasses(MODULES[name])
+    assert not found, f"{name} imports a lower layer around its interface: " + "; ".join(found)
+
+
+def test_the_interfaces_name_what_exists() -> None:
+    """Every name a layer offers resolves (the lazy ones load), a submodule offered as a namespace included."""
+    import importlib
+
+    for layer_name, names in INTERFACES.items():
+        package = importlib.import_module(f"nvscope.{layer_name}")
+        assert names, layer_name
+        for name in sorted(names):
+            if name.startswith("_"):
+                assert f"nvscope.{layer_name}.{name}" in MODULES, f"nvscope.{layer_name} offers no module {name}"
+                importlib.import_module(f"nvscope.{layer_name}.{name}")
+            elif name not in types_only(PACKAGE / layer_name / "__init__.py") or hasattr(package, "__getattr__"):
+                getattr(package, name)
+
+
+def test_naming_the_interfaces_loads_nothing() -> None:
+    """The interfaces above the core load their modules on first use: importing them costs `import nvscope`
+    nothing, so the tools (and the command line) stay out of a program that only scopes."""
+    code = ("import sys, nvscope; before = set(sys.modules)\n"
+            "import nvscope._exec, nvscope._measure, nvscope._tools, nvscope._cli\n"
+            "print(sorted(set(sys.modules) - before))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.split() == ["['nvscope._cli',", "'nvscope._measure',", "'nvscope._tools']"]
+
+
+def test_the_interface_test_reads_what_it_must() -> None:
+    """The readers above see a bypass, a name no interface offers and a module named in a child's source (else the
+    tests above could not fail)."""
+    tree = ast.parse('"""from nvscope._cli._run import run"""\n'
+                     'CHILD = "import nvscope\\nfrom nvscope._cli._run import run\\n"\n'
+                     'NOTE = "see `nvscope._measure._stats`"\n'
+                     'import_module("nvscope._tools._profile")\n')
+    assert names_in_strings(tree) == {"nvscope._cli._run", "nvscope._tools._profile"}  # not the docstring, the note
+    assert "Runner" in INTERFACES["_measure"] and "nv_options" in INTERFACES["_core"]
+    assert "_harness" not in INTERFACES["_measure"] and "Frame" in INTERFACES["_core"]

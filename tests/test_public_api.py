@@ -83,3 +83,32 @@ def test_dir_shows_the_public_names_only() -> None:
     for name in names:
         getattr(nvscope, name)  # each one resolves (the lazy ones load)
     assert "install" in names and "uninstall" in names
+
+
+def test_a_selector_that_returns_no_bool_raises_the_exported_selector_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    double = ThunderDouble(monkeypatch)
+    wrapper = double.make_wrapper()
+    with nvscope.dev_mode(), pytest.raises(nvscope.SelectorError, match="returned str 'yes'") as caught:
+        with nv_options(enable=["fuse_matmul"], fusions=lambda info: "yes"):  # type: ignore[arg-type,return-value]
+            wrapper(Tensor((1.0, 1.0)))
+    assert isinstance(caught.value, nvscope.NvscopeError) and isinstance(caught.value, TypeError)
+    assert "SelectorError" in nvscope.__all__
+
+
+def test_the_development_mode_getter_has_a_name_that_says_so_and_keeps_its_old_one() -> None:
+    assert nvscope.development_mode is nvscope.is_development_mode
+    with nvscope.dev_mode(True):
+        assert nvscope.is_development_mode() is True
+        with nvscope.dev_mode(False):
+            assert nvscope.is_development_mode() is False and nvscope.development_mode() is False
+
+
+def test_partitions_returns_the_exported_fusion_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    double = ThunderDouble(monkeypatch)
+    wrapper = double.make_wrapper()
+    assert nvscope.thunder.partitions(wrapper) is None  # never seen scoped
+    with nvscope.dev_mode(), nv_options(enable=["fuse_matmul"]):
+        wrapper(Tensor((1.0, 1.0)))
+    table = nvscope.thunder.partitions(wrapper)
+    assert isinstance(table, nvscope.thunder.FusionTable) and "FusionTable" in nvscope.thunder.__all__
+    assert len(table) == 1

@@ -281,7 +281,8 @@ if __name__ == "__main__":
 
 
 def reset_nvscope() -> None:
-    """Undo every patch and the autoinstall state a test may have left (before monkeypatch drops the fakes)."""
+    """Undo what a test left, before monkeypatch drops the fakes: ``nvscope.uninstall()``, the one reset of the state
+    registered with `nvscope._core._state` (patches, fusion tables, shared definitions, id numbering, memos)."""
     nvscope.uninstall()
 
 

@@ -1,26 +1,121 @@
-"""What every command that runs a user's step shares: loading the script (or ``-m`` module) and its function."""
+"""What every command that runs a user's step shares: the measuring flags (written once here, so that search,
+profile and bisect say and check them alike), loading the script (or ``-m`` module) and its function."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import importlib.util
 import os
 import sys
 import traceback
-from collections.abc import Callable
-from types import ModuleType
+from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
-__all__ = ["STDOUT", "load_step", "text_stream", "write_json"]
+from nvscope._core import cut
+from nvscope._measure import arg, attribute, count, import_script, number, rounds
+
+__all__ = ["COUNT", "POSITIVE", "ROUNDS", "SECONDS", "STDOUT", "TOLERANCE", "add_measuring", "json_took_the_target",
+           "load_step", "program_output_to_stderr", "said", "text_stream", "write_json"]
 
 STDOUT = "-"  # `--json -`: standard output, wherever --json takes a path
+
+
+def _at_least_one(name: str, value: object) -> int:
+    return count(name, value, 1)
+
+
+def _seconds(name: str, value: object) -> float:
+    from nvscope._tools import timeout_seconds
+
+    return timeout_seconds(name, value)
+
+
+def _number_word(text: str) -> int | float:
+    """A number as written: an integer stays one, so that a refusal says ``got 1000001``, not ``1000001.0``."""
+    try:
+        return int(text)
+    except ValueError:
+        return float(text)
+
+
+# The command line's argument types: the tools' own checks (nvscope._measure._checks), as argparse types.
+ROUNDS = arg(rounds)
+COUNT = arg(count)
+POSITIVE = arg(_at_least_one)
+TOLERANCE = arg(number, float)
+SECONDS = arg(_seconds, _number_word)  # finite, > 0, at most 1e6: inf or 1e300 would overflow subprocess's waits
+
+
+def add_measuring(p: argparse.ArgumentParser, rounds: int, steps: int, *, given: bool = False,
+                  warmup: bool = True) -> None:
+    """The flags of a step's measurement: --rounds, --steps, --warmup (unless ``warmup=False``), --tolerance,
+    --backward, --params, --seed. ``rounds``/``steps``: the tool's defaults, as the help shows them; ``given``: the
+    parsed values are None unless given (the command passes on only what was given)."""
+    p.add_argument("--rounds", type=ROUNDS, default=None if given else rounds,
+                   help=f"randomized timing rounds (default {rounds})")
+    p.add_argument("--steps", type=POSITIVE, default=None if given else steps,
+                   help="least calls of each variant per round; more for a short call, so that a timed sample "
+                        f"lasts half a millisecond (default {steps})")
+    if warmup:
+        p.add_argument("--warmup", type=COUNT, default=2, help="untimed calls after each first call (default 2)")
+    p.add_argument("--tolerance", type=TOLERANCE, default=None,
+                   help="bound on max|diff|/max|default| of every output and gradient (default: by dtype)")
+    p.add_argument("--backward", action="store_true",
+                   help="the function returns a scalar loss; the tool calls .backward() on it")
+    p.add_argument("--params", metavar="NAME",
+                   help="a module-level nn.Module (or Thunder module) of the script whose parameters' gradients "
+                        "are compared")
+    p.add_argument("--seed", type=int, default=0, help="seed of the round order (default 0)")
 
 
 def text_stream(json_to: str | None) -> TextIO:
     """Where a command's human-readable text goes: standard error when its JSON takes standard output (so that
     ``--json - | jq`` reads JSON alone), else standard output."""
     return sys.stderr if json_to == STDOUT else sys.stdout
+
+
+@contextlib.contextmanager
+def program_output_to_stderr(json_to: str | None) -> Iterator[None]:
+    """While the user's code runs (its import, its step, its program): with ``--json -`` its standard output goes to
+    standard error, so that standard output holds the JSON alone (``--json - | jq``). Both levels: ``sys.stdout``
+    (``print``), and file descriptor 1, which C code and the processes the program starts write to."""
+    if json_to != STDOUT:
+        yield
+        return
+    fd, saved = 1, None
+    try:
+        sys.stdout.flush()
+        fd, err = sys.__stdout__.fileno(), sys.stderr.fileno()  # type: ignore[union-attr]
+        saved = os.dup(fd)
+        os.dup2(err, fd)
+    except (OSError, ValueError, AttributeError):  # no file descriptors (an embedded or captured stream): print only
+        if saved is not None:
+            os.close(saved)
+        saved = None
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        if saved is not None:
+            for stream in (sys.stdout, sys.__stdout__):  # what the program wrote goes out before fd 1 is back
+                try:
+                    if stream is not None:
+                        stream.flush()
+                except (OSError, ValueError):
+                    pass
+            os.dup2(saved, fd)
+            os.close(saved)
+
+
+def json_took_the_target(json_to: str | None) -> str | None:
+    """With no target on the command line: when ``--json`` took the script (``--json prog.py``, ``--json
+    bench.py:step``) as its PATH, the one line that says so; else None."""
+    if json_to is None or json_to == STDOUT or not json_to.partition(":")[0].endswith(".py"):
+        return None
+    word = cut(json_to, 200)
+    return f"--json {word}: did you mean --json - {word}? (--json takes PATH or - before the script)"
 
 
 def write_json(command: str, path: str, text: str) -> int:
@@ -33,7 +128,8 @@ def write_json(command: str, path: str, text: str) -> int:
         with open(path, "w", encoding="utf-8") as out:
             out.write(text + "\n")
     except OSError as error:
-        print(f"nvscope {command}: error: could not write {path}: {error.strerror or error}", file=sys.stderr)
+        print(f"nvscope {command}: error: could not write {cut(path, 200)}: {error.strerror or error}",
+              file=sys.stderr)
         return 1
     return 0
 
@@ -44,11 +140,12 @@ def load_step(ns: argparse.Namespace, where: str, function: str, error: Callable
     ``--params`` names or None); or, after ``error(message, exit code)`` said why not, that exit code.
 
     Shared by ``nvscope search``, ``profile`` and ``bisect``. The caller restores ``sys.argv`` and ``sys.path``.
+    Messages cut what they echo of the command line (a path, module or name may be 100,000 characters long).
     """
     try:
         if ns.module is None:
             if not os.path.isfile(where):
-                return error(f"can't open file {os.path.abspath(where)!r}: no such file", 2)
+                return error(f"can't open file {said(os.path.abspath(where))}: no such file", 2)
             sys.path.insert(0, os.path.dirname(os.path.abspath(where)))
             sys.argv = [where, *ns.args]
             loaded = _import_script(where)
@@ -56,50 +153,39 @@ def load_step(ns: argparse.Namespace, where: str, function: str, error: Callable
             sys.path.insert(0, os.getcwd())
             sys.argv = [where, *ns.args]
             if importlib.util.find_spec(where.partition(".")[0]) is None:
-                return error(f"cannot import module {where!r}: no module named {where.partition('.')[0]!r}", 2)
+                return error(f"cannot import module {said(where)}: no module named {said(where.partition('.')[0])}",
+                             2)
             loaded = importlib.import_module(where)
     except Exception:
         traceback.print_exc()
-        return error(f"importing {where} failed (traceback above)", 1)
+        return error(f"importing {cut(where, 200)} failed (traceback above)", 1)
     fn = _attribute(loaded, function)
     if not callable(fn):
-        return error(f"{where} has no function {function!r}" if fn is None else
-                     f"{where}:{function} is a {type(fn).__name__}, not a function", 2)
+        return error(f"{cut(where, 200)} has no function {said(function)}" if fn is None else
+                     f"{cut(f'{where}:{function}', 200)} is a {type(fn).__name__}, not a function", 2)
     params = None
     if ns.params:
         params = _attribute(loaded, ns.params)
         if params is None:
-            return error(f"--params {ns.params}: {where} has no {ns.params!r}", 2)
+            return error(f"--params {cut(ns.params, 200)}: {cut(where, 200)} has no {said(ns.params)}", 2)
         if check_params:
-            from nvscope._measure._numerics import grad_targets
+            from nvscope._measure import grad_targets
 
             try:
                 grad_targets((), {}, params)
             except TypeError as problem:
-                return error(f"--params {ns.params}: {str(problem).replace('module= takes', 'takes', 1)}", 2)
+                return error(f"--params {cut(ns.params, 200)}: {str(problem).replace('module= takes', 'takes', 1)}",
+                             2)
     return fn, params
 
 
-def _import_script(path: str) -> ModuleType:
-    """Import ``path`` as a module named ``__nvscope_search__`` (so its ``__main__`` block does not run)."""
-    name = "__nvscope_search__"
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot import {path!r} as a Python script")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # pickle, dataclasses and typing look the module up by name
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        del sys.modules[name]
-        raise
-    return module
+_import_script = import_script  # the tools' child processes load a step the same way (nvscope._measure._load)
 
 
-def _attribute(module: ModuleType, dotted: str) -> Any:
-    value: Any = module
-    for part in dotted.split("."):
-        value = getattr(value, part, None)
-        if value is None:
-            return None
-    return value
+def said(text: str) -> str:
+    """A path, module, name or value from the command line, quoted, in a message: cut to 200 characters (a message
+    must not echo a 100,000-character argument whole)."""
+    return cut(text, 200, repr)
+
+
+_attribute = attribute

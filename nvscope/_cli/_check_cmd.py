@@ -76,12 +76,13 @@ def _error(message: str) -> int:
 
 
 def command(ns: argparse.Namespace) -> int:
-    from nvscope._tools._check import ConfigError, check
+    from nvscope._core import cut
+    from nvscope._tools import ConfigError, check
 
     try:
         result = check(ns.paths or ["."], strict=ns.strict, config=ns.config, nvfuser=ns.nvfuser)
     except FileNotFoundError as error:
-        return _error(f"{error}: give existing files or folders")
+        return _error(f"{cut(str(error), 300)}: give existing files or folders")
     except ConfigError as error:
         return _error(str(error))
     as_json = result.to_json()
@@ -91,7 +92,7 @@ def command(ns: argparse.Namespace) -> int:
             with open(ns.json, "w", encoding="utf-8") as out:
                 out.write(as_json + "\n")
         except OSError as error:
-            return _error(f"--json {ns.json}: cannot write it ({error.strerror or error})")
+            return _error(f"--json {cut(ns.json, 200)}: cannot write it ({error.strerror or error})")
     if to_stdout:
         print(as_json)
         if ns.format != "json":  # --json -: the text goes to standard error, as for every command's --json -

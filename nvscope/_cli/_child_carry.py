@@ -25,14 +25,21 @@ import sys
 import warnings
 from collections.abc import Callable, Sequence
 
-from nvscope._core import _env, _patches
-from nvscope._core._devmode import set_development_mode
-from nvscope._core._errors import ConfigWarning, NvscopeWarning
-from nvscope._core._optionset import EMPTY, OptionSet, process_options_shell
-from nvscope._core._scope import nv_options
-from nvscope._core._text import cut
-from nvscope._exec._audit import AuditLog, audit
-from nvscope._exec._frontends import MODULES
+from nvscope._core import (
+    EMPTY,
+    NVFUSER_MODULES,
+    ConfigWarning,
+    NvscopeWarning,
+    OptionSet,
+    _env,
+    _patches,
+    _scope,
+    _state,
+    cut,
+    process_options_shell,
+    set_development_mode,
+)
+from nvscope._exec import AuditLog, audit
 
 __all__ = ["HOOK_DIR", "ON_ERROR", "VARIABLE", "Settings", "export", "start", "take_over"]
 
@@ -63,14 +70,15 @@ class Settings:
         """The scopes a process under these settings enters, outermost first (this run's own last)."""
         return [*self.outer, self]
 
-    def scope(self) -> nv_options:
+    def scope(self) -> _scope.nv_options:
         """``nv_options`` with these arguments; ``fusions=``/``on_error=`` only when given (may raise on bad ones)."""
         extra: dict[str, object] = {}
         if self.fusions is not None:
             extra["fusions"] = list(self.fusions)
         if self.on_error is not None:
             extra["on_error"] = self.on_error
-        return nv_options(self.enable, self.disable, **extra)  # type: ignore[arg-type]
+        # Looked up at each call, in its module: a test stands a recording nv_options in for it (sitecustomize).
+        return _scope.nv_options(self.enable, self.disable, **extra)  # type: ignore[arg-type]
 
     def _scope_data(self) -> dict[str, object]:
         data: dict[str, object] = {"enable": self.enable, "disable": self.disable}
@@ -120,6 +128,7 @@ def export(settings: Settings) -> Callable[[], None]:
 # What the exit handler reports: (the carried settings, audit log or None, adapter install errors, the entered import
 # watch and audit, kept referenced: a generator-based context manager that is collected exits); empty once reported.
 _running: list[tuple[Settings, AuditLog | None, list[BaseException], contextlib.ExitStack]] = []
+_state.keep(__name__, "_running", "the nvscope run in progress: its exit handler reports and empties it")
 
 
 def _refuse(raw: str, why: str) -> None:
@@ -276,7 +285,7 @@ def summary(layers: Sequence[Settings], log: AuditLog) -> str:
              + (f" (and {env} from the environment, for the whole process)" if env else "")]
     lines.append(log.summary())
     if not log.records and not _patches.owners():
-        if any(name in sys.modules for name in ("thunder", *MODULES)):
+        if any(name in sys.modules for name in ("thunder", *NVFUSER_MODULES)):
             lines.append("nvscope run: no nvscope adapter was installed (NVSCOPE_AUTOINSTALL=0?), so the options "
                          "reached no fusion")
         else:

@@ -14,16 +14,24 @@ import warnings
 from types import ModuleType
 from typing import Any
 
-from nvscope._core import _env, _patches
-from nvscope._core._catalog import Catalog, catalog
-from nvscope._core._devmode import development_mode, strict_mode
-from nvscope._core._errors import UnknownOptionError
-from nvscope._core._version import version as nvscope_version
+from nvscope._core import (
+    NVFUSER_MODULES,
+    Catalog,
+    UnknownOptionError,
+    _env,
+    _patches,
+    catalog,
+    is_development_mode,
+    strict_mode,
+)
+from nvscope._core import (
+    version as nvscope_version,
+)
 from nvscope._exec import _frontends
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from nvscope._core._catalog import Kind
+    from nvscope._core import Kind
 
 __all__ = ["doctor"]
 
@@ -156,7 +164,7 @@ def _import_quietly(name: str) -> ModuleType:
 def doctor(require_gpu_stack: bool, json_to: str | None = None) -> int:
     """``nvscope doctor``: the checks, as lines and (``json_to``: a path, or ``-`` for standard output instead of the
     lines) as JSON; returns the exit code."""
-    from nvscope._core._errors import ConfigWarning
+    from nvscope._core import ConfigWarning
 
     report = _Report(require_gpu_stack, quiet=json_to == "-")
     with warnings.catch_warnings():
@@ -220,10 +228,10 @@ def _checks(report: _Report) -> None:
                            "use a machine with an NVIDIA GPU and a CUDA build of torch")
 
     # nvFuser, found without importing it (that would import torch and load CUDA libraries)
-    frontends = [name for name in _frontends.MODULES if importlib.util.find_spec(name) is not None]
+    frontends = [name for name in NVFUSER_MODULES if importlib.util.find_spec(name) is not None]
     from packaging.version import Version
 
-    from nvscope._core._catalog import installed_nvfuser
+    from nvscope._core import installed_nvfuser
 
     minimum = Version(_frontends.MIN_VERSION)
 
@@ -250,8 +258,10 @@ def _checks(report: _Report) -> None:
     # Thunder: any exception on import is reported (Thunder 0.2.x, for one, fails to import with torch >= 2.13)
     thunder: Any = None
     if importlib.util.find_spec("thunder") is None:
+        from nvscope._cli._wheels import thunder_hint
+
         report.gpu("Thunder not installed (nvscope also works with nvFuser directly)",
-                   "pip install lightning-thunder")
+                   thunder_hint(str(getattr(torch, "__version__", "(not importable)")), installed=False))
     else:
         try:
             thunder = _import_quietly("thunder")
@@ -270,8 +280,7 @@ def _checks(report: _Report) -> None:
         report.line("ok", "Thunder adapter: installed")
     elif thunder is not None:
         try:
-            from nvscope._exec._thunder_adapter import IMPL_MODULE
-            from nvscope._exec._thunder_autograd import AUTOGRAD_MODULE
+            from nvscope._exec import AUTOGRAD_MODULE, IMPL_MODULE
 
             _import_quietly(IMPL_MODULE)
             _import_quietly(AUTOGRAD_MODULE)
@@ -289,9 +298,9 @@ def _checks(report: _Report) -> None:
 
     # Policy
     _check_flag_values(report)
-    state = "on" if development_mode() else "off"
+    state = "on" if is_development_mode() else "off"
     strict = strict_mode()
-    if development_mode():
+    if is_development_mode():
         report.line("ok", f"development mode on ({_flag('NVSCOPE_DEV')})")
     else:
         consequence = "raise DevelopmentModeError" if strict else "warn (DevelopmentModeWarning)"

@@ -16,12 +16,10 @@ import os
 import re
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from nvscope._cli import _child_carry as _carry
-from nvscope._core._catalog import catalog
-from nvscope._core._text import cut
-from nvscope._core._validate import split
-from nvscope._core._version import version
+from nvscope._core import catalog, cut, split, version
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -112,11 +110,19 @@ examples:
 
 # --- argument parsing ---------------------------------------------------------------------------------------------
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser (and, as their class, its subcommands'), whose usage errors cut every long word they echo:
+    argparse quotes a bad value whole (`invalid choice: '...'`), and a value may be 100,000 characters long."""
+
+    def error(self, message: str) -> NoReturn:
+        # 240: a word already cut to 200 (and its "...") is left as it is
+        super().error(re.sub(r"\S{240,}", lambda word: cut(word.group(), 200), message))
+
+
 def _parser(prog: str | None = None) -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
     """The top-level parser and its subparsers by command name."""
     formatter = argparse.RawDescriptionHelpFormatter
-    parser = argparse.ArgumentParser(prog=prog or "nvscope", description=_DESCRIPTION, epilog=_EPILOG,
-                                     formatter_class=formatter)
+    parser = _Parser(prog=prog or "nvscope", description=_DESCRIPTION, epilog=_EPILOG, formatter_class=formatter)
     parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
 
@@ -341,8 +347,10 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
 
         return _check_cli.command(ns)
     if ns.script is None and ns.module is None:
-        commands[ns.command].error(f"give the script to run (or -m module); `nvscope {ns.command} --help` "
-                                   "explains")  # exit 2
+        from nvscope._cli._args import json_took_the_target
+
+        commands[ns.command].error(json_took_the_target(getattr(ns, "json", None)) or  # exit 2
+                                   f"give the script to run (or -m module); `nvscope {ns.command} --help` explains")
     enable, disable = split(ns.enable), split(ns.disable)
     fusions = None if ns.fusions is None else split(ns.fusions)
     problem = _empty_flag(ns) or _invalid(enable, disable)

@@ -10,13 +10,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from nvscope._cli._args import write_json
+from nvscope._core import OptionInfo, catalog, cut
 from nvscope._core import _text as _texttable
-from nvscope._core._catalog import OptionInfo, catalog
-from nvscope._core._text import cut
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from nvscope._core._catalog import Kind
+    from nvscope._core import Kind
 
 __all__ = ["looks_like_a_path", "options", "probe"]
 
@@ -72,6 +71,19 @@ def _fit(header: Sequence[str], rows: Sequence[Sequence[str]], width: int, inden
     return "\n".join(lines)
 
 
+def _use_line(width: int) -> str:
+    """How to set an option, three ways, on one line; on more where it would pass ``width`` (0: no limit), each
+    further line beginning with the separator, so that it reads as the same list."""
+    ways = ("nv_options(enable=[...], disable=[...])", "nvscope run --enable NAME", "NVFUSER_ENABLE=NAME,...")
+    lines = [f"use:    {ways[0]}"]
+    for way in ways[1:]:
+        if width and len(lines[-1]) + len(way) + 5 > width:
+            lines.append(f"        |  {way}")
+        else:
+            lines[-1] += f"  |  {way}"
+    return "\n".join(lines)
+
+
 def _matches(option: OptionInfo, query: str) -> bool:
     return query.casefold() in option.name.casefold() or query.casefold() in option.description.casefold()
 
@@ -101,7 +113,7 @@ def options(kind: Kind | None, json_to: str | None, query: str | None = None) ->
     # COLUMNS, else the terminal's width; piped with neither, no limit (a line per option, for grep)
     width = shutil.get_terminal_size((0, 0)).columns
     print(f"source: {known.source}")
-    print("use:    nv_options(enable=[...], disable=[...])  |  nvscope run --enable NAME  |  NVFUSER_ENABLE=NAME,...")
+    print(_use_line(width))
     for k in kinds:
         group = [o for o in selected if o.kind == k]
         if query is not None and not group:
@@ -135,16 +147,15 @@ def probe() -> int:
     """``nvscope options --probe``: nvFuser's own list of names against the catalog."""
     import importlib.util
 
-    from nvscope._core._catalog_probe import probe_installed
-    from nvscope._exec._frontends import MODULES
+    from nvscope._core import NVFUSER_MODULES, _catalog_probe
 
     known = catalog()
     print(f"catalog: {known.source}")
     try:
-        accepted = probe_installed()
+        accepted = _catalog_probe.probe_installed()  # looked up in its module at each call (tests replace it)
     except Exception as error:  # RuntimeError from the probe (with its child's last lines), or the child's timeout
-        if not any(importlib.util.find_spec(name) is not None for name in MODULES):
-            why = (f"nvFuser is not installed here (no {' or '.join(MODULES)} module), so it cannot be asked: "
+        if not any(importlib.util.find_spec(name) is not None for name in NVFUSER_MODULES):
+            why = (f"nvFuser is not installed here (no {' or '.join(NVFUSER_MODULES)} module), so it cannot be asked: "
                    "install it (`nvscope doctor` names the wheel) or leave out --probe")
         else:
             why = f"{cut(' '.join(str(error).split()), 300)} (the probe needs nvFuser and a CUDA device)"

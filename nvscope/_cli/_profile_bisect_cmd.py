@@ -20,10 +20,19 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from nvscope._cli._args import STDOUT, load_step, text_stream, write_json
-from nvscope._cli._search_cmd import _count, _positive, _rounds, _tolerance
-from nvscope._core._scope import nv_options
-from nvscope._measure._checks import arg, number
+from nvscope._cli._args import (
+    SECONDS,
+    STDOUT,
+    add_measuring,
+    json_took_the_target,
+    load_step,
+    program_output_to_stderr,
+    said,
+    text_stream,
+    write_json,
+)
+from nvscope._core import cut, nv_options
+from nvscope._measure import arg, number
 
 __all__ = ["add_parsers", "command"]
 
@@ -53,7 +62,7 @@ exit codes: 0 when it ran (profile) or found a culprit (bisect); 1 when the scri
 outputs failed, or the bisect did not reproduce the problem; 2 for a bad command line."""
 
 
-def _common(p: argparse.ArgumentParser) -> None:
+def _common(p: argparse.ArgumentParser, rounds: int, steps: int, warmup: bool) -> None:
     p.add_argument("-m", dest="module", metavar="MODULE[:FUNCTION]",
                    help="import a module instead of a script (the words after it are its arguments)")
     p.add_argument("target", nargs="?", metavar="script.py[:FUNCTION]",
@@ -62,25 +71,13 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     p.add_argument("--enable", action="append", default=[], metavar="NAME[,NAME...]", help="an enable option")
     p.add_argument("--disable", action="append", default=[], metavar="NAME[,NAME...]", help="a disable option")
-    p.add_argument("--tolerance", type=_tolerance, default=None,
-                   help="bound on max|diff|/max|default| of every output and gradient (default: by dtype)")
-    p.add_argument("--backward", action="store_true", help="the function returns a scalar loss; call .backward()")
-    p.add_argument("--params", metavar="NAME", help="a module-level nn.Module whose parameters' gradients count")
-    p.add_argument("--rounds", type=_rounds, default=None, help="randomized timing rounds")
-    p.add_argument("--steps", type=_positive, default=None, help="calls of each variant per round")
-    p.add_argument("--seed", type=int, default=0, help="seed of the round order (default 0)")
-    p.add_argument("--json", metavar="PATH", help="write the result as JSON")
+    add_measuring(p, rounds, steps, given=True, warmup=warmup)
+    p.add_argument("--json", metavar="PATH|-", help="write the result as JSON to PATH, or with - to standard output "
+                   "(the text and what the script prints then go to standard error)")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
 
 
-def _timeout(name: str, value: object) -> float:
-    from nvscope._tools._bisect_process import timeout_seconds
-
-    return timeout_seconds(name, value)
-
-
 _margin = arg(number, float)
-_seconds = arg(_timeout, float)  # finite and at most 1e6: inf or 1e300 would overflow subprocess's waits
 
 
 def add_parsers(subparsers: Any) -> None:
@@ -93,11 +90,10 @@ examples:
   nvscope profile --enable fuse_matmul --disable matmul_expr_eval --backward --params model \\
       --json profile.json --plot profile.png --table profile.txt train.py:loss""",
                               formatter_class=_FORMATTER, allow_abbrev=False)
-    _common(p)
+    _common(p, 20, 1, True)  # profile()'s defaults
     p.add_argument("--fusions", action="append", metavar="GLOB[,GLOB...]",
                    help="profile only the fusions whose id (phase/name, e.g. forward/nvFusion0) matches a glob; "
                         "repeat it or separate globs with commas, as for nvscope run")
-    p.add_argument("--warmup", type=_count, default=2, help="untimed calls after each first call (default 2)")
     p.add_argument("--plot", metavar="PATH", help="write a PNG chart of the ratios (needs matplotlib)")
     p.add_argument("--table", metavar="PATH", help="write the table to a file too")
     p.add_argument("--schedulers", choices=("kernels", "nvfuser"), default="kernels",
@@ -112,13 +108,13 @@ examples:
   nvscope bisect --enable ws_normalization --check numerics --backward --params model train.py:loss
   nvscope bisect --subprocess --enable fuse_matmul --disable matmul_expr_eval train.py --steps 1""",
                               formatter_class=_FORMATTER, allow_abbrev=False)
-    _common(b)
+    _common(b, 10, 3, False)  # bisect()'s defaults
     b.add_argument("--check", default=None, metavar="raises,numerics,slower",
                    help="what going wrong means (default raises,numerics); not with --subprocess")
     b.add_argument("--slower-by", type=_margin, default=0.05, help="with --check slower: the margin (default 0.05)")
     b.add_argument("--subprocess", action="store_true",
                    help="the target is a program; one fresh process per probe, judged by its exit code")
-    b.add_argument("--timeout", type=_seconds, default=None,
+    b.add_argument("--timeout", type=SECONDS, default=None,
                    help="with --subprocess: seconds per run (default 600; at most 1e6)")
     b.add_argument("--bad-exit", type=int, action="append", metavar="CODE",
                    help="with --subprocess: only these exit codes are bad (default: any but 0)")
@@ -144,13 +140,13 @@ def command(ns: argparse.Namespace) -> int:
     if ns.args[:1] == ["--"]:
         ns.args = ns.args[1:]
     if ns.target is None and ns.module is None:
-        return _error(name, f"give the target (`nvscope {name} --help`)")
+        return _error(name, json_took_the_target(ns.json) or f"give the target (`nvscope {name} --help`)")
     enable, disable = _names(ns.enable), _names(ns.disable)
     if not enable and not disable:
         return _error(name, "give the options: --enable NAME and/or --disable NAME")
     fusions = getattr(ns, "fusions", None)
     if fusions is not None:
-        from nvscope._core._validate import split
+        from nvscope._core import split
 
         ns.fusions = fusions = split(fusions)
         if not fusions:
@@ -163,7 +159,7 @@ def command(ns: argparse.Namespace) -> int:
     for path, flag in ((ns.json, "--json"), (getattr(ns, "plot", None), "--plot"),
                        (getattr(ns, "table", None), "--table")):
         if path and path != STDOUT and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
-            return _error(name, f"{flag} {path}: the directory does not exist")
+            return _error(name, f"{flag} {cut(path, 200)}: the directory does not exist")
     if getattr(ns, "plot", None) and importlib.util.find_spec("matplotlib") is None:
         return _error(name, "--plot needs matplotlib: pip install matplotlib (or leave --plot out)")
     if name == "bisect":
@@ -179,8 +175,14 @@ def command(ns: argparse.Namespace) -> int:
             return _error(name, f"{', '.join(given)}: not with{'' if ns.subprocess else 'out'} --subprocess "
                                 f"({only} {'judge a function in process' if ns.subprocess else 'judge a program'})")
         if ns.subprocess:
+            program = ns.target if ns.module is None else ns.module
+            where, colon, function = program.rpartition(":")
+            if colon and where and function.isidentifier() and not os.path.exists(program):
+                return _error(name, f"--subprocess takes a program (script.py [args] or -m module [args]), not "
+                                    f"{said(program)}, a function: to bisect the function {cut(function, 80)}, leave "
+                                    "out --subprocess (and its --timeout, --bad-exit, --no-kernel-db)")
             return _bisect_program(ns, enable, disable)
-        from nvscope._tools._bisect import check_arg
+        from nvscope._tools import check_arg
 
         try:  # before the script is imported, as every other flag
             ns.check = check_arg(_names([ns.check or "raises,numerics"]), "--check")
@@ -189,7 +191,8 @@ def command(ns: argparse.Namespace) -> int:
     target = ns.target if ns.module is None else ns.module
     where, _, function = target.rpartition(":")
     if not where or not function:
-        return _error(name, f"{target!r} names no function: write {target.rstrip(':') or 'script.py'}:FUNCTION")
+        return _error(name, f"{said(target)} names no function: write {cut(target.rstrip(':'), 200) or 'script.py'}"
+                            ":FUNCTION")
     saved_argv, saved_path = sys.argv[:], sys.path[:]
     try:
         return _load_and_run(ns, enable, disable, where, function)
@@ -200,7 +203,9 @@ def command(ns: argparse.Namespace) -> int:
 
 def _load_and_run(ns: argparse.Namespace, enable: list[str], disable: list[str], where: str, function: str) -> int:
     name = ns.command
-    loaded = load_step(ns, where, function, lambda message, code: _error(name, message, code), check_params=False)
+    with program_output_to_stderr(ns.json):  # what the script prints at import: stdout is the JSON's with --json -
+        loaded = load_step(ns, where, function, lambda message, code: _error(name, message, code),
+                           check_params=False)
     if isinstance(loaded, int):
         return loaded
     fn, params = loaded
@@ -209,27 +214,28 @@ def _load_and_run(ns: argparse.Namespace, enable: list[str], disable: list[str],
               "module": params, "seed": ns.seed, "progress": not ns.quiet, **timing}
     run: Callable[[], Any]
     if name == "profile":
-        from nvscope._tools._profile import profile
+        from nvscope._tools import profile
 
         def run() -> Any:
             return profile(fn, fusions=ns.fusions, warmup=ns.warmup, schedulers=ns.schedulers, **common)
     else:
-        from nvscope._tools._bisect import bisect
+        from nvscope._tools import bisect
 
         def run() -> Any:
             return bisect(fn, check=ns.check, slower_by=ns.slower_by, **common)
     try:
-        result = run()
+        with program_output_to_stderr(ns.json):
+            result = run()
     except (ValueError, TypeError) as error:
         return _error(name, str(error), 1)
     except Exception:
         traceback.print_exc()
-        return _error(name, f"the {name} of {where}:{function} stopped (traceback above)", 1)
+        return _error(name, f"the {name} of {cut(f'{where}:{function}', 200)} stopped (traceback above)", 1)
     return _write(ns, result)
 
 
 def _bisect_program(ns: argparse.Namespace, enable: list[str], disable: list[str]) -> int:
-    from nvscope._tools._bisect_process import bisect_program
+    from nvscope._tools import bisect_program
 
     program = [ns.target if ns.module is None else ns.module, *ns.args]
     try:
@@ -253,7 +259,7 @@ def _write(ns: argparse.Namespace, result: Any) -> int:
             with open(ns.table, "w", encoding="utf-8") as out:
                 out.write(text + "\n")
         if getattr(ns, "plot", None):
-            result.plot(ns.plot, title=f"nvscope profile {ns.target or ns.module}")
+            result.plot(ns.plot, title=f"nvscope profile {cut(ns.target or ns.module, 80)}")
     except OSError as error:
         return _error(ns.command, f"could not write the output: {error}", 1)
     return 0 if ns.command == "profile" or result.reproduced else 1

@@ -47,12 +47,19 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from nvscope._core._catalog import catalog
-from nvscope._core._devmode import dev_mode, set_development_mode
-from nvscope._core._errors import NoFusionWarning, UnclosedScopeWarning
-from nvscope._core._scope import ACTIVE, Frame, nv_options, unwind
-from nvscope._core._text import cut
-from nvscope._core._validate import split
+from nvscope._core import (
+    ACTIVE,
+    Frame,
+    NoFusionWarning,
+    UnclosedScopeWarning,
+    catalog,
+    cut,
+    dev_mode,
+    nv_options,
+    set_development_mode,
+    split,
+    unwind,
+)
 
 if TYPE_CHECKING:
     from _pytest.nodes import Node

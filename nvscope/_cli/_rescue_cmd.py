@@ -16,8 +16,9 @@ import shutil
 import sys
 from typing import Any
 
-from nvscope._cli._args import STDOUT, text_stream, write_json
-from nvscope._measure._checks import arg, count, number
+from nvscope._cli._args import SECONDS, STDOUT, json_took_the_target, said, text_stream, write_json
+from nvscope._core import cut
+from nvscope._measure import arg, count, number
 
 __all__ = ["add_parser", "command"]
 
@@ -39,12 +40,6 @@ examples:
   nvscope rescue --sanitize --json rescue.json train.py -- --steps 1"""
 
 
-def _seconds(name: str, value: object) -> float:
-    from nvscope._tools._bisect_process import timeout_seconds
-
-    return timeout_seconds(name, value)
-
-
 def add_parser(subparsers: Any) -> None:
     """Add ``rescue`` to an ``argparse`` subparsers object."""
     p = subparsers.add_parser("rescue", help="find per fusion the options that make a step nvFuser fails on run",
@@ -60,11 +55,11 @@ def add_parser(subparsers: Any) -> None:
                    help="one bound on max|diff|/max|reference| instead of the dtype's")
     p.add_argument("--max-set-size", type=arg(lambda n, v: count(n, v, 1)), default=2,
                    help="the most options in one candidate set (default 2)")
-    p.add_argument("--budget", type=arg(_seconds, float), default=1800.0,
+    p.add_argument("--budget", type=SECONDS, default=1800.0,
                    help="seconds for the whole search (default 1800)")
     p.add_argument("--jobs", type=arg(lambda n, v: count(n, v, 1)), default=1,
                    help="probes at once, each a process (default 1)")
-    p.add_argument("--timeout", type=arg(_seconds, float), default=600.0, help="seconds per probe (default 600)")
+    p.add_argument("--timeout", type=SECONDS, default=600.0, help="seconds per probe (default 600)")
     p.add_argument("--confirm", type=arg(lambda n, v: count(n, v, 0)), default=1,
                    help="more runs a cure must pass before it is believed (default 1)")
     p.add_argument("--candidates", action="append", metavar="SPEC",
@@ -89,31 +84,32 @@ def command(ns: argparse.Namespace) -> int:
         ns.args = ns.args[1:]
     target = ns.target if ns.module is None else ns.module
     if not target:
-        return _error("give the target: script.py[:FUNCTION] or -m module[:FUNCTION] (`nvscope rescue --help`)")
+        return _error(json_took_the_target(ns.json) or
+                      "give the target: script.py[:FUNCTION] or -m module[:FUNCTION] (`nvscope rescue --help`)")
     where, _, function = target.rpartition(":") if ":" in target else (target, "", "")
     if ":" in target and not (where and function):
-        return _error(f"{target!r} names no function: write {target.rstrip(':') or 'script.py'}:FUNCTION, or "
-                      "leave out the colon to run the script as a program")
+        return _error(f"{said(target)} names no function: write {cut(target.rstrip(':'), 200) or 'script.py'}"
+                      ":FUNCTION, or leave out the colon to run the script as a program")
     if ns.module is None and not os.path.isfile(where):
-        return _error(f"can't open file {os.path.abspath(where)!r}: no such file")
+        return _error(f"can't open file {said(os.path.abspath(where))}: no such file")
     if ns.reference and not function:
         return _error("--reference needs a function target (script.py:FUNCTION): a program has no result")
     if function and ns.args:
         return _error("arguments after a function target: a function takes none (leave out :FUNCTION to run the "
                       "script as a program with them)")
     if ns.sanitize and shutil.which(ns.sanitizer) is None:
-        return _error(f"--sanitize: {ns.sanitizer} is not on PATH (it comes with the CUDA toolkit)")
+        return _error(f"--sanitize: {cut(ns.sanitizer, 200)} is not on PATH (it comes with the CUDA toolkit)")
     if ns.json and ns.json != STDOUT and not os.path.isdir(os.path.dirname(os.path.abspath(ns.json))):
-        return _error(f"--json {ns.json}: the directory does not exist")
+        return _error(f"--json {cut(ns.json, 200)}: the directory does not exist")
     candidates = None
     if ns.candidates is not None:
-        from nvscope._measure._candidates import resolve
+        from nvscope._measure import resolve
 
         try:
             candidates = resolve(ns.candidates)
         except (ValueError, TypeError) as error:
             return _error(f"--candidates: {error}")
-    from nvscope._tools._rescue import rescue
+    from nvscope._tools import rescue
 
     try:
         result = rescue(target, reference=ns.reference, max_set_size=ns.max_set_size, budget_s=ns.budget,

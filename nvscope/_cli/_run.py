@@ -15,12 +15,10 @@ from contextlib import AbstractContextManager, nullcontext
 from types import TracebackType
 
 from nvscope._cli import _child_carry as _carry
-from nvscope._core._devmode import set_development_mode
-from nvscope._core._errors import NoFusionWarning, UnclosedScopeWarning
-from nvscope._core._scope import ACTIVE, Frame, unwind
-from nvscope._exec import _autoinstall
-from nvscope._exec._audit import AuditLog
-from nvscope._exec._audit import audit as audit_log
+from nvscope._cli._args import program_output_to_stderr, said
+from nvscope._core import ACTIVE, Frame, NoFusionWarning, UnclosedScopeWarning, cut, set_development_mode, unwind
+from nvscope._exec import AuditLog, _autoinstall
+from nvscope._exec import audit as audit_log
 
 __all__ = ["run"]
 
@@ -65,10 +63,10 @@ def _restore(argv: list[str], path0: str | None) -> None:
 def _not_runnable(script: str) -> str | None:
     """Why ``python script`` could not start (as a one-line error), or None."""
     if not os.path.exists(script):
-        return f"can't open file {os.path.abspath(script)!r}: no such file"
+        return f"can't open file {said(os.path.abspath(script))}: no such file"
     if os.path.isdir(script) and not any(os.path.isfile(os.path.join(script, f"__main__{ext}"))
                                          for ext in (".py", ".pyc")):
-        return (f"{script!r} is a directory without a __main__.py: give the script itself (Python runs a directory "
+        return (f"{said(script)} is a directory without a __main__.py: give the script itself (Python runs a directory "
                 "by its __main__.py)")
     return None
 
@@ -102,11 +100,11 @@ def run(script: str | None, module: str | None, program_args: list[str], enable:
         try:
             spec = importlib.util.find_spec(module)
         except (ImportError, ValueError) as error:
-            spec, reason = None, f"{type(error).__name__}: {error}"
+            spec, reason = None, f"{type(error).__name__}: {cut(str(error), 300)}"
         else:
-            reason = f"No module named {module!r}"
+            reason = f"No module named {said(module)}"
         if spec is None:
-            print(f"{command}: error: cannot run module {module!r}: {reason}", file=sys.stderr)
+            print(f"{command}: error: cannot run module {said(module)}: {reason}", file=sys.stderr)
             _restore(saved_argv, saved_path0)
             return 2
         sys.argv = [module, *program_args]
@@ -128,10 +126,11 @@ def run(script: str | None, module: str | None, program_args: list[str], enable:
                 carried.outer = around.layers()
             stop_carrying = _carry.export(carried)  # the Python processes the program starts get them too
             try:
-                if script is not None:
-                    runpy.run_path(script, run_name="__main__")  # sys.argv[0] and __file__: the path as given
-                else:
-                    runpy.run_module(module, run_name="__main__", alter_sys=True)  # type: ignore[arg-type]
+                with program_output_to_stderr(json_to):  # `nvscope fusions --json -`: stdout is the JSON alone
+                    if script is not None:
+                        runpy.run_path(script, run_name="__main__")  # sys.argv[0] and __file__: the path as given
+                    else:
+                        runpy.run_module(module, run_name="__main__", alter_sys=True)  # type: ignore[arg-type]
             except SystemExit as stop:
                 code = _exit_code(stop.code)
             except BaseException as error:

@@ -17,8 +17,17 @@ import sys
 import traceback
 from typing import Any
 
-from nvscope._cli._args import STDOUT, load_step, text_stream, write_json
-from nvscope._measure._checks import arg, count, number, rounds
+from nvscope._cli._args import (
+    STDOUT,
+    add_measuring,
+    json_took_the_target,
+    load_step,
+    program_output_to_stderr,
+    said,
+    text_stream,
+    write_json,
+)
+from nvscope._core import cut
 
 __all__ = ["add_parser", "command"]
 
@@ -52,17 +61,6 @@ exit codes: 0 when the search ran (whatever it found); 1 when the script, the de
 failed, or no fusion ran; 2 for a bad command line (unknown option name, no such script or function)."""
 
 
-def _at_least_one(name: str, value: object) -> int:
-    return count(name, value, 1)
-
-
-# The command line's argument types: the tools' own checks (nvscope._measure._checks), as argparse types.
-_rounds = arg(rounds)
-_count = arg(count)
-_positive = arg(_at_least_one)
-_tolerance = arg(number, float)
-
-
 def add_parser(subparsers: Any) -> None:
     """Add the ``search`` command to an ``argparse`` subparsers object (``parser.add_subparsers(dest="command")``)."""
     p = subparsers.add_parser("search", help="find the nvFuser options that make a function faster (timed, with "
@@ -77,21 +75,9 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     p.add_argument("--candidates", action="append", metavar="NAME[,NAME...]",
                    help="one candidate set (repeat for more); default: `nvscope search --list`")
-    p.add_argument("--rounds", type=_rounds, default=30, help="randomized timing rounds (default 30)")
-    p.add_argument("--steps", type=_positive, default=5,
-                   help="least calls of each variant per round; more for a short call, so that a timed sample "
-                   "lasts half a millisecond (default 5)")
-    p.add_argument("--warmup", type=_count, default=2, help="untimed calls after each first call (default 2)")
-    p.add_argument("--tolerance", type=_tolerance, default=None,
-                   help="bound on max|diff|/max|default| of every output and gradient (default: by dtype)")
-    p.add_argument("--backward", action="store_true",
-                   help="the function returns a scalar loss; the search calls .backward() on it")
-    p.add_argument("--params", metavar="NAME",
-                   help="a module-level nn.Module (or Thunder module) of the script whose parameters' gradients "
-                        "are compared")
-    p.add_argument("--seed", type=int, default=0, help="seed of the round order (default 0)")
+    add_measuring(p, 30, 5)
     p.add_argument("--json", metavar="PATH|-", help="write the result as JSON to PATH, or with - to standard output "
-                   "(the table then goes to standard error)")
+                   "(the table and what the script prints then go to standard error)")
     p.add_argument("--plot", metavar="PATH", help="write a PNG chart of the ratios (needs matplotlib)")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     p.add_argument("--list", action="store_true", help="print the default candidates and exit")
@@ -108,7 +94,7 @@ def _error(message: str, code: int = 2) -> int:
 
 def command(ns: argparse.Namespace) -> int:
     """Run ``nvscope search`` for parsed arguments; returns the exit code."""
-    from nvscope._measure._candidates import default_candidates, resolve
+    from nvscope._measure import default_candidates, resolve
 
     if ns.list:
         for spec in default_candidates():
@@ -119,24 +105,25 @@ def command(ns: argparse.Namespace) -> int:
     if ns.args[:1] == ["--"]:
         ns.args = ns.args[1:]
     if ns.target is None and ns.module is None:
-        return _error("give the target: script.py:FUNCTION, or -m module:FUNCTION (`nvscope search --help`)")
+        return _error(json_took_the_target(ns.json) or
+                      "give the target: script.py:FUNCTION, or -m module:FUNCTION (`nvscope search --help`)")
     target = ns.target if ns.module is None else ns.module
     where, _, function = target.rpartition(":")
     if not where or not function:
-        return _error(f"{target!r} names no function: write {target.rstrip(':') or 'script.py'}:FUNCTION")
+        return _error(f"{said(target)} names no function: write {cut(target.rstrip(':'), 200) or 'script.py'}:FUNCTION")
     try:  # before the script is imported, which may take long: a typo (or a repeated set) costs nothing
         if ns.candidates is not None:
             resolve(ns.candidates)
     except (ValueError, TypeError) as error:  # UnknownOptionError is a ValueError
         return _error(str(error))
     if ns.params is not None and not all(part.isidentifier() for part in ns.params.split(".")):
-        return _error(f"--params {ns.params!r} is not a Python name: give the name of the script's nn.Module (or of "
-                      "an iterable of its tensors), e.g. --params model")
+        return _error(f"--params {said(ns.params)} is not a Python name: give the name of the script's nn.Module "
+                      "(or of an iterable of its tensors), e.g. --params model")
     if ns.plot and importlib.util.find_spec("matplotlib") is None:
         return _error("--plot needs matplotlib: pip install matplotlib (or leave --plot out)")
     for path, flag in ((ns.json, "--json"), (ns.plot, "--plot")):
         if path and path != STDOUT and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
-            return _error(f"{flag} {path}: the directory does not exist")
+            return _error(f"{flag} {cut(path, 200)}: the directory does not exist")
 
     saved_argv, saved_path = sys.argv[:], sys.path[:]
     try:  # the script's directory stays on sys.path while it runs: its functions may import its neighbours late
@@ -147,33 +134,35 @@ def command(ns: argparse.Namespace) -> int:
 
 
 def _load_and_search(ns: argparse.Namespace, target: str, where: str, function: str) -> int:
-    from nvscope._tools._search import search
+    from nvscope._tools import search
 
-    loaded = load_step(ns, where, function, _error)
+    with program_output_to_stderr(ns.json):  # what the script prints at import: stdout is the JSON's with --json -
+        loaded = load_step(ns, where, function, _error)
     if isinstance(loaded, int):
         return loaded
     fn, params = loaded
     try:
         if ns.per_fusion:
-            from nvscope._tools._search_fusions import search_fusions as search  # type: ignore[assignment]
-        result = search(fn, candidates=ns.candidates, rounds=ns.rounds, steps_per_round=ns.steps, warmup=ns.warmup,
-                        tolerance=ns.tolerance, backward=ns.backward, module=params, seed=ns.seed,
-                        progress=not ns.quiet)
+            from nvscope._tools import search_fusions as search  # type: ignore[assignment]
+        with program_output_to_stderr(ns.json):
+            result = search(fn, candidates=ns.candidates, rounds=ns.rounds, steps_per_round=ns.steps,
+                            warmup=ns.warmup, tolerance=ns.tolerance, backward=ns.backward, module=params,
+                            seed=ns.seed, progress=not ns.quiet)
     except (ValueError, TypeError) as error:  # the tool's refusal (no fusion ran), as profile and bisect say it
         return _error(str(error), 1)
     except Exception:
         traceback.print_exc()
-        return _error(f"the search of {target} stopped (traceback above)", 1)
+        return _error(f"the search of {cut(target, 200)} stopped (traceback above)", 1)
     print(result.table(), file=text_stream(ns.json))
     try:
         if ns.json:
             if write_json("search", ns.json, result.to_json()):
                 return 1
             if ns.json != STDOUT:
-                print(f"nvscope search: JSON written to {ns.json}", file=sys.stderr)
+                print(f"nvscope search: JSON written to {cut(ns.json, 200)}", file=sys.stderr)
         if ns.plot:
-            result.plot(ns.plot, title=f"nvscope search {target}")
-            print(f"nvscope search: chart written to {ns.plot}", file=sys.stderr)
+            result.plot(ns.plot, title=f"nvscope search {cut(target, 80)}")
+            print(f"nvscope search: chart written to {cut(ns.plot, 200)}", file=sys.stderr)
     except OSError as error:
         return _error(f"could not write the output: {error}", 1)
     return 0

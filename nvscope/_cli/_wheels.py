@@ -15,9 +15,10 @@ asks torch and prints the line (see docs/install-gpu.md).
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import NamedTuple
 
-from nvscope._exec._frontends import MIN_VERSION
+from nvscope._exec import MIN_VERSION
 
 __all__ = ["LISTED", "NIGHTLY", "PYTHONS", "THUNDER", "WheelHint", "install_hint", "mismatch", "nvfuser_wheel",
            "thunder_hint"]
@@ -26,7 +27,7 @@ __all__ = ["LISTED", "NIGHTLY", "PYTHONS", "THUNDER", "WheelHint", "install_hint
 # (up to nvFuser 0.2.36). Read from PyPI's list of projects; nvfuser-cu128-torch28 and nvfuser-cu130-torch210 were
 # also downloaded to confirm the names and the Python and platform tags below. A torch release newer than this table
 # may have a wheel by now: the hint then names it and says how to check.
-LISTED: dict[tuple[tuple[int, int], tuple[int, int]], str] = {
+LISTED: Mapping[tuple[tuple[int, int], tuple[int, int]], str] = {
     ((11, 8), (2, 1)): "0.1.6", ((11, 8), (2, 2)): "0.2.0", ((11, 8), (2, 3)): "0.2.9", ((11, 8), (2, 4)): "0.2.9",
     ((11, 8), (2, 5)): "0.2.24", ((11, 8), (2, 6)): "0.2.27", ((11, 8), (2, 7)): "0.2.27",
     ((12, 1), (2, 1)): "0.1.6", ((12, 1), (2, 2)): "0.2.0", ((12, 1), (2, 3)): "0.2.9", ((12, 1), (2, 4)): "0.2.9",
@@ -183,11 +184,16 @@ def mismatch(distribution: str, torch_version: str, cuda_version: str | None) ->
     return f"{distribution} is " + " and ".join(problems)
 
 
-def thunder_hint(torch_version: str) -> str:
-    """The doctor's fix line for a Thunder that fails to import next to torch ``torch_version``."""
+def thunder_hint(torch_version: str, installed: bool = True) -> str:
+    """The doctor's fix line for a Thunder that fails to import next to torch ``torch_version``, or (``installed``
+    false) for none installed: `pip install lightning-thunder` takes a Thunder that does not import with torch 2.13
+    or newer, so that line is version-aware too."""
     match = _TORCH.fullmatch(torch_version.strip())
     known = "docs/install-gpu.md lists the torch, nvFuser and Thunder builds known to work together"
     if match is None or (int(match[1]), int(match[2])) < THUNDER_TORCH_BELOW:
+        if not installed:
+            return f"pip install --pre \"lightning-thunder=={THUNDER}\"  (the Thunder known to run nvFuser's newest " \
+                   f"wheels; {known})"
         return f"install a Thunder release that supports torch {torch_version}, or a torch that this Thunder " \
                f"supports ({known})"
     newest = max(t for _, t in LISTED)

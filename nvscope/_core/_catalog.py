@@ -19,9 +19,9 @@ from __future__ import annotations
 import functools
 import sys
 import threading
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 
-from nvscope._core import _catalog_data, _env
+from nvscope._core import _catalog_data, _env, _state
 from nvscope._core._errors import NvscopeWarning, UnknownOptionError
 from nvscope._core._record import Record
 
@@ -43,7 +43,7 @@ __all__ = [
     "installed_nvfuser",
 ]
 
-_OTHER: dict[str, Kind] = {"enable": "disable", "disable": "enable"}
+_OTHER: Mapping[str, Kind] = {"enable": "disable", "disable": "enable"}
 
 
 class OptionInfo(Record):
@@ -165,12 +165,13 @@ def installed_nvfuser() -> InstalledNvFuser | None:
 # line tools pass their flag's syntax (`Catalog.check(..., spelling="--{kind} {name}")`).
 PYTHON_SPELLING = "{kind}=[{name!r}]"
 
-_ARTICLE = {"enable": "an enable", "disable": "a disable"}
+_ARTICLE: Mapping[str, str] = {"enable": "an enable", "disable": "a disable"}
 _LONGEST_SHOWN = 60  # a name longer than this is cut in messages: nobody needs 10,000 characters echoed back
 # The names already noted: per process, not per Catalog, since threads that race on the first `catalog()` call may
 # each build one.
 _noted_lock = threading.Lock()
 _noted: set[tuple[str, str]] = set()
+_state.keep(__name__, "_noted_lock", "a lock")
 
 
 def _shown(name: str) -> str:
@@ -196,7 +197,7 @@ def _close_matches(name: str, names: Iterable[str], n: int, cutoff: float) -> li
     return [by_lower[match] for match in difflib.get_close_matches(name.lower(), by_lower, n=n, cutoff=cutoff)]
 
 
-# nvFuser's Python frontend modules, newest first (the one list; nvscope._exec._frontends.MODULES is this).
+# nvFuser's Python frontend modules, newest first: the one list (install, doctor and the catalog probe look for them).
 NVFUSER_MODULES = ("nvfuser_direct", "nvfuser")
 
 
@@ -391,3 +392,7 @@ def _reset_cache() -> None:
     from nvscope._core import _catalog_probe as _probe
 
     _probe.reset()
+
+
+_state.keep(__name__, "catalog installed_nvfuser _noted", "the installed nvFuser, its options and the names already "
+            "noted about them: uninstall changes no installation; `_reset_cache` forgets them for tests that fake one")

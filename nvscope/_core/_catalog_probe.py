@@ -13,6 +13,7 @@ import os
 import sys
 import threading
 
+from nvscope._core import _state
 from nvscope._core._optionset import NVFUSER_VARIABLES
 from nvscope._core._text import cut
 
@@ -34,6 +35,9 @@ fd.execute([torch.ones(4, device="cuda")])
 _lock = threading.Lock()
 _accepted: dict[str, frozenset[str]] | None = None
 _error: str | None = None
+_state.keep(__name__, "_accepted _error", "what the installed nvFuser answered: uninstall changes no installation, and "
+            "asking again takes a child process and seconds; `reset` forgets it for tests that fake one")
+_state.keep(__name__, "_lock", "a lock")
 
 
 def probe_installed(timeout: float = 300.0) -> dict[str, frozenset[str]]:
@@ -54,9 +58,9 @@ def probe_installed(timeout: float = 300.0) -> dict[str, frozenset[str]]:
         done = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, env=env,
                               timeout=timeout, check=False)
         match = re.search(r"Available options: ([^\n]*)", done.stdout + done.stderr)
-        if match is None:
-            tail = (done.stdout + done.stderr).strip().splitlines()[-3:]
-            raise RuntimeError(f"nvFuser did not list its {kind} options (exit {done.returncode}): {tail}")
+        if match is None:  # the child's last line says why (its exception), not its whole traceback
+            last = (done.stderr.strip() or done.stdout.strip() or "no output").splitlines()[-1].strip()
+            raise RuntimeError(f"nvFuser did not list its {kind} options (exit {done.returncode}): {cut(last, 300)}")
         found[kind] = frozenset(name.strip() for name in match.group(1).split(",") if name.strip())
     return found
 

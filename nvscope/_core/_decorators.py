@@ -1,8 +1,10 @@
-"""Decorators: `with_nv_options` (and ``@nv_options(...)``) for functions, coroutines, generators and async generators,
-and `bind`, which carries the active scope to other threads, tasks and later calls.
+"""Decorators: ``@nv_options(...)`` (and `nvscope._core._scope.with_nv_options`) for functions, coroutines,
+generators and async generators, through the base class `ScopeDecorator`; and `bind`, which carries the active scope
+to other threads, tasks and later calls.
 
-Kept apart from the scope's state (`nvscope._core._scope`), as torch keeps ``_contextlib`` apart from grad mode: the
-state and its verbs are small; how a body of each kind runs under a scope is most of the code.
+Between the frames (`nvscope._core._frames`) and the scope (`nvscope._core._scope`, whose `nv_options` inherits
+`ScopeDecorator`), as torch keeps ``_contextlib`` below grad mode: the state and its verbs are small; how a body of
+each kind runs under a scope is most of the code.
 
 Generators (`_Steps`) follow what PEP 568 describes for generator context: a body runs in steps, and each step sees
 the options of whoever resumes it, then the decorator's, then the scopes the body entered and has not exited; the
@@ -14,13 +16,12 @@ consumer's frames of an earlier step.
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncGenerator, Callable, Generator, Iterable
+from collections.abc import AsyncGenerator, Callable, Generator
 from contextvars import Token
 from types import TracebackType
 
 from nvscope._core import _patches
-from nvscope._core._optionset import OptionSet
-from nvscope._core._scope import ACTIVE, DECORATE, NOTHING, Frame, enter_frame, nv_options, reset, switch_frame
+from nvscope._core._frames import ACTIVE, NOTHING, Frame, enter_frame, note_run, reset, switch_frame
 from nvscope._core._validate import shown as _shown
 
 TYPE_CHECKING = False
@@ -31,26 +32,40 @@ if TYPE_CHECKING:  # typing is not imported at run time: `import nvscope` must s
     R = TypeVar("R")
     F = TypeVar("F", bound=Callable[..., Any])
 
-__all__ = ["bind", "decorate", "with_nv_options"]
+__all__ = ["ScopeDecorator", "bind", "decorate"]
 
 
-def with_nv_options(enable: Iterable[str] | str | OptionSet = (), disable: Iterable[str] | str = (), *,
-                    inherit: bool = True, fusions: object = None, on_error: str | None = None) -> Callable[[F], F]:
-    """Decorator: run the function (or coroutine, generator, async generator) body under these options.
+class ScopeDecorator:
+    """The base of `nvscope.nv_options`: a scope that is also a decorator, ``@nv_options(...)``, by inheritance (as
+    torch's grad-mode classes inherit ``_DecoratorContextManager``). A subclass is a context manager that enters a
+    frame and makes the frames `decorate` rebuilds for a generator body's steps: `_frame`, `_make`, `_report`."""
 
-    Names are validated once, when the decorator is built. See `nv_options` for the merge rules. A generator's body
-    sees, at each step, the options of the code that resumes it (``next``, ``send``, ...) merged with these and with
-    the scopes it entered itself. Placed above ``@staticmethod`` or ``@classmethod`` it decorates the function inside.
-    A class cannot be decorated (decorate its methods).
-    """
-    if callable(enable) and not isinstance(enable, (str, OptionSet)):
-        # `@with_nv_options` without parentheses hands the function itself over as enable=.
-        raise TypeError(f"with_nv_options needs its arguments: write @with_nv_options(enable=[...]) (with "
-                        f"parentheses) above {getattr(enable, '__qualname__', 'the function')}, not @with_nv_options")
-    return nv_options(enable, disable, inherit=inherit, fusions=fusions, on_error=on_error)
+    __slots__ = ()
+
+    def __call__(self, func: F) -> F:
+        return decorate(self, func)
+
+    def __enter__(self) -> object:
+        raise NotImplementedError
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        raise NotImplementedError
+
+    def _frame(self, parent: Frame | None, check: bool) -> Frame:
+        """This scope's frame over ``parent``, after its entry checks (``check``: the policy check too)."""
+        raise NotImplementedError
+
+    def _make(self, parent: Frame | None) -> Frame:
+        """This scope's frame over ``parent``, with no check (a scope already let in, rebuilt for a later step)."""
+        raise NotImplementedError
+
+    def _report(self, ran: int) -> None:
+        """At a clean exit: what ran under the scope (`nvscope._core._frames.note_run`)."""
+        raise NotImplementedError
 
 
-def decorate(scope: nv_options, func: F) -> F:
+def decorate(scope: ScopeDecorator, func: F) -> F:
     """Wrap ``func`` so its body runs in ``scope``; right for functions, coroutines, generators, async generators."""
     import inspect  # here, not at the top: it costs milliseconds that `import nvscope` should not pay
 
@@ -97,7 +112,7 @@ class _Steps:
 
     __slots__ = ("base", "body", "captured", "checked", "consumer", "ran", "scope", "token")
 
-    def __init__(self, scope: nv_options | None, captured: Frame | None) -> None:
+    def __init__(self, scope: ScopeDecorator | None, captured: Frame | None) -> None:
         self.scope = scope
         self.captured = captured
         self.body: list[tuple[object, Frame | None, int]] = []
@@ -117,7 +132,7 @@ class _Steps:
             self.checked = True
         self.base = frame
         for owner, pushed, ran in self.body:
-            if isinstance(owner, nv_options):
+            if isinstance(owner, ScopeDecorator):
                 frame = owner._make(frame)
             else:  # a push() left open (adapters pop within one call): its policy as it was, over this step's
                 assert pushed is not None
@@ -138,7 +153,7 @@ class _Steps:
         while frame is not base and frame is not None:
             ran = max(ran, frame.ran)
             owner = frame.owner
-            body.append((owner, None if isinstance(owner, nv_options) else frame, max(ran, frame.ran_earlier)))
+            body.append((owner, None if isinstance(owner, ScopeDecorator) else frame, max(ran, frame.ran_earlier)))
             frame = frame.parent
         if frame is not base:
             body = []  # the body exited below its base (the decorator's own scope): it has no scopes of its own left
@@ -151,11 +166,8 @@ class _Steps:
         self.body = [] if exc_type is not None else body  # an exception (StopIteration too) ends the body
         if ran:
             self.ran = max(self.ran, ran)
-            if self.scope is not None:
-                if consumer is not None and ran > consumer.ran:
-                    consumer.ran = ran
-            else:
-                _count(base, ran)
+            # A bound generator's step counts for the captured scopes, all of them (`_count_and_reset`).
+            note_run(consumer if self.scope is not None else base, ran, outward=self.scope is None)
 
     def finished(self) -> None:
         """The body returned: like a ``with`` block, the decorator reports what happened over all of its steps."""
@@ -163,22 +175,7 @@ class _Steps:
             self.scope._report(self.ran)
 
 
-DECORATE.append(decorate)  # `nv_options(...)` used as a decorator calls it (`nvscope._core._scope`)
-
-
-def _count(frame: Frame | None, ran: int) -> None:
-    """A fusion ran under a frame `bind` captured: it counts for that scope and every one around it.
-
-    Not only the innermost, as an exit would: that scope may have exited already (the bound work runs later, or
-    elsewhere), and then it could not pass the fusion on to the enclosing scopes that are still open.
-    """
-    while frame is not None:
-        if ran > frame.ran:
-            frame.ran = ran
-        frame = frame.parent
-
-
-def _wrap_generator(func: Callable[..., Generator[Any, Any, Any]], scope: nv_options | None,
+def _wrap_generator(func: Callable[..., Generator[Any, Any, Any]], scope: ScopeDecorator | None,
                     captured: Frame | None) -> Callable[..., Any]:
     # The shape of torch/utils/_contextlib.py's _wrap_generator: every resume of the body is one step.
     @functools.wraps(func)
@@ -207,7 +204,7 @@ def _wrap_generator(func: Callable[..., Generator[Any, Any, Any]], scope: nv_opt
     return generator_wrapper
 
 
-def _wrap_async_generator(func: Callable[..., AsyncGenerator[Any, Any]], scope: nv_options | None,
+def _wrap_async_generator(func: Callable[..., AsyncGenerator[Any, Any]], scope: ScopeDecorator | None,
                           captured: Frame | None) -> Callable[..., Any]:
     @functools.wraps(func)
     async def async_generator_wrapper(*args: Any, **kwargs: Any) -> AsyncGenerator[Any, Any]:
@@ -275,6 +272,9 @@ def bind(func: Callable[P, R]) -> Callable[P, R]:
 
 
 def _count_and_reset(frame: Frame | None, token: Token[Frame | None]) -> None:
-    if frame is not None and frame.ran:
-        _count(frame, frame.ran)
+    """Bound work ended: what ran under the captured frame counts for it and every scope around it. Not only the
+    innermost, as an exit would: that scope may have exited already (the bound work runs later, or elsewhere), and
+    then it could not pass the fusion on to the enclosing scopes that are still open."""
+    if frame is not None:
+        note_run(frame, frame.ran, outward=True)
     reset(token)

@@ -19,7 +19,7 @@ import warnings
 from collections.abc import Iterator
 from contextvars import ContextVar
 
-from nvscope._core import _env
+from nvscope._core import _env, _state
 from nvscope._core._errors import (
     DevelopmentModeError,
     DevelopmentModeWarning,
@@ -35,6 +35,7 @@ __all__ = [
     "NoFusionWarning",
     "dev_mode",
     "development_mode",
+    "is_development_mode",
     "set_development_mode",
     "strict_mode",
 ]
@@ -43,14 +44,19 @@ _default: bool | None = None  # set_development_mode's process-wide setting; Non
 _FOLLOW_DEFAULT = object()  # no dev_mode block in this context: the process-wide setting applies
 # A dev_mode block's setting (True, False, or None to follow the environment) for the current context only.
 _LOCAL: ContextVar[object] = ContextVar("nvscope_dev_mode", default=_FOLLOW_DEFAULT)
+_state.keep(__name__, "_LOCAL", "per context: each dev_mode block resets its own")
 
 
-def development_mode() -> bool:
+def is_development_mode() -> bool:
     """Whether development mode is on: the innermost ``dev_mode`` block's setting in this context, else
     ``set_development_mode``'s, else ``NVSCOPE_DEV``."""
     local = _LOCAL.get()
     setting = _default if local is _FOLLOW_DEFAULT else local
     return setting if isinstance(setting, bool) else _env.flag("NVSCOPE_DEV")
+
+
+# The getter's older name, kept as an alias: it read like the `dev_mode` block, which is a context manager.
+development_mode = is_development_mode
 
 
 def strict_mode() -> bool:
@@ -91,7 +97,7 @@ def dev_mode(enabled: bool | None = True) -> Iterator[None]:
 
 def check_scope(options: OptionSet) -> None:
     """Called before a non-empty scope is entered: warn, or raise under strict mode, outside development mode."""
-    if development_mode():
+    if is_development_mode():
         return
     message = (
         f"nvFuser developer options {options.as_shell()} activated outside development mode. "
@@ -104,6 +110,7 @@ def check_scope(options: OptionSet) -> None:
 
 
 _said: set[str] = set()  # the once-per-process messages said so far
+_state.keep(__name__, "_said", "messages said once per process, not once per install")
 
 
 def _once(key: str) -> bool:
@@ -115,7 +122,7 @@ def _once(key: str) -> bool:
 
 def warn_no_fusion(scope: object) -> None:
     """Called at the exit of a non-empty scope under which no fusion executed (development mode only)."""
-    if not development_mode():
+    if not is_development_mode():
         return
     from nvscope._core import _patches
 

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import os
 import warnings
+from collections.abc import Mapping
 
+from nvscope._core import _state
 from nvscope._core._errors import ConfigWarning
 
 __all__ = ["RUN", "VARIABLES", "flag", "integer", "problems", "text"]
@@ -23,7 +25,7 @@ _FALSE = frozenset({"0", "false", "no", "off", ""})
 RUN = "NVSCOPE_RUN"  # `nvscope run` -> its child processes (nvscope/_cli/_child_carry.py); probes drop it
 
 # name -> (kind, default, what it does). kind: "flag" (on/off), "count" (an integer >= 1), "text" (any string).
-VARIABLES: dict[str, tuple[str, object, str]] = {
+VARIABLES: Mapping[str, tuple[str, object, str]] = {
     "NVSCOPE_DEV": ("flag", False, "development mode: scopes do not warn"),
     "NVSCOPE_STRICT": ("flag", False, "outside development mode a scope raises DevelopmentModeError"),
     "NVSCOPE_AUTOINSTALL": ("flag", True, "the first non-empty scope installs the Thunder adapter"),
@@ -40,6 +42,7 @@ VARIABLES: dict[str, tuple[str, object, str]] = {
 }
 
 _warned: set[tuple[str, str]] = set()
+_state.keep(__name__, "_warned", "a bad value is warned about once per process, not once per install")
 
 
 def _accepted(kind: str) -> str:

@@ -4,18 +4,21 @@ A fusion's identity is computed once, when nvscope first sees it (its table is m
 where the fusion sits in the program, never from what nvscope happened to see first, so that an id printed by one
 run (a listing, which audits everything) selects the same fusion in a later run that scopes only part of it:
 
-    <phase>/<name>[@<site>][#<k>]
+    <phase>/<name>[@<site>:<key> | @<site> | @<key>][#<k>]
 
 ``<phase>/<name>``: Thunder's name restarts per trace (forward and backward both have an ``nvFusion0``). ``<site>``:
-for Thunder, the jitted function as ``<module>:<qualname>`` (a backward's: its forward's), then ``:<t>`` for the
-t-th trace of that function (t >= 1: Thunder's cache of traces, keyed by the inputs' metadata, in the order the
-function met them); for a direct ``FusionDefinition.execute``, the module that executes it (for a subclass of
-``FusionDefinition``, the class as ``<module>:<qualname>``) and a digest of the definition nvFuser prints. A script's
-module is its file's stem, whether it runs as ``__main__`` or is imported by ``nvscope profile``/``bisect``/
-``search`` (`nvscope._core._site`). ``#<k>`` only where nothing else tells fusions apart (the same function jitted
-twice): the k-th of them nvscope saw (`claim`). The ops are the nvFuser operations of its definition, read from the
-Python nvFuser prints for it (``fd.ops.linear(...)``), the same on every Thunder and both frontends, so a selector by
-ops means one thing.
+for Thunder, the jitted function as ``<module>:<qualname>`` (a backward's: its forward's); for a direct
+``FusionDefinition`` of a subclass, its class as ``<module>:<qualname>``, for a plain one nothing (the module that
+executes it is no property of the definition: its ``function`` says where it first ran). ``<key>``: six hex digits
+of what tells the fusions of one site apart, the same in every process: for Thunder, the fusion's inputs (shapes,
+strides, dtypes: `nvscope._core._site.inputs_digest`), which pick the trace of the jitted function it belongs to; for
+a direct definition, the definition nvFuser prints (`nvscope._core._site.definition_digest`). A script's module is
+its file's stem, whether it runs as ``__main__`` or is imported by ``nvscope profile``/``bisect``/``search``
+(`nvscope._core._site`). ``#<k>`` only where nothing else tells fusions apart (the same function jitted twice, equal
+direct definitions): the k-th of them nvscope saw (`claim`, `nvscope._core._ids`); a number a fusion holds is never
+handed to another while it lives, also across ``nvscope.uninstall()``. The ops are the nvFuser operations of its
+definition, read from the Python nvFuser prints for it (``fd.ops.linear(...)``), the same on every Thunder and both
+frontends, so a selector by ops means one thing.
 
 Selectors are values: a glob over ids, a list of globs, a callable taking a `FusionInfo`, or the helpers `phase`
 and `holding`, combined with ``|``, ``&`` and ``~``. Each is compiled when its scope is built (and kept: the same
@@ -25,7 +28,8 @@ False, fails the fusion's call with a message naming the selector and the fusion
 scope, never per execution). A glob selects a fusion when it matches its id, or the short form ``<phase>/<name>``
 (so ``"*/nvFusion0"`` and ``"forward/nvFusion0"`` select every such fusion, of every function), or its numbered id
 ``<id without #k>#<k>`` (``#1`` for the first: ``"forward/nvFusion0#1"`` selects the first of the fusions without a
-site). An id as printed selects that fusion alone (`exact_glob` where one without a site shares its short form).
+site), or, for a fusion with a site and a key, ``<phase>/<name>@<site>`` (the fusions of every trace of a function).
+An id as printed selects that fusion alone (`exact_glob` where one without a site shares its short form).
 Messages cut long globs and selectors short (`nvscope._core._text.cut`).
 """
 
@@ -34,6 +38,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from types import BuiltinFunctionType, FunctionType, MethodType
 
+from nvscope._core import _ids, _state
 from nvscope._core._record import Record
 from nvscope._core._site import NOT_IN_SITE
 from nvscope._core._text import cut
@@ -44,8 +49,7 @@ if TYPE_CHECKING:
 
     Phase = Literal["forward", "backward", "call"]
 
-__all__ = ["FusionInfo", "Selector", "claim", "exact_glob", "forget_ids", "holding", "note_ids", "phase", "remember",
-           "selector"]
+__all__ = ["FusionInfo", "Selector", "claim", "exact_glob", "holding", "phase", "remember", "selector"]
 
 _PHASES = ("forward", "backward", "call")
 # What a message shows of a glob, a list of globs or a selector's name: enough to recognize it (a full id is ~80).
@@ -60,17 +64,21 @@ def ops_of_definition(text: str) -> tuple[str, ...]:
 
 
 class FusionInfo(Record):
-    """One fusion as nvscope knows it: ``id``, ``name``, ``phase``, ``ops``, ``function``, ``site``, ``instance``.
+    """One fusion as nvscope knows it: ``id``, ``name``, ``phase``, ``ops``, ``function``, ``site``, ``key``,
+    ``instance``.
 
     ``phase`` is ``"forward"``, ``"backward"`` (Thunder's backward trace) or ``"call"`` (a direct nvFuser
     ``execute``); ``ops`` the sorted nvFuser op names of its definition; ``function`` the qualified name of the
-    jitted function it belongs to, when nvscope could tell (Thunder), else None; ``site`` where it sits in the
-    program (``"train:Model.forward"``; see the module docstring), or None when nvscope could not tell. ``instance``
-    is k when this is the k-th distinct fusion nvscope saw with the same phase, name and site: the id is
-    ``"<phase>/<name>[@<site>][#<k>]"`` (1, the first: no suffix), so an id names one fusion.
+    jitted function it belongs to (Thunder), or where a direct definition first executed (``"<module>:<qualname>"``),
+    when nvscope could tell, else None; ``site`` where it sits in the program (``"train:Model.forward"``, or the class
+    of a direct definition's subclass; see the module docstring), or None; ``key`` six hex digits of what tells it
+    from the other fusions of its site (a Thunder fusion's inputs, a direct definition's printed definition), or None.
+    ``instance`` is k when this is the k-th distinct fusion nvscope saw with the same phase, name, site and key: the
+    id is ``"<phase>/<name>[@<site>[:<key>]][#<k>]"`` (``@<key>`` without a site; 1, the first: no suffix), so an id
+    names one fusion.
     """
 
-    __slots__ = ("function", "id", "instance", "name", "ops", "phase", "site")
+    __slots__ = ("function", "id", "instance", "key", "name", "ops", "phase", "site")
 
     id: str
     name: str
@@ -79,9 +87,10 @@ class FusionInfo(Record):
     function: str | None
     instance: int
     site: str | None
+    key: str | None
 
     def __init__(self, name: str, phase: Phase, ops: Iterable[str] | None = (), function: str | None = None, *,
-                 instance: int = 1, site: str | None = None) -> None:
+                 instance: int = 1, site: str | None = None, key: str | None = None) -> None:
         # Checked once per fusion: a fusion built wrong here would be one that no selector or gate reads right.
         if not isinstance(name, str) or not name:
             raise (ValueError if name == "" else TypeError)(
@@ -104,19 +113,29 @@ class FusionInfo(Record):
             raise (TypeError if not isinstance(site, str) else ValueError)(
                 f"FusionInfo: site= takes where the fusion sits, e.g. 'train:Model.forward' (no '#', '/', glob "
                 f"characters or blanks), or None; not {_shown(site)}")
-        base = f"{phase}/{name}" if site is None else f"{phase}/{name}@{site}"
+        if key is not None and (not isinstance(key, str) or not key or not NOT_IN_SITE.isdisjoint(key)
+                                or ":" in key):
+            raise (TypeError if not isinstance(key, str) else ValueError)(
+                f"FusionInfo: key= takes a digest, e.g. '3fa29c' (no ':', '#', '/', glob characters or blanks), or "
+                f"None; not {_shown(key)}")
+        where = ":".join(part for part in (site, key) if part)
+        base = f"{phase}/{name}@{where}" if where else f"{phase}/{name}"
         self._init(id=base if instance == 1 else f"{base}#{instance}", name=name, phase=phase, ops=ops,
-                   function=function, instance=instance, site=site)
+                   function=function, instance=instance, site=site, key=key)
 
     def __repr__(self) -> str:
         where = f", function={self.function!r}" if self.function else ""
         ops = "unknown" if self.ops is None else repr(list(self.ops))
         return f"FusionInfo({self.id!r}, ops={ops}{where})"
 
-    def aliases(self) -> tuple[str, str]:
-        """What a glob may match besides the id: the short form ``<phase>/<name>`` and the numbered id
-        ``<id without #k>#<k>``."""
-        return f"{self.phase}/{self.name}", f"{self.base()}#{self.instance}"
+    def aliases(self) -> tuple[str, ...]:
+        """What a glob may match besides the id: the short form ``<phase>/<name>``, the numbered id
+        ``<id without #k>#<k>`` and, for a fusion with a key, the id without it (``<phase>/<name>@<site>``: the
+        fusions of every trace of a function)."""
+        short = f"{self.phase}/{self.name}"
+        if self.key is None or self.site is None:
+            return short, f"{self.base()}#{self.instance}"
+        return short, f"{self.base()}#{self.instance}", f"{short}@{self.site}"
 
     def base(self) -> str:
         """The id without its ``#<k>``: what the fusions nothing else tells apart share."""
@@ -129,57 +148,25 @@ def _shown(value: object) -> str:
     return shown(value, _SHOWN)
 
 
-# How many distinct fusions claimed each id without its "#k" so far in this process (`claim`), and the ids seen per
-# short form "<phase>/<name>" (`exact_glob`); the adapters call `claim` under `nvscope._exec._frontends.TABLE_LOCK`,
-# once per fusion.
-_claimed: dict[str, int] = {}
-_shorts: dict[str, set[str]] = {}
-
-
-def _count(fusion_id: str, short: str) -> None:
-    _shorts.setdefault(short, set()).add(fusion_id)
-
-
-def claim(name: str, phase: Phase, ops: Iterable[str] | None, function: str | None,
-          site: str | None = None) -> FusionInfo:
-    """The identity of a fusion nvscope sees for the first time: the k-th to claim ``<phase>/<name>[@<site>]`` gets
-    ``#k`` (only where nothing else tells them apart: the same site)."""
-    info = FusionInfo(name, phase, ops, function, site=site)  # may raise: then nothing is claimed
-    instance = _claimed.get(info.id, 0) + 1
+def claim(name: str, phase: Phase, ops: Iterable[str] | None, function: str | None, site: str | None = None, *,
+          key: str | None = None) -> FusionInfo:
+    """The identity of a fusion nvscope sees for the first time: the k-th to claim ``<phase>/<name>[@<site>:<key>]``
+    gets ``#k`` (only where nothing else tells them apart; numbering restarts at ``nvscope.uninstall()``, `_ids`).
+    The adapters call it under `nvscope._exec._frontends.TABLE_LOCK`, once per fusion."""
+    info = FusionInfo(name, phase, ops, function, site=site, key=key)  # may raise: then nothing is claimed
+    instance = _ids.next_number(info.id)
     if instance > 1:
-        info = FusionInfo(name, phase, info.ops, function, instance=instance, site=site)
-    _claimed[info.base()] = instance
-    _count(info.id, f"{phase}/{name}")
+        info = FusionInfo(name, phase, info.ops, function, instance=instance, site=site, key=key)
+    _ids.take(info.base(), instance)
+    _ids.count(info.id, f"{phase}/{name}")
     return info
 
 
 def remember(info: FusionInfo) -> FusionInfo:
-    """``info``, an identity an adapter kept on its fusion across `forget_ids` (``nvscope.uninstall()`` and install):
-    counted again, so that a fusion seen afresh after it does not take its number."""
-    base = info.base()
-    _claimed[base] = max(_claimed.get(base, 0), info.instance)
-    _count(info.id, f"{info.phase}/{info.name}")
-    return info
-
-
-def note_ids(ids: Iterable[str]) -> None:
-    """Count the fusions behind ``ids`` seen in another process (a bisect's probes), for `exact_glob`."""
-    for fusion_id in ids:
-        phase, slash, _ = fusion_id.partition("/")
-        if not slash:
-            continue
-        base, mark, number = fusion_id.rpartition("#")
-        if not (mark and number.isdigit() and "/" in base):
-            base, number = fusion_id, "1"
-        _claimed[base] = max(_claimed.get(base, 0), int(number))
-        _count(fusion_id, f"{phase}/{base.partition('/')[2].partition('@')[0]}")
-
-
-def forget_ids() -> None:
-    """Numbering starts again for fusions not seen before (the adapters dropped every fusion's table:
-    `nvscope.uninstall`); those seen before keep their identity (`remember`)."""
-    _claimed.clear()
-    _shorts.clear()
+    """The identity of a fusion an adapter identified before ``nvscope.uninstall()``, claimed again as if seen for the
+    first time: its site and key give the same id; a ``#k`` follows the order of sight since the uninstall, as in a
+    new process, so that no two fusions hold one id."""
+    return claim(info.name, info.phase, info.ops, info.function, info.site, key=info.key)
 
 
 class Selector:
@@ -297,6 +284,7 @@ def _checked(call: Callable[[FusionInfo], object], name: str) -> Callable[[Fusio
 # a loop builds its selector once, not at every entry. Bounded: a program generating globs stays finite.
 _compiled: dict[object, Selector] = {}
 _MAX_COMPILED = 1024
+_state.register(__name__, "_compiled", _compiled.clear, step="caches")
 
 
 def selector(value: object) -> Selector:
@@ -357,7 +345,6 @@ def exact_glob(fusion_id: str) -> str:
     the id of the first of several fusions of one ``<phase>/<name>`` (the id alone selects them all)."""
     base, mark, number = fusion_id.rpartition("#")
     numbered = bool(mark) and number.isdigit() and "/" in base
-    if not numbered and "@" not in fusion_id and (_claimed.get(fusion_id, 0) > 1
-                                                  or len(_shorts.get(fusion_id, ())) > 1):
+    if not numbered and "@" not in fusion_id and _ids.shares_short_form(fusion_id):
         fusion_id += "#1"  # without a site, its id is also the short form of every fusion with its phase and name
     return "".join(f"[{c}]" if c in "*?[" else c for c in fusion_id)

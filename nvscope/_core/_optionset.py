@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 __all__ = ["EMPTY", "NVFUSER_VARIABLES", "OptionSet", "process_options_shell"]
 
-_VARIABLES = {"NVFUSER_ENABLE": "enable", "NVFUSER_DISABLE": "disable"}
+_VARIABLES: Mapping[str, str] = {"NVFUSER_ENABLE": "enable", "NVFUSER_DISABLE": "disable"}
 NVFUSER_VARIABLES = tuple(_VARIABLES)  # the variables nvFuser reads its options from, for a whole process
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 _EXAMPLE = "'NVFUSER_ENABLE=fuse_matmul NVFUSER_DISABLE=matmul_expr_eval'"

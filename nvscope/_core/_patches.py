@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import threading
 
+from nvscope._core import _state
+
 __all__ = ["Patch", "accept", "active", "apply", "decline", "declined", "demand", "describe", "owners", "release",
            "restore"]
 
@@ -184,5 +186,14 @@ def declined(owner: str) -> bool:
     return owner in _declined
 
 
-def forget_declined() -> None:
+def _clear() -> None:
+    """The ledger as at import: the adapters undid their patches first (`nvscope._core._state`, step "adapters"); a
+    patch one left behind goes back too; the adapters the user declined may install themselves again."""
+    for owner in owners():
+        restore(owner)
     _declined.clear()
+
+
+_state.register(__name__, "_PATCHES _declined", _clear, step="patches")
+_state.keep(__name__, "_DEMAND", "the live frames and audits that need the on-demand patches: each releases its own")
+_state.keep(__name__, "_LOCK", "a lock")

@@ -10,7 +10,7 @@ For one fusion (`effective`), lowest to highest:
 
 1. ``NVFUSER_ENABLE``/``NVFUSER_DISABLE``: nvFuser adds per-call options to them; nothing here can remove them.
 2. The fusion's own options: Thunder's compile-time ``nv_enable_options``/``nv_disable_options``, or what a direct
-   caller passed to ``execute`` (``static``).
+   caller passed to ``execute`` (``own_options``).
 3. The scopes, outermost to innermost (`resolve`): a scope whose selector does not match the fusion is skipped; one
    with ``inherit=False`` starts again from nothing (of the scopes; 1 and 2 stay); otherwise it is laid over what is
    below with `OptionSet.override`: a name requested the other way by an inner scope is the inner scope's. A
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import threading
 
+from nvscope._core import _state
 from nvscope._core._catalog import catalog
 from nvscope._core._errors import NvscopeError
 from nvscope._core._fusion import FusionInfo, Selector
@@ -61,6 +62,9 @@ class Policy:
 _interned: dict[tuple[object, ...], Policy] = {}
 _intern_lock = threading.Lock()
 _MAX_INTERNED = 4096
+# A memo: a policy built again after uninstall is equal to the old one, and costs each fusion one resolution.
+_state.register(__name__, "_interned", _interned.clear, step="caches")
+_state.keep(__name__, "_intern_lock", "a lock")
 
 
 def over(parent: OptionSet | Policy | None, own: OptionSet, chosen: Selector | None,
@@ -134,26 +138,26 @@ def _matches(chosen: Selector, info: FusionInfo) -> bool:
                            "selector must return True or False for every FusionInfo") from error
 
 
-def effective(static: OptionSet, policy: OptionSet | Policy | None, info: FusionInfo) -> OptionSet:
+def effective(own_options: OptionSet, policy: OptionSet | Policy | None, info: FusionInfo) -> OptionSet:
     """What one fusion executes with under ``policy``: steps 2-4 above (nvFuser adds step 1 itself)."""
-    return _gated(static, resolve(policy, info), info)
+    return _gated(own_options, resolve(policy, info), info)
 
 
-def effective_split(static: OptionSet, policy: OptionSet | Policy | None,
+def effective_split(own_options: OptionSet, policy: OptionSet | Policy | None,
                     info: FusionInfo) -> tuple[OptionSet, bool]:
     """`effective`, and whether the innermost scope changed it: False when a selective innermost scope leaves the
     fusion what the scopes around it give (e.g. its selector matches nothing), so that scope can say it changed
     nothing as it would alone. Any other innermost scope counts as changing what its fusions ran with."""
     scope, below = _layered(policy, info)
-    options = _gated(static, scope, info)
+    options = _gated(own_options, scope, info)
     if not isinstance(policy, Policy) or len(policy.layers) < 2 or policy.layers[-1][1] is None:
         return options, True
-    return options, _gated(static, below, info) != options
+    return options, _gated(own_options, below, info) != options
 
 
-def _gated(static: OptionSet, scope: OptionSet, info: FusionInfo) -> OptionSet:
+def _gated(own_options: OptionSet, scope: OptionSet, info: FusionInfo) -> OptionSet:
     ops = info.ops
     if scope and ops is not None:  # unknown ops: no gate can be judged, so none drops anything
         gate = catalog().can_affect
         scope = scope.only(lambda kind, name: gate(kind, name, ops))
-    return static.override(scope)
+    return own_options.override(scope)

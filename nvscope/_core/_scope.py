@@ -1,29 +1,37 @@
-"""The scope: one ContextVar holding the nvFuser policy active here, and the verbs that set it.
+"""The scope: `nv_options` (and `with_nv_options`), `current_options`, and the hooks a scope entry calls.
 
-Why a ContextVar: it is what threads (each starts empty), asyncio tasks (each runs in a copy of its creator's
-context) and generators need, and reading it costs about 20 ns, which matters because the executor adapters read it
-at every fusion execution. The variable holds a `Frame` (or None when no scope is active): the frame's ``policy``
-is already merged with the enclosing scopes (`nvscope._core._policy`), so the hot path does one ``get()`` and one
-attribute load, never a merge.
+The frame of the scope active here is in one ContextVar (`nvscope._core._frames`, re-exported here with the verbs
+that write it: the names the layers above take from this module); `nv_options` enters and exits frames, and is a
+decorator by its base class (`nvscope._core._decorators.ScopeDecorator`).
 
 Why no token on the `nv_options` instance: a ContextDecorator that keeps ``self._token`` breaks as soon as the same
 object is entered twice, nested or from two threads (numpy#24013 hit exactly this in ``errstate``). Each entry
 instead pushes a frame that remembers its parent, and exit restores the parent of the frame it finds, after
 checking that the frame is its own. The instance holds only its validated options, so one object can be shared by
 any number of threads, tasks and nested entries.
-
-Only this module writes the ContextVar: `nv_options` entry and exit, `push`/`pop` (a backward pass under its
-forward's scope), `unwind` (a runner or test harness dropping scopes a program left open) and `enter_frame` (the
-decorators of `nvscope._core._decorators`, which rebuild a generator body's scopes at every step).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from contextvars import ContextVar, Token
 from types import TracebackType
 
-from nvscope._core import _devmode, _patches, _policy
+from nvscope._core import _devmode, _policy, _state
+from nvscope._core._decorators import ScopeDecorator
+from nvscope._core._frames import (
+    ACTIVE,
+    CHANGED,
+    NO_EFFECT,
+    NOTHING,
+    Frame,
+    enter_frame,
+    note_run,
+    pop,
+    push,
+    reset,
+    switch_frame,
+    unwind,
+)
 from nvscope._core._fusion import FusionInfo, Selector, selector
 from nvscope._core._optionset import EMPTY, OptionSet
 from nvscope._core._validate import names as _names
@@ -34,52 +42,41 @@ if TYPE_CHECKING:  # typing is not imported at run time: `import nvscope` must s
 
     F = TypeVar("F", bound=Callable[..., Any])
 
-__all__ = ["ACTIVE", "Frame", "current_options", "enter_frame", "nv_options", "pop", "push", "switch_frame", "unwind"]
+__all__ = [
+    "ACTIVE",
+    "CHANGED",
+    "ENTER_HOOKS",
+    "NOTHING",
+    "NO_EFFECT",
+    "Frame",
+    "current_options",
+    "enter_frame",
+    "note_run",
+    "nv_options",
+    "on_enter",
+    "pop",
+    "push",
+    "reset",
+    "switch_frame",
+    "unwind",
+    "with_nv_options",
+]
 
-# Frame.ran: what happened under a frame. Ordered, so that merging two is max().
-NOTHING, NO_EFFECT, CHANGED = 0, 1, 2
 _ON_ERROR = (None, "raise", "fallback")
 
 
-class Frame:
-    """One entered scope. ``policy`` is the merged, effective policy (None when empty: the hot path tests ``is``)."""
-
-    __slots__ = ("fallback", "owner", "parent", "policy", "ran", "ran_earlier")
-
-    def __init__(self, policy: OptionSet | _policy.Policy | None, parent: Frame | None, owner: object,
-                 fallback: bool | None) -> None:
-        self.policy = policy
-        self.parent = parent
-        self.owner = owner
-        # on_error in force here: True "fallback", False "raise", None no scope chose (so "raise"; a backward pass
-        # under its forward's scope then takes the choice of the thread running it, `push`).
-        self.fallback = fallback
-        # NOTHING, NO_EFFECT (fusions ran, none changed by the scope) or CHANGED; set by the execution path.
-        self.ran = NOTHING
-        # Set on a generator body's scope rebuilt for a later step (`nvscope._core._decorators`) when a fusion ran
-        # under it in an earlier step: that fusion has already been counted below, so it only keeps the scope's exit
-        # quiet.
-        self.ran_earlier = NOTHING
-        # While any frame exists, the adapters' per-fusion patches are in place (`nvscope._core._patches.demand`):
-        # from here to `__del__`, wherever the frame is visible (an entered scope, a copied context, a backward).
-        _demand(id(self))
-
-    def __del__(self, _release: Callable[[int], None] = _patches.release) -> None:
-        try:
-            _release(id(self))
-        except Exception:  # pragma: no cover - at interpreter exit the module's state may be gone already
-            pass
-
-
-_demand = _patches.demand
-
-
-# The one piece of state. Adapters read ACTIVE.get() on their hot path; everything else goes through the verbs.
-ACTIVE: ContextVar[Frame | None] = ContextVar("nvscope.active", default=None)
-
-# Called (without arguments) before each non-empty scope is entered; nvscope.__init__ registers the lazy
-# installation of the executor adapters here, so that entering a scope is all a user has to do.
+# Called (without arguments) before each non-empty scope is entered: the layers above register through `on_enter`
+# (the execution layer's installation of the adapters, `nvscope._exec._autoinstall`), so that entering a scope is all
+# a user has to do; the core cannot import them (tests/test_layers.py).
 ENTER_HOOKS: list[Callable[[], None]] = []
+_state.keep(__name__, "ENTER_HOOKS", "wiring, made once at import")
+
+
+def on_enter(hook: Callable[[], None]) -> None:
+    """Call ``hook()`` before each non-empty scope is entered, from now on (once however often it is registered).
+    An exception it raises keeps the scope from being entered."""
+    if hook not in ENTER_HOOKS:
+        ENTER_HOOKS.append(hook)
 
 
 def current_options(fusion: FusionInfo | None = None) -> OptionSet:
@@ -97,7 +94,7 @@ def current_options(fusion: FusionInfo | None = None) -> OptionSet:
     return _policy.resolve(frame.policy, fusion)
 
 
-class nv_options:
+class nv_options(ScopeDecorator):
     """Run the nvFuser fusions executed inside with these options: ``with nv_options(enable=[...], disable=[...])``.
 
     Names are validated here, at construction, before anything is entered. Nested scopes merge (inner laid over
@@ -206,8 +203,7 @@ class nv_options:
             )
         ACTIVE.set(frame.parent)
         ran = frame.ran
-        if ran and frame.parent is not None and ran > frame.parent.ran:
-            frame.parent.ran = ran  # the enclosing scope saw this fusion too
+        note_run(frame.parent, ran)  # the enclosing scope saw this fusion too
         if exc_type is None:
             self._report(max(ran, frame.ran_earlier))
 
@@ -220,70 +216,19 @@ class nv_options:
         else:
             _devmode.warn_no_effect(self, self._options, self._selector)
 
-    def __call__(self, func: F) -> F:
-        # The wrapper lives in `nvscope._core._decorators`, which builds on this module (as torch's `_contextlib`
-        # builds on nothing of grad mode's state); it hands its `decorate` in when imported (`nvscope/__init__.py`
-        # imports it), so this module does not import it back.
-        decorated: F = DECORATE[0](self, func)
-        return decorated
 
 
-# `nvscope._core._decorators.decorate`, set when that module is imported (see `nv_options.__call__`).
-DECORATE: list[Callable[[nv_options, Any], Any]] = []
+def with_nv_options(enable: Iterable[str] | str | OptionSet = (), disable: Iterable[str] | str = (), *,
+                    inherit: bool = True, fusions: object = None, on_error: str | None = None) -> Callable[[F], F]:
+    """Decorator: run the function (or coroutine, generator, async generator) body under these options.
 
-
-def enter_frame(frame: Frame | None) -> Token[Frame | None]:
-    """Make ``frame`` the active one (decorators and `nvscope.bind` rebuild or carry frames); undo with ``reset``.
-
-    The entry demands the patches itself (`nvscope._core._patches.demand`), not only through the frame's life: a
-    generator left in a reference cycle can be closed by the collector after its captured frame was finalized, and
-    its cleanup runs under that frame."""
-    token = ACTIVE.set(frame)
-    if frame is not None:
-        _demand(id(token))
-    return token
-
-
-def switch_frame(frame: Frame | None) -> None:
-    """Make ``frame`` the active one with no token, for a caller that demands the patches around it itself (a
-    generator body's step: `nvscope._core._decorators`)."""
-    ACTIVE.set(frame)
-
-
-def reset(token: Token[Frame | None]) -> None:
-    ACTIVE.reset(token)
-    _patches.release(id(token))  # nothing if `enter_frame` demanded nothing for it
-
-
-def push(policy: OptionSet | _policy.Policy | None, fallback: bool | None) -> Token[Frame | None]:
-    """Activate ``policy`` laid over the current scope, unvalidated and without policy checks; for adapters.
-
-    Used where nvscope itself carries a scope somewhere (a backward pass under its forward's scope). ``fallback`` is
-    the carried scope's on_error choice (a `Frame`'s); None takes the current scope's. Undo with `pop`.
+    Names are validated once, when the decorator is built. See `nv_options` for the merge rules. A generator's body
+    sees, at each step, the options of the code that resumes it (``next``, ``send``, ...) merged with these and with
+    the scopes it entered itself. Placed above ``@staticmethod`` or ``@classmethod`` it decorates the function inside.
+    A class cannot be decorated (decorate its methods).
     """
-    parent = ACTIVE.get()
-    below = None if parent is None else parent.policy
-    if fallback is None and parent is not None:
-        fallback = parent.fallback
-    return ACTIVE.set(Frame(_policy.compose(below, policy), parent, push, fallback))
-
-
-def pop(token: Token[Frame | None]) -> None:
-    """Undo a `push`; a fusion that ran under the pushed frame counts for the scope it was pushed over."""
-    frame = ACTIVE.get()
-    ACTIVE.reset(token)
-    if frame is not None and frame.ran and frame.parent is not None and frame.ran > frame.parent.ran:
-        frame.parent.ran = frame.ran
-
-
-def unwind(to: Frame | None) -> list[object]:
-    """Drop every frame above ``to`` (scopes a program or test entered and left open); return their owners,
-    innermost first. The runner and the pytest plugin use it so that their own scopes then exit cleanly."""
-    owners = []
-    frame = ACTIVE.get()
-    while frame is not None and frame is not to:
-        owners.append(frame.owner)
-        frame = frame.parent
-    if owners:
-        ACTIVE.set(to)
-    return owners
+    if callable(enable) and not isinstance(enable, (str, OptionSet)):
+        # `@with_nv_options` without parentheses hands the function itself over as enable=.
+        raise TypeError(f"with_nv_options needs its arguments: write @with_nv_options(enable=[...]) (with "
+                        f"parentheses) above {getattr(enable, '__qualname__', 'the function')}, not @with_nv_options")
+    return nv_options(enable, disable, inherit=inherit, fusions=fusions, on_error=on_error)

@@ -1,12 +1,12 @@
 """Where a fusion sits in a program, as its id says it (`nvscope._core._fusion`): a module's name, a function's
-``<module>:<qualname>``, the digest of a printed FusionDefinition. Each is the same in every run of the program, so an
-id printed by one run selects the same fusion in the next."""
+``<module>:<qualname>``, the digest of a printed FusionDefinition or of a fusion's inputs. Each is the same in every
+run of the program, so an id printed by one run selects the same fusion in the next."""
 
 from __future__ import annotations
 
 import sys
 
-__all__ = ["NOT_IN_SITE", "definition_digest", "file_of", "program_module", "site_of"]
+__all__ = ["NOT_IN_SITE", "definition_digest", "file_of", "inputs_digest", "program_module", "site_of"]
 
 # Not in a site: they would make a printed id a glob that selects more than its fusion, or ambiguous to read back.
 NOT_IN_SITE = frozenset("#/*?[] \t\n\r")
@@ -49,3 +49,25 @@ def site_of(module: str | None, qualname: str, filename: str | None = None) -> s
 
 def _clean(text: str) -> str:
     return "".join("_" if c in NOT_IN_SITE else c for c in text)
+
+
+def inputs_digest(args: tuple[object, ...]) -> str:
+    """Six hex digits of a fusion's inputs, the same in every process: each tensor's shape, strides and dtype (not
+    its device or address), a number's or anything else's type. Thunder's own descriptors (``to_descriptors``) would
+    not do: their shapes are symbolic (-1 for every size but 1), so the traces a function gets for batch 8 and 16
+    would share them."""
+    import hashlib
+
+    def one(arg: object) -> object:
+        shape = getattr(arg, "shape", None)
+        if shape is None:
+            return type(arg).__name__
+        stride = getattr(arg, "stride", None)
+        try:
+            strides = tuple(stride()) if callable(stride) else None
+        except Exception:  # a tensor subclass without strides (sparse, nested): its shape and dtype tell enough
+            strides = None
+        return tuple(shape), strides, str(getattr(arg, "dtype", None))
+
+    text = repr(tuple(one(arg) for arg in args))
+    return hashlib.blake2b(text.encode("utf-8", "replace"), digest_size=3).hexdigest()

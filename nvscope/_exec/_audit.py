@@ -16,8 +16,8 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from nvscope._core import FusionInfo
 from nvscope._core import _text as _texttable
-from nvscope._core._fusion import FusionInfo
 from nvscope._exec import _autoinstall, _events
 from nvscope._exec._events import FusionRecord
 
@@ -51,19 +51,19 @@ class AuditLog:
 
     def failures(self) -> list[FusionRecord]:
         """The executions that failed under their options and ran their defaults (``on_error="fallback"``)."""
-        return [record for record in self.records if record.partition == "fallback"]
+        return [record for record in self.records if record.route == "fallback"]
 
     def summary(self) -> str:
         """A table: one row per (fusion, options, phase, partition, thread) with its execution count."""
         if not self.records:
             return "nvscope audit: no nvFuser fusion executed"
         counts = Counter(
-            (r.fusion, r.options.as_shell() or "(none)", r.phase, r.partition, r.thread) for r in self.records
+            (r.fusion, r.options.as_shell() or "(none)", r.phase, r.route, r.thread) for r in self.records
         )
         header = ("fusion", "options", "phase", "partition", "thread", "calls")
         lines = [_texttable.render(header, [(*key, str(n)) for key, n in counts.items()])]
         total = len(self.records)
-        new = [r for r in self.records if r.partition == "new"]
+        new = [r for r in self.records if r.route == "new"]
         compiled = sum(r.shared_from is None for r in new)
         # A partition rebuilt after eviction finds its fusion's definition compiled already (`shared_from` names the
         # fusion itself): it compiles nothing.

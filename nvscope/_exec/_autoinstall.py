@@ -6,8 +6,9 @@ run``, which owns the whole program), an nvFuser frontend imported without Thund
 imports an adapter only when its framework is already in ``sys.modules``, so ``import nvscope`` and scopes on a
 machine without Thunder stay light.
 
-The triggers: every non-empty scope entry (registered as a scope enter hook by ``nvscope/__init__.py``; it looks
-again only when ``sys.modules`` has grown since the last look, so a scope entered in a loop costs one ``len()``),
+The triggers: every non-empty scope entry (this module registers `ensure_adapters` with the core's enter hooks,
+`nvscope._core._scope.on_enter`, at its foot; it looks again only when ``sys.modules`` has grown since the last look,
+so a scope entered in a loop costs one ``len()``),
 and, inside `watch_imports` (``nvscope run``), the moment the program finishes importing Thunder or nvFuser:
 ``nvscope run`` enters its scope before the program imports anything, so the entry alone would come too early.
 """
@@ -18,20 +19,21 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from nvscope._core import _env, _patches
-from nvscope._core._catalog import NVFUSER_MODULES as MODULES
+from nvscope._core import NVFUSER_MODULES, _env, _patches, _state, on_enter
 
-__all__ = ["ensure_adapters", "install", "reset", "watch_imports"]
+__all__ = ["ensure_adapters", "install", "reset", "uninstall", "watch_imports"]
 
 _seen_modules = -1
-_WATCHED = ("thunder", *MODULES)
+_WATCHED = ("thunder", *NVFUSER_MODULES)
 
 
 def reset() -> None:
-    """Back to a fresh import's state: nothing declined, and the next scope entry looks at ``sys.modules`` again."""
+    """The next scope entry looks at ``sys.modules`` again (what the user declined is the patch ledger's)."""
     global _seen_modules
     _seen_modules = -1
-    _patches.forget_declined()
+
+
+_state.register(__name__, "_seen_modules", reset, step="caches")
 
 
 def ensure_adapters(direct: bool = False) -> None:
@@ -49,7 +51,7 @@ def ensure_adapters(direct: bool = False) -> None:
 
             if not _patches.declined("thunder") and not thunder.installed():
                 thunder.install()
-        elif direct and any(name in sys.modules for name in MODULES):
+        elif direct and any(name in sys.modules for name in NVFUSER_MODULES):
             # Thunder imports nvFuser while it is itself being imported; its own adapter then covers it.
             from nvscope._exec import _nvfuser as nvfuser
 
@@ -74,11 +76,24 @@ def install() -> list[str]:
         from nvscope._exec import _thunder as thunder
 
         return ["nvscope.thunder"] if thunder.install() else []
-    if any(name in sys.modules for name in MODULES):
+    if any(name in sys.modules for name in NVFUSER_MODULES):
         from nvscope._exec import _nvfuser as nvfuser
 
         return ["nvscope.nvfuser"] if nvfuser.install() else []
     return []
+
+
+def uninstall() -> bool:
+    """Undo every patch nvscope made (all adapters), back to a freshly imported nvscope. Returns whether any was undone.
+
+    One reset of every state registered with `nvscope._core._state`, each cleared once; fusion ids (kept on the
+    fusions) and the legacy frontend's salts outlive it (docs/how-it-works.md, "State"). After it, the next non-empty
+    scope installs the Thunder adapter again, as after ``import nvscope``; use ``nvscope.thunder.uninstall()`` instead
+    to keep scopes from doing so.
+    """
+    restored = bool(_patches.owners())  # only adapters patch: what is in the ledger is theirs
+    _state.reset()  # every piece of state registered with nvscope._core._state, in its order
+    return restored
 
 
 def _imported(name: str) -> None:
@@ -103,3 +118,8 @@ def watch_imports() -> Iterator[list[BaseException]]:
     finally:
         if finder in sys.meta_path:
             sys.meta_path.remove(finder)
+
+
+# The first trigger (module docstring): the core calls up through its own registry, as it cannot import this layer.
+# Registered when this module is imported, which `import nvscope` does.
+on_enter(ensure_adapters)

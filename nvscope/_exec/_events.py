@@ -11,16 +11,13 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
 
-from nvscope._core import _patches
-from nvscope._core._fusion import FusionInfo
-from nvscope._core._optionset import OptionSet
-from nvscope._core._record import Record
+from nvscope._core import FusionInfo, OptionSet, Record, _patches, _state
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Literal
 
-    from nvscope._core._fusion import Phase
+    from nvscope._core import Phase
 
     # "default" (the fusion's own cache: no scope, or nothing the scope adds that can affect it), "new" (a cache for
     # this option set was built by this call: it compiles), "reused" (an existing cache for this option set),
@@ -34,6 +31,7 @@ PHASE: ContextVar[Phase] = ContextVar("nvscope.phase", default="forward")
 # Set by the Thunder adapter around a backward pass whose forward ran while its patch was in place: the jitted
 # function its forward belonged to, (qualname, site) (`nvscope._exec._thunder_adapter.jitted_function`).
 FUNCTION: ContextVar[tuple[str, str] | None] = ContextVar("nvscope.function", default=None)
+_state.keep(__name__, "PHASE FUNCTION", "per context: the adapter resets them around each backward pass")
 
 
 class FusionRecord(Record):
@@ -42,27 +40,33 @@ class FusionRecord(Record):
     ``fusion`` is the fusion's id (``"forward/nvFusion0"``), ``info`` its `FusionInfo`; ``error`` the failure
     (with nvscope's note) that made a ``"fallback"`` execution run the defaults, else None. ``shared_from``: the
     fusion whose compiled definition this execution ran, when its partition shares one (the same definition and
-    options, `nvscope._exec._shared`), else None (compiled for this fusion, or its defaults).
+    options, `nvscope._exec._shared`), else None (compiled for this fusion, or its defaults). ``route``: which
+    cache ran it (`Route`: ``"default"``, ``"new"``, ``"reused"``, ``"fallback"``; ``partition`` is its former name).
     """
 
-    __slots__ = ("error", "frontend", "info", "options", "partition", "shared_from", "thread")
+    __slots__ = ("error", "frontend", "info", "options", "route", "shared_from", "thread")
 
     info: FusionInfo
     options: OptionSet
-    partition: Route
+    route: Route
     thread: str
     frontend: str
     error: str | None
     shared_from: str | None
 
-    def __init__(self, info: FusionInfo, options: OptionSet, partition: Route, thread: str, frontend: str,
+    def __init__(self, info: FusionInfo, options: OptionSet, route: Route, thread: str, frontend: str,
                  error: str | None = None, shared_from: str | None = None) -> None:
-        self._init(info=info, options=options, partition=partition, thread=thread, frontend=frontend, error=error,
+        self._init(info=info, options=options, route=route, thread=thread, frontend=frontend, error=error,
                    shared_from=shared_from)
 
     def __reduce__(self) -> tuple[type[FusionRecord], tuple[object, ...]]:
-        return (FusionRecord, (self.info, self.options, self.partition, self.thread, self.frontend, self.error,
+        return (FusionRecord, (self.info, self.options, self.route, self.thread, self.frontend, self.error,
                                self.shared_from))
+
+    @property
+    def partition(self) -> Route:
+        """Deprecated name of `route` (it holds a route, not a partition)."""
+        return self.route
 
     @property
     def fusion(self) -> str:
@@ -75,7 +79,7 @@ class FusionRecord(Record):
     @property
     def own(self) -> bool:
         """Whether this execution ran a partition of its own (``"new"`` or ``"reused"``), not the fusion's defaults."""
-        return self.partition in ("new", "reused")
+        return self.route in ("new", "reused")
 
 
 SINKS: list[Callable[[FusionRecord], None]] = []
@@ -84,6 +88,7 @@ SINKS: list[Callable[[FusionRecord], None]] = []
 # the context's ``__enter__`` returns, if not None, is called with the fusion's outputs (profiling: per-fusion time
 # and outputs).
 TIMERS: list[Callable[[FusionRecord], AbstractContextManager[Any]]] = []
+_state.keep(__name__, "SINKS TIMERS", "the audits and profiles listening now: each removes its own at its block's end")
 
 
 def emit(record: FusionRecord) -> None:

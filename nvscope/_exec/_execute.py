@@ -1,17 +1,19 @@
 """Execute one fusion under the active scope: the one path every adapter uses.
 
-    effective options (`nvscope._core._policy`) -> partition (`nvscope._exec._fusion_table`) -> audit -> run ->
-    annotate / fall back
+    the lane (the steady state) -> effective options (`nvscope._core._policy`) -> partition
+    (`nvscope._exec._fusion_table`) -> audit -> run -> annotate / fall back
 
-An adapter (`Adapter`: Thunder's wrapper shape, or a direct nvFuser frontend) says only what differs between them:
-where a fusion's table lives, how a fusion is identified, how a partition is built, and how the fusion runs with its
-defaults or with a partition. Everything that decides (which options, which partition, what is recorded, what a
-failure becomes) is here, once.
+An adapter (`nvscope._exec._adapter.Adapter`: Thunder's wrapper shape, or a direct nvFuser frontend) patches its
+framework's per-fusion call with the one lane (`patch`, `lane`): with no scope active in the caller's context and
+no audit listening, the framework's own call; in a scoped loop's steady state, the partition; otherwise `execute`.
+The adapter says only what differs between them: where a fusion's table lives, how a fusion is identified, how a
+partition is built, and how the fusion runs with its defaults or with a partition. Everything that decides (which
+options, which partition, what is recorded, what a failure becomes) is here, once.
 
 A fusion's table (a `FusionTable`) is made the first time nvscope sees the fusion scoped or audited, and keeps the
-fusion's identity (`FusionInfo`), its own options and a memo: the last (policy, own options) it ran under and the
-partition that resolved to, so the steady state of a training loop is one identity test; other pairs resolve
-through a small dict, never through the selectors again.
+fusion's identity (`FusionInfo`), its own options and its memos: the last (policy, own options) it ran under and the
+partition that resolved to, so the steady state of a training loop is one identity test in the `lane`; other pairs
+resolve through a small dict, never through the selectors again.
 """
 
 from __future__ import annotations
@@ -19,171 +21,158 @@ from __future__ import annotations
 import threading
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
-from nvscope._core import _policy
-from nvscope._core._errors import FallbackWarning, NvscopeError, UnsupportedError
-from nvscope._core._fusion import FusionInfo
-from nvscope._core._optionset import OptionSet
-from nvscope._core._scope import CHANGED, NO_EFFECT, NOTHING, Frame
-from nvscope._exec import _events, _frontends, _repro, _shared
-from nvscope._exec._fusion_table import NO_STEADY, FusionTable
+from nvscope._core import (
+    ACTIVE,
+    CHANGED,
+    NO_EFFECT,
+    FallbackWarning,
+    Frame,
+    FusionInfo,
+    NvscopeError,
+    OptionSet,
+    _policy,
+    _state,
+    note_run,
+)
+from nvscope._exec import _events, _repro, _shared
+from nvscope._exec._adapter import Adapter, F
+from nvscope._exec._frontends import TABLE_LOCK
+from nvscope._exec._fusion_table import FusionTable, Partition
 
-__all__ = ["Adapter", "execute", "failed", "private_failures", "table"]
+__all__ = ["NO_KWARGS", "Adapter", "execute", "failed", "fusion_table", "lane", "patch", "private_failures"]
 
-NO_KWARGS: dict[str, Any] = {}
+NO_KWARGS: dict[str, Any] = {}  # a call with no keyword arguments (Thunder's always): its fusion's own options
 _SINKS = _events.SINKS  # the list itself (audit appends to it in place): one global load on the hot path
-_MISSING = object()
-_MAX_RESOLVED = 256  # (policy, own options) pairs remembered per fusion beyond the hot one (above the LRU bound)
 # The open `private_failures` blocks, innermost last: the failures recorded in each, to forget when it ends.
-_PRIVATE: list[list[tuple[FusionTable[_frontends.Partition], OptionSet, _shared.Entry | None]]] = []
+_PRIVATE: list[list[tuple[FusionTable[Partition], OptionSet, _shared.Entry | None]]] = []
+_state.keep(__name__, "NO_KWARGS", "a sentinel compared by identity, never written")
+_state.keep(__name__, "_PRIVATE", "the private_failures blocks open now: each pops its own at its end")
+
+def patch(adapter: Adapter[F], original: Callable[..., Any], keywords: bool = False) -> Callable[..., Any]:
+    """``adapter``'s patch of its framework's per-fusion call ``original``: Thunder's ``FusionDefinitionWrapper.
+    __call__``, which takes positional arguments only (the patch is the `lane` itself), or nvFuser's
+    ``FusionDefinition.execute`` (``keywords=True``: a call with keyword arguments never has a steady state, so it
+    goes to `execute`; the others to the lane)."""
+    if not keywords:
+        return lane(adapter, original)
+    positional = lane(adapter, original, depth=1)
+    sinks = _SINKS
+    get_active = ACTIVE.get
+
+    def with_keywords(fusion: F, *args: Any, **kwargs: Any) -> Any:
+        frame = get_active()
+        if (frame is None or frame.policy is None) and not sinks:
+            return original(fusion, *args, **kwargs)
+        if not kwargs:
+            return positional(fusion, *args)
+        return execute(adapter, fusion, frame, args, kwargs, None, 4)
+
+    with_keywords.__name__ = getattr(original, "__name__", "execute")
+    with_keywords.__wrapped__ = original  # type: ignore[attr-defined]
+    return with_keywords
 
 
-class Adapter:
-    """What one adapter supplies to `execute`. Subclasses override every method that raises here."""
+def lane(adapter: Adapter[F], original: Callable[..., Any], depth: int = 0) -> Callable[..., Any]:
+    """The one lane of ``adapter``'s fusion calls: ``original(fusion, *args)``, the framework's own call, patched.
 
-    given_as = "compile-time"  # where a fusion's own options come from, for failure notes
-    frontend: _frontends.Frontend = _frontends.DIRECT
-    version_error: UnsupportedError | None = None  # set at install: raised when a scope reaches a fusion
+    With no scope active in the caller's context (or an empty one) and no audit listening, ``original`` behind one
+    ContextVar read and two tests (and the patch is in place only while some scope or audit exists:
+    `nvscope._core._patches.demand`). The steady state of a scoped loop (the fusion's memo holds this scope's
+    partition, nothing listens) runs the partition here, in one call; everything else goes on to `execute`. No lock
+    anywhere: nvFuser's execute binding holds the GIL for the whole call (see `nvscope._exec._frontends`).
 
-    def lookup(self, fusion: Any) -> FusionTable[_frontends.Partition] | None:
-        raise NotImplementedError
+    A closure per adapter, its names cells (the cheapest loads), and the one nvscope frame on the steady path before
+    the partition's run: it is Thunder's patch itself. ``depth``: the frames between the caller and the lane (a
+    patch that calls it), so that a failure's warning points at the caller's line."""
+    table_of = adapter.table_of
+    sinks = _SINKS
+    get_active = ACTIVE.get
+    here, later = 3 + depth, 4 + depth  # `failed`'s stack level from this frame, and from `execute`
 
-    def attach(self, fusion: Any, table: FusionTable[_frontends.Partition]) -> None:
-        raise NotImplementedError
+    def call(fusion: F, *args: Any) -> Any:  # no **kwargs: an empty dict per call costs measurably here
+        frame = get_active()
+        if frame is None or frame.policy is None:
+            if not sinks:
+                return original(fusion, *args)
+            return execute(adapter, fusion, frame, args, NO_KWARGS, None, later)
+        try:
+            table = table_of(fusion)
+        except AttributeError:  # never scoped or audited before: `execute` makes its table
+            return execute(adapter, fusion, frame, args, NO_KWARGS, None, later)
+        policy, partition = table.steady
+        if policy is not frame.policy or sinks or partition is None:
+            return execute(adapter, fusion, frame, args, NO_KWARGS, table, later)
+        if frame.ran != CHANGED:
+            note_run(frame, CHANGED)
+        try:
+            return partition.run(args, NO_KWARGS)
+        except NvscopeError:
+            raise
+        except Exception as error:
+            return failed(error, adapter, table, fusion, frame, partition, table.own_options, args, NO_KWARGS, here)
 
-    def identify(self, fusion: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> FusionInfo:
-        raise NotImplementedError
-
-    def static(self, fusion: Any, kwargs: dict[str, Any]) -> OptionSet:
-        raise NotImplementedError
-
-    def build(self, fusion: Any, info: FusionInfo, options: OptionSet) -> _frontends.Partition:
-        """A partition of ``fusion`` for ``options``, with its ``run(args, kwargs)`` bound to the fusion."""
-        raise NotImplementedError
-
-    def default(self, fusion: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        raise NotImplementedError
-
-    def script(self, fusion: Any, partition: _frontends.Partition, args: tuple[Any, ...],
-               kwargs: dict[str, Any]) -> str:
-        raise NotImplementedError
-
-    def definition(self, partition: _frontends.Partition, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """The FusionDefinition ``partition`` runs for these inputs (audit and failures only, never per call)."""
-        return partition.runner
-
-    describe = "fusion"  # what kind of fusion, for failure notes: "Thunder fusion forward/nvFusion0 failed ..."
+    call.__name__ = getattr(original, "__name__", call.__name__)
+    call.__wrapped__ = original  # type: ignore[attr-defined]
+    return call
 
 
-def table(adapter: Adapter, fusion: Any, args: tuple[Any, ...],
-          kwargs: dict[str, Any]) -> FusionTable[_frontends.Partition]:
+def fusion_table(adapter: Adapter[F], fusion: F, args: tuple[Any, ...],
+                 kwargs: dict[str, Any]) -> FusionTable[Partition]:
     """The fusion's table, made (and its identity computed) the first time nvscope sees it."""
-    found = adapter.lookup(fusion)
-    if found is not None:
-        return found
-    with _frontends.TABLE_LOCK:  # two threads' first calls must not each build a table (and compile)
-        found = adapter.lookup(fusion)
-        if found is None:
+    table = adapter.lookup(fusion)
+    if table is not None:
+        return table
+    with TABLE_LOCK:  # two threads' first calls must not each build a table (and compile)
+        table = adapter.lookup(fusion)
+        if table is None:
             info = adapter.identify(fusion, args, kwargs)
 
-            def build(options: OptionSet) -> _frontends.Partition:
+            def build(options: OptionSet) -> Partition:
                 return adapter.build(fusion, info, options)
 
-            found = FusionTable(adapter.static(fusion, kwargs), build, info=info)
-            adapter.attach(fusion, found)
-        return found
+            table = FusionTable(adapter.own_options(fusion, NO_KWARGS), build, info=info)
+            adapter.attach(fusion, table)
+        return table
 
 
-def _resolve(adapter: Adapter, found: FusionTable[_frontends.Partition], policy: Any,
-             static: OptionSet) -> tuple[_frontends.Partition | None, bool, bool]:
-    """The partition a (policy, own options) pair runs in (None: the fusion's own cache), whether the innermost scope
-    is what changed it (`nvscope._core._policy.effective_split`), and whether the partition was built."""
-    resolved = found.resolved
-    key = (policy, static)
-    memo = resolved.get(key)
-    if memo is None:
-        info: FusionInfo = found.info  # type: ignore[assignment]  # `table` sets it
-        options, own = _policy.effective_split(static, policy, info)
-        effective = None if options == static else options
-        memo = (effective, own)
-        if len(resolved) >= _MAX_RESOLVED:
-            resolved.clear()
-        resolved[key] = memo
-    effective, own = memo
-    if effective is None:
-        partition, new = None, False
-    else:
-        if adapter.version_error is not None:
-            raise adapter.version_error
-        partition, new = found.get(effective)
-        if new and partition.error is None:
-            # It failed under these options before and was evicted since: no second compile attempt, no warning.
-            partition.error = found.failed.get(effective)
-    found.hot = (policy, static, partition, own)
-    steady = own and static is found.static and partition is not None and partition.error is None
-    found.steady = (policy, partition.steady, partition) if steady else NO_STEADY  # type: ignore[union-attr]
-    if steady and partition.error is not None:  # type: ignore[union-attr]
-        # Another thread's run of it failed since the test above (`failed` sets the error, then NO_STEADY): that
-        # reset may have come before this store, so undo it here; the inlined path must not run a failed partition.
-        found.steady = NO_STEADY
-    return partition, own, new
-
-
-def _changed_below(frame: Frame) -> None:
-    """A fusion changed by the scopes around ``frame`` only: they count it as changed, ``frame`` as run."""
-    parent = frame.parent
-    if parent is None:
-        frame.ran = CHANGED
-        return
-    parent.ran = CHANGED
-    if frame.ran == NOTHING:
-        frame.ran = NO_EFFECT
-
-
-def execute(adapter: Adapter, fusion: Any, frame: Frame | None, args: tuple[Any, ...],
-            kwargs: dict[str, Any] = NO_KWARGS, found: FusionTable[_frontends.Partition] | None = None) -> Any:
-    """Run ``fusion`` (called with ``args``/``kwargs``) under ``frame``'s policy. Adapters call this for every
-    execution inside a non-empty scope, and for every execution while an audit listens; ``found`` is the fusion's
-    table if the adapter looked it up already (it saves a call on the hot path)."""
-    if found is None:
-        found = adapter.lookup(fusion)
-        if found is None:
-            found = table(adapter, fusion, args, kwargs)
+def execute(adapter: Adapter[F], fusion: F, frame: Frame | None, args: tuple[Any, ...],
+            kwargs: dict[str, Any] = NO_KWARGS, table: FusionTable[Partition] | None = None,
+            stacklevel: int = 4) -> Any:
+    """Run ``fusion`` (called with ``args``/``kwargs``) under ``frame``'s policy: every call made in a scope or under
+    an audit that the `lane` does not run itself. ``table`` is the fusion's, if the lane found one; ``stacklevel``
+    is `failed`'s (4: `execute` called by the patch)."""
+    if table is None:
+        table = fusion_table(adapter, fusion, args, kwargs)
     policy = None if frame is None else frame.policy
-    static = found.static if kwargs is NO_KWARGS else adapter.static(fusion, kwargs)
-    hot_policy, hot_static, partition, own = found.hot
+    own_options = table.own_options if kwargs is NO_KWARGS else adapter.own_options(fusion, kwargs)
+    hot_policy, hot_own, partition, innermost = table.hot
     new = False
-    if hot_policy is not policy or hot_static is not static:
+    if hot_policy is not policy or hot_own is not own_options:
         try:
-            partition, own, new = _resolve(adapter, found, policy, static)
+            partition, innermost, new = table.resolve(policy, own_options, adapter.version_error)
         except NvscopeError:  # a selector that raised, a refusal: the scope met a fusion; its error says the rest
-            if frame is not None:
-                frame.ran = CHANGED
+            note_run(frame, CHANGED)
             raise
-    if partition is not None:
-        if own:
-            frame.ran = CHANGED  # type: ignore[union-attr]  # a partition means a scope: a frame
-        else:
-            _changed_below(frame)  # type: ignore[arg-type]
-        if partition.error is None and not _SINKS and not new:  # the steady state of a scoped loop
-            try:
-                return partition.run(args, kwargs)
-            except NvscopeError:
-                raise
-            except Exception as error:
-                return failed(error, adapter, found, fusion, frame, partition, static, args, kwargs)
-    elif policy is not None and frame.ran == NOTHING:  # type: ignore[union-attr]
-        frame.ran = NO_EFFECT  # type: ignore[union-attr]
-    info: FusionInfo = found.info  # type: ignore[assignment]  # `table` always sets it
+    if partition is not None and frame is not None:  # (a partition means a scope: a frame)
+        if innermost:
+            note_run(frame, CHANGED)
+        else:  # changed by the scopes around ``frame`` only: they count it as changed, ``frame`` as run
+            note_run(frame.parent or frame, CHANGED)
+            note_run(frame, NO_EFFECT)
+    elif policy is not None:
+        note_run(frame, NO_EFFECT)
+    info = table.info
+    assert info is not None, "`fusion_table` sets it"
     if partition is None:
         if _SINKS:
-            return _timed(adapter.default, _record(info, static, "default", adapter), fusion, args, kwargs)
+            return _timed(adapter.default, _record(info, own_options, "default", adapter), fusion, args, kwargs)
         return adapter.default(fusion, args, kwargs)
-    if partition.error is not None and frame.fallback:  # type: ignore[union-attr]
-        return _fall_back(adapter, info, fusion, partition, static, args, kwargs)
+    if partition.error is not None and frame is not None and frame.fallback:
+        return _fall_back(adapter, info, fusion, partition, args, kwargs)
     started = time.perf_counter() if new else 0.0
     try:
         if _SINKS:
@@ -194,44 +183,42 @@ def execute(adapter: Adapter, fusion: Any, frame: Frame | None, args: tuple[Any,
     except NvscopeError:
         raise
     except Exception as error:
-        return failed(error, adapter, found, fusion, frame, partition, static, args, kwargs)
+        return failed(error, adapter, table, fusion, frame, partition, own_options, args, kwargs, stacklevel)
     finally:
         if new:  # where the partition's definition compiles (tools report it: nvscope._exec._shared.compiling)
             _shared.first_run(time.perf_counter() - started)
 
 
-def failed(error: Exception, adapter: Adapter, found: FusionTable[_frontends.Partition], fusion: Any,
-           frame: Frame | None, partition: _frontends.Partition, static: OptionSet, args: tuple[Any, ...],
-           kwargs: dict[str, Any], stacklevel: int = 4) -> Any:
+def failed(error: Exception, adapter: Adapter[F], table: FusionTable[Partition], fusion: F, frame: Frame | None,
+           partition: Partition, own_options: OptionSet, args: tuple[Any, ...], kwargs: dict[str, Any],
+           stacklevel: int = 4) -> Any:
     """A partition raised: note the options and the repro on the error; re-raise it, or fall back to the defaults.
 
-    ``stacklevel``: the warning's, for a call from `execute` inside an adapter's patch (3: from the patch itself)."""
-    info: FusionInfo = found.info  # type: ignore[assignment]
+    ``stacklevel``: the warning's, so that it names the line that called the fusion (4: `failed` called by
+    `execute` called by the patch)."""
+    info = table.info
+    assert info is not None, "`fusion_table` sets it"
 
     def script() -> str:
         return adapter.script(fusion, partition, args, kwargs)
 
     scope = _policy.resolve(None if frame is None else frame.policy, info)
-    _repro.annotate(error, adapter.describe, info, static, scope, partition.options, script,
+    _repro.annotate(error, adapter.describe, info, own_options, scope, partition.options, script,
                     given_as=adapter.given_as)
     if frame is None or not frame.fallback:
         raise error
-    partition.error = _failure_text(error)
-    found.steady = NO_STEADY  # the adapter's inlined steady path must not run it again
-    remembered = found.failed  # beyond the partition's eviction (`_resolve`)
-    if len(remembered) >= _MAX_RESOLVED:
-        remembered.clear()
-    remembered[partition.options] = partition.error
+    text = _failure_text(error)
+    table.mark_failed(partition, text)
     private = _PRIVATE[-1] if _PRIVATE else None
     if private is not None:
-        private.append((found, partition.options, None))
+        private.append((table, partition.options, None))
     if isinstance(error, _shared.SharedFailure):  # another fusion's failure with this definition: warned then
-        return _fall_back(adapter, info, fusion, partition, static, args, kwargs)
+        return _fall_back(adapter, info, fusion, partition, args, kwargs)
     entry = _shared.entry_of(_definition(adapter, partition, args, kwargs))
     # Shared only where the definition's compile failed (its first execution); a later failure is this execution's.
-    users = None if entry is None else _shared.fail(entry, partition.error, info.id)
+    users = None if entry is None else _shared.fail(entry, text, info.id)
     if private is not None and users is not None:
-        private.append((found, partition.options, entry))
+        private.append((table, partition.options, entry))
     others = [f for f in users or () if f != info.id]
     shared = ("" if users is None else
               f" Fusions with the same nvFuser definition ({', '.join(others) + ' and ' if others else ''}any that "
@@ -239,11 +226,11 @@ def failed(error: Exception, adapter: Adapter, found: FusionTable[_frontends.Par
               "compiling it again.")
     warnings.warn(f"nvscope: fusion {info.id} failed with nvFuser options {partition.options.label()} and ran "
                   f"again with its defaults (on_error='fallback'); later executions of it under these options use its "
-                  f"defaults directly.{shared}\n{partition.error}", FallbackWarning, stacklevel=stacklevel)
-    return _fall_back(adapter, info, fusion, partition, static, args, kwargs)
+                  f"defaults directly.{shared}\n{text}", FallbackWarning, stacklevel=stacklevel)
+    return _fall_back(adapter, info, fusion, partition, args, kwargs)
 
 
-def _definition(adapter: Adapter, partition: _frontends.Partition, args: tuple[Any, ...],
+def _definition(adapter: Adapter[Any], partition: Partition, args: tuple[Any, ...],
                 kwargs: dict[str, Any]) -> Any:
     try:
         return adapter.definition(partition, args, kwargs)
@@ -251,7 +238,7 @@ def _definition(adapter: Adapter, partition: _frontends.Partition, args: tuple[A
         return None
 
 
-def _shared_from(adapter: Adapter, info: FusionInfo, partition: _frontends.Partition, args: tuple[Any, ...],
+def _shared_from(adapter: Adapter[Any], info: FusionInfo, partition: Partition, args: tuple[Any, ...],
                  kwargs: dict[str, Any], new: bool) -> str | None:
     """The fusion whose compiled definition ``partition`` runs for these inputs, if another one's; for a ``new``
     partition (rebuilt after eviction) that runs its own fusion's definition compiled before, that fusion: it compiles
@@ -269,21 +256,21 @@ def private_failures() -> Iterator[None]:
     shared definitions' failures. For a tool that tries options on the user's fusions (`nvscope.profile`): its own
     fallbacks must not make the user's later scopes fall back silently. Process-wide while it runs, as an audit is.
     """
-    undo: list[tuple[FusionTable[_frontends.Partition], OptionSet, _shared.Entry | None]] = []
+    undo: list[tuple[FusionTable[Partition], OptionSet, _shared.Entry | None]] = []
     _PRIVATE.append(undo)
     try:
         yield
     finally:
         _PRIVATE[:] = [block for block in _PRIVATE if block is not undo]  # by identity: blocks of threads interleave
-        for found, options, entry in undo:
-            found.forget_failure(options)
+        for table, options, entry in undo:
+            table.forget_failure(options)
             if entry is not None:
                 _shared.forget(entry)
 
 
-def _fall_back(adapter: Adapter, info: FusionInfo, fusion: Any, partition: _frontends.Partition, static: OptionSet,
-               args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    if _events.SINKS:
+def _fall_back(adapter: Adapter[F], info: FusionInfo, fusion: F, partition: Partition, args: tuple[Any, ...],
+               kwargs: dict[str, Any]) -> Any:
+    if _SINKS:
         record = _record(info, partition.options, "fallback", adapter, partition.error)
         return _timed(adapter.default, record, fusion, args, kwargs)
     return adapter.default(fusion, args, kwargs)
@@ -294,9 +281,9 @@ def _failure_text(error: BaseException) -> str:
     return "\n".join([f"{type(error).__name__}: {error}", *notes])
 
 
-def _record(info: FusionInfo, options: OptionSet, partition: _events.Route, adapter: Adapter,
+def _record(info: FusionInfo, options: OptionSet, route: _events.Route, adapter: Adapter[Any],
             error: str | None = None, shared_from: str | None = None) -> _events.FusionRecord:
-    return _events.FusionRecord(info, options, partition, threading.current_thread().name, adapter.frontend.module,
+    return _events.FusionRecord(info, options, route, threading.current_thread().name, adapter.frontend.module,
                                 error, shared_from)
 
 

@@ -1,7 +1,7 @@
 """nvFuser's Python frontends as nvscope needs them: one `Frontend` object each, found by `frontend_of`.
 
-* ``nvfuser_direct`` (`DIRECT`, this module): every FusionDefinition owns its FusionExecutorCache, so a separate
-  definition per option set is a compiled cache of its own (measured on the H200).
+* ``nvfuser_direct`` (`DIRECT`, `nvscope._exec._direct`, with the `Frontend` base): every FusionDefinition owns its
+  FusionExecutorCache, so a separate definition per option set is a compiled cache of its own (measured on the H200).
 * the legacy ``nvfuser`` (`nvscope._exec._legacy`, all of its code in that one module): identical definitions share a
   global cache entry, so a partition's definitions are salted.
 
@@ -21,20 +21,19 @@ A frontend says how a partition gets definitions of its own (`Frontend.own_defin
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
-from types import ModuleType
+from collections.abc import Mapping
 from typing import Any
 
-from nvscope._core._catalog import NVFUSER_MODULES
-from nvscope._core._errors import UnsupportedError
-from nvscope._core._optionset import OptionSet
+from nvscope._core import OptionSet, UnsupportedError, _state
 from nvscope._exec import _repro
+from nvscope._exec._direct import DIRECT, Frontend
+from nvscope._exec._fusion_table import Partition
+from nvscope._exec._legacy import LEGACY
 
 __all__ = [
     "DIRECT",
+    "FRONTENDS",
     "MIN_VERSION",
-    "MODULES",
     "TABLE_LOCK",
     "Frontend",
     "Partition",
@@ -47,11 +46,9 @@ __all__ = [
 # The first nvFuser whose execute() takes _enable_options/_disable_options: both adapters check it.
 MIN_VERSION = "0.2.23"
 
-# The frontend module names, newest first: what nvscope looks for in sys.modules (install, doctor, catalog probe).
-MODULES = NVFUSER_MODULES
-
 # Reentrant: table creation may run while a partition of another fusion is being built.
 TABLE_LOCK = threading.RLock()
+_state.keep(__name__, "TABLE_LOCK", "a lock")
 
 
 def check_version(version: str | None) -> UnsupportedError | None:
@@ -75,97 +72,12 @@ def check_version(version: str | None) -> UnsupportedError | None:
     return None
 
 
-class Partition:
-    """One option set's compiled cache for one fusion, with the option lists nvFuser takes (built once).
-
-    ``runner`` is what the adapter executes: for Thunder a copy of the fusion's ``FusionDefinitionWrapper`` whose
-    ``get_fd`` is an ``lru_cache`` of FusionDefinitions for this option set (see `nvscope._exec._thunder_adapter`); for
-    direct users a function of ``execute``'s device argument that gives the FusionDefinition rebuilt for that device
-    (and the call that runs it; `nvscope._exec._nvfuser`). ``run(args, kwargs)`` executes the fusion in this
-    partition (the adapter builds it, bound to the fusion: one call on the hot path). ``error`` is set when it failed
-    under ``on_error="fallback"``: the text of the failure (with nvscope's note), and later executions under a
-    fallback policy go to the default directly.
-    """
-
-    __slots__ = ("disable", "enable", "error", "options", "run", "runner", "steady")
-
-    def __init__(self, runner: Any, options: OptionSet, run: Callable[[tuple[Any, ...], dict[str, Any]], Any],
-                 steady: tuple[Any, ...] | None = None) -> None:
-        self.runner = runner
-        self.options = options
-        self.enable = options.enable_list()
-        self.disable = options.disable_list()
-        self.error: str | None = None
-        self.run = run
-        # What the adapter's inlined steady path needs to run this partition (its layout is the adapter's), or None:
-        # the fusion table's steady memo holds it (`nvscope._exec._fusion_table.FusionTable.steady`). It must not
-        # refer to the partition itself: a cycle would keep an evicted partition's kernels until the collector runs.
-        self.steady = steady
-
-
-class Frontend:
-    """``nvfuser_direct``: a fresh FusionDefinition is a compiled cache of its own; no hooks needed."""
-
-    __slots__ = ("module",)
-
-    def __init__(self, module: str) -> None:
-        self.module = module  # the Python module's name
-
-    def __repr__(self) -> str:
-        return f"<nvscope frontend {self.module}>"
-
-    def own_definitions(self, options: OptionSet) -> AbstractContextManager[None]:
-        """Definitions built on this thread inside get a compiled cache of their own for ``options``."""
-        return nullcontext()
-
-    def quiet(self) -> AbstractContextManager[None]:
-        """Executions on this thread inside are partitioned (the legacy frontend drops its reset warning)."""
-        return nullcontext()
-
-    def acquire(self, module: ModuleType | None, user: str) -> None:
-        """``user`` (an adapter) starts driving this frontend (``module``, if imported): install what it needs."""
-
-    def release(self, user: str) -> None:
-        """``user`` stopped: the last release removes what `acquire` installed."""
-
-    def execute(self, call: Any, partition: Partition, *args: Any, **kwargs: Any) -> Any:
-        """``call(*args, **kwargs)`` (an nvFuser ``execute``) with the partition's options."""
-        with self.quiet():
-            return call(*args, _enable_options=partition.enable, _disable_options=partition.disable, **kwargs)
-
-    def rebuild(self, fd: Any, module: ModuleType, options: OptionSet, definition: str | None = None) -> Any:
-        """A fresh FusionDefinition with ``fd``'s definition, a compiled cache of its own for ``options``.
-
-        Built from the Python that nvFuser prints for it: both frontends print an exact definition (``repr(fd)``, the
-        body of their own repro scripts). ``definition`` is ``repr(fd)`` if the caller has it.
-        """
-        namespace: dict[str, Any] = {}
-        if definition is None:
-            definition = repr(fd)
-        prelude = "import torch\n" if "torch." in definition else ""  # as in nvFuser's repro scripts, when it is used
-        exec(f"{prelude}from {module.__name__} import FusionDefinition, DataType\n{definition}", namespace)
-        define = next((v for k, v in namespace.items() if k.startswith("nvfuser_fusion") and callable(v)), None)
-        if define is None:
-            raise UnsupportedError(
-                f"nvscope cannot give this {module.__name__} FusionDefinition a compiled cache per option set: its "
-                "printed definition has no `nvfuser_fusion...` function to rebuild it from (an nvFuser version nvscope "
-                "does not know?). Run it outside the scope, or set NVFUSER_ENABLE/NVFUSER_DISABLE for the whole "
-                "process."
-            )
-        with self.own_definitions(options), module.FusionDefinition() as copy:
-            define(copy)
-        return copy
-
-
-DIRECT = Frontend("nvfuser_direct")
-# The frontends by top-level module. The legacy one adds itself when `nvscope._exec._legacy` is imported (the
-# adapters import it), so that its code lives in that one module and this one does not import it back.
-BY_MODULE: dict[str, Frontend] = {"nvfuser_direct": DIRECT}
+FRONTENDS: Mapping[str, Frontend] = {"nvfuser_direct": DIRECT, "nvfuser": LEGACY}  # by top-level module
 
 
 def frontend_of(fd_type: type) -> Frontend:
     """The frontend whose FusionDefinition class ``fd_type`` is."""
-    return BY_MODULE[fd_type.__module__.partition(".")[0]]
+    return FRONTENDS[fd_type.__module__.partition(".")[0]]
 
 
 # --- a partition's FusionDefinition carries its options ----------------------------------------------------------

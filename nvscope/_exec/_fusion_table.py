@@ -16,29 +16,61 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-from nvscope._core import _env
-from nvscope._core._optionset import OptionSet
+from nvscope._core import OptionSet, _env, _policy
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from nvscope._core._fusion import FusionInfo
+    from nvscope._core import FusionInfo
 
-__all__ = ["NO_STEADY", "FusionTable"]
+__all__ = ["NO_STEADY", "TABLE_ATTRIBUTE", "FusionTable", "Partition"]
+
+# Where an adapter keeps a fusion's table: on Thunder's get_fd (an lru_cache wrapper, which has a __dict__), in a
+# FusionDefinition's __dict__. One name, so that either adapter's uninstall finds what the other left.
+TABLE_ATTRIBUTE = "_nvscope_partitions"
 
 T = TypeVar("T")
 _NEVER = object()  # no policy is this: the first call resolves
-NO_STEADY: tuple[Any, None, None] = (_NEVER, None, None)  # no steady state: no policy is _NEVER
+NO_STEADY: tuple[Any, None] = (_NEVER, None)  # no steady state: no policy is _NEVER
+_MAX_RESOLVED = 256  # (policy, own options) pairs remembered per fusion beyond the hot one (above the LRU bound)
+
+
+class Partition:
+    """One option set's compiled cache for one fusion, with the option lists nvFuser takes (built once).
+
+    ``runner`` is what the adapter executes: for Thunder a copy of the fusion's ``FusionDefinitionWrapper`` whose
+    ``get_fd`` is an ``lru_cache`` of FusionDefinitions for this option set (see `nvscope._exec._thunder_adapter`); for
+    direct users a function of ``execute``'s device argument that gives the FusionDefinition rebuilt for that device
+    (and the call that runs it; `nvscope._exec._nvfuser`). ``run(args, kwargs)`` executes the fusion in this
+    partition (the adapter builds it, bound to the fusion: the one call of the execution path's lane in the steady
+    state, `nvscope._exec._execute.lane`). ``error`` is set when it failed under ``on_error="fallback"``: the text of
+    the failure (with nvscope's note), and later executions under a fallback policy go to the default directly.
+    """
+
+    __slots__ = ("disable", "enable", "error", "options", "run", "runner")
+
+    def __init__(self, runner: Any, options: OptionSet,
+                 run: Callable[[tuple[Any, ...], dict[str, Any]], Any]) -> None:
+        self.runner = runner
+        self.options = options
+        self.enable = options.enable_list()
+        self.disable = options.disable_list()
+        self.error: str | None = None
+        self.run = run
 
 
 class FusionTable(Generic[T]):
-    """``options -> cache`` for one fusion; ``build(options)`` makes a missing entry."""
+    """``options -> cache`` for one fusion; ``build(options)`` makes a missing entry.
 
-    __slots__ = ("_entries", "_lock", "build", "builds", "evictions", "failed", "hot", "info", "maxsize", "resolved",
-                 "static", "steady")
+    In the execution path the caches are partitions (`nvscope._exec._frontends.Partition`), and the table also
+    decides which one a call runs (`resolve`) and remembers which failed (`mark_failed`): the memos it keeps for that
+    (``hot``, ``steady``, ``resolved``, ``failed``) are written here only."""
 
-    def __init__(self, static: OptionSet, build: Callable[[OptionSet], T], maxsize: int | None = None, *,
+    __slots__ = ("_entries", "_lock", "build", "builds", "evictions", "failed", "hot", "info", "maxsize",
+                 "own_options", "resolved", "steady")
+
+    def __init__(self, own_options: OptionSet, build: Callable[[OptionSet], T], maxsize: int | None = None, *,
                  info: FusionInfo | None = None):
         if maxsize is None:
             # Distinct option sets kept per fusion. A developer A/B-testing a handful of flag combinations stays well
@@ -46,7 +78,9 @@ class FusionTable(Generic[T]):
             maxsize = _env.integer("NVSCOPE_MAX_PARTITIONS")  # read per table, so a change affects new tables
         if maxsize < 1:
             raise ValueError(f"maxsize must be >= 1, got {maxsize}")
-        self.static = static  # the fusion's own options (Thunder's compile-time ones); its default cache serves them
+        # The fusion's own options for a call that passes none (Thunder's compile-time ones; none for a direct
+        # FusionDefinition): its default cache serves them.
+        self.own_options = own_options
         self.info = info  # the fusion's identity, computed once when the table is made (nvscope._exec._execute)
         self.build = build
         self.maxsize = maxsize
@@ -54,17 +88,16 @@ class FusionTable(Generic[T]):
         self.evictions = 0
         self._entries: OrderedDict[OptionSet, T] = OrderedDict()
         self._lock = threading.RLock()  # reentrant: a build runs user (Thunder) code
-        # A one-entry memo for the hot path: (the scope's policy object, the fusion's own options, the entry they
-        # resolved to or None for "the fusion's own cache", whether the innermost scope is what changed it). A
-        # training loop re-enters the same scope object, so one identity test replaces the resolution and the LRU
-        # update. It may keep an evicted entry alive until the scope changes. `resolved` remembers what other pairs
-        # resolved to (an option set, or None; and the innermost scope's part in it).
+        # A one-entry memo for the hot path (`resolve`): (the scope's policy object, the fusion's own options, the
+        # entry they resolved to or None for "the fusion's own cache", whether the innermost scope is what changed
+        # it). A training loop re-enters the same scope object, so one identity test replaces the resolution and the
+        # LRU update. It may keep an evicted entry alive until the scope changes. `resolved` remembers what other
+        # pairs resolved to (an option set, or None; and the innermost scope's part in it).
         self.hot: tuple[Any, OptionSet | None, T | None, bool] = (_NEVER, None, None, True)
-        # The same memo reduced to what an adapter's inlined steady path needs (a call with no per-call options):
-        # (policy, the entry's ``steady`` as its adapter laid it out, the entry), set only while the innermost scope
-        # changed the fusion and the entry has not failed; else `NO_STEADY`. One tuple, so that a thread never reads
-        # one half of another thread's update.
-        self.steady: tuple[Any, Any, T | None] = NO_STEADY
+        # The same memo reduced to what the execution path's lane needs (a call with no per-call options): (policy,
+        # the entry), set only while the innermost scope changed the fusion and the entry has not failed; else
+        # `NO_STEADY`. One tuple, so that a thread never reads one half of another thread's update.
+        self.steady: tuple[Any, T | None] = NO_STEADY
         self.resolved: dict[tuple[Any, OptionSet], tuple[OptionSet | None, bool]] = {}
         # Option sets this fusion failed under (on_error="fallback") -> the failure's text. Kept beyond eviction: a
         # partition built again for one of them starts failed, so it is not compiled again (nor warned about).
@@ -79,6 +112,59 @@ class FusionTable(Generic[T]):
     def keys(self) -> list[OptionSet]:
         """The option sets that have a cache now, least recently used first."""
         return list(self._entries)
+
+    @property
+    def static(self) -> OptionSet:
+        """Deprecated name of `own_options`."""
+        return self.own_options
+
+    def resolve(self: FusionTable[Partition], policy: Any, own_options: OptionSet,
+                refusal: Exception | None = None) -> tuple[Partition | None, bool, bool]:
+        """The partition a (policy, own options) pair runs in (None: the fusion's own cache), whether the innermost
+        scope is what changed it (`nvscope._core._policy.effective_split`), and whether the partition was built now.
+
+        Remembered: the pair is the one-entry memo (``hot``) and, while it can run as it is, the lane's (``steady``);
+        other pairs resolve through ``resolved``, never through the selectors again. ``refusal`` is raised when the
+        pair needs a partition (a frontend that takes no per-call options)."""
+        resolved = self.resolved
+        key = (policy, own_options)
+        memo = resolved.get(key)
+        if memo is None:
+            info = self.info
+            assert info is not None, "a table in the execution path knows its fusion"
+            options, innermost = _policy.effective_split(own_options, policy, info)
+            memo = (None if options == own_options else options, innermost)
+            if len(resolved) >= _MAX_RESOLVED:
+                resolved.clear()
+            resolved[key] = memo
+        effective, innermost = memo
+        partition: Partition | None = None
+        new = False
+        if effective is not None:
+            if refusal is not None:
+                raise refusal
+            partition, new = self.get(effective)
+            if new and partition.error is None:
+                # It failed under these options before and was evicted since: no second compile attempt, no warning.
+                partition.error = self.failed.get(effective)
+        self.hot = (policy, own_options, partition, innermost)
+        steady = innermost and own_options is self.own_options and partition is not None and partition.error is None
+        self.steady = (policy, partition) if steady else NO_STEADY
+        if steady and partition is not None and partition.error is not None:
+            # Another thread's run of it failed since the test above (`mark_failed` sets the error, then NO_STEADY):
+            # that reset may have come before this store, so undo it here; the lane must not run a failed partition.
+            self.steady = NO_STEADY
+        return partition, innermost, new
+
+    def mark_failed(self: FusionTable[Partition], partition: Partition, error: str) -> None:
+        """``partition`` failed with ``error`` (its text) under ``on_error="fallback"``: later calls run the fusion's
+        defaults instead, also after the partition is evicted and built again (`resolve`)."""
+        partition.error = error
+        self.steady = NO_STEADY  # the lane must not run it again
+        remembered = self.failed
+        if len(remembered) >= _MAX_RESOLVED:
+            remembered.clear()
+        remembered[partition.options] = error
 
     def forget_failure(self, options: OptionSet) -> None:
         """Forget that the fusion failed under ``options``: its partition for them goes (built again at its next use,

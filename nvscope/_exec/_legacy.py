@@ -1,6 +1,6 @@
-"""The legacy ``nvfuser`` frontend, all of it: delete this module (and the adapters' imports of it)
-when Thunder 0.2.6 no longer matters. nvFuser 0.2.36 removed the module (Fuser #5917); Thunder main dropped it (PR
-2813); Thunder 0.2.6 still drives it with nvFuser 0.2.23 - 0.2.33.
+"""The legacy ``nvfuser`` frontend, all of it: delete this module (and its entry in
+`nvscope._exec._frontends.FRONTENDS`) when Thunder 0.2.6 no longer matters. nvFuser 0.2.36 removed the module (Fuser
+#5917); Thunder main dropped it (PR 2813); Thunder 0.2.6 still drives it with nvFuser 0.2.23 - 0.2.33.
 
 * One process-wide FusionCache deduplicates identical definitions, so a partition's definition is *salted* with one
   unused ``define_scalar(<salt>)`` that differs per option set (measured on the H200: it gets an entry of its own).
@@ -23,9 +23,8 @@ from contextlib import AbstractContextManager, contextmanager
 from types import ModuleType
 from typing import Any
 
-from nvscope._core import _patches
-from nvscope._core._optionset import OptionSet
-from nvscope._exec._frontends import BY_MODULE, Frontend
+from nvscope._core import OptionSet, _patches, _state
+from nvscope._exec._direct import Frontend
 
 __all__ = ["LEGACY", "LegacyFrontend", "salt_for", "salted"]
 
@@ -34,6 +33,11 @@ _salts: dict[OptionSet, int] = {}
 _salt_lock = threading.Lock()
 _SALT_BASE = 0x6E7673_0000  # "nvs": far from any scalar a real definition would use
 _OWNER = "legacy-frontend"
+# nvFuser's process-wide FusionCache, which nothing resets, keeps the kernels of each salted definition: a salt handed
+# out again after uninstall would run kernels compiled under another option set.
+_state.keep(__name__, "_salts", "salts must stay distinct per option set for the process (nvFuser's FusionCache)")
+_state.keep(__name__, "_local", "per thread: set and unset around one call")
+_state.keep(__name__, "_salt_lock", "a lock")
 
 
 def salt_for(options: OptionSet) -> int:
@@ -121,5 +125,4 @@ class LegacyFrontend(Frontend):
             _patches.restore(_OWNER)
 
 
-LEGACY = LegacyFrontend()
-BY_MODULE[LEGACY.module] = LEGACY
+LEGACY = LegacyFrontend()  # in `nvscope._exec._frontends.FRONTENDS`

@@ -8,39 +8,44 @@
 Opt-in, so that Thunder, whose adapter already partitions, keeps a single hook on its hot path. Inside a scope the
 effective options are those passed to ``execute`` laid under the scope (`nvscope._core._policy`); each option set gets a
 FusionDefinition of its own, rebuilt from the definition nvFuser prints (salted on the legacy frontend). Each
-definition is a fusion ``call/FusionDefinition@<module>:<digest>``: the module that executes it and a digest of the
-definition nvFuser prints (`identify`), with the ops of its printed definition. The execution itself is nvscope's
-one path (`nvscope._exec._execute`), as for Thunder.
+definition is a fusion ``call/FusionDefinition@<digest>``: a digest of the definition nvFuser prints (`identify`;
+for a subclass, ``call/<class>@<module>:<class>:<digest>``), with the ops of its printed definition. The execution
+itself is nvscope's one path (`nvscope._exec._execute`), as for Thunder.
 """
 
 from __future__ import annotations
 
+import operator
 import sys
 import threading
 import weakref
 from types import ModuleType
 from typing import Any
 
-from nvscope._core import _patches
-from nvscope._core._errors import UnsupportedError
-from nvscope._core._fusion import FusionInfo, claim, ops_of_definition, remember
-from nvscope._core._optionset import OptionSet
-from nvscope._core._scope import ACTIVE
-from nvscope._core._site import definition_digest, file_of, program_module, site_of
-from nvscope._exec import (
-    _events,
-    _frontends,
-    _legacy,  # noqa: F401  (adds the legacy frontend to _frontends.BY_MODULE)
-    _repro,
-    _shared,
+from nvscope._core import (
+    NVFUSER_MODULES,
+    FusionInfo,
+    OptionSet,
+    UnsupportedError,
+    _patches,
+    _state,
+    claim,
+    definition_digest,
+    file_of,
+    ops_of_definition,
+    program_module,
+    remember,
+    site_of,
 )
-from nvscope._exec._execute import Adapter, execute
+from nvscope._exec import _frontends, _repro, _shared
+from nvscope._exec._adapter import Adapter
+from nvscope._exec._execute import patch
+from nvscope._exec._fusion_table import TABLE_ATTRIBUTE as _TABLE
 from nvscope._exec._fusion_table import FusionTable
 
 __all__ = ["UnsupportedError", "frontends", "install", "installed", "uninstall"]
 
-_TABLE = "_nvscope_partitions"  # in each FusionDefinition's __dict__
-_INFO = "_nvscope_info"  # its FusionInfo, beside the table; kept by uninstall (an id outlives nvscope.uninstall())
+_INFO = "_nvscope_info"  # its FusionInfo, beside the table; kept by uninstall, then claimed again from it (`remember`)
 _OPTION_KWARGS = ("_enable_options", "_disable_options")
 _option_sets: dict[tuple[tuple[str, ...], tuple[str, ...]], OptionSet] = {}
 _fusions: weakref.WeakSet[Any] = weakref.WeakSet()  # the FusionDefinitions with a table: uninstall drops them
@@ -55,6 +60,9 @@ def _passed_options(kwargs: dict[str, Any]) -> OptionSet:
             _option_sets.clear()
         options = _option_sets[key] = OptionSet(*key)
     return options
+
+
+_state.register(__name__, "_option_sets", _option_sets.clear, step="caches")
 
 
 def _device(device: Any) -> object:
@@ -78,26 +86,37 @@ def _version(module: ModuleType) -> str | None:
     return None if raw is None else str(raw)
 
 
-def _site(fusion: Any) -> str:
-    """Where a definition sits: its class for a subclass of a frontend's ``FusionDefinition`` (``<module>:<qualname>``),
-    else the module that executes it (the first frame on this thread's stack that is neither nvscope's nor a
-    frontend's): a module, not a function, so that one definition executed from two functions has one id."""
+def _site(fusion: Any) -> tuple[str | None, str]:
+    """Where a definition sits and where it executes: ``(site, function)``. The site is its class for a subclass of a
+    frontend's ``FusionDefinition`` (``<module>:<qualname>``), else None: a plain definition is the same fusion from
+    whichever module executes it, so its id is its definition's digest alone. The function is the first frame on this
+    thread's stack that is neither nvscope's nor a frontend's, as ``<module>:<qualname>`` (the module alone at module
+    level): where it first executed, shown in listings, never part of the id."""
     cls = type(fusion)
+    site = None
     if cls.__module__.partition(".")[0] not in _SKIPPED:
-        return site_of(cls.__module__, cls.__qualname__, file_of(cls))
+        site = site_of(cls.__module__, cls.__qualname__, file_of(cls))
     frame = sys._getframe(1)
     while frame is not None:
         module = frame.f_globals.get("__name__") or ""
         if module.partition(".")[0] not in _SKIPPED:
-            return program_module(module, frame.f_code.co_filename)
+            code = frame.f_code
+            if code.co_name == "<module>":
+                return site, program_module(module, code.co_filename)
+            # co_qualname from Python 3.11; the function's name before it
+            return site, site_of(module, getattr(code, "co_qualname", code.co_name), code.co_filename)
         frame = frame.f_back  # type: ignore[assignment]
-    return program_module(None)
+    return site, program_module(None)
 
 
-_SKIPPED = frozenset(("nvscope", *_frontends.MODULES))
+_SKIPPED = frozenset(("nvscope", *NVFUSER_MODULES))
 
 
-class FrontendAdapter(Adapter):
+# A frontend's ``FusionDefinition``, the adapter's fusion type (no annotation of nvFuser's to name: it is optional).
+Definition = Any
+
+
+class FrontendAdapter(Adapter[Definition]):
     """One frontend module's ``FusionDefinition.execute``."""
 
     given_as = "passed to execute"
@@ -107,53 +126,40 @@ class FrontendAdapter(Adapter):
         self.original = module.FusionDefinition.execute
         self.frontend = _frontends.frontend_of(module.FusionDefinition)
         self.version_error = _frontends.check_version(_version(module))
+        self.table_of = operator.attrgetter(_TABLE)  # in the definition's __dict__ (`attach`)
 
     def patched_execute(self) -> Any:
-        original = self.original
-        sinks = _events.SINKS
-        get_active = ACTIVE.get
+        return patch(self, self.original, keywords=True)
 
-        def execute_(fd: Any, *args: Any, **kwargs: Any) -> Any:
-            frame = get_active()
-            if (frame is None or frame.policy is None) and not sinks:  # no lock: execute holds the GIL
-                return original(fd, *args, **kwargs)
-            return execute(self, fd, frame, args, kwargs)
-
-        execute_.__wrapped__ = original  # type: ignore[attr-defined]
-        execute_.__name__ = "execute"
-        return execute_
-
-    def lookup(self, fusion: Any) -> FusionTable[_frontends.Partition] | None:
-        return fusion.__dict__.get(_TABLE)  # type: ignore[no-any-return]
-
-    def attach(self, fusion: Any, table: FusionTable[_frontends.Partition]) -> None:
+    def attach(self, fusion: Definition, table: FusionTable[_frontends.Partition]) -> None:
         fusion.__dict__[_TABLE] = table
         try:
             _fusions.add(fusion)
         except TypeError:  # pragma: no cover - a definition without weak references keeps its table after uninstall
             pass
 
-    def identify(self, fusion: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> FusionInfo:
-        """Where the definition sits (`_site`) and a digest of what nvFuser prints for it: the same in every run of
-        the program whatever else is scoped or runs first; ``#k`` only for equal definitions executed from one module
-        (nothing else tells them apart)."""
-        known = fusion.__dict__.get(_INFO)  # seen before nvscope.uninstall(): the same fusion keeps its id
+    def identify(self, fusion: Definition, args: tuple[Any, ...], kwargs: dict[str, Any]) -> FusionInfo:
+        """A digest of what nvFuser prints for the definition (and its class, for a subclass: `_site`): the same in
+        every run of the program whatever else is scoped, runs first or executes it; ``#k`` only for equal
+        definitions (nothing else tells them apart)."""
+        known = fusion.__dict__.get(_INFO)  # seen before nvscope.uninstall(): its site and key, claimed again
         if known is not None:
             return remember(known)
         try:
             text = repr(fusion)
             ops: tuple[str, ...] | None = ops_of_definition(text)
-            digest = f":{definition_digest(text)}"
+            digest: str | None = definition_digest(text)
         except Exception:
-            ops, digest = None, ""
-        info = claim(type(fusion).__name__, "call", ops, None, f"{_site(fusion)}{digest}")
+            ops, digest = None, None
+        site, function = _site(fusion)
+        info = claim(type(fusion).__name__, "call", ops, function, site, key=digest)
         fusion.__dict__[_INFO] = info
         return info
 
-    def static(self, fusion: Any, kwargs: dict[str, Any]) -> OptionSet:
+    def own_options(self, fusion: Definition, kwargs: dict[str, Any]) -> OptionSet:
         return _passed_options(kwargs)
 
-    def build(self, fusion: Any, info: FusionInfo, options: OptionSet) -> _frontends.Partition:
+    def build(self, fusion: Definition, info: FusionInfo, options: OptionSet) -> _frontends.Partition:
         execute_with, original, frontend, module = self.frontend.execute, self.original, self.frontend, self.module
         definition = repr(fusion)
         share = _shared.enabled()
@@ -164,9 +170,9 @@ class FrontendAdapter(Adapter):
 
         def definition_for(device: Any) -> tuple[Any, Any]:
             with lock:
-                found = by_device.get(device)
-                if found is not None:
-                    return found
+                built = by_device.get(device)
+                if built is not None:
+                    return built
                 runner = frontend.rebuild(fusion, module, options, definition)
                 entry = None
                 if share:
@@ -176,8 +182,8 @@ class FrontendAdapter(Adapter):
                     runner, entry = _shared.adopt(runner, options, info.id, definition, device=_device(device),
                                                   share=frontend is _frontends.DIRECT, watch=False)
                 call = original if entry is None or entry.compiled else first(entry, device)
-                found = by_device[device] = (runner, call)
-                return found
+                built = by_device[device] = (runner, call)
+                return built
 
         def first(entry: _shared.Entry, device: Any) -> Any:
             """nvFuser's execute, that marks the shared definition compiled once it completes, then steps aside."""
@@ -227,7 +233,7 @@ def install() -> bool:
     Returns whether at least one frontend is patched now (`frontends` says which). Import nvFuser first: this imports
     nothing.
     """
-    for name in _frontends.MODULES:
+    for name in NVFUSER_MODULES:
         module = sys.modules.get(name)
         if module is None or not hasattr(module, "FusionDefinition") or _patches.active(name):
             continue
@@ -239,18 +245,32 @@ def install() -> bool:
 
 
 def uninstall() -> bool:
-    """Restore every patched ``FusionDefinition.execute`` exactly. Idempotent; returns whether anything was restored."""
+    """Restore every patched ``FusionDefinition.execute`` exactly, and drop every definition's partitions. Idempotent;
+    returns whether anything was restored."""
+    restored = _unpatch()
+    _drop_tables()
+    _state.reset("shared")  # what the partitions were built on goes with them
+    return restored
+
+
+def _unpatch() -> bool:
     restored = False
-    for name in _frontends.MODULES:
+    for name in NVFUSER_MODULES:
         restored = _patches.restore(name) or restored
         adapter = _adapters.pop(name, None)
         if adapter is not None:
             adapter.frontend.release(name)
+    return restored
+
+
+def _drop_tables() -> None:
     for fusion in list(_fusions):  # their partitions (compiled kernels) and failures: seen again, each starts afresh
         vars(fusion).pop(_TABLE, None)
     _fusions.clear()
-    _shared.clear()
-    return restored
+
+
+_state.register(__name__, "_adapters", _unpatch, step="adapters")
+_state.register(__name__, "_fusions", _drop_tables, step="tables")
 
 
 def installed() -> bool:
@@ -260,4 +280,4 @@ def installed() -> bool:
 
 def frontends() -> list[str]:
     """The names of the frontend modules whose ``execute`` is patched now, sorted."""
-    return sorted(name for name in _frontends.MODULES if _patches.active(name))
+    return sorted(name for name in NVFUSER_MODULES if _patches.active(name))

@@ -27,13 +27,11 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from nvscope._core import _env
-from nvscope._core._optionset import OptionSet, process_options_shell
-from nvscope._core._text import cut
+from nvscope._core import OptionSet, _env, _state, cut, process_options_shell
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from nvscope._core._fusion import FusionInfo
+    from nvscope._core import FusionInfo
 
 __all__ = ["MARK", "annotate", "attach", "failure_note", "repro_paths", "with_options"]
 
@@ -41,6 +39,8 @@ MARK = "nvscope:"  # every note starts with it: one note per exception, however 
 _EXECUTE = "fd.execute(inputs)"  # how both frontends' repro_script_for end when given inputs
 _directory: list[str] = []
 _directory_lock = threading.Lock()
+_state.keep(__name__, "_directory", "the process's default repro directory: notes already written name it")
+_state.keep(__name__, "_directory_lock", "a lock")
 
 
 def with_options(script: str, options: OptionSet) -> str:

@@ -34,10 +34,9 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 
-from nvscope._core import _env
-from nvscope._core._optionset import OptionSet
+from nvscope._core import OptionSet, _env, _state
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -82,9 +81,11 @@ _SELECTED = object()  # adopt's device: the definition's own
 _lock = threading.Lock()
 _entries: OrderedDict[Key, Entry] = OrderedDict()
 _failures: OrderedDict[Key, Entry] = OrderedDict()
-_counts = {"registered": 0, "adopted": 0, "evicted": 0}
+_counts: Counter[str] = Counter()  # "registered", "adopted", "evicted": `stats`
 # Seconds in, and number of, first executions of new partitions (their compiles): `compiling`.
 _first_runs: list[float] = [0.0, 0.0]
+_state.keep(__name__, "_first_runs", "never reset: the tools report the difference over their run (`compiling`)")
+_state.keep(__name__, "_lock", "a lock")
 
 
 def enabled() -> bool:
@@ -206,7 +207,8 @@ def stats() -> dict[str, int]:
     """Counts since the last `clear`: ``registered`` (definitions compiled for a partition), ``adopted`` (partition
     definitions that ran a registered one instead of compiling), ``evicted``, ``entries`` and ``failed`` now."""
     with _lock:
-        return {**_counts, "entries": len(_entries), "failed": len(_failures)}
+        return {"registered": _counts["registered"], "adopted": _counts["adopted"], "evicted": _counts["evicted"],
+                "entries": len(_entries), "failed": len(_failures)}
 
 
 def compiling() -> tuple[float, int]:
@@ -227,5 +229,7 @@ def clear() -> None:
     with _lock:
         _entries.clear()
         _failures.clear()
-        for name in _counts:
-            _counts[name] = 0
+        _counts.clear()
+
+
+_state.register(__name__, "_entries _failures _counts", clear, step="shared")

@@ -28,9 +28,8 @@ import importlib
 import sys
 from typing import Any
 
-from nvscope._core import _fusion, _patches
-from nvscope._core._errors import UnsupportedError
-from nvscope._exec import _frontends, _shared
+from nvscope._core import UnsupportedError, _patches, _state
+from nvscope._exec import _frontends
 from nvscope._exec._fusion_table import FusionTable
 from nvscope._exec._thunder_adapter import IMPL_MODULE, PROVEN, SHAPES, ThunderAdapter, thunder_version
 from nvscope._exec._thunder_autograd import AUTOGRAD_MODULE, make_backward, make_forward
@@ -143,14 +142,24 @@ def uninstall() -> bool:
     Scopes entered afterwards do not install it again (that would undo an explicit choice); `install()` does.
     """
     _patches.decline(_OWNER)  # an explicit choice: later scopes must not undo it
+    restored = _drop()
+    # What the partitions were built on goes with them: the shared definitions, and the numbering of fusion ids
+    # (it restarts for new fusions; a fusion seen before keeps its id).
+    _state.reset("shared", "ids")
+    return restored
+
+
+def _drop() -> bool:
+    """Undo the Thunder patches and drop every fusion's table (its partitions); returns whether a patch was undone."""
     restored = _patches.restore(_OWNER)
     while _installed:
         shape = _installed.pop()
         shape.forget()
         shape.frontend.release(_OWNER)
-    _fusion.forget_ids()  # every table is gone: numbering restarts for new fusions (a known one keeps its id)
-    _shared.clear()
     return restored
+
+
+_state.register(__name__, "_installed", _drop, step="adapters")
 
 
 def partitions(fusion: Any) -> FusionTable[_frontends.Partition] | None:

@@ -19,32 +19,34 @@ from __future__ import annotations
 
 import copy
 import functools
+import operator
 import sys
 import weakref
 from types import ModuleType
 from typing import Any
 
-from nvscope._core._errors import NvscopeError, UnsupportedError
-from nvscope._core._fusion import FusionInfo, claim, ops_of_definition, remember
-from nvscope._core._optionset import OptionSet
-from nvscope._core._scope import ACTIVE, CHANGED
-from nvscope._core._site import file_of, site_of
-from nvscope._exec import (
-    _events,
-    _frontends,
-    _legacy,  # noqa: F401  (adds the legacy frontend to _frontends.BY_MODULE)
-    _repro,
-    _shared,
+from nvscope._core import (
+    FusionInfo,
+    OptionSet,
+    UnsupportedError,
+    claim,
+    file_of,
+    inputs_digest,
+    ops_of_definition,
+    remember,
+    site_of,
 )
-from nvscope._exec._execute import NO_KWARGS, Adapter, execute, failed
+from nvscope._exec import _events, _frontends, _repro, _shared
+from nvscope._exec._adapter import Adapter
+from nvscope._exec._execute import patch
+from nvscope._exec._fusion_table import TABLE_ATTRIBUTE as _TABLE
 from nvscope._exec._fusion_table import FusionTable
 
 __all__ = ["SHAPES", "ThunderAdapter", "jitted_function"]
 
 PROVEN = "Thunder 0.2.6 and 0.2.7.dev20260201"  # tests/gpu ran with both on the H200
 IMPL_MODULE = "thunder.executors.nvfuserex_impl"
-_TABLE = "_nvscope_partitions"  # attribute on each fusion's get_fd (an lru_cache wrapper, which has a __dict__)
-_INFO = "_nvscope_info"  # its FusionInfo, beside the table: kept by `forget` (an id outlives nvscope.uninstall())
+_INFO = "_nvscope_info"  # its FusionInfo, beside the table: kept by `forget`, then claimed again from it (`remember`)
 
 
 def thunder_version() -> str:
@@ -59,7 +61,8 @@ def short(name: str) -> str:
 
 def jitted_function(limit: int = 40) -> tuple[str, str] | None:
     """The function ``thunder.jit`` compiled, from its ``fn_`` frame on this thread's stack: ``(qualname, site)``,
-    the site ``"<module>:<qualname>"`` and, for its t-th trace (t >= 1), ``":<t>"``; or None.
+    the site ``"<module>:<qualname>"``; or None. Which of its traces runs is the fusion's key (its inputs, `identify`),
+    not the trace's place in Thunder's cache, which follows the order the function met its inputs.
 
     In a backward, its forward's (captured by the autograd patch): the backward runs outside the jitted function.
     Called once per fusion (when its table is made) and once per forward while the autograd patch is in place, never
@@ -80,29 +83,16 @@ def jitted_function(limit: int = 40) -> tuple[str, str] | None:
                 fn = getattr(names.get("cd"), "fn", None)
             if fn is not None:
                 qualname = getattr(fn, "__qualname__", None) or type(fn).__qualname__
-                site = site_of(getattr(fn, "__module__", None) or type(fn).__module__, qualname, file_of(fn))
-                trace = _trace_index(names)
-                return qualname, site if not trace else f"{site}:{trace}"
+                return qualname, site_of(getattr(fn, "__module__", None) or type(fn).__module__, qualname, file_of(fn))
         frame = frame.f_back  # type: ignore[assignment]
     return captured
 
 
-def _trace_index(names: dict[str, Any]) -> int | None:
-    """Which trace of the jitted function runs: the index of ``fn_``'s ``cache_entry`` in Thunder's cache of them
-    (``cs.interpreter_cache``, appended in the order the function met new input metadata, whatever nvscope saw), or
-    None (no cache: ``cache="no caching"``). Matched by its first field (the prologue), as Thunder may pass a copy of
-    the entry with another computation function (``cache_entry._replace``)."""
-    entry = names.get("cache_entry")
-    cache = getattr(names.get("cs"), "interpreter_cache", None)
-    if not isinstance(entry, tuple) or not entry or not isinstance(cache, list):
-        return None
-    for index, known in enumerate(cache):
-        if known is entry or (isinstance(known, tuple) and known and known[0] is entry[0]):
-            return index
-    return None
+# Thunder's ``FusionDefinitionWrapper``, the adapter's fusion type (no annotation of Thunder's to name: it is optional).
+Wrapper = Any
 
 
-class ThunderAdapter(Adapter):
+class ThunderAdapter(Adapter[Wrapper]):
     """Thunder 0.2.6 / 0.2.7.dev's ``FusionDefinitionWrapper`` (a slots dataclass)."""
 
     FIELDS = ("get_fd", "to_descriptors", "name", "use_cache", "last_used", "last_inputs", "store_inputs",
@@ -113,6 +103,7 @@ class ThunderAdapter(Adapter):
         self.original = self.wrapper_class.__call__
         self.frontend = _frontends.frontend_of(impl.FusionDefinition)
         self.version_error = version_error
+        self.table_of = operator.attrgetter(f"get_fd.{_TABLE}")
         self._tables: weakref.WeakSet[Any] = weakref.WeakSet()  # every get_fd holding a table, for `forget`
         original, quiet = self.original, self.frontend.quiet
         if self.frontend is _frontends.DIRECT:
@@ -142,83 +133,26 @@ class ThunderAdapter(Adapter):
     # --- the patch -----------------------------------------------------------------------------------------------
 
     def patched_call(self) -> Any:
-        original = self.original
-        sinks = _events.SINKS  # the list itself: audit() appends to it in place
-        get_active = ACTIVE.get
-        run_runner = self._run_runner
-
-        # The unscoped path is Thunder's call plus one ContextVar read and two tests (and in place only while some
-        # scope or audit exists: nvscope._core._patches.demand). No lock anywhere: nvFuser's execute binding holds the
-        # GIL for the whole call (see nvscope._exec._frontends). The steady state of a scoped loop (the fusion's memo
-        # holds this scope's partition, nothing listens) runs here, without the call into
-        # nvscope._exec._execute.execute, which does the same in its first lines and everything else.
-        def __call__(fusion: Any, *args: Any) -> Any:
-            frame = get_active()
-            if frame is None:
-                if not sinks:
-                    return original(fusion, *args)
-                return execute(self, fusion, frame, args, NO_KWARGS, getattr(fusion.get_fd, _TABLE, None))
-            try:
-                found = fusion.get_fd._nvscope_partitions  # _TABLE; an attribute load is cheaper than getattr()
-            except AttributeError:  # never scoped or audited before
-                if frame.policy is None and not sinks:
-                    return original(fusion, *args)
-                return execute(self, fusion, frame, args, NO_KWARGS, None)  # it makes the fusion's table
-            policy, steady, partition = found.steady
-            if policy is not frame.policy or sinks:  # (a frame with no policy never matches: no steady state has it)
-                if frame.policy is None and not sinks:
-                    return original(fusion, *args)
-                return execute(self, fusion, frame, args, NO_KWARGS, found)
-            runner, copy_used, copy_inputs = steady  # laid out by `build`
-            frame.ran = CHANGED
-            try:  # partition.run (see `build`), inlined: one call less per scoped fusion call
-                outputs = run_runner(runner, *args)
-            except NvscopeError:
-                raise
-            except Exception as error:
-                self._copy_back(fusion, runner)
-                return failed(error, self, found, fusion, frame, partition, found.static, args, NO_KWARGS, 3)
-            if copy_used:  # `_copy_back`, inlined
-                fusion.last_used = runner.last_used
-            if copy_inputs:
-                fusion.last_inputs = runner.last_inputs
-            return outputs
-
-        __call__.__wrapped__ = original  # type: ignore[attr-defined]
-        return __call__
-
-    @staticmethod
-    def _copy_back(fusion: Any, runner: Any) -> None:
-        """What ran is what Thunder's tools (``get_nvfuser_repro``) should see: the partition's definition and inputs
-        on the real wrapper. With use_cache off, last_used *is* Thunder's cache (the one definition it runs), so the
-        real wrapper's own stays; get_nvfuser_repro then shows the default."""
-        if runner.use_cache:
-            fusion.last_used = runner.last_used
-        if runner.store_inputs:
-            fusion.last_inputs = runner.last_inputs
+        return patch(self, self.original)
 
     def forget(self) -> None:
-        """Drop every fusion's table (its partitions and their compiled kernels) and the shared definitions."""
+        """Drop every fusion's table (its partitions and their compiled kernels)."""
         for get_fd in list(self._tables):
             vars(get_fd).pop(_TABLE, None)
         self._tables.clear()
-        _shared.clear()
 
     # --- Adapter -------------------------------------------------------------------------------------------------
 
-    def lookup(self, fusion: Any) -> FusionTable[_frontends.Partition] | None:
-        return getattr(fusion.get_fd, _TABLE, None)
-
-    def attach(self, fusion: Any, table: FusionTable[_frontends.Partition]) -> None:
+    def attach(self, fusion: Wrapper, table: FusionTable[_frontends.Partition]) -> None:
         setattr(fusion.get_fd, _TABLE, table)
         try:
             self._tables.add(fusion.get_fd)
         except TypeError:  # pragma: no cover - a get_fd without weak references keeps its table after uninstall
             pass
 
-    def identify(self, fusion: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> FusionInfo:
+    def identify(self, fusion: Wrapper, args: tuple[Any, ...], kwargs: dict[str, Any]) -> FusionInfo:
         get_fd = fusion.get_fd
-        known = getattr(get_fd, _INFO, None)  # seen before nvscope.uninstall(): the same fusion keeps its id
+        known = getattr(get_fd, _INFO, None)  # seen before nvscope.uninstall(): its site and key, claimed again
         if known is not None:
             return remember(known)
         # The ops of its definition: the one Thunder last ran if any (a warm fusion costs nothing more), else one
@@ -232,17 +166,21 @@ class ThunderAdapter(Adapter):
             ops = None  # unknown: the catalog's gates then drop nothing
         jitted = jitted_function()
         function, site = jitted if jitted is not None else (None, None)
-        info = claim(short(fusion.name), _events.PHASE.get(), ops, function, site)
+        # Its inputs tell the traces of one function apart (Thunder's name restarts per trace), whatever order the
+        # function met them in; always there with a function, so that an id does not depend on how many traces the
+        # function has. Without one, the id is the short form (numbered), as nvscope cannot tell where it sits.
+        info = claim(short(fusion.name), _events.PHASE.get(), ops, function, site,
+                     key=None if site is None else inputs_digest(args))
         try:
             setattr(get_fd, _INFO, info)
         except (AttributeError, TypeError):  # pragma: no cover - a get_fd without a __dict__: numbered anew
             pass
         return info
 
-    def static(self, fusion: Any, kwargs: dict[str, Any]) -> OptionSet:
+    def own_options(self, fusion: Wrapper, kwargs: dict[str, Any]) -> OptionSet:
         return OptionSet(fusion.enable_options or (), fusion.disable_options or ())
 
-    def build(self, fusion: Any, info: FusionInfo, options: OptionSet) -> _frontends.Partition:
+    def build(self, fusion: Wrapper, info: FusionInfo, options: OptionSet) -> _frontends.Partition:
         get_fd = fusion.get_fd
         uncached = getattr(get_fd, "__wrapped__", None)
         if uncached is None:
@@ -272,9 +210,9 @@ class ThunderAdapter(Adapter):
                     "set kernels of its own. Set NVFUSER_ENABLE/NVFUSER_DISABLE for the whole process instead"
                 )
             if share:
-                found = _shared.adopt(fd, options, info.id, inputs=descriptors, share=direct)[0]
-                if found is not fd:
-                    return found  # compiled (or compiling) for another partition; it carries its options already
+                adopted = _shared.adopt(fd, options, info.id, inputs=descriptors, share=direct)[0]
+                if adopted is not fd:
+                    return adopted  # compiled (or compiling) for another partition; it carries its options already
             _frontends.carry(fd, options)
             return fd
 
@@ -292,26 +230,30 @@ class ThunderAdapter(Adapter):
                              ("cache_clear", partition_get_fd.cache_clear)):
             if hasattr(runner, field):  # Thunder's fields, pointing at this option set's cache
                 setattr(runner, field, value)
-        call = self._run_runner  # Thunder's own __call__ (wrapped in the legacy frontend's quiet flag)
+        # Thunder's own __call__ (wrapped in the legacy frontend's quiet flag) on the runner; a partial, not a
+        # closure: it spares the lane a Python frame and a tuple.
+        call = functools.partial(self._run_runner, runner)
+        # What ran is what Thunder's tools (``get_nvfuser_repro``) should see: the partition's definition and inputs
+        # on the real wrapper. With use_cache off, last_used *is* Thunder's cache (the one definition it runs), so
+        # the real wrapper's own stays; get_nvfuser_repro then shows the default. Thunder sets both flags when it
+        # makes the wrapper, and the runner is nvscope's own copy of it.
+        copy_used, copy_inputs = bool(runner.use_cache), bool(runner.store_inputs)
 
-        copy_back = self._copy_back
-
-        # `patched_call` runs the same inline on the steady path: keep the two alike.
         def run(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             try:
-                return call(runner, *args)
+                return call(*args)
             finally:
-                copy_back(fusion, runner)
+                if copy_used:
+                    fusion.last_used = runner.last_used
+                if copy_inputs:
+                    fusion.last_inputs = runner.last_inputs
 
-        # `steady`: what `patched_call` runs it with. Thunder sets use_cache/store_inputs when it makes the wrapper;
-        # the runner is a copy of it.
-        return _frontends.Partition(runner, options, run,
-                                    steady=(runner, bool(runner.use_cache), bool(runner.store_inputs)))
+        return _frontends.Partition(runner, options, run)
 
-    def default(self, fusion: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    def default(self, fusion: Wrapper, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         return self.original(fusion, *args)
 
-    def script(self, fusion: Any, partition: _frontends.Partition, args: tuple[Any, ...],
+    def script(self, fusion: Wrapper, partition: _frontends.Partition, args: tuple[Any, ...],
                kwargs: dict[str, Any]) -> str:
         try:
             fd = self.definition(partition, args, kwargs)

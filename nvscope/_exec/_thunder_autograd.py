@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from nvscope._core._scope import ACTIVE, pop, push
+from nvscope._core import ACTIVE, NoEffectWarning, OptionSet, pop, push
 from nvscope._exec import _events
 from nvscope._exec._thunder_adapter import jitted_function
 
@@ -54,10 +54,12 @@ def make_forward(original: Any) -> Any:
 
 def make_backward(original: Any) -> Any:
     def backward(ctx: Any, *grads: Any) -> Any:
-        captured = getattr(ctx, _CAPTURED, None)
+        captured: Any = getattr(ctx, _CAPTURED, _BEFORE)
         phase = _events.PHASE.set("backward")
         try:
-            if captured is None:
+            if captured is None or captured is _BEFORE:
+                if captured is _BEFORE:
+                    _unknown_function()
                 return original(ctx, *grads)
             frame, function = captured
             named = _events.FUNCTION.set(function)
@@ -76,3 +78,24 @@ def make_backward(original: Any) -> Any:
 
     backward.__wrapped__ = original  # type: ignore[attr-defined]
     return backward
+
+
+# What the ctx of a forward that ran before the forward patch was in place (before nvscope was installed) holds.
+_BEFORE = object()
+
+
+def _unknown_function() -> None:
+    """A backward whose forward ran before nvscope was installed, under a scope with a selector: nvscope cannot tell
+    its jitted function (nothing Thunder gives the backward names it: its ``compiled_backward`` is the backward
+    trace's own function), so its fusions' ids lack it and a glob naming the function matches none of them. Say so
+    rather than let the selector quietly miss."""
+    frame = ACTIVE.get()
+    if frame is None or frame.policy is None or isinstance(frame.policy, OptionSet):
+        return  # no selector (a policy without one is an OptionSet): every fusion gets the options anyway
+    import warnings
+
+    warnings.warn("nvscope: a Thunder backward ran under a scope with fusions= whose forward ran before nvscope was "
+                  "installed, so nvscope cannot tell its jitted function: its fusions' ids lack it (e.g. "
+                  "'backward/nvFusion1'), and a selector naming the function does not reach them. Call "
+                  "nvscope.install() before the first step, or run the forward inside a scope.", NoEffectWarning,
+                  stacklevel=3)

@@ -10,11 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from nvscope._core._catalog import catalog
-from nvscope._core._errors import UnknownOptionError
-from nvscope._core._optionset import OptionSet
-from nvscope._core._scope import nv_options
-from nvscope._core._validate import shown
+from nvscope._core import OptionSet, UnknownOptionError, catalog, nv_options, shown
 
 __all__ = ["default_candidates", "parse_candidate", "resolve", "spec"]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from nvscope._core._validate import shown
+from nvscope._core import shown
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported at run time (nvscope/_core/_record.py)

@@ -13,10 +13,8 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Literal
 
-from nvscope._core._optionset import OptionSet
-from nvscope._core._scope import nv_options
-from nvscope._core._validate import first_line
-from nvscope._exec._audit import audit
+from nvscope._core import OptionSet, first_line, nv_options
+from nvscope._exec import audit
 from nvscope._measure._numerics import Numerics, compare_leaves, flatten_outputs, grad_targets
 from nvscope._measure._timer import Timer
 
@@ -67,10 +65,12 @@ class Runner:
     """Calls the function, copies and compares its outputs, times blocks of calls."""
 
     def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], backward: bool,
-                 module: Any, tolerance: float | None, steps: int, warmup: int, say: Callable[[str], None]) -> None:
+                 module: Any, tolerance: float | None, steps: int, warmup: int, say: Callable[[str], None], *,
+                 grads: bool = True) -> None:
+        """``grads=False``: the call is the user's as written, gradients untouched (compare does not judge them)."""
         self.fn, self.args, self.kwargs, self.backward = fn, args, kwargs, backward
         self.tolerance, self.steps, self.warmup, self.say = tolerance, steps, warmup, say
-        self.targets = grad_targets(args, kwargs, module)
+        self.targets = grad_targets(args, kwargs, module) if grads else []
         self.reference: list[tuple[str, Any]] = []
         self.timer = Timer()
 

@@ -11,12 +11,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from nvscope._core import _state
+
 __all__ = ["kernel_name", "kernel_names", "torch_profiler_used"]
 
 # Whether nvscope ran torch.profiler in this process. Once torch.profiler (kineto) has subscribed to CUPTI it keeps the
 # subscription, and nvFuser's own profiler then aborts the process (CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED,
 # measured on the H200): nvscope._measure._schedulers asks this before choosing nvFuser's profiler.
 _used = [False]
+_state.keep(__name__, "_used", "torch.profiler keeps its CUPTI subscription for the process: uninstall cannot undo it")
 
 
 def torch_profiler_used() -> bool:

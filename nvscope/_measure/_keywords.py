@@ -10,16 +10,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from nvscope._core._catalog import _close_matches  # the did-you-mean of option names, for keywords too
-from nvscope._core._text import cut
-from nvscope._core._validate import shown
+from nvscope._core import close_matches as _close_matches  # the did-you-mean of option names, for keywords too
+from nvscope._core import cut, shown
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported at run time (nvscope/_core/_record.py)
     import inspect
-    from typing import Any
+    from typing import Any, ParamSpec, TypeVar
 
-__all__ = ["step_keywords"]
+    P = ParamSpec("P")
+    R = TypeVar("R")
+
+__all__ = ["own_keywords", "step_keywords"]
 
 
 def step_keywords(tool: Callable[..., Any], step: Callable[..., Any], kwargs: Mapping[str, object]) -> None:
@@ -48,6 +50,30 @@ def step_keywords(tool: Callable[..., Any], step: Callable[..., Any], kwargs: Ma
     takes = cut(", ".join(step_names), 120) if step_names else "no keyword arguments"
     raise TypeError(f"{message} ({name}() takes {', '.join(own)}; other keywords go to the step, and "
                     f"{step_name}() takes {takes})")
+
+
+def own_keywords(tool: Callable[P, R]) -> Callable[P, R]:
+    """``tool``, whose unknown keywords fail as the other tools' do, naming its parameters and the closest: for a
+    tool that passes no keyword on to a step (``nvscope.rescue``), so that ``rescue(step, sanitze=True)`` says "did you
+    mean 'sanitize'?" where Python says only "unexpected keyword argument". Its signature is unchanged, for type
+    checkers and `inspect` alike."""
+    import functools
+
+    @functools.wraps(tool)
+    def checked(*args: P.args, **kwargs: P.kwargs) -> R:
+        signature = _signature(tool)
+        if kwargs and signature is not None and not _takes_any_keyword(signature):
+            own = [p.name for p in signature.parameters.values() if _by_keyword(p)]
+            unknown = next((k for k in kwargs if k not in own), None)
+            if unknown is not None:
+                name = tool.__name__
+                message = f"{name}() got an unexpected keyword argument {shown(unknown)}"
+                if close := _close_matches(unknown, own, n=1, cutoff=0.6):
+                    message += f"; did you mean {close[0]!r}?"
+                raise TypeError(f"{message} ({name}() takes {', '.join(own)})")
+        return tool(*args, **kwargs)
+
+    return checked
 
 
 def _signature(step: Callable[..., Any]) -> inspect.Signature | None:

@@ -30,7 +30,7 @@ __all__ = ["DEFAULT_TOLERANCES", "Marker", "Numerics", "Paired", "compare_leaves
 # gives no tolerance: a few units in the last place of the largest value for bf16 (8 significant bits) and fp16,
 # more for fp32, whose reductions over thousands of terms legitimately differ by more than one ulp in another order.
 # A wrong kernel is off by far more. Integer and bool outputs must match exactly.
-DEFAULT_TOLERANCES: dict[str, float] = {
+DEFAULT_TOLERANCES: Mapping[str, float] = {
     "float64": 1e-7, "float32": 1e-4, "float16": 1e-2, "bfloat16": 4e-2, "python float": 1e-7,
 }
 
@@ -174,13 +174,13 @@ class Paired(NamedTuple):
 
 
 def _cut(text: str, limit: int = 80) -> str:
-    from nvscope._core._text import cut
+    from nvscope._core import cut
 
     return cut(text, limit)
 
 
 def _shown(value: object) -> str:
-    from nvscope._core._validate import shown
+    from nvscope._core import shown
 
     return shown(value, 40)
 

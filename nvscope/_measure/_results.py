@@ -8,8 +8,7 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any, TypeVar
 
-from nvscope._core._fusion import exact_glob
-from nvscope._core._optionset import OptionSet
+from nvscope._core import OptionSet, exact_glob
 from nvscope._measure._numerics import Numerics
 
 __all__ = [

@@ -15,6 +15,13 @@ A tool judges many ratios at once (a search's candidates, a profile's fusions): 
 family-wise confidence (Bonferroni: each interval at ``1 - (1 - confidence) / comparisons``), so that the chance
 that *any* interval of the family misses its median stays within ``1 - confidence`` however many there are.
 
+A tool's verdicts are then confirmed (`confirm`): the ratios with a verdict in the first rounds (the screening) are
+timed again in fresh rounds, their intervals a family of their own (Bonferroni over the ``k`` flagged), and a verdict
+stands only where the fresh interval excludes 1.0 on the same side. A chance verdict must then miss twice, in
+independent rounds: the family-wise rate is at most about the product of the two levels (5% x 5%), where Bonferroni
+alone sits at its 5% bound (the sign test's steps leave little slack at a tool's default rounds); a real difference
+passes both, and the fresh rounds cost time only when something was flagged.
+
 Pure Python (``math``, ``random`` for the bootstrap that benchmarks use): no numpy, deterministic.
 """
 
@@ -33,6 +40,8 @@ __all__ = [
     "RatioSummary",
     "Verdict",
     "bootstrap_median_ci",
+    "confirm",
+    "flagged",
     "median",
     "median_interval",
     "paired_ratios",
@@ -142,7 +151,9 @@ def verdict(low: float, high: float) -> Verdict:
 class RatioSummary:
     """The median of per-round ratios, its interval, the verdict, how many rounds it rests on, and how many ratios
     were judged together with it (``comparisons``: the interval is one of a family that holds together with
-    `CONFIDENCE`; its own confidence is `confidence`)."""
+    `CONFIDENCE`; its own confidence is `confidence`). ``screened``: 0 for a plain summary; for a confirmation
+    (`confirm`: a verdict timed again in fresh rounds, which these figures come from) how many ratios the first
+    rounds judged together."""
 
     median: float
     low: float
@@ -150,6 +161,7 @@ class RatioSummary:
     verdict: Verdict
     rounds: int
     comparisons: int = 1
+    screened: int = 0
 
     @property
     def confidence(self) -> float:
@@ -158,14 +170,15 @@ class RatioSummary:
 
     def as_dict(self) -> dict[str, float | int | str]:
         return {"median": self.median, "low": self.low, "high": self.high, "verdict": self.verdict,
-                "rounds": self.rounds, "comparisons": self.comparisons}
+                "rounds": self.rounds, "comparisons": self.comparisons, "screened": self.screened}
 
     @classmethod
     def from_dict(cls, data: dict[str, object]) -> RatioSummary:
-        """The summary `as_dict` wrote (one saved before ``comparisons`` existed stood alone: 1)."""
+        """The summary `as_dict` wrote (one saved before ``comparisons`` existed stood alone: 1; before
+        ``screened``, unconfirmed: 0)."""
         return cls(float(data["median"]), float(data["low"]), float(data["high"]),  # type: ignore[arg-type]
                    data["verdict"], int(data["rounds"]),  # type: ignore[arg-type,call-overload]
-                   int(data.get("comparisons", 1)))  # type: ignore[call-overload]
+                   int(data.get("comparisons", 1)), int(data.get("screened", 0)))  # type: ignore[call-overload]
 
 
 def summarize(numerator: Sequence[float], denominator: Sequence[float], *, comparisons: int = 1) -> RatioSummary:
@@ -188,3 +201,19 @@ def summarize(numerator: Sequence[float], denominator: Sequence[float], *, compa
         return RatioSummary(mid, min(ratios), max(ratios), "no difference detected", len(ratios), comparisons)
     low, high = interval
     return RatioSummary(mid, low, high, verdict(low, high), len(ratios), comparisons)
+
+
+def flagged(summary: RatioSummary | None) -> bool:
+    """Whether ``summary`` has a verdict ("faster" or "slower") that `confirm` must time again."""
+    return summary is not None and summary.verdict != "no difference detected"
+
+
+def confirm(screen: RatioSummary, numerator: Sequence[float], denominator: Sequence[float], *,
+            comparisons: int) -> RatioSummary:
+    """A verdict of the screening rounds (``screen``) confirmed on fresh rounds: the summary of the fresh per-round
+    series, its interval one of ``comparisons`` (the verdicts confirmed together), whose verdict stands only where it
+    is ``screen``'s; else "no difference detected" (an interval on the other side of 1.0 than the screening's is
+    two chance results that disagree). ``screened`` records the screening's family."""
+    fresh = summarize(numerator, denominator, comparisons=comparisons)
+    kept: Verdict = fresh.verdict if fresh.verdict == screen.verdict else "no difference detected"
+    return RatioSummary(fresh.median, fresh.low, fresh.high, kept, fresh.rounds, comparisons, screen.comparisons)

@@ -77,6 +77,29 @@ class Timer:
             call()
         return (now() - begin) * 1e3 / n
 
+    def mark(self) -> Any:
+        """The start of one interval (a fusion's execution, say): a recorded CUDA event when timing with CUDA events,
+        else `clock`'s reading."""
+        if self.cuda:
+            start = sys.modules["torch"].cuda.Event(enable_timing=True)
+            start.record()
+            return start
+        return now()
+
+    def since(self, mark: Any) -> Any:
+        """The interval from ``mark`` to now, pending: milliseconds, or the pair of CUDA events that `ms` reads once
+        the device has been synchronised (reading it earlier would synchronise inside the measured code)."""
+        if self.cuda:
+            end = sys.modules["torch"].cuda.Event(enable_timing=True)
+            end.record()
+            return mark, end
+        return (now() - mark) * 1e3
+
+    @staticmethod
+    def ms(interval: Any) -> float:
+        """A pending interval of `since`, in milliseconds."""
+        return float(interval[0].elapsed_time(interval[1])) if isinstance(interval, tuple) else float(interval)
+
     def calibrate(self, call: Callable[[], object], least: int = 1) -> tuple[int, float]:
         """``(n, ms per call)``: the calls per sample, at least ``least``, that make a sample last `MIN_SAMPLE_S`.
 

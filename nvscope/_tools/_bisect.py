@@ -27,13 +27,8 @@ import warnings
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from nvscope._core._devmode import dev_mode
-from nvscope._core._errors import NoEffectWarning, NoFusionWarning
-from nvscope._core._scope import nv_options
-from nvscope._measure import _checks
-from nvscope._measure._checks import step_callable
-from nvscope._measure._harness import progress_printer
-from nvscope._measure._keywords import step_keywords
+from nvscope._core import NoEffectWarning, NoFusionWarning, dev_mode, nv_options
+from nvscope._measure import _checks, progress_printer, step_callable, step_keywords
 from nvscope._tools._bisect_drive import drive, items_of
 from nvscope._tools._bisect_report import BisectResult
 
@@ -46,7 +41,7 @@ def check_arg(check: object, flag: str | None = None) -> tuple[str, ...] | Calla
     """``check=`` validated: the names of `CHECKS`, or the callable wrapped so that a verdict that is not a bool is
     refused (as a selector's is) rather than read by truthiness. ``flag``: the command line's name for it (the
     names, split from ``--check a,b``), for its message. Raises ValueError."""
-    from nvscope._core._validate import shown
+    from nvscope._core import shown
 
     if callable(check):
         return _verdict(check)
@@ -73,7 +68,7 @@ def _verdict(check: Callable[[Any], object]) -> Callable[[Any], bool]:
         verdict = check(result)
         if verdict is True or verdict is False:
             return verdict
-        from nvscope._core._validate import shown
+        from nvscope._core import shown
 
         raise TypeError(f"check={name} returned {type(verdict).__name__} {shown(verdict)} for the step's result: a "
                         "check must return True or False (True: bad), e.g. bool(...) of what it computes")
@@ -96,7 +91,7 @@ def bisect(fn: Callable[..., Any], /, *args: Any, enable: Iterable[str] | str = 
     `nvscope.search`. Runs in development mode, outside any scope of the caller's (the default is the defaults);
     every probe leaves no scope, warning filter or patch behind.
     """
-    from nvscope._tools._bisect_harness import InProcess
+    from nvscope._tools._bisect_in_process import InProcess
 
     step_callable("bisect", fn)
     step_keywords(bisect, fn, kwargs)  # a misspelt keyword is the tool's error, not the step's
@@ -112,7 +107,7 @@ def bisect(fn: Callable[..., Any], /, *args: Any, enable: Iterable[str] | str = 
 
     say = progress_printer("bisect", progress)
 
-    from nvscope._core._scope import enter_frame, reset
+    from nvscope._core import enter_frame, reset
 
     outside = enter_frame(None)  # the caller's scopes do not apply: the default is the defaults, a probe is its options
     try:

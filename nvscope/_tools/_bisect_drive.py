@@ -1,6 +1,6 @@
 """The bisect's drive: its stages over a probe callable, free of any harness (torch's compiler_bisector keeps the
 same split). ``run(options, fusions) -> Outcome`` is the only way it touches a step; in-process probes are
-`nvscope._tools._bisect_harness`, one process per probe `nvscope._tools._bisect_process`. The stages are those of
+`nvscope._tools._bisect_in_process`, one process per probe `nvscope._tools._bisect_process`. The stages are those of
 `nvscope._tools._bisect` (its docstring); steps 2 and 3 are `nvscope._tools._minimize.minimize`.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Sequence
 
-from nvscope._core._optionset import OptionSet
+from nvscope._core import OptionSet
 from nvscope._exec import _shared
 from nvscope._tools._bisect_report import BisectResult, Culprit, Probe
 from nvscope._tools._minimize import minimize
@@ -55,7 +55,7 @@ def drive(given: OptionSet, fusions: Sequence[str], run: Callable[[OptionSet, tu
         key = (options, selected)
         outcome = seen.get(key)
         if outcome is None:
-            from nvscope._measure._candidates import spec
+            from nvscope._measure import spec
 
             where = "every fusion" if selected is None else ", ".join(selected) if len(selected) <= 3 else \
                 f"{len(selected)} fusions ({selected[0]} ... {selected[-1]})"

@@ -33,27 +33,24 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterable, Sequence
 
-from nvscope._core._fusion import note_ids
-from nvscope._core._optionset import OptionSet
-from nvscope._core._scope import nv_options
-from nvscope._core._text import cut
-from nvscope._exec._repro import scripts_named_in
-from nvscope._measure._checks import number
-from nvscope._measure._harness import progress_printer
-from nvscope._measure._results import run_command
+from nvscope._core import OptionSet, cut, note_ids, nv_options, shown
+from nvscope._exec import scripts_named_in
+from nvscope._measure import number, progress_printer, run_command
 from nvscope._tools._bisect_drive import Outcome, drive
 from nvscope._tools._bisect_report import BisectResult
 
 __all__ = ["bisect_program"]
 
-# The child that lists the fusions: the program as `nvscope run` runs it (no options), inside an audit.
+# The child that lists the fusions: the program run as the probes run it (`run_command`, here without options) by
+# the public `nvscope` command's entry point, inside an audit. The public command, as for the probes, not a module of
+# the command-line layer above this one.
 _LIST = """\
 import json, sys
 import nvscope
-from nvscope._cli._run import run
-out, kind, target, *args = sys.argv[1:]
+from nvscope.cli import main
+out, *command = sys.argv[1:]
 with nvscope.audit() as log:
-    code = run(target if kind == "script" else None, target if kind == "module" else None, args, [], [], audit=False)
+    code = main(command)
 with open(out, "w", encoding="utf-8") as file:
     json.dump({"code": code, "fusions": list(dict.fromkeys(r.fusion for r in log.records))}, file)
 sys.exit(code)
@@ -69,8 +66,8 @@ def timeout_seconds(name: str, value: object) -> float:
     """A run's timeout: seconds, a finite number > 0 and at most `MAX_TIMEOUT` (ValueError otherwise)."""
     seconds = number(name, value, above=True)
     if seconds > MAX_TIMEOUT:
-        raise ValueError(f"{name} must be at most {MAX_TIMEOUT:g} seconds ({MAX_TIMEOUT / 86400:.1f} days), got "
-                         f"{seconds:g}")
+        raise ValueError(f"{name} must be at most {MAX_TIMEOUT:.0f} seconds ({MAX_TIMEOUT / 86400:.1f} days), got "
+                         f"{shown(seconds)}")  # as given: `:g` printed 1000001 as 1e+06
     return float(seconds)
 
 
@@ -78,9 +75,9 @@ def _environment(kernel_db: str | None = None, repro_dir: str | None = None) -> 
     """The probes' environment: this one without ``NVSCOPE_RUN`` (a bisect started under ``nvscope run`` must not
     hand that run's scope to its probes, which each get their own from their ``nvscope run`` line); with
     ``kernel_db`` (a directory), nvFuser's kernel database there (module docstring)."""
-    from nvscope._core._env import RUN
+    from nvscope._core import _env
 
-    env = {k: v for k, v in os.environ.items() if k != RUN}
+    env = {k: v for k, v in os.environ.items() if k != _env.RUN}
     if kernel_db is not None:
         enabled = [name for name in env.get("NVFUSER_ENABLE", "").split(",") if name.strip()]
         env["NVFUSER_ENABLE"] = ",".join([*enabled, *([] if "kernel_db" in enabled else ["kernel_db"])])
@@ -127,7 +124,7 @@ def bisect_program(program: Sequence[str], *, module: bool = False, enable: Iter
     timeout = timeout_seconds("timeout", timeout)
     bad_codes = None if bad_exit is None else set(bad_exit)
     if not module and not os.path.exists(program[0]):
-        raise FileNotFoundError(f"can't open file {os.path.abspath(program[0])!r}: no such file")
+        raise FileNotFoundError(f"can't open file {cut(os.path.abspath(program[0]), 200, repr)}: no such file")
 
     say = progress_printer("bisect", progress)
 
@@ -151,7 +148,7 @@ def bisect_program(program: Sequence[str], *, module: bool = False, enable: Iter
 
 def _bisect(program: list[str], module: bool, given: OptionSet, timeout: float, bad_codes: set[int] | None,
             python: str, say: Callable[[str], None], env: dict[str, str]) -> BisectResult:
-    say(f"listing the fusions: {shlex.join(program)} without options")
+    say(f"listing the fusions: {cut(shlex.join(program), 200)} without options")
     fusions = _list_fusions(program, module, timeout, python, env)
     say(f"the program ran {len(fusions)} fusions without options")
     # Ids name where each fusion sits, so the probes' runs, which see them in their own order, give the same ones;
@@ -180,7 +177,8 @@ def _list_fusions(program: list[str], module: bool, timeout: float, python: str,
                   env: dict[str, str]) -> list[str]:
     with tempfile.TemporaryDirectory(prefix="nvscope-bisect-") as directory:
         out = os.path.join(directory, "fusions.json")
-        command = [python, "-c", _LIST, out, "module" if module else "script", *program]
+        words = run_command(OptionSet(), None, [*(["-m"] if module else []), *program], python=python, audit=False)
+        command = [python, "-c", _LIST, out, *words[3:]]  # the probe's words after its `python -m nvscope`
         try:
             done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False, env=env)
         except subprocess.TimeoutExpired:

@@ -9,8 +9,8 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
-from nvscope._core._optionset import OptionSet
-from nvscope._measure._results import LoadableResult, nv_options_line, options_dict, options_from, run_command
+from nvscope._core import OptionSet
+from nvscope._measure import LoadableResult, nv_options_line, options_dict, options_from, run_command
 
 __all__ = ["BisectResult", "Culprit", "Probe"]
 
@@ -108,7 +108,7 @@ class BisectResult(LoadableResult):
 
     def report(self) -> str:
         """The result in words: the culprits, the line to reproduce each, the repro scripts, the probes."""
-        from nvscope._measure._candidates import spec
+        from nvscope._measure import spec
 
         lines = [f"nvscope bisect: {spec(self.given) or '(no options)'} on {len(self.all_fusions)} fusions "
                  f"({self.mode}); check: {self.check}"]

@@ -21,7 +21,7 @@ import json
 import os
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,7 +37,7 @@ __all__ = ["CheckResult", "ConfigError", "Finding", "Note", "check"]
 KINDS = ("option", "dynamic", "name", "version", "plumbing")
 _USES = ("option", "dynamic")
 # How a message spells "pass it in the other list", per construct (a format with {kind} and {name}).
-_SPELLING = {"Thunder compile option": "nv_{kind}_options=[{name!r}]",
+_SPELLING: Mapping[str, str] = {"Thunder compile option": "nv_{kind}_options=[{name!r}]",
              "nvFuser execute option": "_{kind}_options=[{name!r}]",
              "nvscope run": "--{kind} {name}", "nvscope fusions": "--{kind} {name}",
              "pytest --nv-enable": "--nv-{kind} {name}", "pytest --nv-disable": "--nv-{kind} {name}"}
@@ -158,7 +158,7 @@ class CheckResult:
 
     def statistics(self) -> str:
         """Counts per construct: failing, allowed, plumbing."""
-        from nvscope._core._text import render
+        from nvscope._core import render
 
         rows = [(construct, str(n.get("failing", 0)), str(n.get("allowed", 0)), str(n.get("plumbing", 0)))
                 for construct, n in sorted(_by_construct(self.findings).items())]

@@ -16,6 +16,7 @@ everything under it.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -110,7 +111,7 @@ def _toml_module() -> Any:
 
 _TOKEN = re.compile(r"""\s*(?:(?P<basic>"(?:[^"\\\n]|\\.)*")|(?P<literal>'[^'\n]*')|(?P<punct>[\[\],=])"""
                     r"""|(?P<comment>#[^\n]*)|(?P<key>[A-Za-z0-9_-]+))""")
-_ESCAPES = {'"': '"', "\\": "\\", "n": "\n", "t": "\t", "/": "/", "b": "\b", "f": "\f", "r": "\r"}
+_ESCAPES: Mapping[str, str] = {'"': '"', "\\": "\\", "n": "\n", "t": "\t", "/": "/", "b": "\b", "f": "\f", "r": "\r"}
 
 
 def _unescape(body: str, where: str) -> str:

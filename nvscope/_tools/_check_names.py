@@ -6,9 +6,18 @@ from __future__ import annotations
 
 import warnings
 
-from nvscope._core._catalog import Catalog, OptionInfo, UnknownOptionError, _bundled, installed_nvfuser
-from nvscope._core._catalog_data import NIGHTLY_DATES, VERSIONS
-from nvscope._core._text import cut
+from nvscope._core import (
+    NIGHTLY_DATES,
+    VERSIONS,
+    Catalog,
+    OptionInfo,
+    UnknownOptionError,
+    cut,
+    installed_nvfuser,
+)
+from nvscope._core import (
+    bundled_options as _bundled,
+)
 from nvscope._tools._check_config import ConfigError
 
 TYPE_CHECKING = False

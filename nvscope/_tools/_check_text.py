@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from nvscope._tools import _check_python
 from nvscope._tools._check_use import DEV, ENV_KINDS, Use, command_options, env_names
@@ -25,14 +25,14 @@ __all__ = ["FORMATS", "file_format", "scan", "scan_notebook"]
 
 FORMATS = ("python", "notebook", "shell", "dockerfile", "make", "yaml", "toml", "ini", "env")
 
-_SUFFIXES = {
+_SUFFIXES: Mapping[str, str] = {
     ".py": "python", ".pyw": "python", ".ipynb": "notebook",
     ".sh": "shell", ".bash": "shell", ".zsh": "shell", ".ksh": "shell", ".envrc": "shell",
     ".dockerfile": "dockerfile", ".mk": "make", ".make": "make",
     ".yml": "yaml", ".yaml": "yaml", ".toml": "toml", ".ini": "ini", ".cfg": "ini", ".env": "env",
 }
-_NAMES = {"dockerfile": "dockerfile", "containerfile": "dockerfile", "makefile": "make", "gnumakefile": "make",
-          ".env": "env", ".envrc": "shell", ".flake8": "ini"}
+_NAMES: Mapping[str, str] = {"dockerfile": "dockerfile", "containerfile": "dockerfile", "makefile": "make",
+                             "gnumakefile": "make", ".env": "env", ".envrc": "shell", ".flake8": "ini"}
 
 _VARIABLE = "|".join(ENV_KINDS)
 # A value: quoted, or up to a blank, a shell operator, a quote or a closing bracket (`["NVFUSER_ENABLE=a", ...]`);
@@ -52,10 +52,10 @@ _PROSE = re.compile(r"^\s*(?:-\s+)?[\"']?(?:name|description|title|summary|help)
 _PRINT = re.compile(r"\s*(?:-\s+)?(?:run:\s*)?@?-?(?:echo|printf)\b")
 _MAGIC_ENV = re.compile(rf"^\s*%(?:set_)?env\s+({_VARIABLE})(?:\s*=\s*|\s+)(.*)$")
 _WORD = re.compile(r"[^\s'\"\[\]]+")
-_CONSTRUCT = {"shell": "shell", "dockerfile": "Dockerfile", "make": "Makefile", "yaml": "YAML", "toml": "TOML",
-              "ini": "INI", "env": ".env", "notebook": "notebook"}
+_CONSTRUCT: Mapping[str, str] = {"shell": "shell", "dockerfile": "Dockerfile", "make": "Makefile", "yaml": "YAML",
+                                 "toml": "TOML", "ini": "INI", "env": ".env", "notebook": "notebook"}
 # Where '#' starts a comment only at the start of a line (Dockerfile, .env, INI): elsewhere it is part of a value.
-_LEADING_COMMENTS = {"dockerfile": "#", "env": "#", "ini": "#;"}
+_LEADING_COMMENTS: Mapping[str, str] = {"dockerfile": "#", "env": "#", "ini": "#;"}
 
 
 def file_format(name: str, head: bytes = b"") -> str | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import bisect
 import re
+from collections.abc import Sequence
 
 from nvscope._tools._check_use import ENV_KINDS, env_names
 
@@ -92,9 +93,9 @@ class Lines:
 
 
 # What every line that sets an option holds (with the local names nvscope's setters are imported as).
-WORDS = ["NVFUSER_ENABLE", "NVFUSER_DISABLE", "NVSCOPE_DEV", "nv_options", "OptionSet", "development_mode",
-          "dev_mode", "nv_enable", "nv_disable", "nv_skip_cache", "nv_store_fusion", "nv_save_fake", "able_options",
-          "--nv-", "nvscope"]
+WORDS: Sequence[str] = ["NVFUSER_ENABLE", "NVFUSER_DISABLE", "NVSCOPE_DEV", "nv_options", "OptionSet",
+                        "development_mode", "dev_mode", "nv_enable", "nv_disable", "nv_skip_cache", "nv_store_fusion",
+                        "nv_save_fake", "able_options", "--nv-", "nvscope"]
 COMPOUND = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try, ast.Match,
              getattr(ast, "TryStar", ast.Try))
 
@@ -132,7 +133,7 @@ class Values:
                 elif named is not None and named.partition(".")[0] in ("nvscope", "importlib", "os"):
                     self.aliases[node.targets[0].id] = named
         local = [name for name, path in self.aliases.items() if path.partition(".")[0] in ("nvscope", "pytest")]
-        self.lines = Lines(text, WORDS + local + list(self.env_keys))
+        self.lines = Lines(text, [*WORDS, *local, *self.env_keys])
         self.scopes = [Scope(frozenset(), tree.body, False)]
         self.consumed: set[int] = set()  # ids of calls already reported as part of an enclosing one
 

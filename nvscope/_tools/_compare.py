@@ -6,8 +6,9 @@
     })
 
 One process suffices because nvscope gives each option set its own compiled cache: the variants never share a
-kernel. The timer is the search's (`nvscope._measure._timer`): CUDA events once the process uses CUDA,
-``time.perf_counter`` otherwise, each sample a block of calls long enough to measure. Outputs are flattened and paired
+kernel. It measures with the tools' harness (`nvscope._measure._harness.Runner`: the call, the timer and its
+calibration): CUDA events once the process uses CUDA, ``time.perf_counter`` otherwise, each sample a block of calls
+long enough to measure. Outputs are flattened and paired
 as the search does (`nvscope._measure._numerics`); compare reports the raw max |diff| and structure differences, it does
 not judge them.
 """
@@ -21,16 +22,20 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from nvscope._core import NvscopeWarning, OptionSet, dev_mode, first_line, nv_options, shown
 from nvscope._core import _text as _texttable
-from nvscope._core._devmode import dev_mode
-from nvscope._core._errors import NvscopeWarning
-from nvscope._core._optionset import OptionSet
-from nvscope._core._scope import nv_options
-from nvscope._core._validate import first_line, shown
-from nvscope._measure._checks import count, step_callable
-from nvscope._measure._keywords import step_keywords
-from nvscope._measure._numerics import flatten_outputs, has_nan, pair, raw_max_abs_diff
-from nvscope._measure._timer import MIN_SAMPLE_S, Timer
+from nvscope._measure import (
+    MIN_SAMPLE_S,
+    Runner,
+    count,
+    flatten_outputs,
+    has_nan,
+    pair,
+    progress_printer,
+    raw_max_abs_diff,
+    step_callable,
+    step_keywords,
+)
 
 __all__ = ["CompareResult", "VariantResult", "compare"]
 
@@ -129,7 +134,7 @@ def _validated(variants: object) -> dict[str, nv_options]:
 def _kernels(call: Callable[[], Any], cuda: bool) -> list[str]:
     if not cuda:
         return []
-    from nvscope._measure._kernels import kernel_names
+    from nvscope._measure import kernel_names
 
     return sorted(set(kernel_names(call)[0]))
 
@@ -162,12 +167,9 @@ def compare(
     scopes = _validated(variants)
     results: dict[str, VariantResult] = {}
     reference: list[tuple[str, Any]] | None = None
-    timer = Timer()
-    calls = 1
+    runner = Runner(fn, args, kwargs, False, None, None, 1, warmup, progress_printer("compare", False), grads=False)
+    timer, call = runner.timer, runner.invoke
     first = next(iter(scopes))
-
-    def call() -> Any:
-        return fn(*args, **kwargs)
 
     with dev_mode(True):  # an explicit developer action, as search: no DevelopmentModeWarning (this context only)
         for name, scope in scopes.items():
@@ -181,8 +183,8 @@ def compare(
                     for _ in range(warmup):
                         call()
                     if name == first:
-                        calls, _ = timer.calibrate(call)
-                    times = [timer.time(call, calls) for _ in range(repeat)]
+                        runner.steps, _ = timer.calibrate(call)
+                    times = [timer.time(call, runner.steps) for _ in range(repeat)]
                     try:
                         names = _kernels(call, timer.cuda) if kernels else []
                     except Exception as failure:  # the times are kept
@@ -195,7 +197,7 @@ def compare(
             paired = pair(reference, compared, (shown(first, 30), shown(name, 30)))
             results[name] = VariantResult(name, effective, tuple(times), raw_max_abs_diff(paired), tuple(names),
                                           timer.name, has_nan(paired), paired.problem, error)
-    result = CompareResult(results, calls)
+    result = CompareResult(results, runner.steps)
     if show:
         try:
             print(result.table())

@@ -18,6 +18,9 @@ The method (docs/profile.md), built on the search's runner and statistics:
    per-round ratio options/default, its median and interval (`nvscope._measure._stats`): the fusions' intervals are
    one family, simultaneous at 95%, so that a table of many fusions holds a chance verdict no more often than one of
    a single fusion.
+4. Confirmation, only when some ratio (a fusion's or the whole step's) has a verdict: as many fresh rounds, and each
+   such verdict stands only if the fresh rounds give it again (`nvscope._measure._stats.confirm`; the k confirmed
+   together are a family of their own): a chance verdict then needs two chance misses.
 """
 
 from __future__ import annotations
@@ -29,27 +32,44 @@ import warnings
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from contextvars import ContextVar
+from dataclasses import replace
 from typing import Any, NamedTuple
 
-from nvscope._core._devmode import dev_mode
-from nvscope._core._errors import FallbackWarning, NoEffectWarning, NoFusionWarning
-from nvscope._core._fusion import exact_glob
-from nvscope._core._optionset import OptionSet
-from nvscope._core._scope import nv_options
-from nvscope._core._text import cut
-from nvscope._core._validate import first_line
-from nvscope._exec import _shared
-from nvscope._exec._audit import audit
-from nvscope._exec._execute import private_failures
-from nvscope._exec._repro import failure_note
+from nvscope._core import (
+    FallbackWarning,
+    NoEffectWarning,
+    NoFusionWarning,
+    OptionSet,
+    _state,
+    cut,
+    dev_mode,
+    exact_glob,
+    first_line,
+    nv_options,
+)
+from nvscope._exec import _shared, audit, failure_note, private_failures
+from nvscope._measure import (
+    Numerics,
+    RatioSummary,
+    Runner,
+    Segment,
+    SegmentRecorder,
+    Timer,
+    Variant,
+    compare_leaves,
+    confirm,
+    flagged,
+    flatten_outputs,
+    install_adapters,
+    median,
+    now,
+    progress_printer,
+    recorder,
+    step_callable,
+    step_keywords,
+    summarize,
+)
 from nvscope._measure import _checks as checks
-from nvscope._measure._checks import step_callable
-from nvscope._measure._harness import Runner, Variant, install_adapters, progress_printer
-from nvscope._measure._keywords import step_keywords
-from nvscope._measure._numerics import Numerics, compare_leaves, flatten_outputs
-from nvscope._measure._schedulers import Segment, SegmentRecorder, recorder
-from nvscope._measure._stats import median, summarize
-from nvscope._measure._timer import now
 from nvscope._tools._profile_report import ProfileResult, ProfileRow
 
 __all__ = ["NO_FUSION", "PROFILES", "profile"]
@@ -58,6 +78,7 @@ __all__ = ["NO_FUSION", "PROFILES", "profile"]
 # fusion among all of them, so its per-fusion intervals are one family over fusions x candidates (and the whole
 # step's over candidates). Set only by search_fusions, around its profiles; 1 for a profile of its own.
 PROFILES: ContextVar[int] = ContextVar("nvscope_profiles", default=1)
+_state.keep(__name__, "PROFILES", "per context: the block that sets it resets it")
 
 NO_FUSION = ("{tool}: no nvFuser fusion ran through nvscope when the step ran with its defaults, so no option can "
              "reach one and there is nothing to measure per fusion: is the function jitted (thunder.jit) or built on "
@@ -67,9 +88,9 @@ NO_FUSION = ("{tool}: no nvFuser fusion ran through nvscope when the step ran wi
 class _Clock:
     """The per-fusion timing hook (an entry of ``_events.TIMERS``) and what it collects, switched per pass."""
 
-    def __init__(self, cuda: bool, rec: SegmentRecorder | None) -> None:
-        self.cuda, self.recorder = cuda, rec
-        self.times: dict[str, list[Any]] | None = None  # per fusion: CUDA event pairs or ms, while timing
+    def __init__(self, timer: Timer, rec: SegmentRecorder | None) -> None:
+        self.timer, self.recorder = timer, rec  # the runner's timer: CUDA events once the default used CUDA
+        self.times: dict[str, list[Any]] | None = None  # per fusion: the timer's pending intervals, while timing
         self.segments: dict[str, tuple[Segment, ...]] | None = None  # first execution's segments, while first calls
         self.wall: dict[str, float] | None = None  # ms per fusion (synchronised), while first calls
         self.outputs: dict[str, list[list[tuple[str, Any]]]] | None = None  # output copies per execution
@@ -86,7 +107,7 @@ class _Clock:
     @contextmanager
     def _measure(self, fusion: str) -> Iterator[Callable[[Any], None] | None]:
         torch = sys.modules.get("torch")
-        if torch is not None and not (self.cuda or (self.wall is not None and torch.cuda.is_initialized())):
+        if torch is not None and not (self.timer.cuda or (self.wall is not None and torch.cuda.is_initialized())):
             torch = None  # CUDA events while timing a CUDA step; a synchronised wall clock in first calls that use it
         with ExitStack() as stack:
             segments = None
@@ -94,20 +115,12 @@ class _Clock:
                 segments = stack.enter_context(self.recorder.record())
             if self.wall is not None and torch is not None:
                 torch.cuda.synchronize()
-            start: Any = None
-            if self.times is not None and torch is not None:
-                start = torch.cuda.Event(enable_timing=True)
-                start.record()
+            mark = self.timer.mark() if self.times is not None else None
             began = now()
             pending: list[Any] = []
             yield self._keep(fusion, pending)
             if self.times is not None:
-                if torch is not None:
-                    end = torch.cuda.Event(enable_timing=True)
-                    end.record()
-                    self.times.setdefault(fusion, []).append((start, end))
-                else:
-                    self.times.setdefault(fusion, []).append((now() - began) * 1e3)
+                self.times.setdefault(fusion, []).append(self.timer.since(mark))
             if self.wall is not None:
                 if torch is not None:
                     torch.cuda.synchronize()
@@ -121,8 +134,7 @@ class _Clock:
     def per_call(self, steps: int) -> dict[str, float]:
         """ms per step of each fusion in the block just timed (the device has been synchronised)."""
         times, self.times = self.times or {}, {}
-        return {fusion: sum(float(v[0].elapsed_time(v[1])) if isinstance(v, tuple) else v for v in values) / steps
-                for fusion, values in times.items()}
+        return {fusion: sum(map(Timer.ms, values)) / steps for fusion, values in times.items()}
 
 
 def profile(fn: Callable[..., Any], /, *args: Any, enable: Any = (), disable: Any = (), fusions: object = None,
@@ -157,7 +169,7 @@ def profile(fn: Callable[..., Any], /, *args: Any, enable: Any = (), disable: An
     runner = Runner(fn, args, kwargs, backward, module, tolerance, steps_per_round, warmup, say)
     default, variant = Variant("default", OptionSet(), "default"), Variant("options", options, "candidate")
     variant.scope = scope
-    clock = _Clock(False, recorder(schedulers))  # no recorder on CPU or without nvFuser
+    clock = _Clock(runner.timer, recorder(schedulers))  # no recorder on CPU or without nvFuser
     notes: list[str] = []
     # Timers run with a sink. Its fallbacks are its own (private_failures): the user's later scopes try the options
     # afresh, and warn.
@@ -167,7 +179,7 @@ def profile(fn: Callable[..., Any], /, *args: Any, enable: Any = (), disable: An
         install_adapters()
         base = _first(runner, default, clock)
         _selected(base.infos, scope)
-        clock.cuda = runner.timer.detect()  # CUDA events once the default used CUDA, as the search decides
+        runner.timer.detect()  # CUDA events (the clock's too) once the default used CUDA, as the search decides
         under = _first(runner, variant, clock)
         runner.reference = base.leaves
         step_numerics = compare_leaves(base.leaves, under.leaves, tolerance)
@@ -181,30 +193,60 @@ def profile(fn: Callable[..., Any], /, *args: Any, enable: Any = (), disable: An
             variant.scope = nv_options(options, fusions=kept, on_error="fallback") if kept else \
                 nv_options(options, fusions=lambda info: False)
         say(f"timing default and options x {rounds} rounds x {steps_per_round} calls, per fusion")
-        fusion_times, step_times = _rounds(runner, clock, default, variant, rounds, random.Random(seed))
-    paired = {i.id: _paired(fusion_times, i.id, rounds) for i in chosen if i.id not in broken}
-    family = PROFILES.get() * max(1, sum(pair is not None for pair in paired.values()))  # the verdicts judged together
+        rng = random.Random(seed)
+        fusion_times, step_times = _rounds(runner, clock, default, variant, rounds, rng)
+        ratios, step = _verdicts(runner, clock, default, variant, rounds, rng, [i.id for i in working],
+                                 (fusion_times, step_times), notes)
     rows = []
     for info in chosen:
         f = info.id
         d, o = fusion_times["default"].get(f), fusion_times["options"].get(f)
-        pair = paired.get(f)
         rows.append(ProfileRow(
             f, info.phase, tuple(info.ops or ()), base.counts.get(f, 0), median(d) if d else None,
-            median(o) if o else None, None if pair is None else summarize(*pair, comparisons=family),
+            median(o) if o else None, ratios.get(f),
             base.segments.get(f), under.segments.get(f), base.wall.get(f), under.wall.get(f), numerics.get(f),
             broken.get(f), under.counts.get(f, 0) > 0, base.repeat.get(f)))
     if default.numerics is not None and not default.numerics.ok:
         notes.append(f"the default is not repeatable ({default.numerics.detail}): output differences may be its own")
     if clock.recorder is None:
         notes.append("no schedulers: they need CUDA and nvFuser (`nvscope._measure._schedulers`)")
-    step = summarize(step_times["options"], step_times["default"], comparisons=PROFILES.get())
     result = ProfileResult(tuple(rows), options, runner.timer.name, rounds,
                            steps_per_round, warmup, tolerance, seed, time.perf_counter() - began, step, step_numerics,
                            None if clock.recorder is None else clock.recorder.source, tuple(notes),
                            _shared.compiling()[0] - compiled)
     say(f"done in {result.elapsed_s:.1f} s")
     return result
+
+
+def _verdicts(runner: Runner, clock: _Clock, default: Variant, variant: Variant, rounds: int, rng: random.Random,
+              fusions: list[str], first: tuple[dict[str, dict[str, list[float]]], dict[str, list[float]]],
+              notes: list[str]) -> tuple[dict[str, RatioSummary], RatioSummary]:
+    """Each fusion's ratio and the whole step's from the rounds ``first`` (the fusions' intervals one family, the
+    step's one of `PROFILES`), then every verdict among them confirmed in as many fresh rounds (`confirm`): a
+    chance verdict must miss in both. The fresh rounds run only when some ratio has a verdict."""
+    fusion_times, step_times = first
+    paired = {f: _paired(fusion_times, f, rounds) for f in fusions}
+    family = PROFILES.get() * max(1, sum(pair is not None for pair in paired.values()))  # the verdicts judged together
+    ratios = {f: summarize(*pair, comparisons=family) for f, pair in paired.items() if pair is not None}
+    step = summarize(step_times["options"], step_times["default"], comparisons=PROFILES.get())
+    again = [f for f, r in ratios.items() if flagged(r)]
+    if not again and not flagged(step):
+        return ratios, step
+    k = len(again) + flagged(step)  # the confirmations' family
+    runner.say(f"confirming {k} verdict{'s' * (k != 1)} in {rounds} fresh rounds")
+    fresh, fresh_step = _rounds(runner, clock, default, variant, rounds, rng)
+    for f in again:
+        pair = _paired(fresh, f, rounds)  # None: it did not run in every fresh round, so nothing confirms it
+        ratios[f] = confirm(ratios[f], *pair, comparisons=k) if pair else replace(
+            ratios[f], verdict="no difference detected", screened=ratios[f].comparisons)
+    lost = [f for f in again if not flagged(ratios[f])]
+    if flagged(step):
+        step = confirm(step, fresh_step["options"], fresh_step["default"], comparisons=k)
+        lost += [] if flagged(step) else ["the whole step"]
+    notes.append(f"{k} verdict{'s' * (k != 1)} of the first {rounds} rounds timed again in {rounds} fresh rounds "
+                 f"(simultaneous 95% over the {k}), where a verdict stands only if both agree: "
+                 + (f"not confirmed, so no difference detected: {', '.join(lost)}" if lost else "all confirmed"))
+    return ratios, step
 
 
 def _paired(fusion_times: dict[str, dict[str, list[float]]], fusion: str,

@@ -10,18 +10,19 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from nvscope._core._optionset import OptionSet
-from nvscope._measure._numerics import DEFAULT_TOLERANCES, Numerics
-from nvscope._measure._results import (
+from nvscope._core import OptionSet
+from nvscope._measure import (
+    DEFAULT_TOLERANCES,
     LoadableResult,
+    Numerics,
+    RatioSummary,
+    Segment,
     figure_class,
     numerics_dict,
     numerics_from,
     options_dict,
     options_from,
 )
-from nvscope._measure._schedulers import Segment
-from nvscope._measure._stats import RatioSummary
 
 __all__ = ["ProfileResult", "ProfileRow"]
 
@@ -231,13 +232,15 @@ class ProfileResult(LoadableResult):
         return "\n".join(lines)
 
     def _intervals(self) -> str:
-        """How the intervals were made: the fusions' family, and each interval's own confidence."""
+        """How the intervals were made: the fusions' family, each interval's own confidence, the confirmation."""
         ratio = next((r.ratio for r in self.rows if r.ratio is not None), None)
-        family = "" if ratio is None else (
-            f" over the {ratio.comparisons} fusion ratios judged together (each at {ratio.confidence * 100:.4g}%)")
+        n = 0 if ratio is None else ratio.screened or ratio.comparisons  # the first rounds' family
+        confidence = (f"simultaneous 95% over the {n} fusion ratios judged together (each at {100 - 5 / n:.4g}%)"
+                      if n > 1 else "95% (one fusion ratio)" if n else "simultaneous 95%")
         return ("the median's, between two order statistics of the ratios (the sign test's interval, exact for any "
-                f"distribution); simultaneous 95%{family}: a chance 'faster' or 'slower' on any fusion has at most 5% "
-                "probability, however many fusions the step runs")
+                f"distribution); {confidence}; each verdict timed again in fresh rounds and kept only "
+                "where both agree (the row then shows the fresh rounds' ratio; a note says which): a chance 'faster' "
+                "or 'slower' on any fusion needs two chance misses, however many fusions the step runs")
 
     def __str__(self) -> str:
         return self.table()
@@ -329,7 +332,7 @@ def _plot_label(r: ProfileRow) -> str:
 
 
 def _label(options: OptionSet) -> str:
-    from nvscope._measure._candidates import spec
+    from nvscope._measure import spec
 
     return spec(options) or "(no options)"
 

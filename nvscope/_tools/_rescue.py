@@ -23,10 +23,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from nvscope._core._optionset import OptionSet
-from nvscope._measure import _checks
-from nvscope._measure._harness import progress_printer
-from nvscope._measure._results import options_from
+from nvscope._core import OptionSet, cut
+from nvscope._measure import _checks, options_from, own_keywords, progress_printer
 from nvscope._tools._rescue_probe import Children, Plan, observe
 from nvscope._tools._rescue_report import Failure, FusionRescue, RescueResult, issue_text
 from nvscope._tools._rescue_search import candidates, search
@@ -47,7 +45,7 @@ def _in_process(step: Callable[[], Any], reference: Callable[[], Any] | None, to
 def _versions() -> dict[str, str]:
     from importlib import metadata
 
-    from nvscope._core._catalog import installed_nvfuser
+    from nvscope._core import installed_nvfuser
 
     found = {}
     nvfuser = installed_nvfuser()
@@ -68,11 +66,12 @@ def _versions() -> dict[str, str]:
 def _target(step: str, reference: str | None, module: bool, args: list[str]) -> dict[str, Any]:
     where, _, function = step.rpartition(":") if ":" in step and not step.endswith(":") else (step, "", "")
     if not module and not os.path.isfile(where):
-        raise FileNotFoundError(f"can't open file {os.path.abspath(where)!r}: no such file")
+        raise FileNotFoundError(f"can't open file {cut(os.path.abspath(where), 200, repr)}: no such file")
     return {"where": where, "function": function or None, "module": module, "args": list(args),
             "reference": reference}
 
 
+@own_keywords  # `rescue(step, sanitze=True)`: did you mean 'sanitize'?
 def rescue(step: Callable[[], Any] | str, /, *, reference: Callable[[], Any] | str | None = None,
            max_set_size: int = 2, budget_s: float = 1800.0, jobs: int = 1, timeout: float = 600.0,
            confirm: int = 1, sanitize: bool = False, sanitizer: str = "compute-sanitizer",
@@ -90,7 +89,7 @@ def rescue(step: Callable[[], Any] | str, /, *, reference: Callable[[], Any] | s
     search; ``confirm``: how many more runs a cure must pass; ``candidates``: the sets to try instead of the
     catalog's (specs as for `nvscope.search`, tried in the order given, each still gated by the fusion's ops).
     """
-    from nvscope._measure._candidates import resolve
+    from nvscope._measure import resolve
 
     given = None if candidates is None else resolve(candidates)
     max_set_size = _checks.count("max_set_size", max_set_size, 1)
@@ -128,7 +127,7 @@ def rescue(step: Callable[[], Any] | str, /, *, reference: Callable[[], Any] | s
 
 def _gate(ops: list[str] | None) -> Callable[[str, str], bool]:
     """``OptionSet.only``'s test: the catalog's gates for a fusion holding ``ops`` (None: unknown, all pass)."""
-    from nvscope._core._catalog import catalog
+    from nvscope._core import catalog
 
     known = catalog()
     return lambda kind, name: ops is None or known.can_affect(kind, name, ops)

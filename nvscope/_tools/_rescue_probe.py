@@ -27,14 +27,9 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TextIO
 
-from nvscope._core._devmode import dev_mode
-from nvscope._core._optionset import OptionSet
-from nvscope._core._validate import first_line
-from nvscope._exec import _events
-from nvscope._exec._audit import audit
-from nvscope._exec._repro import repro_paths, scripts_named_in
-from nvscope._measure._numerics import compare_leaves, flatten_outputs
-from nvscope._measure._results import options_dict, options_from
+from nvscope._core import OptionSet, dev_mode, first_line
+from nvscope._exec import _events, audit, repro_paths, scripts_named_in
+from nvscope._measure import compare_leaves, flatten_outputs, options_dict, options_from
 from nvscope._tools._bisect_process import _detail
 from nvscope._tools._search_fusions import _Map
 
@@ -50,25 +45,32 @@ with open(sys.argv[1], encoding="utf-8") as file:
 from nvscope._tools._rescue_probe import observe
 t = spec["target"]
 sys.argv = [t["where"], *t["args"]]
+import os, runpy
 if t["function"] is None:
-    from nvscope._cli._run import run
+    # A program, as `nvscope run` runs it (the script's folder, or for -m the working directory, first on the path);
+    # judged by its exit code.
+    sys.path.insert(0, os.getcwd() if t["module"] else os.path.dirname(os.path.abspath(t["where"])))
     def step():
-        code = run(None if t["module"] else t["where"], t["where"] if t["module"] else None, t["args"], [], [],
-                   audit=False)
-        if code:
-            raise SystemExit(code)
+        try:
+            if t["module"]:
+                runpy.run_module(t["where"], run_name="__main__", alter_sys=True)
+            else:
+                runpy.run_path(t["where"], run_name="__main__")
+        except SystemExit as done:
+            if done.code not in (None, 0):
+                raise
     reference = None
 else:
-    import importlib, os
-    from nvscope._cli._args import _attribute, _import_script
+    import importlib
+    from nvscope._measure import attribute, import_script
     if t["module"]:
         sys.path.insert(0, os.getcwd())
         loaded = importlib.import_module(t["where"])
     else:
         sys.path.insert(0, os.path.dirname(os.path.abspath(t["where"])))
-        loaded = _import_script(t["where"])
-    step = _attribute(loaded, t["function"])
-    reference = _attribute(loaded, t["reference"]) if t["reference"] else None
+        loaded = import_script(t["where"])
+    step = attribute(loaded, t["function"])
+    reference = attribute(loaded, t["reference"]) if t["reference"] else None
 observe(step, reference, spec)
 """
 

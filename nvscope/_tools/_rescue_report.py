@@ -4,20 +4,21 @@ whole step; the text of an nvFuser issue. Plain data with ``to_json()``/``from_j
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from nvscope._core._optionset import OptionSet
-from nvscope._measure._candidates import spec
-from nvscope._measure._results import LoadableResult, nv_options_line, options_dict, options_from
+from nvscope._core import OptionSet
+from nvscope._measure import LoadableResult, nv_options_line, options_dict, options_from, spec
 from nvscope._tools._rescue_search import Attempt
 
 __all__ = ["Failure", "FusionRescue", "RescueResult", "location_of"]
 
 _LOCATION = re.compile(r"(csrc/[\w./-]+\.(?:cpp|h|cu|cuh|hpp):\d+)")
-KINDS = {"raise": "raises", "fault": "kills the process", "timeout": "hangs (no exit within the time limit)",
-         "numbers": "wrong numbers", "memory": "writes out of bounds (compute-sanitizer memcheck)",
-         "step": "the step fails outside any fusion"}
+KINDS: Mapping[str, str] = {
+    "raise": "raises", "fault": "kills the process", "timeout": "hangs (no exit within the time limit)",
+    "numbers": "wrong numbers", "memory": "writes out of bounds (compute-sanitizer memcheck)",
+    "step": "the step fails outside any fusion"}
 
 
 def location_of(text: str) -> str | None:

@@ -26,9 +26,8 @@ import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
-from nvscope._core._catalog import catalog
-from nvscope._core._optionset import OptionSet
-from nvscope._measure._candidates import _PAIRS
+from nvscope._core import OptionSet, catalog
+from nvscope._measure import OPTION_PAIRS as _PAIRS
 
 __all__ = ["ESCAPE_HATCHES", "Attempt", "candidates", "search"]
 

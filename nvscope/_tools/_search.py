@@ -16,6 +16,8 @@ the default and all candidates can be timed side by side, interleaved. The metho
 3. The winners (faster, numerics within tolerance) are combined greedily, best first: a winner joins the set if
    the union is faster than the set without it and than the default, measured in rounds of their own (the
    combinations' intervals are a second family). A union that would enable and disable one name is not tried.
+4. Confirmation: the set chosen is timed against the default again, in as many fresh rounds; it is recommended only
+   if it is faster there too (`nvscope._measure._stats.confirm`), so that a chance winner needs two chance misses.
 
 A failure after the default's first call never discards what was measured: the search stops, and the result holds
 the rows measured so far, with the problem in its notes (and a warning).
@@ -32,19 +34,27 @@ import warnings
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from nvscope._core._devmode import dev_mode
-from nvscope._core._errors import NoEffectWarning, NoFusionWarning, NvscopeWarning
-from nvscope._core._optionset import OptionSet
-from nvscope._core._validate import first_line
+from nvscope._core import NoEffectWarning, NoFusionWarning, NvscopeWarning, OptionSet, dev_mode, first_line
 from nvscope._exec import _shared
+from nvscope._measure import (
+    MIN_SAMPLE_S,
+    RatioSummary,
+    Runner,
+    Variant,
+    compare_leaves,
+    confirm,
+    install_adapters,
+    median,
+    progress_printer,
+    resolve,
+    rounds_needed,
+    seconds,
+    spec,
+    step_callable,
+    step_keywords,
+    summarize,
+)
 from nvscope._measure import _checks as checks
-from nvscope._measure._candidates import resolve, spec
-from nvscope._measure._checks import step_callable
-from nvscope._measure._harness import Runner, Variant, install_adapters, progress_printer, seconds
-from nvscope._measure._keywords import step_keywords
-from nvscope._measure._numerics import compare_leaves
-from nvscope._measure._stats import RatioSummary, median, rounds_needed, summarize
-from nvscope._measure._timer import MIN_SAMPLE_S
 from nvscope._tools._search_report import SearchResult, SearchRow
 
 __all__ = ["search"]
@@ -120,10 +130,15 @@ def search(fn: Callable[..., Any], /, *args: Any, candidates: Iterable[object] |
             _measure(runner, default, singles, combos, chosen, notes, rounds, rng)
         except Exception as error:  # what was measured is kept: the result says where the search stopped
             stopped = first_line(error)
+        if chosen and not stopped:  # recommended only where fresh rounds confirm it
+            try:
+                _confirm(runner, default, chosen, notes, rounds, rng)
+            except Exception as error:  # as a stop before it: what was measured is kept, the set unconfirmed
+                stopped = first_line(error)
     if stopped:
         say(f"stopped early: {stopped}")
         notes.append(f"the search stopped early ({stopped}): the rows hold what was measured before, and the "
-                     "recommendation rests on them alone")
+                     "recommendation rests on them alone" + (", not confirmed in fresh rounds" if chosen else ""))
     variants = [*singles, *(c for c, _ in combos)]
     recommended = chosen[-1].options if chosen else OptionSet()
     rows = [_row(v, recommended, None) for v in (default, *singles)]
@@ -201,6 +216,28 @@ def _measure(runner: Runner, default: Variant, singles: list[Variant], combos: l
         if _wins(trial, trial.base_times) and _wins(trial, trial.default_times):
             best = trial
             chosen.append(best)
+
+
+def _confirm(runner: Runner, default: Variant, chosen: list[Variant], notes: list[str], rounds: int,
+             rng: random.Random) -> None:
+    """Step 4: the set to recommend, timed again against the default in fresh rounds of their own; it stays
+    recommended only if it is "faster" there too (`confirm`), else ``chosen`` is emptied: nothing is recommended. A
+    set that is no faster then needs a chance "faster" in the screening (at most 5%) and another in rounds
+    independent of it (at most 2.5%)."""
+    best = chosen[-1]
+    screen = _summary(best, best.default_times)
+    runner.say(f"confirming {best.label} against the default in {rounds} fresh rounds")
+    for v in (default, best):  # its kernels may have been evicted by a later batch: compiled again before the rounds
+        with v.scope:
+            runner.invoke()
+    times = runner.rounds([default, best], rounds, rng)
+    fresh = confirm(screen, times[id(best)], times[id(default)], comparisons=1) if id(best) in times else None
+    if fresh is None or fresh.verdict != "faster":
+        chosen.clear()
+    ratio = "it failed" if fresh is None else f"ratio {fresh.median:.3f} ({fresh.low:.3f}-{fresh.high:.3f})"
+    notes.append(f"{best.label} timed again against the default in {rounds} fresh rounds to confirm it: {ratio}, "
+                 + ("confirmed" if chosen else "not confirmed, so nothing is recommended (its 'faster' was "
+                    "chance, or too small to show twice)"))
 
 
 def _timing_notes(asked: int, steps: int, per_call: float, overhead: float) -> list[str]:

@@ -7,7 +7,8 @@ measured end to end against the defaults and against the best single global set.
 The method, built from the search's and the profile's parts:
 
 1. Each candidate is profiled (`nvscope.profile`): per fusion, its time ratio against the defaults with an interval
-   (the intervals of all fusions under all candidates are one family, simultaneous at 95%), and its outputs with
+   (the intervals of all fusions under all candidates are one family, simultaneous at 95%, and each profile
+   confirms its verdicts in fresh rounds, so that a chance choice needs two chance misses), and its outputs with
    only it under the candidate (a candidate that breaks a fusion is not chosen for it). The profile's whole-step
    ratio of each candidate (the candidates' step ratios are a family too) picks the best single global set (faster,
    with the step's outputs and gradients within tolerance).
@@ -29,21 +30,25 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from nvscope._core._devmode import dev_mode
-from nvscope._core._fusion import exact_glob
-from nvscope._core._optionset import OptionSet
-from nvscope._core._scope import nv_options
-from nvscope._core._validate import first_line
-from nvscope._exec import _shared
-from nvscope._exec._audit import audit
+from nvscope._core import OptionSet, dev_mode, exact_glob, first_line, nv_options
+from nvscope._exec import _shared, audit
+from nvscope._measure import (
+    JsonResult,
+    Numerics,
+    RatioSummary,
+    Runner,
+    Variant,
+    figure_class,
+    install_adapters,
+    nv_options_line,
+    progress_printer,
+    resolve,
+    spec,
+    step_callable,
+    step_keywords,
+    summarize,
+)
 from nvscope._measure import _checks as checks
-from nvscope._measure._candidates import resolve, spec
-from nvscope._measure._checks import step_callable
-from nvscope._measure._harness import Runner, Variant, install_adapters, progress_printer
-from nvscope._measure._keywords import step_keywords
-from nvscope._measure._numerics import Numerics
-from nvscope._measure._results import JsonResult, figure_class, nv_options_line
-from nvscope._measure._stats import RatioSummary, summarize
 from nvscope._tools._profile import NO_FUSION, PROFILES, profile
 from nvscope._tools._profile_report import ProfileResult
 
@@ -159,9 +164,10 @@ class FusionSearchResult(JsonResult):
         if self.global_best is not None:
             lines.append(f"best global set: {spec(self.global_best)}")
         chosen = next((c.ratio for c in self.choices if c.ratio is not None), None)
-        if chosen is not None:
-            lines.append(f"intervals: simultaneous 95% over the {chosen.comparisons} ratios of fusions x candidates "
-                         f"(each at {chosen.confidence * 100:.4g}%), and over the map's ratios")
+        if chosen is not None:  # a chosen fusion's ratio is its confirmation's (nvscope._measure._stats.confirm)
+            lines.append(f"intervals: simultaneous 95% over the {chosen.screened or chosen.comparisons} ratios of "
+                         "fusions x candidates, each verdict confirmed in fresh rounds (the ratio shown is theirs), "
+                         "and over the map's ratios")
         lines += [f"candidate {name} not profiled: {error}" for name, error in self.errors]
         if self.compile_s is not None:
             lines.append(f"compile: {self.compile_s:.1f} s in the first executions of new partitions (candidates' "

@@ -10,12 +10,13 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from nvscope._core._optionset import OptionSet
-from nvscope._core._text import render
-from nvscope._measure._harness import Stage
-from nvscope._measure._numerics import DEFAULT_TOLERANCES, Numerics
-from nvscope._measure._results import (
+from nvscope._core import OptionSet, render
+from nvscope._measure import (
+    DEFAULT_TOLERANCES,
     LoadableResult,
+    Numerics,
+    RatioSummary,
+    Stage,
     figure_class,
     numerics_dict,
     numerics_from,
@@ -23,7 +24,6 @@ from nvscope._measure._results import (
     options_dict,
     options_from,
 )
-from nvscope._measure._stats import RatioSummary
 
 __all__ = ["SearchResult", "SearchRow", "Stage"]
 
@@ -145,7 +145,8 @@ class SearchResult(LoadableResult):
     def table(self) -> str:
         """The ranked table, how it was measured, the notes, and the recommendation."""
         ranked = self.ranked()
-        digits = len(str(sum(r.stage != "default" and r.error is None and r.ratio is not None for r in ranked)))
+        # The rank takes two places at least, so that the mark stands apart from it ("* 1", as "* 1" beside " 10")
+        digits = max(2, len(str(sum(r.stage != "default" and r.error is None and r.ratio is not None for r in ranked))))
         header = ("variant", "ratio", "interval", "verdict", "ms/call", "first call", "max|diff|", "max rel",
                   "numerics")
         cells: list[tuple[str, ...]] = []

@@ -173,6 +173,10 @@ def test_options_table_fits_the_terminal_width(tmp_path: Path, columns: int) -> 
     start = next(i for i, line in enumerate(lines) if line.startswith("enable options ("))
     tables = [line for line in lines[start:] if line.startswith("  ")]
     assert all(len(line) <= columns for line in tables), max(tables, key=len)
+    use = [line for line in lines[1:start] if line]  # the `use:` line was 105 characters at any width
+    assert use[0].startswith("use:    ") and all(len(line) <= columns for line in use), use
+    assert [way.strip() for way in " ".join(use).removeprefix("use:").split("|")] == [
+        "nv_options(enable=[...], disable=[...])", "nvscope run --enable NAME", "NVFUSER_ENABLE=NAME,..."]
     rows = table_rows(result.stdout)  # nothing lost: every description is there, wrapped
     for option in nvscope.catalog().options:
         assert " ".join(option.description.split()) in " ".join(rows[option.kind, option.name].split())
@@ -680,6 +684,19 @@ def test_probe_without_nvfuser_fails_clearly() -> None:
     # Issue 35 item 14: it printed a Python list of the child's traceback lines.
     assert done.stderr.count("\n") == 1 and done.stderr.startswith("nvscope options --probe: "), done.stderr
     assert "nvFuser" in done.stderr and "Traceback" not in done.stderr and "['" not in done.stderr
+
+
+def test_probe_of_an_nvfuser_that_imports_but_cannot_run_says_its_last_line(tmp_path: Path) -> None:
+    """Issue 35 item 14: an nvFuser that imports (here the frontend double, as `nvfuser`) but fails the probe's fusion
+    (as one without CUDA does) printed a Python list of the child's traceback lines."""
+    site = tmp_path / "site"
+    site.mkdir()
+    shutil.copy(REPO / "tests" / "fake_nvfuser_frontend.py", site / "nvfuser.py")
+    done = nvscope_cmd("options", "--probe", cwd=tmp_path, path=[site])
+    assert done.returncode == 1
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("nvscope options --probe: "), done.stderr
+    assert "Traceback" not in done.stderr and "['" not in done.stderr and "File " not in done.stderr
+    assert "AttributeError: 'FusionDefinition' object has no attribute 'add_output'" in done.stderr  # its last line
 
 
 @pytest.mark.parametrize(("extra", "code"), [(set(), 0), ({"brand_new_option"}, 1)])

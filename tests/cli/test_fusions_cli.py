@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -51,9 +52,9 @@ def test_fusions_lists_what_a_program_ran(tmp_path: Path) -> None:
     start = lines.index(next(line for line in lines if line.startswith("nvscope fusions: 2 fusions (2 call)")))
     header, _rule, first, second = lines[start + 1:start + 5]
     assert header.split() == ["id", "ops", "function", "calls"]
-    # Executed by the script: its site is the script's stem, then the definition's digest.
-    assert re.fullmatch(r"call/FusionDefinition@prog:[0-9a-f]{6} +add, linear +3", first), first
-    assert re.fullmatch(r"call/FusionDefinition@prog:[0-9a-f]{6} +mul +1", second), second
+    # The definition's digest; where it executed (the script's module, by its file's stem) is its function.
+    assert re.fullmatch(r"call/FusionDefinition@[0-9a-f]{6} +add, linear +prog +3", first), first
+    assert re.fullmatch(r"call/FusionDefinition@[0-9a-f]{6} +mul +prog +1", second), second
     assert first.split()[0] != second.split()[0]
 
 
@@ -101,7 +102,8 @@ def test_an_id_from_the_listing_selects_that_fusion_when_the_program_scopes_it_a
     lines = done.stderr.splitlines()
     start = lines.index(next(line for line in lines if line.startswith("nvscope fusions: 2 fusions")))
     model_id, loss_id = (line.split()[0] for line in lines[start + 3:start + 5])
-    assert lines[start + 3].split()[1:] == ["linear", "1"] and lines[start + 4].split()[1:] == ["add", "1"]
+    assert lines[start + 3].split()[1:] == ["linear", "ids:step", "1"]
+    assert lines[start + 4].split()[1:] == ["add", "ids:step", "1"]
     run = python(tmp_path, "ids.py", loss_id)
     assert run.returncode == 0, run.stderr
     assert run.stdout.splitlines() == [f"{loss_id} NVFUSER_ENABLE=static_fusion_count", f"{model_id} -",
@@ -129,6 +131,35 @@ def test_fusions_with_options_and_a_selector(tmp_path: Path) -> None:
 def test_fusions_needs_a_program(tmp_path: Path) -> None:
     done = nvscope(tmp_path, "fusions")
     assert done.returncode == 2 and "nvscope fusions --help" in done.stderr
+
+
+def test_json_dash_is_json_alone_whatever_the_program_prints(tmp_path: Path) -> None:
+    """Issue 35 item 13: `nvscope fusions --json - prog.py` put the program's output before the JSON on stdout. What
+    it prints (print, file descriptor 1, a process it starts) goes to standard error."""
+    (tmp_path / "prog.py").write_text(textwrap.dedent(PROGRAM) + textwrap.dedent("""\
+        import os, subprocess, sys
+        os.write(1, b"written to fd 1\\n")
+        subprocess.run([sys.executable, "-c", "print('a child process')"], check=True)
+        print("after the child", flush=True)
+        """))
+    done = nvscope(tmp_path, "fusions", "--json", "-", "prog.py")
+    assert done.returncode == 0, done.stderr
+    assert [f["ops"] for f in json.loads(done.stdout)["fusions"]] == [["add", "linear"], ["mul"]]  # nothing else
+    for line in ("program done", "written to fd 1", "a child process", "after the child"):
+        assert line in done.stderr.splitlines()
+    plain = nvscope(tmp_path, "fusions", "prog.py")  # without --json -, the program's stdout is its own
+    assert sorted(plain.stdout.splitlines()) == ["a child process", "after the child", "program done",
+                                                 "written to fd 1"]  # (in the order its buffers were flushed)
+
+
+def test_json_that_took_the_script_says_so(tmp_path: Path) -> None:
+    """Issue 35 item 13: `--json prog.py` took the script as the JSON's path, then asked for the script."""
+    (tmp_path / "prog.py").write_text(textwrap.dedent(PROGRAM))
+    done = nvscope(tmp_path, "fusions", "--json", "prog.py")
+    assert done.returncode == 2 and not done.stdout
+    assert done.stderr.splitlines()[-1].endswith(
+        "nvscope fusions: error: --json prog.py: did you mean --json - prog.py? (--json takes PATH or - before the "
+        "script)")
 
 
 # Two definitions, one broken under fuse_matmul; every other run of the program executes them in the other order.

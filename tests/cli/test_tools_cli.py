@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from thunder_double import reset_nvscope
 
 from nvscope import OptionSet
 from nvscope._core._fusion import exact_glob
@@ -54,14 +53,10 @@ if __name__ == "__main__":
 
 
 @pytest.fixture
-def script(tmp_path: Path) -> Iterator[Path]:
+def script(tmp_path: Path, imported: None) -> Path:
     path = tmp_path / "train.py"
     path.write_text(SCRIPT)
-    yield path
-    imported = sys.modules.pop("__nvscope_search__", None)
-    reset_nvscope()
-    if imported is not None and hasattr(imported, "MONKEYPATCH"):
-        imported.MONKEYPATCH.undo()
+    return path
 
 
 def test_bisect_a_script_function(script: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -112,6 +107,12 @@ def test_profile_a_script_function_writes_table_json_and_chart(script: Path,
     (["bisect", "--enable", "fast_math", "--subprocess", "--check", "numerics", "nope.py"],
      "--check: not with --subprocess"),
     (["bisect", "--enable", "fast_math", "--timeout", "5", "nope.py:step"], "--timeout: not without --subprocess"),
+    # Issue 35 item 10: it said "can't open file 'nope.py:step'"
+    (["bisect", "--enable", "fast_math", "--subprocess", "nope.py:step"],
+     "--subprocess takes a program (script.py [args] or -m module [args]), not 'nope.py:step', a function: to bisect "
+     "the function step, leave out --subprocess"),
+    (["bisect", "--enable", "fast_math", "--subprocess", "-m", "pkg.mod:step", "2"],
+     "not 'pkg.mod:step', a function"),
 ])
 def test_bad_command_lines_exit_with_2(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(argv) == 2
@@ -150,6 +151,17 @@ def test_a_subprocess_timeout_out_of_range_is_refused(tmp_path: Path, capsys: py
         bisect_program([str(script)], enable=["fast_math"], timeout=float(timeout), progress=False)
 
 
+@pytest.mark.parametrize(("timeout", "given"), [("1000001", "1000001"), ("2.5e6", "2500000.0")])
+def test_a_timeout_out_of_range_is_named_as_given(tmp_path: Path, capsys: pytest.CaptureFixture[str], timeout: str,
+                                                  given: str) -> None:
+    """Issue 35 item 10: `--timeout 1000001` said "must be at most 1e+06 seconds ..., got 1e+06"."""
+    with pytest.raises(SystemExit):
+        main(["bisect", "--subprocess", "--enable", "fast_math", "--timeout", timeout, str(tmp_path / "p.py")])
+    err = capsys.readouterr().err.splitlines()[-1]
+    assert err == (f"nvscope bisect: error: argument --timeout: must be at most 1000000 seconds (11.6 days), got "
+                   f"{given}"), err
+
+
 def test_bisect_json_dash_is_standard_output(script: Path, capsys: pytest.CaptureFixture[str],
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 35 item 13: `--json -` wrote a file named `-`."""
@@ -160,6 +172,24 @@ def test_bisect_json_dash_is_standard_output(script: Path, capsys: pytest.Captur
     assert json.loads(out)["fusions"] == ["forward/nvFusion2"]  # stdout is the JSON alone
     assert "culprit: options fuse_matmul" in err  # the report goes to stderr
     assert not Path("-").exists()
+
+
+@pytest.mark.parametrize("command", [["profile", "--enable", "fuse_matmul", "--rounds", "5"],
+                                     ["bisect", "--enable", "fuse_matmul"],
+                                     ["search", "--candidates", "fast_math", "--rounds", "5"]])
+def test_json_dash_is_json_alone_when_the_script_prints(tmp_path: Path, command: list[str]) -> None:
+    """Issue 35 item 13: what the script printed at import (or its step printed) went to stdout before the JSON.
+    A real process: the script also writes to file descriptor 1, as C code does."""
+    printing = tmp_path / "printing.py"
+    printing.write_text('print("imported")\nimport os\nos.write(1, b"fd 1 at import\\n")\n' + SCRIPT
+                        + 'def loud():\n    print("stepping")\n    return step()\n')
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NVSCOPE_", "NVFUSER_", "PYTHON"))}
+    env["PYTHONPATH"] = str(ROOT)
+    done = subprocess.run([sys.executable, "-m", "nvscope", *command, "--json", "-", "--quiet", f"{printing}:loud"],
+                          env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert isinstance(json.loads(done.stdout), dict)  # the JSON alone
+    assert {"imported", "fd 1 at import", "stepping"} <= set(done.stderr.splitlines())
 
 
 def test_probe_command_lines() -> None:

@@ -144,6 +144,26 @@ def test_a_thunder_that_does_not_import_gets_the_combination_known_to_work(tmp_p
     assert lines[at + 1] == f"fix:  {_install.thunder_hint(str(torch.__version__))}"
 
 
+def test_without_thunder_the_fix_is_a_thunder_that_imports_with_the_installed_torch(tmp_path: Path) -> None:
+    """Issue 35 item 18: without Thunder, doctor said `pip install lightning-thunder`, which next to torch 2.13 or newer
+    installs a Thunder that does not import."""
+    newer = _install.thunder_hint("2.14.0+cu130", installed=False)
+    assert newer == _install.thunder_hint("2.14.0+cu130")  # the same line as for one that fails to import
+    older = _install.thunder_hint("2.10.0+cu130", installed=False)
+    assert older.startswith(f'pip install --pre "lightning-thunder=={_install.THUNDER}"  (') and "2.13" not in older
+    assert _install.thunder_hint("(not importable)", installed=False) == older
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NVSCOPE_", "NVFUSER_", "PYTHON"))}
+    done = subprocess.run([sys.executable, "-m", "nvscope", "doctor"], capture_output=True, text=True, timeout=120,
+                          env={**env, "PYTHONPATH": str(ROOT)}, cwd=tmp_path)
+    lines = done.stdout.splitlines()
+    if "note  Thunder not installed (nvscope also works with nvFuser directly)" not in lines:
+        pytest.skip("Thunder is installed here")
+    at = lines.index("note  Thunder not installed (nvscope also works with nvFuser directly)")
+    torch = sys.modules.get("torch") or pytest.importorskip("torch")
+    assert lines[at + 1] == f"fix:  {_install.thunder_hint(str(torch.__version__), installed=False)}"
+    assert lines[at + 1] != "fix:  pip install lightning-thunder"
+
+
 def test_install_hint_reads_the_installed_torch(monkeypatch: pytest.MonkeyPatch) -> None:
     fake = types.ModuleType("torch")
     fake.__version__ = "2.10.0+cu130"  # type: ignore[attr-defined]

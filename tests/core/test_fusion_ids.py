@@ -1,8 +1,9 @@
 """Fusion ids name where a fusion sits in the program (issue 27 item 2, issue 35 item 1), not what nvscope saw first.
 
-``<phase>/<name>@<module>:<qualname>`` for a fusion of a jitted function (its forward's for a backward), ``:<t>``
-after it for the function's t-th trace, ``#k`` only for fusions nothing else tells apart (one function jitted twice);
-a glob selects by the id, by the short form ``<phase>/<name>`` (every such fusion) or by the numbered id. Observed
+``<phase>/<name>@<module>:<qualname>:<key>`` for a fusion of a jitted function (its forward's for a backward), the key
+a digest of the fusion's inputs (which trace of the function it belongs to), ``#k`` only for fusions nothing else
+tells apart (one function jitted twice); a glob selects by the id, by the short form ``<phase>/<name>`` (every such
+fusion), by the id without its key (every trace of the function) or by the numbered id. Observed
 through the Thunder double: ids in audits and `nvscope.fusions`, which fusion the fake nvFuser ran with which options,
 and the rows, culprits and lines of profile and bisect. The model-based proof over random programs is
 tests/core/test_fusion_ids_model.py.
@@ -11,25 +12,30 @@ tests/core/test_fusion_ids_model.py.
 from __future__ import annotations
 
 import pickle
+import types
+import warnings
 from collections.abc import Iterator
 from contextlib import nullcontext
 from typing import Any
 
 import pytest
 from fake_nvfuser_frontend import Tensor
-from thunder_double import ThunderDouble, jit, reset_nvscope
+from thunder_double import ThunderDouble, jit, load_frontend, reset_nvscope
 
 import nvscope
+import nvscope.nvfuser
 import nvscope.thunder
 from nvscope import FusionInfo, OptionSet, audit, nv_options
 from nvscope._core._fusion import exact_glob
+from nvscope._core._site import inputs_digest
 from nvscope._tools._bisect import bisect
 from nvscope._tools._profile import profile
 
 SFC = ["static_fusion_count"]
 HERE = "test_fusion_ids"
-ENCODER = f"forward/nvFusion0@{HERE}:encoder"
-DECODER = f"forward/nvFusion0@{HERE}:decoder"
+KEY = inputs_digest((Tensor((1.0, 1.0)),))  # the inputs of `t()`: each fusion's key (see test_a_key_is_...)
+ENCODER = f"forward/nvFusion0@{HERE}:encoder:{KEY}"
+DECODER = f"forward/nvFusion0@{HERE}:decoder:{KEY}"
 
 
 @pytest.fixture
@@ -82,8 +88,8 @@ def test_two_jitted_functions_are_named_after_their_functions(double: ThunderDou
     step = TwoFunctions(double)
     found = nvscope.fusions(step, t())
     assert [f.id for f in found] == [ENCODER, DECODER]
-    assert [(f.function, f.site, f.instance) for f in found] == [("encoder", f"{HERE}:encoder", 1),
-                                                                 ("decoder", f"{HERE}:decoder", 1)]
+    assert [(f.function, f.site, f.key, f.instance) for f in found] == [("encoder", f"{HERE}:encoder", KEY, 1),
+                                                                        ("decoder", f"{HERE}:decoder", KEY, 1)]
     with audit() as log:
         step(t())
     assert [r.fusion for r in log.records] == [ENCODER, DECODER]
@@ -111,6 +117,7 @@ def test_an_id_does_not_depend_on_what_ran_first_or_what_was_scoped(double: Thun
 @pytest.mark.parametrize(("glob", "reached"), [
     ("*/nvFusion0", [0, 1]), ("forward/*", [0, 1]), ("forward/nvFusion0", [0, 1]), (ENCODER, [0]), (DECODER, [1]),
     (f"{DECODER}#1", [1]), ("forward/nvFusion0@*:encoder", [0]), (f"*@{HERE}:*", [0, 1]), ("forward/nvFusion0#2", []),
+    (f"forward/nvFusion0@{HERE}:decoder", [1]), (f"*@*:{KEY}", [0, 1]), (f"forward/nvFusion0@{KEY}", []),
 ])
 def test_a_glob_selects_by_id_by_phase_and_name_or_by_number(double: ThunderDouble, glob: str,
                                                              reached: list[int]) -> None:
@@ -132,7 +139,7 @@ def jitted_encode(wrapper: Any) -> Any:
     return jit(encode)
 
 
-ENCODE = f"forward/nvFusion0@{HERE}:jitted_encode.<locals>.encode"
+ENCODE = f"forward/nvFusion0@{HERE}:jitted_encode.<locals>.encode:{KEY}"
 
 
 def test_one_function_jitted_twice_is_told_apart_by_number(double: ThunderDouble) -> None:
@@ -150,27 +157,61 @@ def test_one_function_jitted_twice_is_told_apart_by_number(double: ThunderDouble
                                                                                               OptionSet()]
 
 
-def test_a_functions_traces_are_numbered_by_thunders_cache(double: ThunderDouble) -> None:
-    """One function, two input shapes: two traces, each with its nvFusion0. The index is the trace's in Thunder's
-    cache (the order the function met the shapes), so a run that scopes only the second trace names it alike."""
+def shaped_function(double: ThunderDouble) -> Any:
+    """One jitted function with a trace per input size (2 or 3), each with its own nvFusion0."""
     by_size = {2: double.make_wrapper("nvFusion0"), 3: double.make_wrapper("nvFusion0", ops=("add",))}
 
     def shaped(x: Any) -> Any:
         return by_size[len(x.values)](x)
 
-    jitted = jit(shaped)
-    jitted(t(2))  # unscoped: trace 0, which nvscope does not see
-    with audit() as log, nv_options(enable=SFC, fusions=f"forward/nvFusion0@{HERE}:*shaped:1"):
+    return jit(shaped)
+
+
+SHAPED = f"forward/nvFusion0@{HERE}:shaped_function.<locals>.shaped"
+
+
+@pytest.mark.parametrize("warm_up", [2, 3])
+def test_a_functions_traces_are_told_apart_by_their_inputs(double: ThunderDouble, warm_up: int) -> None:
+    """One function, two input shapes: two traces, each with its nvFusion0. Each is named by its inputs, not by the
+    order in which the function met them (the review's case: a warm-up on another shape before the training step), so
+    an id selects the same trace whichever shape came first; the id without its key selects every trace."""
+    jitted = shaped_function(double)
+    jitted(t(warm_up))  # unscoped: a first trace, which nvscope does not see
+    ids = {n: f"{SHAPED}:{inputs_digest((t(n),))}" for n in (2, 3)}
+    assert ids[2] != ids[3]
+    with audit() as log, nv_options(enable=SFC, fusions=ids[3]):
         jitted(t(3))
         jitted(t(2))
-    site = f"{HERE}:test_a_functions_traces_are_numbered_by_thunders_cache.<locals>.shaped"
-    assert [r.fusion for r in log.records] == [f"forward/nvFusion0@{site}:1", f"forward/nvFusion0@{site}"]
+    assert [r.fusion for r in log.records] == [ids[3], ids[2]]
     assert [r.options for r in log.records] == [OptionSet(SFC), OptionSet()]
+    since = len(double.executions)
+    with nv_options(enable=SFC, fusions=SHAPED):
+        jitted(t(2))
+        jitted(t(3))
+    assert [OptionSet(e.enable or (), e.disable or ()) for e in double.executions[since:]] == [OptionSet(SFC)] * 2
+
+
+def test_a_key_is_the_same_in_every_process_and_follows_shape_strides_and_dtype() -> None:
+    """The key of a Thunder fusion digests its inputs' shapes, strides and dtypes, not devices or addresses, so it is
+    the same in another process; inputs that differ in any of these get another."""
+    import subprocess
+    import sys
+
+    torch = pytest.importorskip("torch")
+    x = torch.ones(4, 6)
+    keys = {inputs_digest((x, 2.0)), inputs_digest((x.t(), 2.0)), inputs_digest((x.double(), 2.0)),
+            inputs_digest((torch.ones(4, 7), 2.0)), inputs_digest((x, 2))}
+    assert len(keys) == 5
+    assert inputs_digest((x, 2.0)) == inputs_digest((torch.zeros(4, 6, device="meta"), 3.5))
+    code = ("import torch; from nvscope._core._site import inputs_digest; "
+            "print(inputs_digest((torch.ones(4, 6), 2.0)))")
+    other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert other == inputs_digest((x, 2.0))
 
 
 def test_exact_glob_adds_a_number_only_where_the_id_is_also_a_short_form(double: ThunderDouble) -> None:
     step = TwoFunctions(double)
-    outside = double.make_wrapper("nvFusion0", ops=("mul",))  # run outside any jitted function: no site
+    outside = double.make_wrapper("nvFusion0", ops=("mul",))  # run outside any jitted function: no site, no key
     ids = [f.id for f in nvscope.fusions(lambda x: outside(step(x)), t())]
     assert ids == [ENCODER, DECODER, "forward/nvFusion0"]
     assert [exact_glob(i) for i in ids] == [ENCODER, DECODER, "forward/nvFusion0#1"]
@@ -229,38 +270,40 @@ def test_a_failure_note_and_its_repro_script_name_the_one_fusion(double: Thunder
     with nv_options(enable=["fuse_matmul"]), pytest.raises(RuntimeError, match="INTERNAL ASSERT") as raised:
         step(t())
     note = "\n".join(raised.value.__notes__)
-    assert f"fusion {DECODER} failed" in note and "forward-nvFusion0_test_fusion_ids_decoder-" in note
+    assert f"fusion {DECODER} failed" in note and f"forward-nvFusion0_test_fusion_ids_decoder_{KEY}-" in note
 
 
-def test_an_id_outlives_uninstall_and_install(double: ThunderDouble) -> None:
-    """The same fusion seen again after nvscope.uninstall() keeps its id, even a number by order; a fusion seen for
-    the first time after it, once the others were seen again, does not take their numbers."""
+def test_after_uninstall_fusions_are_numbered_as_in_a_new_process(double: ThunderDouble) -> None:
+    """nvscope.uninstall() is a fresh start: fusions seen afterwards are numbered in the order of sight, as in a new
+    process (ids with a site or a digest come back the same; only ``#k`` follows the order), and no two fusions
+    hold one id."""
     first, second = (jitted_encode(double.make_wrapper("nvFusion0", ops=ops)) for ops in (("linear",), ("add",)))
     with audit() as log:
         first(t())
         second(t())
+    assert [r.fusion for r in log.records] == [ENCODE, f"{ENCODE}#2"]
     nvscope.uninstall()
     third = jitted_encode(double.make_wrapper("nvFusion0", ops=("mul",)))
     with audit() as log:
         second(t())
         third(t())
         first(t())
-    assert [r.fusion for r in log.records] == [f"{ENCODE}#2", f"{ENCODE}#3", ENCODE]
+    assert [r.fusion for r in log.records] == [ENCODE, f"{ENCODE}#2", f"{ENCODE}#3"]
 
 
 def test_ids_learned_from_another_process_make_the_culprit_line_exact() -> None:
     """A subprocess bisect learns the ids from its child: a fusion without a site whose short form another shares
     gets ``#1``; numbered ids and ids with a site are exact as they are."""
-    from nvscope._core._fusion import forget_ids, note_ids
+    from nvscope._core._ids import forget_ids, note_ids  # (names no fusion of the other tests has)
 
     forget_ids()
     try:
-        assert exact_glob("forward/nvFusion0") == "forward/nvFusion0"
-        note_ids(["forward/nvFusion0", "forward/nvFusion0@m:f", "forward/nvFusion0@m:f#2", "call/FusionDefinition#3",
-                  "backward/nvFusion1@m:f", "junk"])
-        assert [exact_glob(i) for i in ("forward/nvFusion0", "forward/nvFusion0@m:f", "forward/nvFusion0@m:f#2",
-                                        "backward/nvFusion1@m:f", "call/FusionDefinition#3")] == [
-            "forward/nvFusion0#1", "forward/nvFusion0@m:f", "forward/nvFusion0@m:f#2", "backward/nvFusion1@m:f",
+        assert exact_glob("forward/nvFusion7") == "forward/nvFusion7"
+        note_ids(["forward/nvFusion7", "forward/nvFusion7@m:f", "forward/nvFusion7@m:f#2", "call/FusionDefinition#3",
+                  "backward/nvFusion8@m:f", "junk"])
+        assert [exact_glob(i) for i in ("forward/nvFusion7", "forward/nvFusion7@m:f", "forward/nvFusion7@m:f#2",
+                                        "backward/nvFusion8@m:f", "call/FusionDefinition#3")] == [
+            "forward/nvFusion7#1", "forward/nvFusion7@m:f", "forward/nvFusion7@m:f#2", "backward/nvFusion8@m:f",
             "call/FusionDefinition#3"]
     finally:
         forget_ids()
@@ -278,3 +321,137 @@ def test_a_long_glob_is_cut_in_messages() -> None:
         assert len(str(raised.value)) < 1000 and " characters)" in str(raised.value), str(raised.value)[:300]
     scope = nv_options(enable=SFC, fusions=[f"forward/{long}"] * 3)
     assert len(repr(scope)) < 1000 and len(repr(nvscope.phase("forward") | f"forward/{long}")) < 1000
+
+
+# --- direct definitions (issue 35 item 1, acceptance review) ------------------------------------------------------
+
+HELPER = types.ModuleType("train_utils")  # another module of the program, executing the definitions it is given
+exec(compile("def run(fd):\n    return fd.execute([1.0, 2.0])\n", "train_utils.py", "exec"), HELPER.__dict__)
+
+
+@pytest.fixture
+def frontend(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    pytest.importorskip("torch")  # the direct adapter rebuilds definitions from Python that imports torch
+    reset_nvscope()
+    module = load_frontend(monkeypatch, "nvfuser_direct")
+    assert nvscope.nvfuser.install()
+    yield module
+    reset_nvscope()
+
+
+def define(frontend: Any, *ops: str) -> Any:
+    with frontend.FusionDefinition() as fd:
+        fd.define_tensor(shape=[2], dtype=frontend.DataType.Float)
+        for op in ops:
+            getattr(fd.ops, op)(0)
+    return fd
+
+
+def run_here(fd: Any) -> Any:
+    return fd.execute([1.0, 2.0])
+
+
+@pytest.mark.parametrize("first", [run_here, HELPER.run])
+def test_a_direct_definition_has_one_id_whichever_module_executes_it_first(frontend: Any, first: Any) -> None:
+    """The review's case: a definition executed by the script and by a helper module; the listing saw the script's
+    call first, a profile of the step the helper's. Its id is its definition's digest alone; where it first executed
+    is its ``function``."""
+    fd = define(frontend, "linear", "add")
+    with audit() as log:
+        first(fd)
+        (HELPER.run if first is run_here else run_here)(fd)
+    (info,) = log.fusions()
+    assert info.site is None and info.key is not None and info.id == f"call/FusionDefinition@{info.key}"
+    assert info.function == ("test_fusion_ids:run_here" if first is run_here else "train_utils:run")
+    # A fresh run of the program: the same definition, made anew, executed the other way first (the old one gone:
+    # the double's record of executions holds the definitions).
+    nvscope.uninstall()
+    nvscope.nvfuser.install()
+    del fd
+    frontend.EXECUTIONS.clear()
+    fd = define(frontend, "linear", "add")
+    with audit() as again, nv_options(enable=SFC, fusions=info.id):
+        (HELPER.run if first is run_here else run_here)(fd)
+    assert [r.fusion for r in again.records] == [info.id] and list(frontend.EXECUTIONS[-1].enable) == SFC
+
+
+def test_equal_direct_definitions_are_numbered_by_first_sight_and_a_subclass_keeps_its_class(frontend: Any) -> None:
+    a, b = define(frontend, "linear"), define(frontend, "linear")
+
+    class Solver(frontend.FusionDefinition):  # type: ignore[misc,name-defined]
+        pass
+
+    with Solver() as c:
+        c.define_tensor(shape=[2], dtype=frontend.DataType.Float)
+        c.ops.linear(0)
+    with audit() as log:
+        run_here(b)
+        HELPER.run(a)
+        run_here(c)
+    digest = log.records[0].info.key
+    test = "test_equal_direct_definitions_are_numbered_by_first_sight_and_a_subclass_keeps_its_class"
+    solver = f"{HERE}:{test}.<locals>.Solver"
+    assert [r.fusion for r in log.records] == [f"call/FusionDefinition@{digest}", f"call/FusionDefinition@{digest}#2",
+                                               f"call/Solver@{solver}:{digest}"]
+
+
+def test_twins_after_uninstall_never_share_an_id(frontend: Any) -> None:
+    """The review's case: ``a`` listed, uninstall and install, then its twin ``b`` seen first: ``b`` takes the first
+    number (as in a new process that runs ``b`` first) and ``a`` the next; no two fusions share an id, and a
+    selector reaches the one that holds it."""
+    a, b = define(frontend, "linear"), define(frontend, "linear")
+    with audit() as log:
+        run_here(a)
+    (listed,) = [r.fusion for r in log.records]
+    nvscope.uninstall()
+    nvscope.nvfuser.install()
+    with audit() as log:
+        run_here(b)
+        run_here(a)
+    assert [r.fusion for r in log.records] == [listed, f"{listed}#2"]
+    since = len(frontend.EXECUTIONS)
+    with nv_options(enable=SFC, fusions=f"{listed}#2"):
+        run_here(b)
+        run_here(a)
+    assert [list(e.enable) for e in frontend.EXECUTIONS[since:]] == [[], SFC]
+
+
+# --- a backward whose forward ran before nvscope was installed (issue 35 item 1, acceptance review) ----------------
+
+def test_a_backward_scoped_alone_after_an_uninstalled_forward_says_why_its_selector_misses(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """nvscope installs itself at the first scope: a forward run before it leaves its backward nothing that names the
+    jitted function (Thunder's ctx holds the backward trace's own function), so the listed id cannot select it. A
+    NoEffectWarning says so and how to avoid it; with nvscope installed first, the same id selects it."""
+    torch = pytest.importorskip("torch")
+    reset_nvscope()
+    double = ThunderDouble(monkeypatch)
+    try:
+        def program() -> tuple[Any, Any]:
+            model, _, _ = double.make_model()
+            return jit(model), torch.ones(3, requires_grad=True)
+
+        step, x = program()
+        listed = nvscope.fusions(lambda: step(x).sum().backward())[1].id
+        assert listed.startswith("backward/nvFusion1@thunder_double:")
+        nvscope.uninstall()
+        step, x = program()
+        y = step(x)  # nvscope not installed yet
+        since = len(double.executions)
+        with pytest.warns(nvscope.NoEffectWarning) as said, nv_options(enable=SFC, fusions=listed):
+            y.sum().backward()
+        # Why, and the fix; then the scope's own warning (its selector matched none of the fusions that ran).
+        assert "forward ran before nvscope was installed" in str(said[0].message)
+        assert "nvscope.install()" in str(said[0].message) and "matched none" in str(said[1].message)
+        assert [list(e.enable or ()) for e in double.executions[since:]] == [[]]
+        nvscope.uninstall()  # a fresh run that follows the advice: nvscope installed before the first step
+        step, x = program()
+        nvscope.install()
+        y = step(x)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            with nv_options(enable=SFC, fusions=listed):
+                y.sum().backward()
+        assert list(double.executions[-1].enable) == SFC
+    finally:
+        reset_nvscope()

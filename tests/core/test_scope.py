@@ -310,6 +310,29 @@ def test_enter_hooks_run_for_non_empty_scopes_only(monkeypatch: pytest.MonkeyPat
     assert calls == [NONE]  # called before the scope is active
 
 
+def test_a_hook_registered_twice_runs_once_per_entry(monkeypatch: pytest.MonkeyPatch) -> None:
+    from nvscope._core import _scope as scope_module
+
+    calls: list[OptionSet] = []
+
+    def hook() -> None:
+        calls.append(current_options())
+
+    monkeypatch.setattr(scope_module, "ENTER_HOOKS", [])
+    scope_module.on_enter(hook)
+    scope_module.on_enter(hook)
+    with nv_options(enable=["fuse_matmul"]):
+        pass
+    assert calls == [NONE]
+
+
+def test_the_adapters_installation_is_registered_by_the_execution_layer() -> None:
+    from nvscope._core._scope import ENTER_HOOKS
+    from nvscope._exec._autoinstall import ensure_adapters
+
+    assert ENTER_HOOKS == [ensure_adapters]  # `import nvscope` registered it, once
+
+
 def test_a_failing_enter_hook_enters_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     from nvscope._core import _scope as scope_module
 

@@ -20,6 +20,7 @@ from thunder_double import ThunderDouble, jit, reset_nvscope
 import nvscope
 import nvscope.thunder
 from nvscope import FusionInfo, NvscopeError, OptionSet, audit, holding, nv_options, phase
+from nvscope._core._site import inputs_digest
 
 FM = ["fuse_matmul"]
 SFC = ["static_fusion_count"]
@@ -56,10 +57,13 @@ def test_fusions_lists_ids_phases_ops_and_the_jitted_function(double: ThunderDou
     found = nvscope.fusions(step, torch.ones(3, requires_grad=True))
     function = "test_fusions_lists_ids_phases_ops_and_the_jitted_function.<locals>.train_step"
     site = f"test_fusions:{function}"
-    assert [f.id for f in found] == [f"forward/nvFusion0@{site}", f"backward/nvFusion1@{site}"]
+    # The key: a digest of each fusion's inputs (which trace of the function it belongs to).
+    assert all(f.key is not None and re.fullmatch("[0-9a-f]{6}", f.key) for f in found)
+    assert [f.id for f in found] == [f"forward/nvFusion0@{site}:{found[0].key}",
+                                     f"backward/nvFusion1@{site}:{found[1].key}"]
     assert [f.phase for f in found] == ["forward", "backward"] and all(f.ops == ("linear",) for f in found)
     assert found[0].function == function and found[0].site == site
-    assert found[0] == FusionInfo("nvFusion0", "forward", ["linear"], function, site=site)
+    assert found[0] == FusionInfo("nvFusion0", "forward", ["linear"], function, site=site, key=found[0].key)
 
 
 def test_a_backwards_function_is_its_forwards_when_the_forward_ran_scoped(double: ThunderDouble) -> None:
@@ -81,7 +85,8 @@ def test_fusions_and_audit_see_a_step_run_before_any_scope(monkeypatch: pytest.M
         step = jit(double.make_wrapper())
         step(t())  # a first, unscoped step
         # The jitted callable is the fusion wrapper itself here: named after its class, as an nn.Module would be.
-        fusion_id = "forward/nvFusion0@thunder.executors.nvfuserex_impl:FusionDefinitionWrapper"
+        fusion_id = ("forward/nvFusion0@thunder.executors.nvfuserex_impl:FusionDefinitionWrapper:"
+                     + inputs_digest((t(),)))
         assert [f.id for f in nvscope.fusions(step, t())] == [fusion_id]
         with audit() as log:
             step(t())
@@ -112,9 +117,11 @@ def test_fusions_sees_a_direct_fusion_definition_program(monkeypatch: pytest.Mon
             fd.define_tensor(shape=[2], dtype=fe.DataType.Float)
             fd.ops.linear(0)
         (info,) = nvscope.fusions(lambda: fd.execute([1.0, 2.0]))  # looked up when it runs, as in a step
-        assert info.phase == "call" and info.ops == ("linear",) and info.function is None
-        assert info.site is not None and re.fullmatch("test_fusions:[0-9a-f]{6}", info.site)  # module, digest
-        assert info.id == f"call/FusionDefinition@{info.site}"
+        assert info.phase == "call" and info.ops == ("linear",) and info.site is None
+        # Its id is the definition's digest alone; where it executed is information, not identity.
+        assert info.function == "test_fusions:test_fusions_sees_a_direct_fusion_definition_program.<locals>.<lambda>"
+        assert info.key is not None and info.id == f"call/FusionDefinition@{info.key}"
+        assert re.fullmatch("[0-9a-f]{6}", info.key)
     finally:
         reset_nvscope()
 
@@ -131,8 +138,8 @@ def test_a_backwards_function_is_its_forwards_whether_or_not_the_first_step_was_
     x = torch.ones(3, requires_grad=True)
     found = nvscope.fusions(train_step, x)  # unscoped: the first step nvscope sees
     name = "ThunderDouble.make_model.<locals>.model"
-    assert [(f.id, f.function) for f in found] == [(f"forward/nvFusion0@thunder_double:{name}", name),
-                                                   (f"backward/nvFusion1@thunder_double:{name}", name)]
+    assert [(f.id, f.function) for f in found] == [(f"forward/nvFusion0@thunder_double:{name}:{found[0].key}", name),
+                                                   (f"backward/nvFusion1@thunder_double:{name}:{found[1].key}", name)]
     with nv_options(enable=SFC, fusions=lambda info: info.phase == "backward" and info.function == name):
         train_step(x)
     assert options_of(double)[-2:] == [OptionSet(), OptionSet(SFC)]
@@ -152,7 +159,7 @@ def test_a_backward_fusions_id_does_not_depend_on_whether_its_forward_ran_in_a_s
     step, x = program()
     listed = nvscope.fusions(lambda: step(x).sum().backward())
     backward_id = listed[1].id
-    assert backward_id == "backward/nvFusion1@thunder_double:ThunderDouble.make_model.<locals>.model"
+    assert backward_id == f"backward/nvFusion1@thunder_double:ThunderDouble.make_model.<locals>.model:{listed[1].key}"
     nvscope.uninstall()  # a fresh run of the program
     nvscope.thunder.install()
     step, x = program()

@@ -13,6 +13,8 @@ from nvscope._measure._stats import (
     MIN_ROUNDS,
     RatioSummary,
     bootstrap_median_ci,
+    confirm,
+    flagged,
     median,
     median_interval,
     paired_ratios,
@@ -132,9 +134,54 @@ def test_a_family_of_identical_variants_rarely_gets_any_verdict() -> None:
 def test_a_summary_saved_before_families_reads_as_one_of_one() -> None:
     saved = {"median": 0.9, "low": 0.8, "high": 0.95, "verdict": "faster", "rounds": 30}
     assert RatioSummary.from_dict(saved) == RatioSummary(0.9, 0.8, 0.95, "faster", 30, 1)
+    assert RatioSummary.from_dict(saved).screened == 0  # saved before confirmations: a plain summary
     ratio = summarize([1.0] * 11, [2.0] * 11, comparisons=32)
     assert RatioSummary.from_dict(ratio.as_dict()) == ratio and ratio.comparisons == 32
     assert ratio.confidence == pytest.approx(1 - 0.05 / 32)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(["faster", "slower", "no difference detected"]), st.integers(1, 64), st.integers(1, 8),
+       st.lists(st.tuples(times, times), min_size=1, max_size=30))
+def test_a_confirmation_keeps_a_verdict_only_where_the_fresh_rounds_give_it_again(
+        screened: str, family: int, k: int, pairs: list[tuple[float, float]]) -> None:
+    screen = RatioSummary(1.0, 0.5, 2.0, screened, 20, family)  # type: ignore[arg-type]
+    numerator, denominator = [a for a, _ in pairs], [b for _, b in pairs]
+    fresh = summarize(numerator, denominator, comparisons=k)
+    confirmed = confirm(screen, numerator, denominator, comparisons=k)
+    assert (confirmed.median, confirmed.low, confirmed.high, confirmed.rounds) == \
+        (fresh.median, fresh.low, fresh.high, fresh.rounds)  # the fresh rounds' figures
+    assert confirmed.verdict == (screened if fresh.verdict == screened else "no difference detected")
+    assert (confirmed.comparisons, confirmed.screened) == (k, family)
+    assert RatioSummary.from_dict(confirmed.as_dict()) == confirmed
+    assert flagged(confirmed) == (confirmed.verdict != "no difference detected") and not flagged(None)
+
+
+def test_confirmed_verdicts_of_identical_variants_are_rare_and_real_ones_stay() -> None:
+    """The two stages of a tool's verdicts: 32 ratios screened as one family, the flagged ones confirmed on fresh
+    rounds as a family of their own. Identical variants: the screening flags some family about as often as its 5 %
+    allows, the confirmation keeps almost none of them; a real gain (x0.5) survives both in every family."""
+    rng = random.Random(7)
+
+    def rounds(factor: float = 1.0) -> tuple[list[float], list[float]]:
+        return ([factor * rng.lognormvariate(0, 0.2) for _ in range(20)],
+                [rng.lognormvariate(0, 0.2) for _ in range(20)])
+
+    def confirmed(factors: list[float]) -> list[str]:
+        screen = [summarize(*rounds(f), comparisons=len(factors)) for f in factors]
+        again = [i for i, r in enumerate(screen) if flagged(r)]
+        return [confirm(screen[i], *rounds(factors[i]), comparisons=len(again)).verdict for i in again]
+
+    families = 1000
+    flagged_once = confirmed_any = 0
+    for _ in range(families):
+        verdicts = confirmed([1.0] * 32)
+        flagged_once += bool(verdicts)
+        confirmed_any += any(v != "no difference detected" for v in verdicts)
+    assert 0.01 * families <= flagged_once <= 0.07 * families, flagged_once  # the screening alone: about 5 %
+    assert confirmed_any <= 0.005 * families, confirmed_any  # about 5 % x 5 %
+    for _ in range(50):
+        assert confirmed([0.5, *[1.0] * 31])[:1] == ["faster"]
 
 
 @pytest.mark.parametrize("comparisons", [0, -1, 1.5, True])

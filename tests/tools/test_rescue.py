@@ -108,6 +108,9 @@ def test_wrong_numbers_against_the_reference_are_reported_unattributed(double: T
 @pytest.mark.parametrize("bad, message", [
     ({"max_set_size": 0}, "max_set_size"), ({"jobs": 0}, "jobs"), ({"budget_s": 0}, "budget_s"),
     ({"sanitize": True}, "sanitize="), ({"candidates": ["nope_option"]}, "nope_option"),
+    # Issue 35 item 6: Python's plain "unexpected keyword argument", where the other tools name the closest
+    ({"sanitze": True}, r"rescue\(\) got an unexpected keyword argument 'sanitze'; did you mean 'sanitize'\? "
+                        r"\(rescue\(\) takes reference, max_set_size, "),
 ])
 def test_bad_arguments_are_refused_before_anything_runs(double: ThunderDouble, bad: dict[str, object],
                                                         message: str) -> None:

@@ -264,6 +264,7 @@ def test_a_failure_late_in_the_search_keeps_what_was_measured(fusion: Fusion) ->
     note = next(n for n in result.notes if n.startswith("the search stopped early"))
     assert "RuntimeError: CUDA error: an illegal memory access was encountered" in note
     assert result.recommended in (OptionSet(["fast_math"]), OptionSet(["memory_promotion"]))  # the best measured
+    assert note.endswith("the recommendation rests on them alone, not confirmed in fresh rounds")
     assert "note: the search stopped early" in result.table()
 
 
@@ -507,7 +508,7 @@ def test_table_progress_and_json_round_trip(work: Workload, capsys: pytest.Captu
     assert "nvscope search: [1/2] fast_math: first call" in err and "-fma: FAILED, skipped" in err
     assert "nvscope search: done" in err
     table = result.table()
-    assert "*1 fast_math" in table and "FAILED: RuntimeError: INTERNAL ASSERT FAILED" in table
+    assert "* 1 fast_math" in table and "FAILED: RuntimeError: INTERNAL ASSERT FAILED" in table
     assert "the rest of the message" not in table
     assert table.endswith("recommended: nv_options(enable=['fast_math'])")
     text = result.to_json()
@@ -620,9 +621,10 @@ def test_the_table_keeps_its_columns_apart_for_ranks_of_10_and_more() -> None:
                                 "broken"]
 
 
-def test_ranks_below_10_keep_a_column_of_one() -> None:
+def test_ranks_below_10_take_two_places_too() -> None:
+    """Issue 35 item 6: the mark ran into a rank of one digit (`*1 fast_math`) but not into ranks of 10 and more."""
     lines = _ranked_result(3).table().splitlines()
-    assert lines[2].startswith("   default ")
-    assert [line[:3] for line in lines[3:8]] == ["*1 ", "   ", " 2 ", " 3 ", " 4 "]  # the combination, its "vs" line
+    assert lines[2].startswith("    default ")
+    assert [line[:4] for line in lines[3:8]] == ["* 1 ", "    ", "  2 ", "  3 ", "  4 "]  # the combination, its "vs"
     assert "interval: " in "\n".join(lines) and "simultaneous 95% over the 3 candidates (each at 98.33%)" in \
         "\n".join(lines)

@@ -14,16 +14,9 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from nvscope._core._catalog import catalog
-from nvscope._core._fusion import exact_glob
-from nvscope._core._optionset import OptionSet
-from nvscope._core._scope import current_options, nv_options
-from nvscope._core._validate import first_line
-from nvscope._exec._audit import audit
-from nvscope._exec._repro import repro_paths
-from nvscope._measure._harness import Runner, Variant, install_adapters
-from nvscope._measure._numerics import Numerics, compare_leaves
-from nvscope._measure._stats import summarize
+from nvscope._core import OptionSet, catalog, current_options, exact_glob, first_line, nv_options
+from nvscope._exec import audit, repro_paths
+from nvscope._measure import Numerics, Runner, Variant, compare_leaves, install_adapters, summarize
 from nvscope._tools._bisect_drive import Outcome
 
 __all__ = ["InProcess"]

@@ -1,0 +1,150 @@
+"""Scope frames: the one ContextVar holding the frame of the scope active here, and the verbs that write it.
+
+Why a ContextVar: it is what threads (each starts empty), asyncio tasks (each runs in a copy of its creator's
+context) and generators need, and reading it costs about 20 ns, which matters because the executor adapters read it
+at every fusion execution. The variable holds a `Frame` (or None when no scope is active): the frame's ``policy``
+is already merged with the enclosing scopes (`nvscope._core._policy`), so the hot path does one ``get()`` and one
+attribute load, never a merge.
+
+Only this module and `nvscope._core._scope.nv_options` (entry and exit) write the variable: `push`/`pop` (a backward
+pass under its forward's scope), `unwind` (a runner or test harness dropping scopes a program left open),
+`enter_frame`/`switch_frame` (the decorators of `nvscope._core._decorators`, which rebuild a generator body's scopes
+at every step). Below both the scope and its decorators, as torch keeps its decorator machinery (``_contextlib``)
+below grad mode: `nv_options` is a decorator by inheritance, not by a callback registered at import.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextvars import ContextVar, Token
+
+from nvscope._core import _patches, _policy, _state
+from nvscope._core._optionset import OptionSet
+
+__all__ = [
+    "ACTIVE",
+    "CHANGED",
+    "NOTHING",
+    "NO_EFFECT",
+    "Frame",
+    "enter_frame",
+    "note_run",
+    "pop",
+    "push",
+    "reset",
+    "switch_frame",
+    "unwind",
+]
+
+# Frame.ran: what happened under a frame. Ordered, so that merging two is max().
+NOTHING, NO_EFFECT, CHANGED = 0, 1, 2
+
+
+class Frame:
+    """One entered scope. ``policy`` is the merged, effective policy (None when empty: the hot path tests ``is``)."""
+
+    __slots__ = ("fallback", "owner", "parent", "policy", "ran", "ran_earlier")
+
+    def __init__(self, policy: OptionSet | _policy.Policy | None, parent: Frame | None, owner: object,
+                 fallback: bool | None) -> None:
+        self.policy = policy
+        self.parent = parent
+        self.owner = owner
+        # on_error in force here: True "fallback", False "raise", None no scope chose (so "raise"; a backward pass
+        # under its forward's scope then takes the choice of the thread running it, `push`).
+        self.fallback = fallback
+        # NOTHING, NO_EFFECT (fusions ran, none changed by the scope) or CHANGED; written by `note_run` only.
+        self.ran = NOTHING
+        # Set on a generator body's scope rebuilt for a later step (`nvscope._core._decorators`) when a fusion ran
+        # under it in an earlier step: that fusion has already been counted below, so it only keeps the scope's exit
+        # quiet.
+        self.ran_earlier = NOTHING
+        # While any frame exists, the adapters' per-fusion patches are in place (`nvscope._core._patches.demand`):
+        # from here to `__del__`, wherever the frame is visible (an entered scope, a copied context, a backward).
+        _demand(id(self))
+
+    def __del__(self, _release: Callable[[int], None] = _patches.release) -> None:
+        try:
+            _release(id(self))
+        except Exception:  # pragma: no cover - at interpreter exit the module's state may be gone already
+            pass
+
+
+_demand = _patches.demand
+
+
+def note_run(frame: Frame | None, ran: int, *, outward: bool = False) -> None:
+    """What ran under ``frame`` is at least ``ran`` (`NO_EFFECT`: fusions ran, its options changed none; `CHANGED`);
+    with ``outward``, under every scope around it too. Nothing for None (no scope).
+
+    The one writer of `Frame.ran`: the execution path when a fusion runs, a scope's exit and `pop` for the scope
+    around them, the decorators for the consumer of a generator's step and for the scopes `bind` captured. What a
+    frame ran only rises, so an update is a max."""
+    while frame is not None:
+        if ran > frame.ran:
+            frame.ran = ran
+        if not outward:
+            return
+        frame = frame.parent
+
+
+# The one piece of state. Adapters read ACTIVE.get() on their hot path; everything else goes through the verbs.
+ACTIVE: ContextVar[Frame | None] = ContextVar("nvscope.active", default=None)
+_state.keep(__name__, "ACTIVE", "per context: each scope resets its own (uninstall inside a scope leaves it active)")
+
+
+def enter_frame(frame: Frame | None) -> Token[Frame | None]:
+    """Make ``frame`` the active one (decorators and `nvscope.bind` rebuild or carry frames); undo with ``reset``.
+
+    The entry demands the patches itself (`nvscope._core._patches.demand`), not only through the frame's life: a
+    generator left in a reference cycle can be closed by the collector after its captured frame was finalized, and
+    its cleanup runs under that frame."""
+    token = ACTIVE.set(frame)
+    if frame is not None:
+        _demand(id(token))
+    return token
+
+
+def switch_frame(frame: Frame | None) -> None:
+    """Make ``frame`` the active one with no token, for a caller that demands the patches around it itself (a
+    generator body's step: `nvscope._core._decorators`)."""
+    ACTIVE.set(frame)
+
+
+def reset(token: Token[Frame | None]) -> None:
+    ACTIVE.reset(token)
+    _patches.release(id(token))  # nothing if `enter_frame` demanded nothing for it
+
+
+def push(policy: OptionSet | _policy.Policy | None, fallback: bool | None) -> Token[Frame | None]:
+    """Activate ``policy`` laid over the current scope, unvalidated and without policy checks; for adapters.
+
+    Used where nvscope itself carries a scope somewhere (a backward pass under its forward's scope). ``fallback`` is
+    the carried scope's on_error choice (a `Frame`'s); None takes the current scope's. Undo with `pop`.
+    """
+    parent = ACTIVE.get()
+    below = None if parent is None else parent.policy
+    if fallback is None and parent is not None:
+        fallback = parent.fallback
+    return ACTIVE.set(Frame(_policy.compose(below, policy), parent, push, fallback))
+
+
+def pop(token: Token[Frame | None]) -> None:
+    """Undo a `push`; a fusion that ran under the pushed frame counts for the scope it was pushed over."""
+    frame = ACTIVE.get()
+    ACTIVE.reset(token)
+    if frame is not None:
+        note_run(frame.parent, frame.ran)
+
+
+def unwind(to: Frame | None) -> list[object]:
+    """Drop every frame above ``to`` (scopes a program or test entered and left open); return their owners,
+    innermost first. The runner and the pytest plugin use it so that their own scopes then exit cleanly."""
+    owners = []
+    frame = ACTIVE.get()
+    while frame is not None and frame is not to:
+        owners.append(frame.owner)
+        frame = frame.parent
+    if owners:
+        ACTIVE.set(to)
+    return owners

@@ -1,0 +1,40 @@
+"""Loading a user's step from a script or module, as the tools' command lines and their child processes do: the
+script imported under a name of its own (its ``__main__`` block does not run), the function found by a dotted name."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from types import ModuleType
+from typing import Any
+
+from nvscope._core import cut
+
+__all__ = ["SCRIPT_MODULE", "attribute", "import_script"]
+
+SCRIPT_MODULE = "__nvscope_search__"  # the name a script is imported under (fusion ids read it as the file's stem)
+
+
+def import_script(path: str) -> ModuleType:
+    """Import ``path`` as a module named ``__nvscope_search__`` (so its ``__main__`` block does not run)."""
+    spec = importlib.util.spec_from_file_location(SCRIPT_MODULE, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {cut(path, 200, repr)} as a Python script")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[SCRIPT_MODULE] = module  # pickle, dataclasses and typing look the module up by name
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[SCRIPT_MODULE]
+        raise
+    return module
+
+
+def attribute(module: ModuleType, dotted: str) -> Any:
+    """``module.a.b`` for ``dotted`` ``"a.b"``, or None where a part is missing."""
+    value: Any = module
+    for part in dotted.split("."):
+        value = getattr(value, part, None)
+        if value is None:
+            return None
+    return value

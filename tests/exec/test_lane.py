@@ -1,0 +1,105 @@
+"""The one lane, followed call by call: a steady-state scoped fusion call goes from the adapter's patch to nvFuser's
+``execute`` entering each nvscope module once, for Thunder's adapter and the direct nvFuser adapter alike (the
+patch and the lane, `nvscope._exec._execute`; the partition's run, the adapter's module; for a direct definition,
+the frontend's call with the options). ``sys.setprofile`` sees every Python function call; the doubles stand in for
+Thunder and nvFuser.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from types import FrameType
+from typing import Any
+
+import pytest
+from fake_nvfuser_frontend import Tensor
+from thunder_double import ThunderDouble, load_frontend, reset_nvscope
+
+import nvscope.nvfuser
+import nvscope.thunder
+from nvscope import audit, nv_options
+
+FM = ["fuse_matmul"]
+
+
+@pytest.fixture(autouse=True)
+def _clean() -> Iterator[None]:
+    reset_nvscope()
+    yield
+    reset_nvscope()
+
+
+def followed(call: Callable[[], Any], frontend: str) -> tuple[list[str], list[str]]:
+    """Run ``call`` under ``sys.setprofile``: the nvscope modules it entered before ``frontend``'s
+    ``FusionDefinition.execute`` began (one entry each time a call crosses into an nvscope module from another
+    module, in order), and those entered inside that execute."""
+    before: list[str] = []
+    inside: list[str] = []
+    reached: list[FrameType] = []
+
+    def profile(frame: FrameType, event: str, arg: object) -> None:
+        if event != "call":
+            return
+        module = frame.f_globals.get("__name__", "")
+        if not reached and module == frontend and frame.f_code.co_name == "execute":
+            reached.append(frame)
+            return
+        caller = frame.f_back.f_globals.get("__name__", "") if frame.f_back is not None else ""
+        if module.partition(".")[0] == "nvscope" and module != caller:
+            (inside if reached else before).append(module)
+
+    sys.setprofile(profile)
+    try:
+        call()
+    finally:
+        sys.setprofile(None)
+    assert reached, f"{frontend}'s execute never ran"
+    return before, inside
+
+
+def test_thunders_steady_scoped_call_enters_each_nvscope_module_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    double = ThunderDouble(monkeypatch)
+    assert nvscope.thunder.install()
+    fusion = double.make_wrapper()
+    x = Tensor((1.0, 1.0))
+    with nv_options(enable=FM):
+        fusion(x)  # builds and compiles the partition: the fusion's memo now holds it
+        before, inside = followed(lambda: fusion(x), "nvfuser_direct")
+    assert before == ["nvscope._exec._execute", "nvscope._exec._thunder_adapter"]
+    assert inside == []
+    assert double.executions[-1].enable == FM  # the partition ran, with the options
+    assert fusion.last_used is double.executions[-1].fd  # and Thunder's tools see what ran
+
+
+def test_a_direct_definitions_steady_scoped_call_enters_each_nvscope_module_once(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    fe = load_frontend(monkeypatch, "nvfuser_direct")
+    assert nvscope.nvfuser.install()
+    with fe.FusionDefinition() as fd:
+        fd.define_tensor(shape=[2], dtype=fe.DataType.Float)
+        fd.ops.linear(0)
+    with nv_options(enable=FM):
+        fd.execute([1.0, 1.0])
+        before, inside = followed(lambda: fd.execute([1.0, 1.0]), "nvfuser_direct")
+    assert before == ["nvscope._exec._execute", "nvscope._exec._nvfuser", "nvscope._exec._direct"]
+    assert inside == []
+    ran = fe.EXECUTIONS[-1]
+    assert ran.fd is not fd and ran.enable == FM  # the partition's rebuilt definition, with the options
+
+
+def test_what_the_lane_leaves_to_the_execution_path_is_recorded_as_before(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under an audit (or with keyword arguments) a call never takes the lane's steady state: it is recorded."""
+    fe = load_frontend(monkeypatch, "nvfuser_direct")
+    assert nvscope.nvfuser.install()
+    with fe.FusionDefinition() as fd:
+        fd.define_tensor(shape=[2], dtype=fe.DataType.Float)
+        fd.ops.linear(0)
+    with nv_options(enable=FM):
+        fd.execute([1.0, 1.0])
+        with audit() as log:
+            fd.execute([1.0, 1.0])
+            fd.execute([1.0, 1.0], device="cuda:0")
+    assert [(r.route, r.options.enable) for r in log.records] == [("reused", frozenset(FM))] * 2
+    assert [r.partition for r in log.records] == ["reused"] * 2  # the former name of `route`
+    assert [e.device for e in fe.EXECUTIONS[-2:]] == [None, "cuda:0"]  # a definition per device argument
