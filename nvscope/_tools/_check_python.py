@@ -291,9 +291,11 @@ def scan(source: bytes | str, filename: str = "<unknown>",
     (or ValueError for null bytes) for what Python cannot parse."""
     tree = ast.parse(source, filename)  # under the usual recursion limit: the parser's recursion is in C
     text = source if isinstance(source, str) else source.decode("utf-8", "replace")
-    # The reader takes a few Python frames per level of the tree (Python frames use no C stack since 3.11).
+    # The reader takes a few Python frames per level of the tree. Python frames use no C stack since 3.11; before,
+    # each takes some and a limit as high as 20,000 lets a deep tree overflow the C stack (a segfault on 3.10), so
+    # there it stays within what the C stack holds (a deeper tree is then a RecursionError: a note, not a crash).
     limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(max(limit, 20_000))
+    sys.setrecursionlimit(max(limit, 20_000 if sys.version_info >= (3, 11) else 3_000))
     try:
         reader = _Reader(tree, text, shell)
         reader.visit_body(tree.body)
