@@ -248,6 +248,16 @@ class ThunderDouble:
         return model, forward_fusion, backward_fusion
 
 
+def chain_program(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, n: int) -> Path:
+    """`chain_script` written as ``train.py`` in ``tmp_path``, the checkout put on the children's ``PYTHONPATH``."""
+    import os
+
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(FRONTEND_FILE.parents[1]), os.environ.get("PYTHONPATH", "")]))
+    path = tmp_path / "train.py"
+    path.write_text(chain_script(n))
+    return path
+
+
 def chain_script(n: int = 4, ops: tuple[str, ...] = ("slice",)) -> str:
     """A script whose ``step()`` runs ``n`` Thunder-double fusions one after the other (``x = 1.0`` doubled by each)
     and whose ``eager()`` is the step's reference (``2 ** n``). ``FAILS="1=raise::-resize_scheduler;3=..."`` in the

@@ -4,26 +4,19 @@ answers "nothing to rescue" (exit 0); a fusion without a cure exits 1 with the p
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
-from thunder_double import chain_script
+from thunder_double import chain_program
 
 from nvscope.cli import main
 
 TESTS = Path(__file__).resolve().parents[1]
 ROOT = TESTS.parent
 
-SCRIPT = chain_script(3)
-
-
 @pytest.fixture
 def script(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    path = tmp_path / "train.py"
-    path.write_text(SCRIPT)
-    return path
+    return chain_program(tmp_path, monkeypatch, 3)
 
 
 @pytest.mark.parametrize("argv, message", [

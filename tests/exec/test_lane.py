@@ -58,6 +58,16 @@ def followed(call: Callable[[], Any], frontend: str) -> tuple[list[str], list[st
     return before, inside
 
 
+def direct_linear(monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
+    """The direct frontend double, nvscope's adapter installed over it, and a definition holding a linear."""
+    fe = load_frontend(monkeypatch, "nvfuser_direct")
+    assert nvscope.nvfuser.install()
+    with fe.FusionDefinition() as fd:
+        fd.define_tensor(shape=[2], dtype=fe.DataType.Float)
+        fd.ops.linear(0)
+    return fe, fd
+
+
 def test_thunders_steady_scoped_call_enters_each_nvscope_module_once(monkeypatch: pytest.MonkeyPatch) -> None:
     double = ThunderDouble(monkeypatch)
     assert nvscope.thunder.install()
@@ -74,11 +84,7 @@ def test_thunders_steady_scoped_call_enters_each_nvscope_module_once(monkeypatch
 
 def test_a_direct_definitions_steady_scoped_call_enters_each_nvscope_module_once(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    fe = load_frontend(monkeypatch, "nvfuser_direct")
-    assert nvscope.nvfuser.install()
-    with fe.FusionDefinition() as fd:
-        fd.define_tensor(shape=[2], dtype=fe.DataType.Float)
-        fd.ops.linear(0)
+    fe, fd = direct_linear(monkeypatch)
     with nv_options(enable=FM):
         fd.execute([1.0, 1.0])
         before, inside = followed(lambda: fd.execute([1.0, 1.0]), "nvfuser_direct")
@@ -90,11 +96,7 @@ def test_a_direct_definitions_steady_scoped_call_enters_each_nvscope_module_once
 
 def test_what_the_lane_leaves_to_the_execution_path_is_recorded_as_before(monkeypatch: pytest.MonkeyPatch) -> None:
     """Under an audit (or with keyword arguments) a call never takes the lane's steady state: it is recorded."""
-    fe = load_frontend(monkeypatch, "nvfuser_direct")
-    assert nvscope.nvfuser.install()
-    with fe.FusionDefinition() as fd:
-        fd.define_tensor(shape=[2], dtype=fe.DataType.Float)
-        fd.ops.linear(0)
+    fe, fd = direct_linear(monkeypatch)
     with nv_options(enable=FM):
         fd.execute([1.0, 1.0])
         with audit() as log:

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from thunder_double import ThunderDouble, chain_script, reset_nvscope
+from thunder_double import ThunderDouble, chain_program, reset_nvscope
 
 import nvscope
 import nvscope.thunder
@@ -119,15 +119,9 @@ def test_bad_arguments_are_refused_before_anything_runs(double: ThunderDouble, b
     assert double.executions == []
 
 
-SCRIPT = chain_script(4)
-
-
 @pytest.fixture
 def script(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    path = tmp_path / "train.py"
-    path.write_text(SCRIPT)
-    return path
+    return chain_program(tmp_path, monkeypatch, 4)
 
 
 @pytest.mark.parametrize("how", ["abort", "segv"])

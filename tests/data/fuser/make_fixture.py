@@ -18,7 +18,6 @@ import argparse
 import importlib.util
 import itertools
 import re
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -33,22 +32,12 @@ MAPS = re.compile(r"^const std::unordered_map<std::string, (?:Enable|Disable)Opt
 ENUMS = re.compile(r"^enum class (?:Enable|Disable)Option\b")
 ENTRY = re.compile(r'\{\s*"([\w.]+)"\s*,\s*((Enable|Disable)Option::\w+)\s*\}')
 
+sys.path.insert(0, str(ROOT / "tools"))
+import regen_catalog as _regen  # noqa: E402  (tools/ is not a package: its folder goes on the path first)
 
-class Fuser:
-    def __init__(self, git_dir: Path) -> None:
-        self.git_dir = git_dir
 
-    def __call__(self, *args: str, ok: tuple[int, ...] = (0,)) -> str:
-        done = subprocess.run(["git", "-C", str(self.git_dir), *args], capture_output=True, text=True,
-                              errors="replace", check=False)
-        if done.returncode not in ok:
-            raise RuntimeError(f"git {' '.join(args)}: {done.stderr.strip()}")
-        return done.stdout
-
-    def show(self, commit: str, path: str) -> str | None:
-        done = subprocess.run(["git", "-C", str(self.git_dir), "show", f"{commit}:{path}"], capture_output=True,
-                              text=True, errors="replace", check=False)
-        return done.stdout if done.returncode == 0 else None
+class Fuser(_regen.Git):
+    """The regenerator's git reader (tools/regen_catalog.py), with what the fixture reads besides."""
 
     def version(self, commit: str) -> str:
         return next(text.strip() for path in VERSION_FILES if (text := self.show(commit, path)))
