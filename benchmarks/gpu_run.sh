@@ -3,7 +3,9 @@
 # Usage (device machine, repo root): bash benchmarks/gpu_run.sh 0.2.6|next PARTS
 #   PARTS, comma-separated: tests, thunder-suite (Thunder's own test_nvfuser.py, every test inside a scope),
 #   examples, cli, search, steps, distributed, tools (benchmarks/bisect_gpu.py and profile_nanogpt.py),
-#   compile (benchmarks/compile_once.py: one compile per distinct definition, issue 26)
+#   compile (benchmarks/compile_once.py: one compile per distinct definition, issue 26),
+#   rescue (benchmarks/rescue_gpu.py; RESCUE_ARGS, e.g. "--part llama_bf16 --jobs 2")
+# LOG_TAG names the log ($OUT/gpu-BUILD-TAG.log), so two calls on one build at once keep separate logs.
 # tests: each failure is written to $OUT/failures-BUILD.txt as it happens (tests/gpu/conftest.py), so a run cut by
 # its time limit keeps them. TESTS_PATHS (default tests/gpu) runs some files only: a full run of one build beside the
 # other build's took 381-476 s and more (next's was cut at 470 s), near a device call's 600 s: split it if needed.
@@ -11,7 +13,7 @@ set -uo pipefail
 build="$1"; parts="${2:-tests}"; out="${OUT:-/tmp/nvscope-out}"; mkdir -p "$out"
 export NVSCOPE_GPU_THUNDER="$build" PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" NCCL_NVLS_ENABLE=0
 source .gpu/activate.sh || exit 1
-log="$out/gpu-$build.log"
+log="$out/gpu-$build${LOG_TAG:+-$LOG_TAG}.log"
 site="/tmp/nvscope-site-$build"
 step() { echo "== $1 ($build) $(date +%T)" | tee -a "$log"; }
 if [[ $parts == *tests* ]]; then
@@ -54,6 +56,10 @@ fi
 if [[ $parts == *compile* ]]; then
   step "benchmarks/compile_once.py"
   timeout 540 python benchmarks/compile_once.py --out "$out" ${COMPILE_ARGS:-} 2>&1 | grep -v Warning | tee -a "$log" | tail -12
+fi
+if [[ $parts == *rescue* ]]; then
+  step "benchmarks/rescue_gpu.py"
+  timeout "${RESCUE_TIMEOUT:-540}" python benchmarks/rescue_gpu.py --out "$out/rescue-$build" ${RESCUE_ARGS:-} 2>&1 | tee -a "$log" | grep "^=="
 fi
 if [[ $parts == *distributed* ]]; then
   step "examples/ddp_train.py (2 ranks)"
