@@ -40,6 +40,8 @@ from ._errors import SelectorError as SelectorError
 from ._errors import UnclosedScopeWarning as UnclosedScopeWarning
 from ._errors import UnknownOptionError as UnknownOptionError
 from ._errors import UnsupportedError as UnsupportedError
+from ._frames import PROGRAM as PROGRAM
+from ._frames import ROOT as ROOT
 from ._fusion import FusionInfo as FusionInfo
 from ._fusion import Selector as Selector
 from ._fusion import claim as claim

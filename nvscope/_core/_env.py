@@ -17,21 +17,23 @@ from collections.abc import Mapping
 from nvscope._core import _state
 from nvscope._core._errors import ConfigWarning
 
-__all__ = ["RUN", "VARIABLES", "flag", "integer", "problems", "text"]
+__all__ = ["RUN", "VARIABLES", "flag", "integer", "problems", "share_all", "text"]
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off", ""})
 
 RUN = "NVSCOPE_RUN"  # `nvscope run` -> its child processes (nvscope/_cli/_child_carry.py); probes drop it
 
-# name -> (kind, default, what it does). kind: "flag" (on/off), "count" (an integer >= 1), "text" (any string).
+# name -> (kind, default, what it does). kind: "flag" (on/off), "count" (an integer >= 1), "text" (any string),
+# "share" (a flag, or "all": one variable says how much is shared, so no two settings can contradict each other).
 VARIABLES: Mapping[str, tuple[str, object, str]] = {
     "NVSCOPE_DEV": ("flag", False, "development mode: scopes do not warn"),
     "NVSCOPE_STRICT": ("flag", False, "outside development mode a scope raises DevelopmentModeError"),
     "NVSCOPE_AUTOINSTALL": ("flag", True, "the first non-empty scope installs the Thunder adapter"),
     "NVSCOPE_MAX_PARTITIONS": ("count", 8, "option sets kept compiled per fusion (LRU)"),
-    "NVSCOPE_SHARE": ("flag", True, "fusions with identical nvFuser definitions share one compiled definition per "
-                      "option set"),
+    "NVSCOPE_SHARE": ("share", True, "fusions with identical nvFuser definitions share one compiled definition per "
+                      "option set: 1 scoped fusions (default), all also the defaults of every fusion (read when "
+                      "nvscope is imported: the program-wide nv_options(share=True)), 0 none"),
     "NVSCOPE_MAX_SHARED": ("count", 256, "shared compiled definitions kept process-wide (LRU)"),
     "NVSCOPE_REPRO": ("flag", True, "a failing scoped fusion writes a repro script"),
     "NVSCOPE_REPRO_DIR": ("text", "", "where repro scripts go (default: a temporary directory)"),
@@ -46,6 +48,8 @@ _state.keep(__name__, "_warned", "a bad value is warned about once per process, 
 
 
 def _accepted(kind: str) -> str:
+    if kind == "share":
+        return "1/true/yes/on, 0/false/no/off or all"
     return "1/true/yes/on or 0/false/no/off" if kind == "flag" else "a positive integer"
 
 
@@ -53,7 +57,9 @@ def _parse(name: str, raw: str) -> tuple[object, str | None]:
     """(value, None) or (the default, why ``raw`` was refused)."""
     kind, default, _ = VARIABLES[name]
     value = raw.strip()
-    if kind == "flag":
+    if kind == "share" and value.lower() == "all":
+        return "all", None
+    if kind in ("flag", "share"):
         lowered = value.lower()
         if lowered in _TRUE:
             return True, None
@@ -84,6 +90,11 @@ def _get(name: str) -> object:
 def flag(name: str) -> bool:
     """The on/off variable ``name`` (declared in `VARIABLES`)."""
     return bool(_get(name))
+
+
+def share_all() -> bool:
+    """``NVSCOPE_SHARE=all``: the defaults of every fusion share compiled definitions, program-wide."""
+    return _get("NVSCOPE_SHARE") == "all"
 
 
 def integer(name: str) -> int:

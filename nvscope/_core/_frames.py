@@ -18,14 +18,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextvars import ContextVar, Token
 
-from nvscope._core import _patches, _policy, _state
-from nvscope._core._optionset import OptionSet
+from nvscope._core import _env, _patches, _policy, _state
+from nvscope._core._optionset import EMPTY, OptionSet
 
 __all__ = [
     "ACTIVE",
     "CHANGED",
     "NOTHING",
     "NO_EFFECT",
+    "PROGRAM",
+    "ROOT",
     "Frame",
     "enter_frame",
     "note_run",
@@ -88,8 +90,24 @@ def note_run(frame: Frame | None, ran: int, *, outward: bool = False) -> None:
         frame = frame.parent
 
 
+PROGRAM = "NVSCOPE_SHARE=all"  # the owner of the program-wide frame (`ROOT`)
+
+
+def _root() -> Frame | None:
+    """``NVSCOPE_SHARE=all``: a frame that shares the defaults (``nv_options(share=True)``), in force wherever no scope
+    is: the variable's default, so every thread, task and autograd thread starts under it, which no entered scope
+    could give (a new thread starts with an empty context). Read once, at import: a program-wide setting, set before
+    the program starts (as ``nvscope run --share-defaults`` and the pytest plugin do)."""
+    if not _env.share_all():
+        return None
+    return Frame(_policy.over(None, EMPTY, None, True, True), None, PROGRAM, None)
+
+
+ROOT = _root()
+_state.keep(__name__, "ROOT", "the program-wide frame of NVSCOPE_SHARE=all, for the life of the process")
+
 # The one piece of state. Adapters read ACTIVE.get() on their hot path; everything else goes through the verbs.
-ACTIVE: ContextVar[Frame | None] = ContextVar("nvscope.active", default=None)
+ACTIVE: ContextVar[Frame | None] = ContextVar("nvscope.active", default=ROOT)
 _state.keep(__name__, "ACTIVE", "per context: each scope resets its own (uninstall inside a scope leaves it active)")
 
 

@@ -19,6 +19,12 @@ For one fusion (`effective`), lowest to highest:
    or linear; `nvscope.catalog`, ``can_affect``) is dropped, so the fusion keeps its default compiled kernels
    instead of recompiling for nothing.
 
+Sharing (``nv_options(share=True)``, ``NVSCOPE_SHARE=all``) is a property of the policy, not an option: a policy
+whose ``share`` is set (always a `Policy`, so the hot path's ``is None`` test sends its fusions to the execution path)
+runs a fusion the scopes leave alone in a partition of its own options all the same, so that its compiled definition
+is shared (`nvscope._exec._shared`). Nested scopes inherit it (``inherit=False`` too: it changes no option); a scope
+with ``share=False`` ends it.
+
 Policies are interned (`over`): re-entering the same scope object, or one built alike (equal options, equal selector:
 `nvscope._core._fusion.Selector`), over the same parent gives the same object, so a fusion's table can remember what a
 policy resolved to with one identity test.
@@ -34,7 +40,7 @@ from nvscope._core._errors import NvscopeError
 from nvscope._core._fusion import FusionInfo, Selector
 from nvscope._core._optionset import EMPTY, OptionSet
 
-__all__ = ["Policy", "compose", "effective", "effective_split", "over", "resolve"]
+__all__ = ["Policy", "compose", "effective", "effective_split", "over", "resolve", "sharing"]
 
 Layer = tuple[OptionSet, "Selector | None", bool]
 
@@ -45,10 +51,11 @@ class Policy:
     Hashed and compared by identity (interned by `over`), so it costs one identity test as a memo key.
     """
 
-    __slots__ = ("__weakref__", "layers")
+    __slots__ = ("__weakref__", "layers", "share")
 
-    def __init__(self, layers: tuple[Layer, ...]) -> None:
+    def __init__(self, layers: tuple[Layer, ...], share: bool = False) -> None:
         self.layers = layers
+        self.share = share  # fusions left alone run their own options in a shared partition (module docstring)
 
     def __repr__(self) -> str:
         parts = []
@@ -56,7 +63,7 @@ class Policy:
             where = f" for fusions={chosen!r}" if chosen is not None else ""
             cut = " (inherit=False)" if not inherit else ""
             parts.append(f"{options!r}{where}{cut}")
-        return f"Policy({'; '.join(parts)})"
+        return f"Policy({'; '.join(parts)}{', share=True' if self.share else ''})"
 
 
 _interned: dict[tuple[object, ...], Policy] = {}
@@ -67,24 +74,52 @@ _state.register(__name__, "_interned", _interned.clear, step="caches")
 _state.keep(__name__, "_intern_lock", "a lock")
 
 
+def sharing(policy: OptionSet | Policy | None) -> bool:
+    """Whether ``policy`` shares the compiled definitions of the fusions it leaves alone (module docstring)."""
+    return isinstance(policy, Policy) and policy.share
+
+
 def over(parent: OptionSet | Policy | None, own: OptionSet, chosen: Selector | None,
-         inherit: bool) -> OptionSet | Policy | None:
+         inherit: bool, share: bool | None = None) -> OptionSet | Policy | None:
     """The policy of a scope (``own`` options for the fusions ``chosen`` selects) entered over ``parent``.
 
-    None stands for "no options for any fusion" (the hot path tests it with ``is``).
+    None stands for "no options for any fusion" (the hot path tests it with ``is``). ``share``: the scope's
+    ``share=`` (None: as ``parent``).
     """
+    shared = sharing(parent) if share is None else share
+    if shared:
+        return _interned_policy(parent, own, chosen, inherit, True)
+    if isinstance(parent, Policy) and parent.share:  # share=False over a sharing parent: its layers, not sharing
+        parent = _unshared(parent)
     if chosen is None and not isinstance(parent, Policy):
         merged = own if not inherit or parent is None else parent.override(own)
         return merged if merged else None
     if chosen is None and not inherit:
         return own if own else None  # cuts every layer below, selective ones too
-    if isinstance(parent, Policy):
-        below = parent.layers
-    elif parent is None:
-        below = ()
-    else:
-        below = ((parent, None, True),)
-    key = (parent, own, chosen, inherit)
+    return _interned_policy(parent, own, chosen, inherit, False)
+
+
+def _unshared(parent: Policy) -> OptionSet | Policy | None:
+    """``parent``'s layers without its sharing: an `OptionSet` where no layer selects (the fast case), else a Policy."""
+    if all(chosen is None for _, chosen, _ in parent.layers):
+        merged: OptionSet | Policy | None = None
+        for options, _, inherit in parent.layers:
+            merged = over(merged, options, None, inherit, False)
+        return merged
+    return _interned_policy(None, EMPTY, None, True, False, parent.layers)
+
+
+def _interned_policy(parent: OptionSet | Policy | None, own: OptionSet, chosen: Selector | None, inherit: bool,
+                     share: bool, layers: tuple[Layer, ...] | None = None) -> Policy:
+    if layers is None:
+        if isinstance(parent, Policy):
+            below = parent.layers
+        elif parent is None:
+            below = ()
+        else:
+            below = ((parent, None, True),)
+        layers = (*below, (own, chosen, inherit))
+    key = (parent, own, chosen, inherit, share, layers)
     policy = _interned.get(key)
     if policy is None:
         with _intern_lock:
@@ -92,7 +127,7 @@ def over(parent: OptionSet | Policy | None, own: OptionSet, chosen: Selector | N
             if policy is None:
                 if len(_interned) >= _MAX_INTERNED:  # a program building scopes in a loop: stay bounded
                     _interned.clear()
-                policy = _interned[key] = Policy((*below, (own, chosen, inherit)))
+                policy = _interned[key] = Policy(layers, share)
     return policy
 
 
@@ -104,7 +139,7 @@ def compose(outer: OptionSet | Policy | None, inner: OptionSet | Policy | None) 
         return over(outer, inner, None, True)
     result = outer
     for options, chosen, inherit in inner.layers:
-        result = over(result, options, chosen, inherit)
+        result = over(result, options, chosen, inherit, True if inner.share else None)
     return result
 
 

@@ -34,6 +34,7 @@ from nvscope._core._frames import (
 )
 from nvscope._core._fusion import FusionInfo, Selector, selector
 from nvscope._core._optionset import EMPTY, OptionSet
+from nvscope._core._text import cut
 from nvscope._core._validate import names as _names
 
 TYPE_CHECKING = False
@@ -108,16 +109,25 @@ class nv_options(ScopeDecorator):
     the audit record, the failure's note and repro script); ``"raise"`` re-raises (the default, when no enclosing
     scope chose fallback). ``__enter__`` returns the options that reach every fusion.
 
+    ``share=True``: the fusions this scope leaves at their own options (no options of its own, or not selected, or
+    gated out) run through nvscope too, one compiled definition per (printed definition, inputs, options, device)
+    shared by every fusion that prints it, as scoped fusions already do; so a deep model's defaults compile once per
+    distinct definition instead of once per fusion. It changes no option (no development-mode warning); nested scopes
+    inherit it; ``share=False`` ends it inside; None (the default) keeps what the enclosing scope chose.
+
     The object is also a decorator (``@nv_options(...)``, same as ``@with_nv_options(...)``), and it is safe to
     share: it keeps no per-entry state, so it can be entered nested in itself and from many threads at once.
     """
 
-    __slots__ = ("_inherit", "_on_error", "_options", "_selector")
+    __slots__ = ("_inherit", "_on_error", "_options", "_selector", "_share")
 
     def __init__(self, enable: Iterable[str] | str | OptionSet = (), disable: Iterable[str] | str = (), *,
-                 inherit: bool = True, fusions: object = None, on_error: str | None = None) -> None:
+                 inherit: bool = True, fusions: object = None, on_error: str | None = None,
+                 share: bool | None = None) -> None:
         if not isinstance(inherit, bool):
             raise TypeError(f"inherit= takes True or False, not {inherit!r}")
+        if share is not None and not isinstance(share, bool):
+            raise TypeError(f"share= takes True, False or None, not {cut(repr(share), 40)}")
         if on_error not in _ON_ERROR:
             raise ValueError(f"on_error= takes 'raise' or 'fallback', not {on_error!r}")
         if isinstance(enable, OptionSet):
@@ -134,6 +144,7 @@ class nv_options(ScopeDecorator):
         self._options = OptionSet(enabled, disabled)
         self._inherit = inherit
         self._on_error = on_error
+        self._share = share
 
     @property
     def options(self) -> OptionSet:
@@ -153,12 +164,19 @@ class nv_options(ScopeDecorator):
     def on_error(self) -> str | None:
         return self._on_error
 
+    @property
+    def share(self) -> bool | None:
+        """Whether fusions this scope leaves alone share compiled definitions (None: as the enclosing scope)."""
+        return self._share
+
     def __repr__(self) -> str:
         extra = "" if self._inherit else ", inherit=False"
         if self._selector is not None:
             extra += f", fusions={self._selector!r}"
         if self._on_error is not None:
             extra += f", on_error={self._on_error!r}"
+        if self._share is not None:
+            extra += f", share={self._share!r}"
         return (f"nv_options(enable={sorted(self._options.enable)!r}, "
                 f"disable={sorted(self._options.disable)!r}{extra})")
 
@@ -173,8 +191,8 @@ class nv_options(ScopeDecorator):
     def _frame(self, parent: Frame | None, check: bool) -> Frame:
         """This scope's frame over ``parent``, after the policy check and the enter hooks (which may raise)."""
         own = self._options
-        if own:
-            if check:
+        if own or self._share:
+            if check and own:  # sharing changes no option: nothing to warn about
                 _devmode.check_scope(own)  # may raise (strict mode): nothing has been entered yet
             for hook in ENTER_HOOKS:
                 hook()
@@ -184,11 +202,12 @@ class nv_options(ScopeDecorator):
         own = self._options
         below = None if parent is None else parent.policy
         merged: OptionSet | _policy.Policy | None
-        if self._selector is None and not isinstance(below, _policy.Policy):  # _policy.over, inlined: it is hot
+        if self._selector is None and self._share is None and not isinstance(below, _policy.Policy):
+            # _policy.over, inlined: it is hot
             policy = below.override(own) if self._inherit and below is not None else own
             merged = policy if policy else None
         else:
-            merged = _policy.over(below, own, self._selector, self._inherit)
+            merged = _policy.over(below, own, self._selector, self._inherit, self._share)
         on_error = self._on_error
         fallback = (None if parent is None else parent.fallback) if on_error is None else on_error == "fallback"
         return Frame(merged, parent, self, fallback)
@@ -219,7 +238,8 @@ class nv_options(ScopeDecorator):
 
 
 def with_nv_options(enable: Iterable[str] | str | OptionSet = (), disable: Iterable[str] | str = (), *,
-                    inherit: bool = True, fusions: object = None, on_error: str | None = None) -> Callable[[F], F]:
+                    inherit: bool = True, fusions: object = None, on_error: str | None = None,
+                    share: bool | None = None) -> Callable[[F], F]:
     """Decorator: run the function (or coroutine, generator, async generator) body under these options.
 
     Names are validated once, when the decorator is built. See `nv_options` for the merge rules. A generator's body
@@ -231,4 +251,4 @@ def with_nv_options(enable: Iterable[str] | str | OptionSet = (), disable: Itera
         # `@with_nv_options` without parentheses hands the function itself over as enable=.
         raise TypeError(f"with_nv_options needs its arguments: write @with_nv_options(enable=[...]) (with "
                         f"parentheses) above {getattr(enable, '__qualname__', 'the function')}, not @with_nv_options")
-    return nv_options(enable, disable, inherit=inherit, fusions=fusions, on_error=on_error)
+    return nv_options(enable, disable, inherit=inherit, fusions=fusions, on_error=on_error, share=share)

@@ -19,7 +19,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from nvscope._core import NVFUSER_MODULES, _env, _patches, _state, on_enter
+from nvscope._core import NVFUSER_MODULES, ROOT, _env, _patches, _state, on_enter
 
 __all__ = ["ensure_adapters", "install", "reset", "uninstall", "watch_imports"]
 
@@ -120,6 +120,24 @@ def watch_imports() -> Iterator[list[BaseException]]:
             sys.meta_path.remove(finder)
 
 
+def _program_wide() -> None:
+    """``NVSCOPE_SHARE=all`` (`nvscope._core._frames.ROOT`): no scope is entered, so neither trigger would fire for a
+    program that never enters one; install for what is imported now and watch for Thunder or nvFuser to come. The
+    hook stays for the life of the process, as the setting does (importlib.abc's milliseconds are paid only here)."""
+    from nvscope._exec._import_hook import AfterImport
+
+    sys.meta_path.insert(0, AfterImport(_WATCHED, _PROGRAM_ERRORS, _imported))
+    try:
+        ensure_adapters(direct=True)
+    except Exception as error:  # an unsupported Thunder: import must not fail; the next scope entry raises it
+        _PROGRAM_ERRORS.append(error)
+
+
+_PROGRAM_ERRORS: list[BaseException] = []  # install errors under NVSCOPE_SHARE=all, for `nvscope doctor`
+_state.keep(__name__, "_PROGRAM_ERRORS", "the program-wide install's errors, for the life of the process")
+
 # The first trigger (module docstring): the core calls up through its own registry, as it cannot import this layer.
 # Registered when this module is imported, which `import nvscope` does.
 on_enter(ensure_adapters)
+if ROOT is not None:
+    _program_wide()

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Generic, TypeVar
 
 from nvscope._core import OptionSet, _env, _policy
+from nvscope._exec import _shared
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -133,7 +134,10 @@ class FusionTable(Generic[T]):
             info = self.info
             assert info is not None, "a table in the execution path knows its fusion"
             options, innermost = _policy.effective_split(own_options, policy, info)
-            memo = (None if options == own_options else options, innermost)
+            # Under sharing (`nvscope._core._policy.sharing`), the fusion's own options run in a partition too: its
+            # definition is then shared (nvscope._exec._shared), unless NVSCOPE_SHARE=0 turned sharing off.
+            alone = options == own_options and not (_policy.sharing(policy) and _shared.enabled())
+            memo = (None if alone else options, innermost)
             if len(resolved) >= _MAX_RESOLVED:
                 resolved.clear()
             resolved[key] = memo

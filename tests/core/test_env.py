@@ -200,8 +200,8 @@ def test_problems_lists_refused_values_and_unknown_names(monkeypatch: pytest.Mon
 def test_every_variable_is_declared_with_a_kind_a_default_and_a_description() -> None:
     for name, (kind, default, description) in env_module().VARIABLES.items():
         assert name.startswith("NVSCOPE_") and name.isupper()
-        assert kind in ("flag", "count", "text")
-        assert isinstance(default, {"flag": bool, "count": int, "text": str}[kind])
+        assert kind in ("flag", "count", "text", "share")
+        assert isinstance(default, {"flag": bool, "count": int, "text": str, "share": bool}[kind])
         assert description.strip()
 
 
@@ -218,3 +218,13 @@ def test_every_variable_nvscope_reads_is_documented() -> None:
     rows = set(re.findall(r"^\| `(NVSCOPE_\w+)` \|", (REPO / "docs" / "environment.md").read_text(), re.M))
     assert read - rows == set(), f"docs/environment.md lacks {sorted(read - rows)}"
     assert rows - read == set(), f"docs/environment.md lists variables nvscope does not read: {sorted(rows - read)}"
+
+
+@pytest.mark.parametrize(("raw", "all_"), [("all", True), ("ALL", True), ("1", False), ("0", False), ("", False)])
+def test_share_takes_a_flag_or_all(monkeypatch: pytest.MonkeyPatch, raw: str, all_: bool) -> None:
+    _env = env_module()
+    monkeypatch.setenv("NVSCOPE_SHARE", raw)
+    assert _env.share_all() is all_ and _env.flag("NVSCOPE_SHARE") is (raw != "0")
+    monkeypatch.setenv("NVSCOPE_SHARE", "most")
+    assert dict(_env.problems())["NVSCOPE_SHARE"] == ("NVSCOPE_SHARE='most' is not 1/true/yes/on, 0/false/no/off or "
+                                                      "all; using the default (True)")
