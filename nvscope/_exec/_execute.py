@@ -103,11 +103,11 @@ def lane(adapter: Adapter[F], original: Callable[..., Any], depth: int = 0) -> C
             table = table_of(fusion)
         except AttributeError:  # never scoped or audited before: `execute` makes its table
             return execute(adapter, fusion, frame, args, NO_KWARGS, None, later)
-        policy, partition = table.steady
+        policy, partition, level = table.steady
         if policy is not frame.policy or sinks or partition is None:
             return execute(adapter, fusion, frame, args, NO_KWARGS, table, later)
-        if frame.ran != CHANGED:
-            note_run(frame, CHANGED)
+        if frame.ran < level:
+            note_run(frame, level)
         try:
             return partition.run(args, NO_KWARGS)
         except NvscopeError:
@@ -158,7 +158,9 @@ def execute(adapter: Adapter[F], fusion: F, frame: Frame | None, args: tuple[Any
             note_run(frame, CHANGED)
             raise
     if partition is not None and frame is not None:  # (a partition means a scope: a frame)
-        if innermost:
+        if partition.options == own_options:  # its own options, run shared (`nv_options(share=True)`): unchanged
+            note_run(frame, NO_EFFECT)
+        elif innermost:
             note_run(frame, CHANGED)
         else:  # changed by the scopes around ``frame`` only: they count it as changed, ``frame`` as run
             note_run(frame.parent or frame, CHANGED)

@@ -16,7 +16,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-from nvscope._core import OptionSet, _env, _policy
+from nvscope._core import CHANGED, NO_EFFECT, NOTHING, OptionSet, _env, _policy
 from nvscope._exec import _shared
 
 TYPE_CHECKING = False
@@ -33,7 +33,7 @@ TABLE_ATTRIBUTE = "_nvscope_partitions"
 
 T = TypeVar("T")
 _NEVER = object()  # no policy is this: the first call resolves
-NO_STEADY: tuple[Any, None] = (_NEVER, None)  # no steady state: no policy is _NEVER
+NO_STEADY: tuple[Any, None, int] = (_NEVER, None, NOTHING)  # no steady state: no policy is _NEVER
 _MAX_RESOLVED = 256  # (policy, own options) pairs remembered per fusion beyond the hot one (above the LRU bound)
 
 
@@ -96,9 +96,10 @@ class FusionTable(Generic[T]):
         # pairs resolved to (an option set, or None; and the innermost scope's part in it).
         self.hot: tuple[Any, OptionSet | None, T | None, bool] = (_NEVER, None, None, True)
         # The same memo reduced to what the execution path's lane needs (a call with no per-call options): (policy,
-        # the entry), set only while the innermost scope changed the fusion and the entry has not failed; else
-        # `NO_STEADY`. One tuple, so that a thread never reads one half of another thread's update.
-        self.steady: tuple[Any, T | None] = NO_STEADY
+        # the entry, what the scope did to the fusion: CHANGED, or NO_EFFECT for its own options run shared), set
+        # only while the innermost scope decided the fusion's options and the entry has not failed; else `NO_STEADY`.
+        # One tuple, so that a thread never reads one part of another thread's update.
+        self.steady: tuple[Any, T | None, int] = NO_STEADY
         self.resolved: dict[tuple[Any, OptionSet], tuple[OptionSet | None, bool]] = {}
         # Option sets this fusion failed under (on_error="fallback") -> the failure's text. Kept beyond eviction: a
         # partition built again for one of them starts failed, so it is not compiled again (nor warned about).
@@ -153,7 +154,10 @@ class FusionTable(Generic[T]):
                 partition.error = self.failed.get(effective)
         self.hot = (policy, own_options, partition, innermost)
         steady = innermost and own_options is self.own_options and partition is not None and partition.error is None
-        self.steady = (policy, partition) if steady else NO_STEADY
+        if steady and partition is not None:
+            self.steady = (policy, partition, NO_EFFECT if effective == own_options else CHANGED)
+        else:
+            self.steady = NO_STEADY
         if steady and partition is not None and partition.error is not None:
             # Another thread's run of it failed since the test above (`mark_failed` sets the error, then NO_STEADY):
             # that reset may have come before this store, so undo it here; the lane must not run a failed partition.

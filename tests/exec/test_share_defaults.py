@@ -106,3 +106,14 @@ def test_share_takes_a_bool(double: ThunderDouble) -> None:
     with pytest.raises(TypeError, match="share= takes True, False or None"):
         nv_options(share="yes")  # type: ignore[arg-type]
     assert nvscope.current_options() == nvscope.OptionSet()
+
+
+def test_a_scope_whose_options_reach_no_fusion_still_says_so_under_sharing(double: ThunderDouble,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NVSCOPE_DEV", "1")
+    pointwise = [double.make_wrapper(f"nvFusion{i}", ops=("add",)) for i in range(2)]
+    for _ in range(2):  # the second pass takes the lane's steady state
+        with nv_options(share=True), pytest.warns(nvscope.NoEffectWarning), nv_options(enable=FM):
+            for fusion in pointwise:  # fuse_matmul cannot affect an add: gated out, the fusion runs its own options
+                fusion(t())
+    assert len(compiles(double)) == 1 and all(not e.enable for e in double.executions)
