@@ -220,8 +220,11 @@ class ThunderAdapter(Adapter[Wrapper]):
         runner.get_fd = partition_get_fd
         # The options go right after the fusion's own name, before the ops Thunder appends
         # ("nvFusion0: (add, mul)" becomes "nvFusion0 [+fast_math]: (add, mul)"): visible in a narrow timeline row.
-        name, colon, ops = fusion.name.partition(": ")
-        runner.name = f"{name} [{options.label()}]{colon}{ops}"
+        # A fusion run shared at its own options (`nv_options(share=True)`) keeps Thunder's name: its ranges and
+        # kernels are the defaults', and a profile of the defaults should read as Thunder's own.
+        if options != self.own_options(fusion, {}):
+            name, colon, ops = fusion.name.partition(": ")
+            runner.name = f"{name} [{options.label()}]{colon}{ops}"
         runner.enable_options = options.enable_list()
         runner.disable_options = options.disable_list()
         runner.last_used = None

@@ -514,6 +514,24 @@ def test_scoped_runs_leave_the_definition_that_ran_for_thunders_tools(installed:
     assert wrapper.last_used is installed.executions[-1].fd is default_fd(wrapper, y) and wrapper.last_inputs == (y,)
 
 
+def test_thunders_tools_after_a_shared_default_run(installed: ThunderDouble) -> None:
+    """Issue 38 item 2: under ``share=True`` a fusion's defaults run in nvscope's partition, whose definition may be
+    another fusion's; Thunder's tools still see what ran: last_used/last_inputs, the repro, Thunder's range name."""
+    first, second = (installed.make_wrapper(f"nvFusion{i}", store_inputs=True, enable=KP) for i in range(2))
+    x = t(3)
+    with nv_options(share=True):
+        first(x)
+        second(x)
+    ran = installed.executions[-1]
+    assert ran.fd is installed.executions[-2].fd  # the second fusion ran the first one's compiled definition
+    assert second.last_used is ran.fd and second.last_inputs == (x,) and ran.enable == KP
+    assert installed.ranges[-2:] == ["nvFusion0", "nvFusion1"]  # Thunder's names: these are the defaults
+    script = installed.get_nvfuser_repro(second)
+    assert "_enable_options=['kernel_profile']" in script
+    exec(compile(script, "<repro>", "exec"), {"__name__": "__main__"})
+    assert installed.executions[-1].enable == KP
+
+
 def test_get_nvfuser_repro_after_a_scoped_run_runs_with_the_options(installed: ThunderDouble) -> None:
     """Thunder's get_nvfuser_repro raised "needs to be executed" after scoped-only runs; now its script has them."""
     wrapper = installed.make_wrapper(store_inputs=True)
