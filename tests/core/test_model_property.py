@@ -196,6 +196,12 @@ class ScopeMachine(RuleBasedStateMachine):
             assert (got.enable, got.disable) == resolve(self.model, fusion), (fusion, got)
         self.run_fusions(audited=False)
 
+    def shares(self) -> bool:
+        """The model's sharing (issue 38): the innermost scope that sets ``share=`` decides; off when none does. It
+        changes no option: only where a fusion at its own options runs (nvscope's partition, not Thunder's path)."""
+        chosen = [scope.share for scope in self.model if scope.share is not None]
+        return bool(chosen) and bool(chosen[-1])
+
     def falls_back(self) -> bool:
         """The model's on_error: the innermost scope that sets one decides; "raise" when none does."""
         chosen = [scope.on_error for scope in self.model if scope.on_error is not None]
@@ -222,7 +228,8 @@ class ScopeMachine(RuleBasedStateMachine):
                 if broken:
                     assert record.partition == "fallback", (fusion, record)
                 else:
-                    assert (record.partition == "default") == (expected == static), (fusion, record)
+                    assert (record.partition == "default") == (expected == static and not self.shares()), \
+                        (fusion, record)
 
     # -- rules --
 
@@ -239,15 +246,16 @@ class ScopeMachine(RuleBasedStateMachine):
         as_str=st.booleans(),
         chosen=st.sampled_from(["none"] * 3 + sorted(SELECTORS)),  # unselective scopes as often as not
         on_error=st.sampled_from([None, None, "raise", "fallback"]),
+        share=st.sampled_from([None, None, True, False]),
     )
     def make_scope(self, enable: list[str], disable: list[str], inherit: bool, as_str: bool,
-                   chosen: str, on_error: str | None = None) -> nv_options:
+                   chosen: str, on_error: str | None = None, share: bool | None = None) -> nv_options:
         disable = [name for name in disable if name not in enable]  # one scope takes a name in one list only
         before = current_options()
         enable_arg: Any = enable[0] if as_str and len(enable) == 1 else enable
         value, predicate = SELECTORS[chosen]
         scope = nv_options(enable=enable_arg, disable=tuple(disable), inherit=inherit, fusions=value,
-                           on_error=on_error)
+                           on_error=on_error, share=share)
         _predicates[id(scope)] = predicate
         assert scope.options == OptionSet(enable, disable)
         assert current_options() == before  # construction enters nothing
@@ -371,11 +379,13 @@ class ScopeMachine(RuleBasedStateMachine):
         """The options of a scope made before, with its selector (the same object) or another, and either inherit=:
         a policy interned for one must not serve another."""
         if chosen == "same":
-            made = nv_options(scope.options, inherit=inherit, fusions=scope.fusions, on_error=scope.on_error)
+            made = nv_options(scope.options, inherit=inherit, fusions=scope.fusions, on_error=scope.on_error,
+                              share=scope.share)
             _predicates[id(made)] = _predicates[id(scope)]
         else:
             value, predicate = SELECTORS[chosen]
-            made = nv_options(scope.options, inherit=inherit, fusions=value, on_error=scope.on_error)
+            made = nv_options(scope.options, inherit=inherit, fusions=value, on_error=scope.on_error,
+                              share=scope.share)
             _predicates[id(made)] = predicate
         self.all_scopes.append(made)
         return made
