@@ -5,7 +5,8 @@
 #   examples, cli, search, steps, distributed, tools (benchmarks/bisect_gpu.py and profile_nanogpt.py),
 #   compile (benchmarks/compile_once.py: one compile per distinct definition, issue 26),
 #   rescue (benchmarks/rescue_gpu.py; RESCUE_ARGS, e.g. "--part llama_bf16 --jobs 2")
-# LOG_TAG names the log ($OUT/gpu-BUILD-TAG.log), so two calls on one build at once keep separate logs.
+# LOG_TAG names the log and the failures file ($OUT/gpu-BUILD-TAG.log, failures-BUILD-TAG.txt), so two calls on one
+# build at once (e.g. tests/gpu split in two by TESTS_PATHS) keep theirs apart; TESTS_ARGS adds pytest arguments.
 # tests: each failure is written to $OUT/failures-BUILD.txt as it happens (tests/gpu/conftest.py), so a run cut by
 # its time limit keeps them. TESTS_PATHS (default tests/gpu) runs some files only: a full run of one build beside the
 # other build's took 381-476 s and more (next's was cut at 470 s), near a device call's 600 s: split it if needed.
@@ -18,9 +19,10 @@ site="/tmp/nvscope-site-$build"
 step() { echo "== $1 ($build) $(date +%T)" | tee -a "$log"; }
 if [[ $parts == *tests* ]]; then
   step "pytest ${TESTS_PATHS:-tests/gpu}"
-  : > "$out/failures-$build.txt"
-  NVSCOPE_GPU_FAILURES="$out/failures-$build.txt" timeout "${TESTS_TIMEOUT:-420}" python -m pytest ${TESTS_PATHS:-tests/gpu} -q -rA -p no:cacheprovider -W ignore::DeprecationWarning \
-    ${TESTS_K:+-k "$TESTS_K"} 2>&1 | grep -v "^PASSED" | tee -a "$log" | tail -5
+  failures="$out/failures-$build${LOG_TAG:+-$LOG_TAG}.txt"
+  : > "$failures"
+  NVSCOPE_GPU_FAILURES="$failures" timeout "${TESTS_TIMEOUT:-420}" python -m pytest ${TESTS_PATHS:-tests/gpu} -q -rA -p no:cacheprovider -W ignore::DeprecationWarning \
+    ${TESTS_K:+-k "$TESTS_K"} ${TESTS_ARGS:-} 2>&1 | grep -v "^PASSED" | tee -a "$log" | tail -5
 fi
 if [[ $parts == *thunder-suite* ]]; then
   step "Thunder's own test_nvfuser.py, each test inside nv_options(enable=[static_fusion_count])"
