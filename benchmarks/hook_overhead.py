@@ -18,7 +18,8 @@ pass-through (``def __call__(fusion, *args): return original(fusion, *args)``: t
 Thunder's ``__call__`` adds), and the patched wrapper's class called with
 (a) no scope anywhere (the hook is not in place then: nvscope._core._patches.demand), (a2) no scope in the caller's
 context while one exists elsewhere (a context copied inside a scope, as an asyncio task's), (b) one scope, (c) five
-nested scopes; (c) - (b) is paired too. Then, paired the same way: the per-call cost against
+nested scopes, (d) a ``share=True`` scope that adds no option (the defaults run shared; skipped by code older than
+``share=``); (c) - (b) and (d) - (b) are paired too. Then, paired the same way: the per-call cost against
 the number of option sets used round-robin on one fusion; net allocations on the steady-state path; and
 `import nvscope` time against bare Python in fresh interpreters. No numbers are hard-coded.
 """
@@ -254,6 +255,10 @@ def main() -> None:
     one = [nv_options(enable=["static_fusion_count"])]
     five = [nv_options(enable=[name]) for name in
             ("static_fusion_count", "kernel_profile", "kernel_lineinfo", "fuse_matmul", "memory_promotion")]
+    try:
+        shared = [nv_options(share=True)]  # type: ignore[call-arg]
+    except TypeError:  # the code before default sharing (an A/B run against an older checkout)
+        shared = []
     n = args.calls
     variants = {
         "bare function call (floor)": block(bare_call, n),
@@ -264,6 +269,8 @@ def main() -> None:
         "(b) patched, one scope": block(patched, n, one),
         "(c) patched, 5 nested scopes": block(patched, n, five),
     }
+    if shared:
+        variants["(d) patched, share=True, no option"] = block(patched, n, shared)
     times = paired_rounds(variants, args.rounds, rng)
     base = times["Thunder wrapper, unpatched"]
     with contextlib.ExitStack() as stack:
@@ -280,6 +287,9 @@ def main() -> None:
         for scope in five[1:]:
             stack.enter_context(scope)
         blocks["(c) patched, 5 nested scopes"] = net_blocks(patched)
+    if shared:
+        with shared[0]:
+            blocks["(d) patched, share=True, no option"] = net_blocks(patched)
 
     print(f"python {sys.version.split()[0]}; {args.rounds} paired rounds (+{WARMUP_ROUNDS} warm-up) x {n:,} calls "
           f"per variant, variants in a random order per round (seed {args.seed}); medians over the rounds, "
@@ -298,6 +308,9 @@ def main() -> None:
             print(f"{name:<38}{per_call:9.1f}")
     nested = added_ns(times["(c) patched, 5 nested scopes"], times["(b) patched, one scope"], n, args.seed)
     print(f"(c) - (b), 5 nested scopes against one: {interval(*nested)} ns/call")
+    if shared:
+        extra = added_ns(times["(d) patched, share=True, no option"], times["(b) patched, one scope"], n, args.seed)
+        print(f"(d) - (b), a shared default call against a scoped one: {interval(*extra)} ns/call")
     over = added_ns(times["(a2) no scope here, one elsewhere"], times["pass-through (wrapping floor)"], n,
                     args.seed)
     print(f"(a2) - pass-through, what the unscoped path adds over a bare wrapping patch: {interval(*over)} ns/call")
