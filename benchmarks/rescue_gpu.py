@@ -3,8 +3,9 @@
     source .gpu/activate.sh && python benchmarks/rescue_gpu.py --out "$NVSCOPE_RESULTS" [--part llama_bf16,...]
     NVSCOPE_GPU_THUNDER=next NVSCOPE_GPU_NVFUSER=0.2.35 source .gpu/activate.sh && python benchmarks/rescue_gpu.py ...
 
-Parts (each writes ``rescue_<part>.py`` (the step), ``rescue_<part>.json``, ``rescue_<part>.log`` (stdout and
-stderr of the command, raw) and prints ``== <part>: ...``):
+Parts (each writes ``rescue_<part>.py`` (the step), ``rescue_<part>.json``, ``rescue_<part>.log`` (the command's
+stderr, its progress lines, streamed into the file line by line with the seconds since the start, so a run cut by a
+time limit still shows where it was; then its stdout) and prints ``== <part>: ...``):
 
 * ``llama_bf16``: Thunder's Llama-2, 2 layers x 256, in bf16, forward + backward; reference: the same model eager
   in bf16 (loss and every gradient, rtol = atol = 5e-2 through ``--tolerance 5e-2``). The answer, its wall time,
@@ -90,11 +91,9 @@ def _part(name: str, out: Path, jobs: int) -> dict[str, object]:
     command = [sys.executable, "-m", "nvscope", "rescue", "--jobs", str(jobs), *flags,
                "--json", str(out / f"rescue_{name}.json"), f"{script}:step"]
     began = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+    code = _streamed(command, env, out / f"rescue_{name}.log", out / f"rescue_{name}.stdout", env_add)
     wall = time.perf_counter() - began
-    (out / f"rescue_{name}.log").write_text(f"$ {' '.join(command)}\n# env: {env_add}\n# exit {done.returncode}, "
-                                            f"{wall:.1f} s\n--- stdout\n{done.stdout}\n--- stderr\n{done.stderr}")
-    summary: dict[str, object] = {"part": name, "exit": done.returncode, "wall_s": round(wall, 1)}
+    summary: dict[str, object] = {"part": name, "exit": code, "wall_s": round(wall, 1)}
     result_path = out / f"rescue_{name}.json"
     if result_path.exists():
         data = json.loads(result_path.read_text())
@@ -107,6 +106,25 @@ def _part(name: str, out: Path, jobs: int) -> dict[str, object]:
         summary["two_steps_s"] = round(time.perf_counter() - began, 1)
         summary["two_steps_exit"] = plain.returncode
     return summary
+
+
+def _streamed(command: list[str], env: dict[str, str], log: Path, stdout: Path, env_add: dict[str, str]) -> int:
+    """Run ``command``; its stderr (the progress lines) goes to ``log`` line by line as it arrives, each stamped with
+    the seconds since the start, so a run cut by a time limit still shows where it was; stdout (the answer) to
+    ``stdout``, and to the log at the end."""
+    began = time.perf_counter()
+    with log.open("w", encoding="utf-8") as sink, stdout.open("w+", encoding="utf-8") as answer:
+        sink.write(f"$ {' '.join(command)}\n# env: {env_add}\n--- stderr, streamed\n")
+        sink.flush()
+        child = subprocess.Popen(command, stdout=answer, stderr=subprocess.PIPE, text=True, env=env, bufsize=1)
+        assert child.stderr is not None
+        for line in child.stderr:
+            sink.write(f"[{time.perf_counter() - began:7.1f} s] {line}")
+            sink.flush()
+        code = child.wait()
+        answer.seek(0)
+        sink.write(f"--- stdout\n{answer.read()}\n# exit {code}, {time.perf_counter() - began:.1f} s\n")
+    return code
 
 
 def main() -> int:

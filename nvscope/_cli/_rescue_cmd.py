@@ -24,11 +24,12 @@ __all__ = ["add_parser", "command"]
 
 _DESCRIPTION = """\
 Run a step (a script's function, or a whole program) as it runs under nvFuser's defaults, name each fusion that goes
-wrong (it raises, kills the process, hangs, or with --sanitize writes out of bounds; with --reference the step's
-result must match), and search per failing fusion the nvFuser options that cure it: the escape hatches nvFuser
-documents first, then the catalog's codegen options its ops allow, smallest sets first. Every probe runs in a fresh
-process (--jobs at a time, --timeout each). Prints per fusion what went wrong and its cure, the nv_options(...) line
-for the whole step (fusions that pass keep their defaults), a final proof, and a repro script per failing fusion."""
+wrong (it raises, kills the process, hangs, computes outputs nvFuser's own validate finds wrong against ATen, or
+with --sanitize writes out of bounds; with --reference the step's result must match), and search per failing fusion
+the nvFuser options that cure it: the escape hatches nvFuser documents first, then the catalog's codegen options its
+ops allow, smallest sets first. Every probe runs in a fresh process (--jobs at a time, --timeout each). Prints per
+fusion what went wrong and its cure, the nv_options(...) line for the whole step (fusions that pass keep their
+defaults), a final proof, and a repro script per failing fusion."""
 
 _EPILOG = """\
 exit codes: 0 when every failing fusion is rescued, or nothing failed (the output says which); 1 when some fusion has
@@ -64,6 +65,8 @@ def add_parser(subparsers: Any) -> None:
                    help="more runs a cure must pass before it is believed (default 1)")
     p.add_argument("--candidates", action="append", metavar="SPEC",
                    help="try only these sets, in this order (--candidates=-resize_scheduler; repeat it)")
+    p.add_argument("--no-validate", dest="validate", action="store_false",
+                   help="skip nvFuser's FusionDefinition.validate (each fusion's outputs against ATen's)")
     p.add_argument("--sanitize", action="store_true",
                    help="run every probe under compute-sanitizer --tool memcheck, caching allocator off")
     p.add_argument("--sanitizer", default="compute-sanitizer", help=argparse.SUPPRESS)
@@ -115,7 +118,7 @@ def command(ns: argparse.Namespace) -> int:
         result = rescue(target, reference=ns.reference, max_set_size=ns.max_set_size, budget_s=ns.budget,
                         jobs=ns.jobs, timeout=ns.timeout, confirm=ns.confirm, sanitize=ns.sanitize,
                         sanitizer=ns.sanitizer, tolerance=ns.tolerance, module=ns.module is not None,
-                        args=ns.args, candidates=candidates, progress=not ns.quiet)
+                        args=ns.args, candidates=candidates, validate=ns.validate, progress=not ns.quiet)
     except (ValueError, TypeError, FileNotFoundError) as error:
         return _error(str(error))
     print(result.report(), file=text_stream(ns.json))

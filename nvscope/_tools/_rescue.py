@@ -26,19 +26,22 @@ from typing import Any
 from nvscope._core import OptionSet, cut
 from nvscope._measure import _checks, options_from, own_keywords, progress_printer
 from nvscope._tools._rescue_probe import Children, Plan, observe
-from nvscope._tools._rescue_report import Failure, FusionRescue, RescueResult, issue_text
+from nvscope._tools._rescue_report import Failure, FusionRescue, RescueResult, facts, issue_text
 from nvscope._tools._rescue_search import candidates, search
+from nvscope._tools._rescue_watch import NO_VALIDATE, scripts_directory, tidy
 
 __all__ = ["rescue"]
 
 Probe = Callable[[list[Plan]], list[dict[str, Any]]]
 _ENV = ("NVFUSER_ENABLE", "NVFUSER_DISABLE")
+_FACTS = "# nvscope rescue found:"  # the first line of the report's header on a repro script
 
 
-def _in_process(step: Callable[[], Any], reference: Callable[[], Any] | None, tolerance: float | None) -> Probe:
+def _in_process(step: Callable[[], Any], reference: Callable[[], Any] | None, tolerance: float | None,
+                scripts: str) -> Probe:
     def run(plans: list[Plan]) -> list[dict[str, Any]]:
-        return [observe(step, reference, {"groups": [[{"enable": o.enable_list(), "disable": o.disable_list()}, f]
-                                                     for o, f in plan.groups()]}, tolerance) for plan in plans]
+        # A fusion's repro script is written when it fails (this process is alive to write it then).
+        return [observe(step, reference, {**plan.spec(), "scripts": scripts}, tolerance) for plan in plans]
     return run
 
 
@@ -76,7 +79,8 @@ def rescue(step: Callable[[], Any] | str, /, *, reference: Callable[[], Any] | s
            max_set_size: int = 2, budget_s: float = 1800.0, jobs: int = 1, timeout: float = 600.0,
            confirm: int = 1, sanitize: bool = False, sanitizer: str = "compute-sanitizer",
            tolerance: float | None = None, module: bool = False, args: list[str] | tuple[str, ...] = (),
-           candidates: Sequence[object] | None = None, progress: bool = True) -> RescueResult:
+           candidates: Sequence[object] | None = None, validate: bool = True,
+           progress: bool = True) -> RescueResult:
     """Find per fusion the nvFuser options that make ``step`` run (and match ``reference``) when it goes wrong under
     nvFuser's defaults. See the module docstring and docs/rescue.md.
 
@@ -87,7 +91,10 @@ def rescue(step: Callable[[], Any] | str, /, *, reference: Callable[[], Any] | s
     name of a function beside it); its result and the step's are compared with tolerances by dtype (``tolerance``:
     one bound instead). ``max_set_size``: the most options per candidate set; ``budget_s``: the time for the whole
     search; ``confirm``: how many more runs a cure must pass; ``candidates``: the sets to try instead of the
-    catalog's (specs as for `nvscope.search`, tried in the order given, each still gated by the fusion's ops).
+    catalog's (specs as for `nvscope.search`, tried in the order given, each still gated by the fusion's ops);
+    ``validate``: check each fusion's first execution with nvFuser's ``FusionDefinition.validate`` (its outputs
+    against ATen's), where the installed frontend has it, so that a fusion computing wrong numbers is named and
+    searched like one that raises.
     """
     from nvscope._measure import resolve
 
@@ -98,6 +105,8 @@ def rescue(step: Callable[[], Any] | str, /, *, reference: Callable[[], Any] | s
     tolerance = _checks.number("tolerance", tolerance, none=True)
     say = progress_printer("rescue", progress)
     env = OptionSet.from_env()
+    if not isinstance(validate, bool):
+        raise TypeError(f"validate= takes True or False, not {type(validate).__name__}")
     if isinstance(step, str):
         from nvscope._tools._bisect_process import timeout_seconds
 
@@ -110,7 +119,9 @@ def rescue(step: Callable[[], Any] | str, /, *, reference: Callable[[], Any] | s
         if sanitize and not _on_path(sanitizer):
             raise FileNotFoundError(f"{sanitizer}: not found on PATH (it comes with the CUDA toolkit); leave out "
                                     "sanitize to rescue without it")
-        probe: Probe = Children(target, timeout=timeout, sanitizer=sanitizer if sanitize else None).run
+        scripts = scripts_directory()
+        probe: Probe = Children(target, timeout=timeout, sanitizer=sanitizer if sanitize else None,
+                                scripts=scripts).run
         mode, drops = "child processes", [v for v in _ENV if os.environ.get(v)]
     else:
         _checks.step_callable("rescue", step)
@@ -119,10 +130,13 @@ def rescue(step: Callable[[], Any] | str, /, *, reference: Callable[[], Any] | s
                              "'script.py:FUNCTION' instead of a callable")
         if reference is not None and not callable(reference):
             raise TypeError(f"reference= takes a callable for a callable step, not {type(reference).__name__}")
-        probe, mode, drops = _in_process(step, reference, tolerance), "in-process", []
-    checks = ("raises", *(("faults",) if mode != "in-process" else ()), *(("reference",) if reference else ()),
-              *(("memcheck",) if sanitize else ()))
-    return _drive(probe, say, mode, checks, env, drops, max_set_size, budget_s, jobs, confirm, given)
+        scripts = scripts_directory()
+        probe, mode, drops = _in_process(step, reference, tolerance, scripts), "in-process", []
+    checks = ("raises", *(("faults",) if mode != "in-process" else ()), *(("validate",) if validate else ()),
+              *(("reference",) if reference else ()), *(("memcheck",) if sanitize else ()))
+    result = _drive(probe, say, mode, checks, env, drops, max_set_size, budget_s, jobs, confirm, given)
+    tidy(scripts, [p for r in result.rescues for p in r.repro_scripts])
+    return result
 
 
 def _gate(ops: list[str] | None) -> Callable[[str, str], bool]:
@@ -140,19 +154,24 @@ def _on_path(program: str) -> bool:
 
 
 def _fails_at(observation: dict[str, Any], fusion: str) -> bool:
-    """Whether ``fusion`` failed in the probe, or never ran (a probe that stopped before it proves no cure)."""
+    """Whether ``fusion`` failed in the probe (another fusion's wrong numbers do not hide its own), or never ran (a
+    probe that stopped before it proves no cure)."""
     failure = observation["failure"]
     ran = any(f["id"] == fusion for f in observation["fusions"])
-    return not ran or (failure is not None and failure["fusion"] == fusion)
+    return (not ran or fusion in observation.get("failed", ())
+            or (failure is not None and failure["fusion"] == fusion))
 
 
 def _drive(probe: Probe, say: Callable[[str], None], mode: str, checks: tuple[str, ...], env: OptionSet,
            drops: list[str], max_set_size: int, budget_s: float, jobs: int, confirm: int,
            given: list[OptionSet] | None = None) -> RescueResult:
     began = time.monotonic()
-    say("running the step under nvFuser's defaults (Thunder's own path)")
+    validate = "validate" in checks
+    say("running the step under nvFuser's defaults (Thunder's own path)"
+        + (", each fusion checked by nvFuser's validate" if validate else ""))
     plan: dict[str, OptionSet] = {}
-    seen = probe([Plan(plan)])[0]
+    seen = probe([Plan(plan, validate=validate)])[0]
+    clean = 0  # clean whole runs with the cures so far: the last re-run counts toward the proof
     fusions = [f["id"] for f in seen["fusions"]]
     info = {f["id"]: f for f in seen["fusions"]}
     rescues: list[FusionRescue] = []
@@ -170,7 +189,7 @@ def _drive(probe: Probe, say: Callable[[str], None], mode: str, checks: tuple[st
         say(f"{fusion}: {failure['kind']}: {failure['line'][:160]}")
         causes = []
         for variable in drops:  # does the environment's option cause it?
-            if not _fails_at(probe([Plan(plan, (variable,))])[0], fusion):
+            if not _fails_at(probe([Plan(plan, (variable,), validate and [fusion])])[0], fusion):
                 causes.append(variable)
         fused = info.get(fusion) or {"ops": None, "own": {}}
         taken = options_from(fused.get("own") or {}) | env
@@ -178,11 +197,12 @@ def _drive(probe: Probe, say: Callable[[str], None], mode: str, checks: tuple[st
             if given is None else [o for o in given if len(o.enable) + len(o.disable) <= max_set_size
                                    and o.only(_gate(fused["ops"])) == o]
         say(f"{fusion}: trying {len(sets)} option sets, {jobs} at a time")
-        repro: list[str] = list(failure.get("repro", []))
+        repro: list[str] = list(seen.get("repro", []))  # the defaults' failure first
 
         def cures(batch: list[OptionSet], fusion: str = fusion, repro: list[str] = repro
                   ) -> list[tuple[bool, str]]:
-            seen_now = probe([Plan({**plan, fusion: options}) for options in batch])
+            seen_now = probe([Plan({**plan, fusion: options}, validate=validate and [fusion])
+                              for options in batch])
             out = []
             for options, observed in zip(batch, seen_now, strict=True):
                 bad = _fails_at(observed, fusion)
@@ -201,15 +221,17 @@ def _drive(probe: Probe, say: Callable[[str], None], mode: str, checks: tuple[st
             break
         plan[fusion] = cure
         say(f"{fusion}: cured by {cure.label()}; running the step again with the cures so far")
-        seen = probe([Plan(plan)])[0]
+        seen = probe([Plan(plan, validate=validate)])[0]
+        clean = 1 if seen["failure"] is None else 0
         for f in seen["fusions"]:
             info.setdefault(f["id"], f)
             if f["id"] not in fusions:
                 fusions.append(f["id"])
     proved, proof = None, ""
     if plan and all(r.cure is not None for r in rescues) and unattributed is None:
-        say(f"proving the map: {confirm + 1} runs")
-        finals = probe([Plan(plan)] * (confirm + 1))
+        more = confirm + 1 - clean  # the clean re-run with every cure is the proof's first run
+        say(f"proving the map: {more} more runs" if more else "proved by the run with every cure")
+        finals = [seen] * clean + (probe([Plan(plan, validate=validate)] * more) if more else [])
         bad = [o["failure"] for o in finals if o["failure"] is not None]
         proved = not bad
         proof = (f"{len(finals)} runs clean" + (", matching the reference" if "reference" in checks else "")
@@ -221,6 +243,13 @@ def _drive(probe: Probe, say: Callable[[str], None], mode: str, checks: tuple[st
                      "reach every fusion); the cure shown, if any, works with it set")
     if any(r.cure is None for r in rescues):
         notes.append("on_error='fallback' is no rescue here: it falls back to the defaults, which are what fails")
+    if validate and seen.get("validate") == NO_VALIDATE:
+        notes.append("the installed nvFuser frontend has no FusionDefinition.validate: wrong numbers are checked "
+                     "for the whole step only (against its reference)")
+    elif validate and seen.get("unvalidated"):
+        skipped = seen["unvalidated"]
+        notes.append(f"not validated per fusion ({len(skipped)}): " + "; ".join(
+            f"{f}: {why}" for f, why in list(skipped.items())[:3]) + ("; ..." if len(skipped) > 3 else ""))
     result = RescueResult(tuple(fusions), tuple(rescues), unattributed, proved, proof, mode, checks,
                           time.monotonic() - began, tuple(notes), versions)
     say("done: " + ("nothing to rescue" if result.healthy else "rescued" if result.rescued else "not rescued"))
@@ -228,6 +257,8 @@ def _drive(probe: Probe, say: Callable[[str], None], mode: str, checks: tuple[st
 
 
 def _with_issue(rescue_: FusionRescue, versions: dict[str, str]) -> FusionRescue:
+    """The rescue with its issue text; its repro script (the definition and inputs) gets the rest of the report in
+    its header: what went wrong, the versions, the failing and passing options."""
     import dataclasses
 
     definition = ""
@@ -235,6 +266,12 @@ def _with_issue(rescue_: FusionRescue, versions: dict[str, str]) -> FusionRescue
         try:
             with open(path, encoding="utf-8") as file:
                 definition = file.read()
+            if os.path.basename(path).startswith("rescue-") and _FACTS not in definition:
+                header = [f"{_FACTS} {rescue_.failure.kind}: {rescue_.failure.line[:300]}",
+                          *(f"# {line}" for line in facts(rescue_, versions))]
+                definition = "\n".join(header) + "\n" + definition
+                with open(path, "w", encoding="utf-8") as file:
+                    file.write(definition)
         except OSError:
             pass
     return dataclasses.replace(rescue_, issue=issue_text(rescue_, definition, versions))

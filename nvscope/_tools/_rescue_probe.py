@@ -11,6 +11,9 @@ with a time limit; a child that dies is judged from what it left: the last fusio
 Ctrl-C (or any error) kills every child's group before it propagates. With ``sanitizer``, each child runs under
 ``compute-sanitizer --tool memcheck`` with PyTorch's caching allocator off, and the errors it prints are attributed
 to the fusion whose start marker came last before them.
+
+Each probe runs under a watch (`nvscope._tools._rescue_watch`): nvFuser's validate per fusion, and the
+fusions' repro scripts.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from nvscope._core import OptionSet, dev_mode, first_line
 from nvscope._exec import _events, audit, repro_paths, scripts_named_in
 from nvscope._measure import compare_leaves, flatten_outputs, options_dict, options_from
 from nvscope._tools._bisect_process import _detail
+from nvscope._tools._rescue_watch import NO_VALIDATE, Watch, failure_of, script_path, scripts_directory
 from nvscope._tools._search_fusions import _Map
 
 __all__ = ["CHILD", "MARK", "Children", "Plan", "observe"]
@@ -77,12 +81,19 @@ observe(step, reference, spec)
 
 class Plan:
     """What one probe runs: per fusion id its options (the others keep their defaults); ``drop_env``: without
-    ``NVFUSER_ENABLE``/``NVFUSER_DISABLE`` (the names of the variables to drop)."""
+    ``NVFUSER_ENABLE``/``NVFUSER_DISABLE`` (the names of the variables to drop); ``validate``: the fusions to check
+    with nvFuser's validate (True: every one)."""
 
-    __slots__ = ("drop_env", "options")
+    __slots__ = ("drop_env", "options", "validate")
 
-    def __init__(self, options: dict[str, OptionSet], drop_env: Sequence[str] = ()) -> None:
+    def __init__(self, options: dict[str, OptionSet], drop_env: Sequence[str] = (),
+                 validate: bool | Sequence[str] = True) -> None:
         self.options, self.drop_env = dict(options), tuple(drop_env)
+        self.validate = validate if isinstance(validate, bool) else list(validate)
+
+    def spec(self) -> dict[str, Any]:
+        """The plan as `observe` reads it."""
+        return {"groups": [[options_dict(o), ids] for o, ids in self.groups()], "validate": self.validate}
 
     def groups(self) -> list[tuple[OptionSet, list[str]]]:
         grouped: dict[OptionSet, list[str]] = {}
@@ -90,20 +101,20 @@ class Plan:
             grouped.setdefault(options, []).append(fusion)
         return list(grouped.items())
 
-
-def _failure(fusion: str | None, kind: str, line: str, detail: str = "") -> dict[str, Any]:
-    return {"fusion": fusion, "kind": kind, "line": line, "detail": detail}
-
-
 def observe(step: Callable[[], Any], reference: Callable[[], Any] | None, spec: dict[str, Any],
             tolerance: float | None = None) -> dict[str, Any]:
     """Run ``step`` once under the plan in ``spec`` (``groups``: [[options, [ids]], ...]) and say what happened (a
     JSON-able dict, also written to ``spec["out"]`` when given). ``spec["events"]``: a file that gets each fusion's id
-    before it runs; ``spec["markers"]``: the same on standard output (for the sanitizer's lines)."""
+    before it runs; ``spec["markers"]``: the same on standard output (for the sanitizer's lines);
+    ``spec["validate"]``: true (every fusion) or the ids to check with nvFuser's validate; ``spec["scripts"]``: the
+    directory for repro scripts, written before each fusion's first run with ``spec["prewrite"]``, else when it
+    fails. The result's ``failure`` is the first failure in time, ``failed`` every fusion that failed."""
     groups = [(options_from(o), list(ids)) for o, ids in spec.get("groups", ())]
     events: TextIO | None = open(spec["events"], "a", encoding="utf-8") if spec.get("events") else None
     caught: list[tuple[str, BaseException]] = []
     fusions: dict[str, dict[str, Any]] = {}
+    watch = Watch(spec.get("validate") or (), spec.get("scripts"), bool(spec.get("prewrite")),
+                   {f for _, ids in groups for f in ids})
 
     def seen(record: _events.FusionRecord) -> None:
         if record.fusion not in fusions:
@@ -119,15 +130,19 @@ def observe(step: Callable[[], Any], reference: Callable[[], Any] | None, spec: 
             events.flush()
         if spec.get("markers"):
             print(MARK + record.fusion, flush=True)
+        watch.enter(record.fusion, record.info.ops)
         try:
             yield None
         except BaseException as error:
             if not caught:
                 caught.append((record.fusion, error))
             raise
+        finally:
+            watch.leave()
 
-    result: dict[str, Any] = {"failure": None, "matched": None, "numerics": "", "repro": []}
+    result: dict[str, Any] = {"failure": None, "failed": [], "matched": None, "numerics": "", "repro": []}
     out: Any = None
+    failures: list[dict[str, Any]] = []
     try:
         with dev_mode(True), warnings.catch_warnings(), audit(), _events.listening(seen, timer), _Map(groups):
             warnings.simplefilter("ignore")
@@ -138,20 +153,31 @@ def observe(step: Callable[[], Any], reference: Callable[[], Any] | None, spec: 
                     raise
                 if caught:
                     fusion, inner = caught[0]
-                    result["failure"] = _failure(fusion, "raise", first_line(inner, 400), str(inner)[:2000])
+                    failures.append(failure_of(fusion, "raise", first_line(inner, 400), str(inner)[:2000]))
                     result["repro"] = list(repro_paths(inner))
                 elif not (isinstance(error, SystemExit) and not error.code):
-                    result["failure"] = _failure(None, "step", first_line(error, 400))
+                    result["failure"] = failure_of(None, "step", first_line(error, 400))
+            finally:
+                watch.close()
+        failures[:0] = watch.wrong  # a fusion's wrong numbers come before the raise that ended the step
+        if failures:
+            result["failure"] = failures[0]
+            result["failed"] = list(dict.fromkeys(f["fusion"] for f in failures))
+            result["repro"] = [*(watch.written[f] for f in result["failed"] if f in watch.written), *result["repro"]]
         if result["failure"] is None and reference is not None:
             numerics = compare_leaves(flatten_outputs(reference(), "out"), flatten_outputs(out, "out"), tolerance)
             result["matched"], result["numerics"] = numerics.ok, numerics.detail
             if not numerics.ok:
-                result["failure"] = _failure(None, "numbers", f"the step's result differs from its reference: "
+                result["failure"] = failure_of(None, "numbers", f"the step's result differs from its reference: "
                                                               f"{numerics.detail}")
     finally:
         if events is not None:
             events.close()
     result["fusions"] = list(fusions.values())
+    result["validated"] = sorted(watch.checked)
+    result["unvalidated"] = dict(watch.skipped)
+    if watch.validate and watch.frontends and not watch.found_validate:
+        result["validate"] = NO_VALIDATE
     if spec.get("out"):
         with open(spec["out"], "w", encoding="utf-8") as file:
             json.dump(result, file)
@@ -180,10 +206,12 @@ class Children:
     "reference"}."""
 
     def __init__(self, target: dict[str, Any], *, timeout: float, python: str = sys.executable,
-                 sanitizer: str | None = None) -> None:
+                 sanitizer: str | None = None, scripts: str | None = None) -> None:
         self.target, self.timeout, self.python, self.sanitizer = target, timeout, python, sanitizer
         # One directory for every child's repro scripts (each would make its own), kept after the rescue.
         self.repro_dir = os.environ.get("NVSCOPE_REPRO_DIR") or tempfile.mkdtemp(prefix="nvscope-repro-")
+        # The fusions' repro scripts, written before each runs (`tidy` keeps the failing ones').
+        self.scripts = scripts or scripts_directory()
 
     def run(self, plans: Sequence[Plan]) -> list[dict[str, Any]]:
         """Run the plans at once (the caller bounds how many), each in a child; their observations, in order."""
@@ -201,8 +229,8 @@ class Children:
                     err.close()
 
     def _start(self, plan: Plan, stem: str) -> tuple[subprocess.Popen[str], dict[str, Any], TextIO, TextIO]:
-        spec = {"target": self.target, "groups": [[options_dict(o), ids] for o, ids in plan.groups()],
-                "events": stem + ".events", "out": stem + ".json", "markers": self.sanitizer is not None}
+        spec = {"target": self.target, **plan.spec(), "events": stem + ".events", "out": stem + ".json",
+                "markers": self.sanitizer is not None, "scripts": self.scripts, "prewrite": True}
         with open(stem + ".spec", "w", encoding="utf-8") as file:
             json.dump(spec, file)
         env = {k: v for k, v in os.environ.items() if k not in plan.drop_env and k != "NVSCOPE_RUN"}
@@ -234,21 +262,29 @@ class Children:
         else:  # it died (or hung) before it could say: the last fusion it started is the one
             done = None if code is None else subprocess.CompletedProcess(child.args, code, stdout, stderr)
             how = "timeout" if code is None else "fault"
+            last = started[-1] if started else None
+            # Its repro script was written before it ran (``prewrite``): the fault left no time after.
+            script = None if last is None else script_path(self.scripts, last)
             result = {"fusions": [{"id": f, "ops": None, "own": options_dict(OptionSet())}
                                   for f in dict.fromkeys(started)], "matched": None, "numerics": "",
-                      "failure": _failure(started[-1] if started else None, how, _detail(done, self.timeout),
-                                          stderr[-2000:]), "repro": []}
+                      "failure": failure_of(last, how, _detail(done, self.timeout), stderr[-2000:]),
+                      "failed": [last] if last else [],
+                      "repro": [script] if script and os.path.isfile(script) else []}
         result["repro"] = list(dict.fromkeys([*result["repro"], *scripts_named_in(stderr)]))
         if self.sanitizer is not None:
             total, per = sanitizer_errors(stdout)
             result["memory_errors"] = total
             if total is None:
-                result["failure"] = result["failure"] or _failure(None, "step", "compute-sanitizer printed no "
+                result["failure"] = result["failure"] or failure_of(None, "step", "compute-sanitizer printed no "
                                                                   "ERROR SUMMARY", stdout[-1000:])
             elif total and result["failure"] is None:
                 fusion = next(iter(per), None)
-                result["failure"] = _failure(None if fusion == "?" else fusion, "memory",
+                result["failure"] = failure_of(None if fusion == "?" else fusion, "memory",
                                              f"compute-sanitizer memcheck: {total} errors", stdout[-2000:])
+                result["failed"] = [f for f in per if f != "?"]
+                script = script_path(self.scripts, fusion) if fusion and fusion != "?" else ""
+                if os.path.isfile(script):
+                    result["repro"] = [script, *result["repro"]]
         return result
 
 

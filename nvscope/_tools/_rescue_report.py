@@ -12,7 +12,7 @@ from nvscope._core import OptionSet
 from nvscope._measure import LoadableResult, nv_options_line, options_dict, options_from, spec
 from nvscope._tools._rescue_search import Attempt
 
-__all__ = ["Failure", "FusionRescue", "RescueResult", "location_of"]
+__all__ = ["Failure", "FusionRescue", "RescueResult", "facts", "issue_text", "location_of"]
 
 _LOCATION = re.compile(r"(csrc/[\w./-]+\.(?:cpp|h|cu|cuh|hpp):\d+)")
 KINDS: Mapping[str, str] = {
@@ -185,18 +185,24 @@ class RescueResult(LoadableResult):
                    dict(data["versions"]))
 
 
+def facts(rescue: FusionRescue, versions: dict[str, str]) -> list[str]:
+    """What a bug report needs beside the definition: versions, the failing and the passing options."""
+    tried = [a for a in rescue.attempts if not a.cured]
+    return ["Versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()),
+            "Fails under: the defaults" + (f" plus {', '.join(rescue.env_cause)} from the environment"
+                                            if rescue.env_cause else ""),
+            "Passes with: " + (spec(rescue.cure) if rescue.cure is not None else "no option tried"),
+            f"Also fails with: {', '.join(spec(a.options) for a in tried[:8]) or '-'}"
+            + (f" (and {len(tried) - 8} more)" if len(tried) > 8 else "")]
+
+
 def issue_text(rescue: FusionRescue, definition: str, versions: dict[str, str], inputs: str = "") -> str:
     """A short nvFuser issue: what fails, where, the failing and passing options, versions, the repro."""
     failure = rescue.failure
-    tried = [a for a in rescue.attempts if not a.cured]
+    versions_line, *options = facts(rescue, versions)
     lines = [f"### {KINDS.get(failure.kind, failure.kind).capitalize()} in fusion {rescue.fusion} under the default "
              "options", "", f"`{failure.line[:300]}`" + (f" ({failure.location})" if failure.location else ""), "",
-             "Versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()), "",
-             "Fails under: the defaults" + (f" plus {', '.join(rescue.env_cause)} from the environment"
-                                             if rescue.env_cause else ""),
-             "Passes with: " + (spec(rescue.cure) if rescue.cure is not None else "no option tried"),
-             f"Also fails with: {', '.join(spec(a.options) for a in tried[:8]) or '-'}"
-             + (f" (and {len(tried) - 8} more)" if len(tried) > 8 else "")]
+             versions_line, "", *options]
     if inputs:
         lines += ["", f"Inputs: {inputs}"]
     lines += ["", "Repro: " + (", ".join(rescue.repro_scripts) or "(none written)")]

@@ -99,10 +99,43 @@ def test_a_set_of_two_when_no_single_option_cures(double: ThunderDouble) -> None
     assert one.rescues[0].cure is None and one.exit_code() == 1
 
 
-def test_wrong_numbers_against_the_reference_are_reported_unattributed(double: ThunderDouble) -> None:
+def test_nvfusers_validate_names_the_fusion_with_wrong_numbers_and_the_search_cures_it(double: ThunderDouble) -> None:
+    # nvFusion1 computes 3 * x under the defaults: its validate (outputs against ATen's) fails; -resize_scheduler cures
+    step = chain(double, {1: "wrong::-resize_scheduler"})
+    result = nvscope.rescue(step, reference=lambda: 16.0, candidates=["-infer_contiguity", "-resize_scheduler"],
+                            progress=False)
+    (rescued,) = result.rescues
+    assert rescued.fusion == "forward/nvFusion1" and rescued.failure.kind == "numbers"
+    assert "validate" in rescued.failure.line and result.unattributed is None
+    assert [(a.options, a.cured) for a in rescued.attempts][:2] == [
+        (OptionSet(disable=["infer_contiguity"]), False), (OptionSet(disable=["resize_scheduler"]), True)]
+    assert result.proved is True and result.exit_code() == 0 and "validate" in result.checks
+    assert "wrong numbers" in result.report()
+    # its repro script: written while the process was alive, nvFuser's own, the defaults' definition and inputs
+    (script,) = rescued.repro_scripts
+    assert "fails:wrong::-resize_scheduler" in Path(script).read_text() and script in rescued.issue
+    with nvscope.nv_options(disable=["resize_scheduler"], fusions=["forward/nvFusion1"]):
+        assert step() == 16.0
+
+
+def test_without_validate_wrong_numbers_are_the_whole_steps_and_the_report_says_why(
+        double: ThunderDouble, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delattr(double.fe.FusionDefinition, "validate")  # a frontend before nvFuser's validate
     result = nvscope.rescue(chain(double, {1: "wrong::-resize_scheduler"}), reference=lambda: 16.0, progress=False)
-    assert result.unattributed is not None and result.unattributed.kind == "numbers"
+    assert result.unattributed is not None and result.unattributed.kind == "numbers" and not result.rescues
     assert result.exit_code() == 1 and "not attributed to a fusion" in result.report()
+    assert "has no FusionDefinition.validate: wrong numbers are checked for the whole step only" in result.report()
+    # validate=False: the same, without the note
+    off = nvscope.rescue(chain(double, {1: "wrong::-resize_scheduler"}), reference=lambda: 16.0, validate=False,
+                         progress=False)
+    assert off.unattributed is not None and "validate" not in off.checks and "FusionDefinition.validate" not in str(off)
+
+
+def test_a_healthy_step_runs_once(double: ThunderDouble) -> None:
+    step = chain(double, {})
+    nvscope.rescue(step, reference=lambda: 16.0, progress=False)
+    # the diagnosis is the only run: four fusions, each executed once (validate's execute is that execution)
+    assert len(double.executions) == 4
 
 
 @pytest.mark.parametrize("bad, message", [
@@ -125,15 +158,26 @@ def script(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.mark.parametrize("how", ["abort", "segv"])
-def test_a_fault_that_kills_the_process_is_named_and_cured_in_children(script: Path, how: str,
+def test_a_fault_that_kills_the_process_is_named_and_cured_in_children(script: Path, how: str, tmp_path: Path,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FAILS", f"2={how}::-infer_contiguity")
+    monkeypatch.setenv("NVSCOPE_REPRO_DIR", str(tmp_path / "repro"))
     result = nvscope.rescue(f"{script}:step", reference="eager", jobs=2,
                             candidates=["-resize_scheduler", "-infer_contiguity"], progress=False)
     (rescued,) = result.rescues
     assert rescued.fusion == "forward/nvFusion2" and rescued.failure.kind == "fault"
     assert ("SIGABRT" if how == "abort" else "SIGSEGV") in rescued.failure.line
     assert rescued.cure == OptionSet(disable=["infer_contiguity"]) and result.proved and result.exit_code() == 0
+    # The process died in the fusion: its repro was written before it ran, and the report carries the rest
+    (script_path,) = rescued.repro_scripts
+    repro = Path(script_path).read_text()
+    assert "fails:" + f"{how}::-infer_contiguity" in repro and "fd.execute(inputs)" in repro  # definition, inputs
+    assert "    4.0,\n" in repro.split("inputs = [")[1]  # the inputs it ran with (the double's are numbers)
+    for text in (repro, rescued.issue):
+        assert "Fails under: the defaults" in text and "Passes with: -infer_contiguity" in text
+        assert "Versions: " in text
+    # only the failing fusion's script is kept
+    assert sorted(p.name for p in Path(script_path).parent.glob("rescue-*.py")) == [Path(script_path).name]
 
 
 def test_a_program_target_and_an_option_of_the_environment(script: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,0 +1,189 @@
+"""The watch over one rescue probe.
+
+`Watch` sits on the frontend's ``FusionDefinition.execute`` while a probe runs, at each fusion's first execution:
+it writes the fusion's repro script (nvFuser's ``repro_script_for(inputs)``: the definition, the inputs' shapes,
+dtypes and strides) before it runs (``prewrite``, in children: a fault leaves no time after) or when it fails, and
+runs nvFuser's own ``FusionDefinition.validate`` in its place (``validate``): the one execution, then the outputs
+compared with ATen's evaluation of the same definition, tolerances by dtype and reduction size. A mismatch is that
+fusion's wrong numbers; the step goes on with its outputs. The scripts go to one directory per rescue
+(`scripts_directory`); `tidy` removes those no failure kept.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import tempfile
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from nvscope._core import first_line
+
+__all__ = ["NO_VALIDATE", "Watch", "failure_of", "script_path", "scripts_directory", "tidy"]
+
+# The observation's ``validate`` when a fusion was to be validated and no loaded frontend has validate.
+NO_VALIDATE = "none"
+# Ops whose numbers ATen draws differently (its evaluation is not nvFuser's random stream): not validated.
+_RANDOM = frozenset({"uniform", "normal", "rand_like", "randn_like", "bernoulli"})
+_ALIASED = re.compile(r"fd\.add_output\(\s*[\w.]+\s*,")  # an output that updates an input in place
+
+
+def scripts_directory() -> str:
+    """A new directory for one rescue's repro scripts (in ``NVSCOPE_REPRO_DIR`` when set): no rescue overwrites
+    another's."""
+    base = os.environ.get("NVSCOPE_REPRO_DIR") or None
+    if base:
+        os.makedirs(base, exist_ok=True)
+    return tempfile.mkdtemp(prefix="nvscope-rescue-", dir=base)
+
+
+def tidy(directory: str, keep: Sequence[str]) -> None:
+    """Remove the repro scripts in ``directory`` that no failure kept (children write each fusion's before it runs),
+    and the directory when nothing is left."""
+    kept = {os.path.abspath(p) for p in keep}
+    for name in os.listdir(directory):
+        path = os.path.abspath(os.path.join(directory, name))
+        if name.startswith("rescue-") and name.endswith(".py") and path not in kept:
+            os.remove(path)
+    if not os.listdir(directory):
+        os.rmdir(directory)
+
+
+def script_path(directory: str, fusion: str) -> str:
+    """Where a probe writes ``fusion``'s repro script (a fixed name: the parent finds it after a fault)."""
+    return os.path.join(directory, "rescue-" + "".join(c if c.isalnum() or c in "_-." else "_" for c in fusion)
+                        + ".py")
+
+
+class Watch:
+    """The frontend's ``FusionDefinition.execute``, watched while one probe runs (module docstring). ``validate``:
+    True (every fusion), or the ids to validate; ``scripts``: the directory for repro scripts (None: none);
+    ``planned``: the fusions under options in this probe (their scripts are not the defaults' failure)."""
+
+    def __init__(self, validate: bool | Sequence[str], scripts: str | None, prewrite: bool,
+                 planned: set[str]) -> None:
+        self.validate, self.scripts, self.prewrite, self.planned = validate, scripts, prewrite, planned
+        self.local = threading.local()
+        self.done: set[str] = set()
+        self.wrong: list[dict[str, Any]] = []
+        self.skipped: dict[str, str] = {}
+        self.written: dict[str, str] = {}
+        self.frontends: list[tuple[type, Any]] | None = None  # (class, its own execute or None), once patched
+        self.found_validate = False
+        self.checked: set[str] = set()  # the fusions validate compared
+
+    def wants(self, fusion: str) -> bool:
+        return self.validate is True or (not isinstance(self.validate, bool) and fusion in self.validate)
+
+    def enter(self, fusion: str, ops: Any) -> None:
+        if self.frontends is None:
+            self._patch()
+        self.local.fusion, self.local.ops = fusion, ops
+
+    def leave(self) -> None:
+        self.local.fusion = None
+
+    def _patch(self) -> None:
+        self.frontends = []
+        for name in ("nvfuser_direct", "nvfuser"):  # the frontend Thunder (or the program) loaded by now
+            cls: Any = getattr(sys.modules.get(name), "FusionDefinition", None)
+            if not (isinstance(cls, type) and callable(getattr(cls, "execute", None))):
+                continue
+            self.frontends.append((cls, vars(cls).get("execute")))
+            self.found_validate = self.found_validate or callable(getattr(cls, "validate", None))
+            patched: Any = cls
+            patched.execute = self._wrap(patched.execute)
+
+    def close(self) -> None:
+        for frontend, own in self.frontends or ():
+            cls: Any = frontend
+            if getattr(vars(cls).get("execute"), "_nvscope_rescue", False):
+                if own is None:
+                    delattr(cls, "execute")
+                else:
+                    cls.execute = own
+
+    def _write(self, fusion: str, fd: Any, inputs: Any) -> None:
+        if self.scripts is None or fusion in self.planned or fusion in self.written:
+            return
+        path = script_path(self.scripts, fusion)
+        try:
+            body = fd.repro_script_for(list(inputs))
+        except Exception as error:  # a definition nvFuser cannot print: the report says so
+            body = f"# nvFuser's repro_script_for failed: {first_line(error, 300)}\n"
+        os.makedirs(self.scripts, exist_ok=True)
+        partial = f"{path}.{os.getpid()}.tmp"
+        with open(partial, "w", encoding="utf-8") as file:
+            file.write(f"# nvscope rescue: fusion {fusion} as it ran under nvFuser's defaults (no per-call "
+                       "options).\n# The inputs have its inputs' shapes, dtypes and strides, not their "
+                       f"values.\n{body}")
+        os.replace(partial, path)  # atomic: probes in parallel write the same fusion's script
+        self.written[fusion] = path
+
+    def _wrap(self, previous: Any) -> Any:
+        watch, local = self, self.local
+
+        def execute(fd: Any, inputs: Any, *args: Any, **kwargs: Any) -> Any:
+            if getattr(local, "validating", False):  # validate's own execute
+                local.executed = (previous(fd, inputs, *args, **kwargs),)
+                return local.executed[0]
+            fusion = getattr(local, "fusion", None)
+            if fusion is None or fusion in watch.done:
+                return previous(fd, inputs, *args, **kwargs)
+            watch.done.add(fusion)
+            if watch.prewrite:
+                watch._write(fusion, fd, inputs)
+            validate = getattr(type(fd), "validate", None)
+            reason = watch._unvalidated(fd, fusion, args, validate)
+            if reason is not None:
+                try:
+                    return previous(fd, inputs, *args, **kwargs)
+                except Exception:
+                    watch._write(fusion, fd, inputs)
+                    raise
+            assert validate is not None, "`_unvalidated` said why not"
+            local.validating, local.executed = True, None
+            try:
+                outputs = validate(fd, inputs, **kwargs)  # nvFuser's: execute(inputs, **kwargs), then ATen
+                watch.checked.add(fusion)
+                return outputs
+            except Exception as error:
+                if local.executed is None:  # execute itself failed: the fusion raised
+                    watch._write(fusion, fd, inputs)
+                    raise
+                if isinstance(error, AssertionError) or "Validation error" in str(error):
+                    watch.checked.add(fusion)
+                    watch._write(fusion, fd, inputs)
+                    watch.wrong.append(failure_of(fusion, "numbers", "nvFuser's validate (its outputs against ATen's): "
+                                                + first_line(error, 300), str(error)[:2000]))
+                else:
+                    watch.skipped[fusion] = f"validate raised {first_line(error, 200)}"
+                return local.executed[0]
+            finally:
+                local.validating = False
+
+        execute._nvscope_rescue = True  # type: ignore[attr-defined]
+        return execute
+
+    def _unvalidated(self, fd: Any, fusion: str, args: tuple[Any, ...], validate: Any) -> str | None:
+        """Why this execution is not validated, or None."""
+        if not self.wants(fusion) or validate is None or args:
+            return "not asked" if validate is not None else "no validate"
+        ops = set(getattr(self.local, "ops", None) or ())
+        if ops & _RANDOM:
+            self.skipped[fusion] = f"random numbers ({', '.join(sorted(ops & _RANDOM))}): ATen draws others"
+            return self.skipped[fusion]
+        try:
+            aliased = bool(_ALIASED.search(repr(fd)))
+        except Exception:
+            aliased = False
+        if aliased:
+            self.skipped[fusion] = "it updates an input in place: ATen would see the updated input"
+            return self.skipped[fusion]
+        return None
+
+
+def failure_of(fusion: str | None, kind: str, line: str, detail: str = "") -> dict[str, Any]:
+    return {"fusion": fusion, "kind": kind, "line": line, "detail": detail}
