@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TextIO
 
-from nvscope._core import OptionSet, dev_mode, first_line
+from nvscope._core import OptionSet, dev_mode, first_line, nv_options
 from nvscope._exec import _events, audit, repro_paths, scripts_named_in
 from nvscope._measure import compare_leaves, flatten_outputs, options_dict, options_from
 from nvscope._tools._bisect_process import _detail
@@ -144,7 +144,10 @@ def observe(step: Callable[[], Any], reference: Callable[[], Any] | None, spec: 
     out: Any = None
     failures: list[dict[str, Any]] = []
     try:
-        with dev_mode(True), warnings.catch_warnings(), audit(), _events.listening(seen, timer), _Map(groups):
+        # share=False: the diagnosis sees Thunder's own path, as the user's program runs it, also where the program
+        # shares its defaults (NVSCOPE_SHARE=all, an outer share=True scope): a shared definition is another path.
+        with dev_mode(True), warnings.catch_warnings(), audit(), _events.listening(seen, timer), \
+                nv_options(share=False), _Map(groups):
             warnings.simplefilter("ignore")
             try:
                 out = step()

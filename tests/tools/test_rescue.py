@@ -50,6 +50,15 @@ def test_a_healthy_step_has_nothing_to_rescue(double: ThunderDouble) -> None:
     assert all(not e.enable and not e.disable for e in double.executions)
 
 
+def test_the_diagnosis_sees_thunders_own_path_inside_a_sharing_scope(double: ThunderDouble) -> None:
+    """Issue 38: rescue must see the defaults as the user's program runs them; sharing the defaults is another path
+    (nvscope's partition). Inside ``share=True``, the healthy step still runs Thunder's own fusions, each compiling."""
+    with nvscope.nv_options(share=True):
+        result = nvscope.rescue(chain(double, {}), reference=lambda: 16.0, progress=False)
+    assert result.healthy and result.fusions == tuple(f"forward/nvFusion{i}" for i in range(4))
+    assert len(double.fe.COMPILES) == 4  # one per fusion, as Thunder compiles them: nothing shared
+
+
 def test_a_raising_fusion_gets_the_escape_hatch_and_the_rest_keep_their_defaults(double: ThunderDouble) -> None:
     step = chain(double, {2: "raise::-resize_scheduler"})
     with pytest.raises(RuntimeError, match="sync_information"):
