@@ -31,6 +31,7 @@ from nvscope._cli._args import (
     text_stream,
     write_json,
 )
+from nvscope._cli._search_cmd import add_no_share
 from nvscope._core import cut, nv_options
 from nvscope._measure import arg, number
 
@@ -75,6 +76,7 @@ def _common(p: argparse.ArgumentParser, rounds: int, steps: int, warmup: bool) -
     p.add_argument("--json", metavar="PATH|-", help="write the result as JSON to PATH, or with - to standard output "
                    "(the text and what the script prints then go to standard error)")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    add_no_share(p)
 
 
 _margin = arg(number, float)
@@ -211,7 +213,8 @@ def _load_and_run(ns: argparse.Namespace, enable: list[str], disable: list[str],
     fn, params = loaded
     timing = {k: v for k, v in (("rounds", ns.rounds), ("steps_per_round", ns.steps)) if v is not None}
     common = {"enable": enable, "disable": disable, "tolerance": ns.tolerance, "backward": ns.backward,
-              "module": params, "seed": ns.seed, "progress": not ns.quiet, **timing}
+              "module": params, "seed": ns.seed, "progress": not ns.quiet,
+              "share_defaults": not ns.no_share_defaults, **timing}
     run: Callable[[], Any]
     if name == "profile":
         from nvscope._tools import profile
@@ -241,7 +244,8 @@ def _bisect_program(ns: argparse.Namespace, enable: list[str], disable: list[str
     try:
         result = bisect_program(program, module=ns.module is not None, enable=enable, disable=disable,
                                 timeout=600.0 if ns.timeout is None else ns.timeout, bad_exit=ns.bad_exit,
-                                progress=not ns.quiet, kernel_db=not ns.no_kernel_db)
+                                progress=not ns.quiet, kernel_db=not ns.no_kernel_db,
+                                share_defaults=not ns.no_share_defaults)
     except (ValueError, FileNotFoundError) as error:
         return _error("bisect", str(error))
     except RuntimeError as error:

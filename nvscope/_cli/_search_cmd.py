@@ -29,7 +29,15 @@ from nvscope._cli._args import (
 )
 from nvscope._core import cut
 
-__all__ = ["add_parser", "command"]
+__all__ = ["add_no_share", "add_parser", "command"]
+
+
+def add_no_share(p: argparse.ArgumentParser) -> None:
+    """``--no-share-defaults``: the tools' ``share_defaults=False`` (search, profile, bisect)."""
+    p.add_argument("--no-share-defaults", action="store_true",
+                   help="run the step's defaults on their own path (Thunder's: one compile per fusion, as before "
+                        "nvscope shared them) instead of one compiled definition per distinct definition "
+                        "(nv_options(share=True))")
 
 _DESCRIPTION = """\
 Import a script (or a module, with -m), then time one of its functions under each candidate set of nvFuser
@@ -80,6 +88,7 @@ def add_parser(subparsers: Any) -> None:
                    "(the table and what the script prints then go to standard error)")
     p.add_argument("--plot", metavar="PATH", help="write a PNG chart of the ratios (needs matplotlib)")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    add_no_share(p)
     p.add_argument("--list", action="store_true", help="print the default candidates and exit")
     p.add_argument("--per-fusion", action="store_true",
                    help="recommend an option set per fusion instead: each candidate profiled fusion by fusion, the "
@@ -147,7 +156,7 @@ def _load_and_search(ns: argparse.Namespace, target: str, where: str, function: 
         with program_output_to_stderr(ns.json):
             result = search(fn, candidates=ns.candidates, rounds=ns.rounds, steps_per_round=ns.steps,
                             warmup=ns.warmup, tolerance=ns.tolerance, backward=ns.backward, module=params,
-                            seed=ns.seed, progress=not ns.quiet)
+                            seed=ns.seed, progress=not ns.quiet, share_defaults=not ns.no_share_defaults)
     except (ValueError, TypeError) as error:  # the tool's refusal (no fusion ran), as profile and bisect say it
         return _error(str(error), 1)
     except Exception:

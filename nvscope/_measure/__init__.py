@@ -12,6 +12,7 @@ __all__ = [
     "DEFAULT_TOLERANCES",
     "MIN_SAMPLE_S",
     "OPTION_PAIRS",
+    "Compiles",
     "JsonResult",
     "LoadableResult",
     "Numerics",
@@ -26,6 +27,10 @@ __all__ = [
     "arg",
     "attribute",
     "compare_leaves",
+    "compile_clock",
+    "compiles_dict",
+    "compiles_lines",
+    "compiles_of",
     "confirm",
     "count",
     "default_candidates",
@@ -76,6 +81,8 @@ if TYPE_CHECKING:  # what __getattr__ loads, spelled out for type checkers
     from ._harness import Runner as Runner
     from ._harness import Stage as Stage
     from ._harness import Variant as Variant
+    from ._harness import compile_clock as compile_clock
+    from ._harness import compiles_of as compiles_of
     from ._harness import install_adapters as install_adapters
     from ._harness import progress_printer as progress_printer
     from ._harness import seconds as seconds
@@ -92,8 +99,11 @@ if TYPE_CHECKING:  # what __getattr__ loads, spelled out for type checkers
     from ._numerics import has_nan as has_nan
     from ._numerics import pair as pair
     from ._numerics import raw_max_abs_diff as raw_max_abs_diff
+    from ._results import Compiles as Compiles
     from ._results import JsonResult as JsonResult
     from ._results import LoadableResult as LoadableResult
+    from ._results import compiles_dict as compiles_dict
+    from ._results import compiles_lines as compiles_lines
     from ._results import figure_class as figure_class
     from ._results import numerics_dict as numerics_dict
     from ._results import numerics_from as numerics_from
@@ -118,15 +128,16 @@ else:  # hidden from type checkers, which then still report a misspelt name
         **dict.fromkeys(("default_candidates", "resolve", "spec"), "._candidates"),
         "OPTION_PAIRS": "._candidates:_PAIRS",
         **dict.fromkeys(("arg", "count", "number", "rounds", "step_callable"), "._checks"),
-        **dict.fromkeys(("Runner", "Stage", "Variant", "install_adapters", "progress_printer", "seconds"),
-                        "._harness"),
+        **dict.fromkeys(("Runner", "Stage", "Variant", "compile_clock", "compiles_of", "install_adapters",
+                         "progress_printer", "seconds"), "._harness"),
         "kernel_names": "._kernels",
         **dict.fromkeys(("attribute", "import_script"), "._load"),
         **dict.fromkeys(("own_keywords", "step_keywords"), "._keywords"),
         **dict.fromkeys(("DEFAULT_TOLERANCES", "Numerics", "compare_leaves", "flatten_outputs", "grad_targets",
                          "has_nan", "pair", "raw_max_abs_diff"), "._numerics"),
-        **dict.fromkeys(("JsonResult", "LoadableResult", "figure_class", "numerics_dict", "numerics_from",
-                         "nv_options_line", "options_dict", "options_from", "run_command"), "._results"),
+        **dict.fromkeys(("Compiles", "JsonResult", "LoadableResult", "compiles_dict", "compiles_lines", "figure_class",
+                         "numerics_dict", "numerics_from", "nv_options_line", "options_dict", "options_from",
+                         "run_command"), "._results"),
         **dict.fromkeys(("Segment", "SegmentRecorder", "recorder"), "._schedulers"),
         **dict.fromkeys(("RatioSummary", "confirm", "flagged", "median", "rounds_needed", "summarize"), "._stats"),
         **dict.fromkeys(("MIN_SAMPLE_S", "Timer", "now"), "._timer"),

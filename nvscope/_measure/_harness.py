@@ -1,6 +1,11 @@
 """The tools' harness: the step called, its outputs and gradients copied and compared, blocks of calls timed in
-interleaved rounds, and progress said on stderr. Search, per-fusion search, profile and bisect's in-process probes
-are built on it (docs/search.md describes the method).
+interleaved rounds, and progress said on stderr. Search, per-fusion search, profile, compare and bisect's in-process
+probes are built on it (docs/search.md describes the method).
+
+The tools run the step in `Runner.sharing`: ``nv_options(share=True)``, so that the fusions running their own
+options (the defaults, and the fusions an option set does not reach) share one compiled definition per distinct
+definition, as scoped fusions do: a deep model's first default call compiles its distinct definitions, not one per
+fusion. Each variant's first call says what it compiled (`Compiles`, from its audit and `_shared.compiling`).
 """
 
 from __future__ import annotations
@@ -13,12 +18,20 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Literal
 
-from nvscope._core import OptionSet, first_line, nv_options
-from nvscope._exec import audit
+from nvscope._core import OptionSet, cut, first_line, nv_options
+from nvscope._exec import _shared, audit
 from nvscope._measure._numerics import Numerics, compare_leaves, flatten_outputs, grad_targets
+from nvscope._measure._results import Compiles
 from nvscope._measure._timer import Timer
 
-__all__ = ["Runner", "Stage", "Variant", "install_adapters", "progress_printer", "seconds"]
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from nvscope._exec import FusionRecord
+
+__all__ = ["Runner", "Stage", "Variant", "compile_clock", "compiles_of", "install_adapters", "progress_printer",
+           "seconds"]
 
 Stage = Literal["default", "candidate", "combination"]
 
@@ -58,7 +71,25 @@ class Variant:
         self.comparisons = 1  # the ratios judged together with its own (nvscope._measure._stats.summarize)
         self.error: str | None = None
         self.fusions = self.new_partitions = 0
-        self.changed = 0  # fusions of its first call that ran a partition of their own (not their defaults)
+        self.changed = 0  # executions of its first call that ran options other than their fusion's own
+        self.compiles: Compiles | None = None  # what its first call compiled
+
+
+def compile_clock() -> float:
+    """Seconds nvFuser has spent compiling new partitions in this process so far: `compiles_of`'s ``began``."""
+    return _shared.compiling()[0]
+
+
+def compiles_of(records: Iterable[FusionRecord], began: float) -> Compiles:
+    """What a first call whose audit holds ``records`` compiled, `compile_clock` having read ``began`` before it.
+
+    A definition is compiled where an execution built a new partition (route "new") that runs no other fusion's
+    definition (``shared_from``): counted from the audit rather than from `_shared.stats`, so that it holds with
+    ``NVSCOPE_SHARE=0`` too (each partition then compiles its own)."""
+    records = list(records)
+    own_path = {r.fusion for r in records if r.route in ("default", "fallback")}
+    compiled = sum(r.route == "new" and r.shared_from is None for r in records)
+    return Compiles(len({r.fusion for r in records}), compiled, max(0.0, compile_clock() - began), len(own_path))
 
 
 class Runner:
@@ -66,13 +97,29 @@ class Runner:
 
     def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], backward: bool,
                  module: Any, tolerance: float | None, steps: int, warmup: int, say: Callable[[str], None], *,
-                 grads: bool = True) -> None:
-        """``grads=False``: the call is the user's as written, gradients untouched (compare does not judge them)."""
+                 grads: bool = True, share: bool = True) -> None:
+        """``grads=False``: the call is the user's as written, gradients untouched (compare does not judge them).
+        ``share=False``: `sharing` enters nothing (the defaults run on Thunder's own path, one compile per fusion)."""
         self.fn, self.args, self.kwargs, self.backward = fn, args, kwargs, backward
         self.tolerance, self.steps, self.warmup, self.say = tolerance, steps, warmup, say
         self.targets = grad_targets(args, kwargs, module) if grads else []
         self.reference: list[tuple[str, Any]] = []
         self.timer = Timer()
+        if not isinstance(share, bool):  # the tools' share_defaults=, checked before anything runs
+            raise TypeError(f"share_defaults= takes True or False, not {cut(repr(share), 40)}")
+        self.share = share
+        self.own: dict[str, OptionSet] = {}  # each fusion's own options: what the default's first call ran it with
+
+    def sharing(self) -> AbstractContextManager[Any]:
+        """The scope a tool runs every call of the step in (its variants' scopes inside): ``nv_options(share=True)``,
+        or nothing when the tool was asked not to share its defaults. It changes no option, and ``NVSCOPE_SHARE=0``
+        still turns sharing off."""
+        return nv_options(share=True) if self.share else nullcontext()
+
+    def changed(self, record: FusionRecord) -> bool:
+        """Whether an execution ran options other than its fusion's own (in a partition of their own). Under
+        `sharing` a fusion's own options run in a partition too: compared with the default's first call."""
+        return record.own and self.own.get(record.fusion) != record.options
 
     def invoke(self) -> Any:
         for _, tensor in self.targets:
@@ -94,7 +141,9 @@ class Runner:
         return leaves
 
     def first_call(self, v: Variant) -> list[tuple[str, Any]]:
-        """The first call (timed alone: it compiles), audited, its outputs copied; then the warm-up calls."""
+        """The first call (timed alone: it compiles), audited, what it compiled counted, its outputs copied; then
+        the warm-up calls. The default's tells each fusion's own options (`changed`)."""
+        began = compile_clock()
         with v.scope:
             with audit() as log:
                 if v.stage == "default":  # CUDA work queued by the caller is not ours
@@ -106,14 +155,17 @@ class Runner:
                     self.timer.detect()
                 self.timer.sync()
                 v.first_call_s = time.perf_counter() - start
+            v.compiles = compiles_of(log.records, began)
             leaves = self.snapshot(out)
             del out
             for _ in range(self.warmup):
                 self.invoke()
             self.timer.sync()
+        if v.stage == "default":
+            self.own.update((r.fusion, r.options) for r in log.records)
         v.fusions = len(log.records)
         v.new_partitions = sum(r.partition == "new" for r in log.records)
-        v.changed = sum(r.own for r in log.records)
+        v.changed = sum(map(self.changed, log.records))
         return leaves
 
     def block(self, v: Variant) -> float:
@@ -144,7 +196,7 @@ class Runner:
         n = v.numerics
         state = {"ok": "ok", "not compared": "not compared (no tensor, number or str in the outputs)"}.get(
             n.verdict, f"OVER TOLERANCE ({n.detail})")
-        self.say(f"{index} {v.label}: first call {seconds(v.first_call_s)} ({v.new_partitions} partitions compiled), "
+        self.say(f"{index} {v.label}: first call {seconds(v.first_call_s)} ({v.compiles}), "
                  f"numerics {state}, max rel diff {n.max_rel_diff:.2g}" + (f", {n.nonfinite}" if n.nonfinite else ""))
 
     def rounds(self, variants: list[Variant], rounds: int, rng: random.Random) -> dict[int, list[float]]:

@@ -1,17 +1,22 @@
-"""What the tools' results share: option sets and numerics as JSON data and back, the matplotlib loader of their
-charts, and the two lines a result hands its reader: the ``nv_options(...)`` call and the ``nvscope run`` command."""
+"""What the tools' results share: option sets and numerics as JSON data and back, what a variant's first call compiled
+(`Compiles`), the matplotlib loader of their charts, and the two lines a result hands its reader: the
+``nv_options(...)`` call and the ``nvscope run`` command."""
 
 from __future__ import annotations
 
 import json
 import math
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from nvscope._core import OptionSet, exact_glob
 from nvscope._measure._numerics import Numerics
 
 __all__ = [
+    "Compiles",
+    "compiles_dict",
+    "compiles_lines",
     "figure_class",
     "finite",
     "numerics_dict",
@@ -47,6 +52,58 @@ class LoadableResult(JsonResult):
     def from_json(cls: type[_Loaded], text: str) -> _Loaded:
         """The result that ``to_json`` wrote."""
         return cls.from_dict(json.loads(text))
+
+
+@dataclass(frozen=True)
+class Compiles:
+    """What one variant's first call of the step cost in compiles (the defaults', or an option set's).
+
+    ``fusions``: distinct fusions that ran; ``definitions``: nvFuser definitions compiled for them through nvscope's
+    partitions (a fusion that ran an equal fusion's definition, or one compiled before, compiled none);
+    ``seconds``: the first executions of new partitions, where nvFuser compiles (`nvscope._exec._shared.compiling`);
+    ``unshared``: fusions that ran on their own path (Thunder's, or a direct definition's own execute: the tool's
+    default sharing off, ``NVSCOPE_SHARE=0``, or a fallback), whose compiles nvscope does not see or count.
+    """
+
+    fusions: int
+    definitions: int
+    seconds: float
+    unshared: int = 0
+
+    def line(self) -> str:
+        """``N fusions, M definitions compiled, S s compiling`` (and what was not counted)."""
+        def plural(n: int, noun: str) -> str:
+            return f"{n} {noun}{'s' * (n != 1)}"
+
+        text = (f"{plural(self.fusions, 'fusion')}, {plural(self.definitions, 'definition')} compiled, "
+                f"{self.seconds:.2f} s compiling")
+        if self.unshared:
+            text += f" ({self.unshared} on their own path, whose compiles are not counted)"
+        return text
+
+    def __str__(self) -> str:
+        return self.line()
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"fusions": self.fusions, "definitions": self.definitions, "seconds": self.seconds,
+                "unshared": self.unshared, "line": self.line()}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> Compiles | None:
+        """The counts that `as_dict` wrote (None: none, as in results saved before they existed)."""
+        return None if data is None else cls(int(data["fusions"]), int(data["definitions"]), float(data["seconds"]),
+                                             int(data.get("unshared", 0)))
+
+
+def compiles_dict(counts: Compiles | None) -> dict[str, Any] | None:
+    return None if counts is None else counts.as_dict()
+
+
+def compiles_lines(variants: Iterable[tuple[str, Compiles | None]]) -> list[str]:
+    """A report's lines on what each variant's first call compiled, one per variant that ran (none if none did)."""
+    lines = [f"  {label}: {counts.line()}" for label, counts in variants if counts is not None]
+    return ["first call of each variant (the defaults shared unless the tool was told not to):", *lines] if lines \
+        else []
 
 
 def options_dict(options: OptionSet) -> dict[str, list[str]]:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Iterable
+from contextlib import ExitStack
 from typing import Any
 
 from nvscope._core import NoEffectWarning, NoFusionWarning, dev_mode, nv_options
@@ -79,7 +80,7 @@ def _verdict(check: Callable[[Any], object]) -> Callable[[Any], bool]:
 def bisect(fn: Callable[..., Any], /, *args: Any, enable: Iterable[str] | str = (), disable: Iterable[str] | str = (),
            check: object = ("raises", "numerics"), tolerance: float | None = None, slower_by: float = 0.05,
            rounds: int = 10, steps_per_round: int = 3, backward: bool = False, module: Any = None, seed: int = 0,
-           progress: bool = True, **kwargs: Any) -> BisectResult:
+           progress: bool = True, share_defaults: bool = True, **kwargs: Any) -> BisectResult:
     """Find the options and fusions that make ``fn(*args, **kwargs)`` go wrong under ``enable``/``disable``.
 
     ``check``: what "wrong" is: ``"raises"`` (an exception), ``"numerics"`` (an output or gradient leaves
@@ -89,7 +90,8 @@ def bisect(fn: Callable[..., Any], /, *args: Any, enable: Iterable[str] | str = 
     list, or a callable taking the step's return value and returning True when it is bad (an exception is then bad
     too). ``backward``/``module``: as for
     `nvscope.search`. Runs in development mode, outside any scope of the caller's (the default is the defaults);
-    every probe leaves no scope, warning filter or patch behind.
+    every probe leaves no scope, warning filter or patch behind. ``share_defaults``: as for `nvscope.search` (the
+    default and every probe run in ``nv_options(share=True)``; the report says what each run compiled).
     """
     from nvscope._tools._bisect_in_process import InProcess
 
@@ -111,18 +113,20 @@ def bisect(fn: Callable[..., Any], /, *args: Any, enable: Iterable[str] | str = 
 
     outside = enter_frame(None)  # the caller's scopes do not apply: the default is the defaults, a probe is its options
     try:
-        with dev_mode(True), warnings.catch_warnings():
+        with dev_mode(True), warnings.catch_warnings(), ExitStack() as stack:
             for quiet in (NoFusionWarning, NoEffectWarning):  # probes that change nothing: expected
                 warnings.simplefilter("ignore", quiet)
             oracle = InProcess(fn, args, kwargs, checks, tolerance, slower_by, rounds, steps_per_round, backward,
-                               module, seed)
+                               module, seed, share_defaults)
+            stack.enter_context(oracle.runner.sharing())
             fusions = oracle.baseline()
-            say(f"the default ran {len(fusions)} fusions; bisecting {len(items_of(given))} options over them")
+            say(f"the default ran {len(fusions)} fusions ({oracle.default.compiles}); bisecting "
+                f"{len(items_of(given))} options over them")
             description = ("a callable's verdict on the result, or an exception" if callable(checks) else
                            " or ".join({"raises": "it raises", "numerics": "outputs/gradients over tolerance",
                                         "slower": f"slower than the default by more than {slower_by:.0%}"}[c]
                                        for c in checks))
-            result = drive(given, fusions, oracle.run, say, description)
+            result = drive(given, fusions, oracle.run, say, description, default=oracle.default.compiles)
     finally:
         reset(outside)
     say(f"done: {result.line() if result.reproduced else 'not reproduced'} ({result.probes} probes)")

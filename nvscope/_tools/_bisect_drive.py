@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from nvscope._core import OptionSet
 from nvscope._exec import _shared
+from nvscope._measure import Compiles
 from nvscope._tools._bisect_report import BisectResult, Culprit, Probe
 from nvscope._tools._minimize import minimize
 
@@ -18,12 +19,14 @@ __all__ = ["Outcome", "drive"]
 
 
 class Outcome:
-    """What one probe saw: whether the step went wrong, how (one line, or a few), and the repro scripts named."""
+    """What one probe saw: whether the step went wrong, how (one line, or a few), the repro scripts named, and what
+    its run compiled (None where it could not be told: a child that died)."""
 
-    __slots__ = ("bad", "detail", "repro")
+    __slots__ = ("bad", "compiles", "detail", "repro")
 
-    def __init__(self, bad: bool, detail: str = "", repro: tuple[str, ...] = ()) -> None:
-        self.bad, self.detail, self.repro = bad, detail, repro
+    def __init__(self, bad: bool, detail: str = "", repro: tuple[str, ...] = (),
+                 compiles: Compiles | None = None) -> None:
+        self.bad, self.detail, self.repro, self.compiles = bad, detail, repro, compiles
 
 
 def items_of(options: OptionSet) -> list[str]:
@@ -37,8 +40,9 @@ def options_of(items: Iterable[str]) -> OptionSet:
 
 def drive(given: OptionSet, fusions: Sequence[str], run: Callable[[OptionSet, tuple[str, ...] | None], Outcome],
           say: Callable[[str], None], check: str, mode: str = "in-process", program: tuple[str, ...] = (),
-          max_culprits: int = 4) -> BisectResult:
-    """The bisect's stages (module docstring) over ``run(options, fusions) -> Outcome``; ``fusions``: the ids."""
+          max_culprits: int = 4, default: Compiles | None = None) -> BisectResult:
+    """The bisect's stages (module docstring) over ``run(options, fusions) -> Outcome``; ``fusions``: the ids;
+    ``default``: what the default's run compiled."""
     began, compiled = time.perf_counter(), _shared.compiling()[0]
 
     def compile_s() -> float | None:  # the probes' children compile in subprocess mode: not seen here
@@ -63,10 +67,12 @@ def drive(given: OptionSet, fusions: Sequence[str], run: Callable[[OptionSet, tu
             outcome = run(options, selected)
             seconds = time.perf_counter() - start
             seen[key] = outcome
-            log.append(Probe(len(log) + 1, stage[0], options, selected, outcome.bad, outcome.detail, seconds))
+            log.append(Probe(len(log) + 1, stage[0], options, selected, outcome.bad, outcome.detail, seconds,
+                             outcome.compiles))
             first = outcome.detail.splitlines()[0][:160] if outcome.detail else ""
+            compiled = "" if outcome.compiles is None else f"; {outcome.compiles}"
             say(f"probe {len(log)} ({stage[0]}): {spec(options)} on {where}: "
-                f"{'BAD' if outcome.bad else 'ok'} in {seconds:.1f} s{f' ({first})' if first else ''}")
+                f"{'BAD' if outcome.bad else 'ok'} in {seconds:.1f} s{compiled}{f' ({first})' if first else ''}")
         if outcome.bad:
             last_bad.append((options, selected, outcome))
         return outcome.bad
@@ -92,7 +98,7 @@ def drive(given: OptionSet, fusions: Sequence[str], run: Callable[[OptionSet, tu
     if not probe(given, all_fusions):
         outcome = seen[(given, all_fusions)]
         return BisectResult(given, (), all_fusions, tuple(log), check, None, mode, program,
-                            time.perf_counter() - began, (), outcome.detail or "it ran clean", compile_s())
+                            time.perf_counter() - began, (), outcome.detail or "it ran clean", compile_s(), default)
     # The first culprit, coarse to fine: the options on every fusion, then the fusions with those options; then each
     # option once more on those fusions only, so that none is kept that only other fusions needed.
     stage[0] = "options"
@@ -130,4 +136,5 @@ def drive(given: OptionSet, fusions: Sequence[str], run: Callable[[OptionSet, tu
         culprits.append(culprit)
         notes += [flaky] if flaky else []
     return BisectResult(given, tuple(culprits), all_fusions, tuple(log), check, others_clean, mode, program,
-                        time.perf_counter() - began, tuple(dict.fromkeys(notes)), compile_s=compile_s())
+                        time.perf_counter() - began, tuple(dict.fromkeys(notes)), compile_s=compile_s(),
+                        default_compiles=default)

@@ -4,7 +4,8 @@ Built on the tools' harness (`nvscope._measure._harness.Runner`: the call, ``.gr
 gradients, paired timing rounds), so the bisect judges numerics and speed exactly as the search does. Each probe is
 checked to have done what it says: every fusion it selected ran with the probe's options (in a partition of its own,
 compiled for them), no other fusion got them, and it left no scope active, no warning filter changed and no patch
-added.
+added. The default and the probes run in the runner's `sharing` scope (``share=False``: none), so that a fusion a
+probe does not select runs the definition the default compiled for it (shared), and each run says what it compiled.
 """
 
 from __future__ import annotations
@@ -16,7 +17,16 @@ from typing import Any
 
 from nvscope._core import OptionSet, catalog, current_options, exact_glob, first_line, nv_options
 from nvscope._exec import audit, repro_paths
-from nvscope._measure import Numerics, Runner, Variant, compare_leaves, install_adapters, summarize
+from nvscope._measure import (
+    Numerics,
+    Runner,
+    Variant,
+    compare_leaves,
+    compile_clock,
+    compiles_of,
+    install_adapters,
+    summarize,
+)
 from nvscope._tools._bisect_drive import Outcome
 
 __all__ = ["InProcess"]
@@ -27,11 +37,11 @@ class InProcess:
 
     def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
                  checks: tuple[str, ...] | Callable[[Any], bool], tolerance: float | None, slower_by: float,
-                 rounds: int, steps: int, backward: bool, module: Any, seed: int) -> None:
+                 rounds: int, steps: int, backward: bool, module: Any, seed: int, share: bool = True) -> None:
         self.checks, self.tolerance, self.slower_by, self.rounds = checks, tolerance, slower_by, rounds
         timed = not callable(checks) and "slower" in checks
         self.runner = Runner(fn, args, kwargs, backward, module, tolerance, steps, 1 if timed else 0,
-                             lambda message: None)
+                             lambda message: None, share=share)
         self.default = Variant("default", OptionSet(), "default")
         self.rng = random.Random(seed)
         self.seed = seed
@@ -71,6 +81,7 @@ class InProcess:
         error: Exception | None = None
         out: Any = None
         leaves: list[tuple[str, Any]] = []
+        began = compile_clock()
         with warnings.catch_warnings(), audit() as log:
             try:
                 with variant.scope:
@@ -78,7 +89,13 @@ class InProcess:
                 leaves = self.runner.snapshot(out)
             except Exception as caught:
                 error = caught
+        compiled = compiles_of(log.records, began)
         self._check_probe(options, fusions, log.records)
+        outcome = self._judge(variant, error, out, leaves)
+        outcome.compiles = compiled
+        return outcome
+
+    def _judge(self, variant: Variant, error: Exception | None, out: Any, leaves: list[tuple[str, Any]]) -> Outcome:
         checks = self.checks
         if error is not None:
             # Bad for a callable and for "raises"; for "slower" too: a step that raises has no time to compare, as a
@@ -111,6 +128,12 @@ class InProcess:
                   f"rounds): {'slower than' if slower else 'not slower than'} 1 + {self.slower_by:g}")
         return Outcome(slower, detail)
 
+    def _changed(self, record: Any) -> bool:
+        """An unselected fusion ran options other than its own (under sharing its own options run in a partition
+        too); a fusion the default did not run is judged by its route alone (its own options are not known)."""
+        own = self.runner.own.get(record.fusion)
+        return own is None or own != record.options
+
     def _check_probe(self, options: OptionSet, fusions: tuple[str, ...] | None, records: list[Any]) -> None:
         """The probe did what it says, and left nothing behind (else a bug in nvscope: raise, do not guess)."""
         from nvscope._core import _patches
@@ -128,7 +151,7 @@ class InProcess:
             if chosen and not (has and own):
                 problems.append(f"{r.fusion} ran with {r.options!r} in partition {r.partition!r}, not with "
                                 f"{wanted!r} in a partition of its own")
-            elif not chosen and r.partition != "default":
+            elif not chosen and r.partition != "default" and (r.partition == "fallback" or self._changed(r)):
                 problems.append(f"{r.fusion} was not selected but ran in partition {r.partition!r}")
         if current_options():
             problems.append(f"a scope stayed active: {current_options()!r}")

@@ -10,7 +10,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from nvscope._core import OptionSet
-from nvscope._measure import LoadableResult, nv_options_line, options_dict, options_from, run_command
+from nvscope._measure import (
+    Compiles,
+    LoadableResult,
+    compiles_dict,
+    compiles_lines,
+    nv_options_line,
+    options_dict,
+    options_from,
+    run_command,
+)
 
 __all__ = ["BisectResult", "Culprit", "Probe"]
 
@@ -18,7 +27,8 @@ __all__ = ["BisectResult", "Culprit", "Probe"]
 @dataclass(frozen=True)
 class Probe:
     """One run of the step under ``options`` on ``fusions`` (None: every fusion), in ``stage`` ("confirm",
-    "options", "fusions", "rest"): whether it went wrong (``bad``), and how (``detail``)."""
+    "options", "fusions", "rest"): whether it went wrong (``bad``), and how (``detail``); ``compiles``: what the
+    run compiled (None where it could not be told: a child process that died)."""
 
     number: int
     stage: str
@@ -27,6 +37,7 @@ class Probe:
     bad: bool
     detail: str
     seconds: float
+    compiles: Compiles | None = None
 
 
 @dataclass(frozen=True)
@@ -70,6 +81,7 @@ class BisectResult(LoadableResult):
     notes: tuple[str, ...] = ()
     detail: str = ""
     compile_s: float | None = None  # in-process: seconds in first executions of new partitions; None in subprocesses
+    default_compiles: Compiles | None = None  # what the default's run (the reference, or the listing) compiled
 
     @property
     def reproduced(self) -> bool:
@@ -117,8 +129,11 @@ class BisectResult(LoadableResult):
             detail = p.detail.splitlines()[0][:100] if p.detail else ""
             lines.append(f"  probe {p.number:>2} {p.stage:<8} {spec(p.options) or '(none)':<36} {where:<14} "
                          f"{'BAD' if p.bad else 'ok '}  {p.seconds:6.2f} s  {detail}")
+        compiled = compiles_lines([("defaults", self.default_compiles),
+                                   *((f"probe {p.number}", p.compiles) for p in self.log)])
         if not self.reproduced:
             lines.append(f"not reproduced: the step does not go wrong under {spec(self.given)} ({self.detail})")
+            lines += compiled
             lines += [f"note: {note}" for note in self.notes]
             return "\n".join(lines)
         budget = len(self.given.enable) + len(self.given.disable)
@@ -140,6 +155,7 @@ class BisectResult(LoadableResult):
                      f"({budget * len(self.all_fusions)} option-fusion pairs); {self.elapsed_s:.1f} s"
                      + ("" if self.compile_s is None else f", {self.compile_s:.1f} s of it compiling (first executions "
                         "of new partitions; probes with options seen before compile nothing)"))
+        lines += compiled
         lines += [f"note: {note}" for note in self.notes]
         return "\n".join(lines)
 
@@ -156,18 +172,19 @@ class BisectResult(LoadableResult):
             "command": self.command() if self.reproduced else None, "others_clean": self.others_clean,
             "mode": self.mode, "program": list(self.program), "elapsed_s": self.elapsed_s, "notes": list(self.notes),
             "detail": self.detail, "compile_s": self.compile_s,
+            "default_compiles": compiles_dict(self.default_compiles),
             "log": [{"number": p.number, "stage": p.stage, "options": options_dict(p.options),
                      "fusions": None if p.fusions is None else list(p.fusions), "bad": p.bad, "detail": p.detail,
-                     "seconds": p.seconds} for p in self.log],
+                     "seconds": p.seconds, "compiles": compiles_dict(p.compiles)} for p in self.log],
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> BisectResult:
         log = tuple(Probe(p["number"], p["stage"], options_from(p["options"]),
-                          None if p["fusions"] is None else tuple(p["fusions"]), p["bad"], p["detail"], p["seconds"])
-                    for p in data["log"])
+                          None if p["fusions"] is None else tuple(p["fusions"]), p["bad"], p["detail"], p["seconds"],
+                          Compiles.from_dict(p.get("compiles"))) for p in data["log"])
         culprits = tuple(Culprit(options_from(c["options"]), tuple(c["fusions"]), c["problem"],
                                  tuple(c["repro_scripts"])) for c in data["culprits"])
         return cls(options_from(data["given"]), culprits, tuple(data["all_fusions"]), log, data["check"],
                    data["others_clean"], data["mode"], tuple(data["program"]), data["elapsed_s"], tuple(data["notes"]),
-                   data["detail"], data.get("compile_s"))
+                   data["detail"], data.get("compile_s"), Compiles.from_dict(data.get("default_compiles")))

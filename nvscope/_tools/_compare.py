@@ -24,9 +24,14 @@ from typing import Any
 
 from nvscope._core import NvscopeWarning, OptionSet, dev_mode, first_line, nv_options, shown
 from nvscope._core import _text as _texttable
+from nvscope._exec import audit
 from nvscope._measure import (
     MIN_SAMPLE_S,
+    Compiles,
     Runner,
+    compile_clock,
+    compiles_lines,
+    compiles_of,
     count,
     flatten_outputs,
     has_nan,
@@ -48,7 +53,8 @@ class VariantResult:
     which a NaN never is; inf when the structures differ, ``mismatch`` saying how), the kernel names it launched
     (empty when torch.profiler is unavailable or no kernel ran), whether its output has a NaN, and ``error``: the
     first line of the exception that stopped it (its times are then empty and its median nan), or that stopped the
-    listing of its kernels (its times are kept)."""
+    listing of its kernels (its times are kept). ``compiles``: what its first call compiled (fusions that ran,
+    definitions compiled, seconds compiling; None where that call failed)."""
 
     name: str
     options: OptionSet
@@ -59,6 +65,7 @@ class VariantResult:
     has_nan: bool = False
     mismatch: str = ""
     error: str | None = None
+    compiles: Compiles | None = None
 
     @property
     def median_ms(self) -> float:
@@ -97,6 +104,7 @@ class CompareResult:
         lines = [_texttable.render(header, table, right=(1, 2, 3, 4))]
         lines += [f"{r.name}: output differs from {rows[0].name}'s: {r.mismatch}" for r in rows if r.mismatch]
         lines += [f"{r.name}: {r.error}" for r in rows if r.error is not None and r.times_ms]
+        lines += compiles_lines((r.name, r.compiles) for r in rows)
         with_nan = [r.name for r in rows if r.has_nan]
         if with_nan:
             lines.append(f"NaN in the output of: {', '.join(with_nan)} (so max|diff| against it is nan)")
@@ -147,6 +155,7 @@ def compare(
     repeat: int = 20,
     kernels: bool = True,
     show: bool = True,
+    share_defaults: bool = True,
     **kwargs: Any,
 ) -> CompareResult:
     """Run ``fn(*args, **kwargs)`` under each variant's options; time it, diff outputs vs the first, list kernels.
@@ -159,7 +168,9 @@ def compare(
     by leaf; a NaN makes max|diff| nan and is named under the table, a structure difference makes it inf and is
     described there. A variant after the first that raises is reported with its error and the others still run.
     Runs in development mode and restores the previous setting. Prints the table unless ``show=False``; returns
-    the data.
+    the data. ``share_defaults``: as for `nvscope.search` (every variant runs in ``nv_options(share=True)``, so the
+    fusions a variant leaves at their own options compile once per distinct definition); each variant says what its
+    first call compiled.
     """
     step_callable("compare", fn)
     step_keywords(compare, fn, kwargs)  # a misspelt keyword is the tool's error, not the step's
@@ -167,16 +178,22 @@ def compare(
     scopes = _validated(variants)
     results: dict[str, VariantResult] = {}
     reference: list[tuple[str, Any]] | None = None
-    runner = Runner(fn, args, kwargs, False, None, None, 1, warmup, progress_printer("compare", False), grads=False)
+    runner = Runner(fn, args, kwargs, False, None, None, 1, warmup, progress_printer("compare", False), grads=False,
+                    share=share_defaults)
     timer, call = runner.timer, runner.invoke
     first = next(iter(scopes))
 
-    with dev_mode(True):  # an explicit developer action, as search: no DevelopmentModeWarning (this context only)
+    # An explicit developer action, as search: no DevelopmentModeWarning (this context only).
+    with dev_mode(True), runner.sharing():
         for name, scope in scopes.items():
             effective, times, names, error = scope.options, [], [], None
+            compiled: Compiles | None = None
             try:
                 with scope as effective:
-                    compared = flatten_outputs(call(), "out")  # copied before any other run can overwrite it
+                    began = compile_clock()
+                    with audit() as log:
+                        compared = flatten_outputs(call(), "out")  # copied before any other run can overwrite it
+                    compiled = compiles_of(log.records, began)
                     if reference is None:
                         reference = compared
                         timer.detect()
@@ -196,7 +213,7 @@ def compare(
                 continue
             paired = pair(reference, compared, (shown(first, 30), shown(name, 30)))
             results[name] = VariantResult(name, effective, tuple(times), raw_max_abs_diff(paired), tuple(names),
-                                          timer.name, has_nan(paired), paired.problem, error)
+                                          timer.name, has_nan(paired), paired.problem, error, compiled)
     result = CompareResult(results, runner.steps)
     if show:
         try:

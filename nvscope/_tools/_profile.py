@@ -49,6 +49,7 @@ from nvscope._core import (
 )
 from nvscope._exec import _shared, audit, failure_note, private_failures
 from nvscope._measure import (
+    Compiles,
     Numerics,
     RatioSummary,
     Runner,
@@ -57,6 +58,8 @@ from nvscope._measure import (
     Timer,
     Variant,
     compare_leaves,
+    compile_clock,
+    compiles_of,
     confirm,
     flagged,
     flatten_outputs,
@@ -140,7 +143,7 @@ class _Clock:
 def profile(fn: Callable[..., Any], /, *args: Any, enable: Any = (), disable: Any = (), fusions: object = None,
             rounds: int = 20, steps_per_round: int = 1, warmup: int = 2, tolerance: float | None = None,
             backward: bool = False, module: Any = None, seed: int = 0, progress: bool = True,
-            schedulers: str = "kernels", **kwargs: Any) -> ProfileResult:
+            schedulers: str = "kernels", share_defaults: bool = True, **kwargs: Any) -> ProfileResult:
     """Profile ``fn(*args, **kwargs)`` fusion by fusion under ``enable``/``disable`` against the defaults.
 
     ``fusions``: only these fusions get the options (a glob over ids, a list, a callable or a selector, as
@@ -148,6 +151,8 @@ def profile(fn: Callable[..., Any], /, *args: Any, enable: Any = (), disable: An
     ``warmup``: calls of each variant after its first. ``tolerance``, ``backward``, ``module``: as for
     `nvscope.search`. ``schedulers``: read them off kernel names (``"kernels"``, the default) or ask nvFuser's
     PythonProfiler (``"nvfuser"``: compile times too; fragile in nvFuser 0.2.35, see `nvscope._measure._schedulers`).
+    ``share_defaults``: as for `nvscope.search` (the step runs in ``nv_options(share=True)``; the result's
+    ``default_compiles``/``options_compiles`` say what each first call compiled).
     Runs in development mode; no scope and no timing hook stays behind.
     """
     from nvscope._exec import _events
@@ -166,14 +171,16 @@ def profile(fn: Callable[..., Any], /, *args: Any, enable: Any = (), disable: An
     say = progress_printer("profile", progress)
 
     began, compiled = time.perf_counter(), _shared.compiling()[0]
-    runner = Runner(fn, args, kwargs, backward, module, tolerance, steps_per_round, warmup, say)
+    runner = Runner(fn, args, kwargs, backward, module, tolerance, steps_per_round, warmup, say,
+                    share=share_defaults)
     default, variant = Variant("default", OptionSet(), "default"), Variant("options", options, "candidate")
     variant.scope = scope
     clock = _Clock(runner.timer, recorder(schedulers))  # no recorder on CPU or without nvFuser
     notes: list[str] = []
     # Timers run with a sink. Its fallbacks are its own (private_failures): the user's later scopes try the options
     # afresh, and warn.
-    with _events.listening(_listen, clock), dev_mode(True), private_failures(), warnings.catch_warnings():
+    with _events.listening(_listen, clock), dev_mode(True), private_failures(), runner.sharing(), \
+            warnings.catch_warnings():
         for quiet in (NoFusionWarning, NoEffectWarning, FallbackWarning):
             warnings.simplefilter("ignore", quiet)  # the rows say which fusions ran, changed and failed
         install_adapters()
@@ -185,7 +192,8 @@ def profile(fn: Callable[..., Any], /, *args: Any, enable: Any = (), disable: An
         step_numerics = compare_leaves(base.leaves, under.leaves, tolerance)
         chosen = [i for i in base.infos if scope.fusions is None or scope.fusions(i)]
         broken = under.errors
-        say(f"{len(base.infos)} fusions ran; {len(chosen)} selected; the options broke {len(broken)} of them")
+        say(f"{len(base.infos)} fusions ran; {len(chosen)} selected; the options broke {len(broken)} of them; first "
+            f"calls: defaults {base.compiles}; options {under.compiles}")
         working = [i for i in chosen if i.id not in broken]  # a broken one ran its defaults: nothing to compare
         numerics = _isolated(runner, clock, options, working, under.counts, base.outputs, tolerance, say)
         if broken:  # time the options where they work: the broken ones run their defaults in both variants
@@ -213,7 +221,7 @@ def profile(fn: Callable[..., Any], /, *args: Any, enable: Any = (), disable: An
     result = ProfileResult(tuple(rows), options, runner.timer.name, rounds,
                            steps_per_round, warmup, tolerance, seed, time.perf_counter() - began, step, step_numerics,
                            None if clock.recorder is None else clock.recorder.source, tuple(notes),
-                           _shared.compiling()[0] - compiled)
+                           _shared.compiling()[0] - compiled, base.compiles, under.compiles)
     say(f"done in {result.elapsed_s:.1f} s")
     return result
 
@@ -281,6 +289,7 @@ class _FirstCall(NamedTuple):
     counts: dict[str, int]  # executions (the options': those that ran in a partition of their own)
     errors: dict[str, str]  # fusions that failed under the options: the error's first line and nvscope's note
     repeat: dict[str, Numerics]  # the default's: each fusion's outputs in a second call against the first's
+    compiles: Compiles  # what the first call compiled
 
 
 def _first(runner: Runner, v: Variant, clock: _Clock) -> _FirstCall:
@@ -290,11 +299,13 @@ def _first(runner: Runner, v: Variant, clock: _Clock) -> _FirstCall:
     outputs: dict[str, list[list[tuple[str, Any]]]] = {}
     clock.segments, clock.wall = segments, wall
     clock.outputs, clock.capture = (outputs, None) if v.stage == "default" else (None, None)
+    began = compile_clock()
     try:
         with audit() as log, v.scope:
             runner.timer.sync()
             out = runner.invoke()
             runner.timer.sync()
+        compiled = compiles_of(log.records, began)
         leaves = runner.snapshot(out)
         del out
     finally:
@@ -317,11 +328,12 @@ def _first(runner: Runner, v: Variant, clock: _Clock) -> _FirstCall:
     runner.timer.sync()
     infos = log.fusions()
     if v.stage == "default":
+        runner.own.update((r.fusion, r.options) for r in log.records)
         counts = {i.id: sum(r.fusion == i.id for r in log.records) for i in infos}
-    else:  # executions that ran in a partition of their own under the options
-        counts = {i.id: sum(r.fusion == i.id and r.own for r in log.records) for i in infos}
+    else:  # executions that ran the options (a partition of their own), not their fusion's own options
+        counts = {i.id: sum(r.fusion == i.id and runner.changed(r) for r in log.records) for i in infos}
     errors = {r.fusion: _error_line(r.error) for r in log.records if r.partition == "fallback" and r.error}
-    return _FirstCall(infos, segments, wall, outputs, leaves, counts, errors, repeat)
+    return _FirstCall(infos, segments, wall, outputs, leaves, counts, errors, repeat, compiled)
 
 
 def _flat(calls: list[list[tuple[str, Any]]]) -> list[tuple[str, Any]]:

@@ -13,10 +13,13 @@ from typing import Any
 from nvscope._core import OptionSet
 from nvscope._measure import (
     DEFAULT_TOLERANCES,
+    Compiles,
     LoadableResult,
     Numerics,
     RatioSummary,
     Segment,
+    compiles_dict,
+    compiles_lines,
     figure_class,
     numerics_dict,
     numerics_from,
@@ -128,7 +131,10 @@ def _schedulers(segments: tuple[Segment, ...] | None) -> str:
 
 @dataclass(frozen=True)
 class ProfileResult(LoadableResult):
-    """The profile: one row per fusion (in first-execution order), the whole step's ratio, and how it was measured."""
+    """The profile: one row per fusion (in first-execution order), the whole step's ratio, and how it was measured.
+
+    ``default_compiles``/``options_compiles``: what the first call under the defaults and under the options
+    compiled (distinct fusions, definitions compiled, seconds compiling)."""
 
     rows: tuple[ProfileRow, ...]
     options: OptionSet
@@ -144,6 +150,8 @@ class ProfileResult(LoadableResult):
     schedulers_from: str | None = None
     notes: tuple[str, ...] = ()
     compile_s: float | None = None  # seconds in first executions of new partitions (nvscope._exec._shared.compiling)
+    default_compiles: Compiles | None = None
+    options_compiles: Compiles | None = None
 
     def __getitem__(self, fusion: str) -> ProfileRow:
         for row in self.rows:
@@ -222,6 +230,7 @@ class ProfileResult(LoadableResult):
             *([] if self.compile_s is None else [
                 f"compile: {self.compile_s:.1f} s in the first executions of new partitions (nvFuser compiles "
                 "there; a partition reused across rounds or sharing an equal fusion's definition compiles nothing)"]),
+            *compiles_lines((("defaults", self.default_compiles), (label, self.options_compiles))),
             *(["default not repeatable: the fusion's outputs moved between two calls under the defaults (an output "
                "it does not write, a nondeterministic kernel, or inputs that moved upstream: the first such fusion in "
                "the step is the one to look at), so they are no reference"]
@@ -254,7 +263,9 @@ class ProfileResult(LoadableResult):
             "steps_per_round": self.steps_per_round, "warmup": self.warmup, "tolerance": self.tolerance,
             "seed": self.seed, "elapsed_s": self.elapsed_s, "step": _ratio_dict(self.step),
             "step_numerics": numerics_dict(self.step_numerics), "schedulers_from": self.schedulers_from,
-            "notes": list(self.notes), "compile_s": self.compile_s, "rows": [_row_dict(r) for r in self.rows],
+            "notes": list(self.notes), "compile_s": self.compile_s, "default_compiles":
+            compiles_dict(self.default_compiles), "options_compiles": compiles_dict(self.options_compiles),
+            "rows": [_row_dict(r) for r in self.rows],
         }
 
     @classmethod
@@ -268,7 +279,8 @@ class ProfileResult(LoadableResult):
         return cls(rows, options_from(data["options"]), data["timer"], data["rounds"], data["steps_per_round"],
                    data["warmup"], data["tolerance"], data["seed"], data["elapsed_s"], _ratio(data["step"]),
                    numerics_from(data["step_numerics"]), data["schedulers_from"], tuple(data["notes"]),
-                   data.get("compile_s"))
+                   data.get("compile_s"), Compiles.from_dict(data.get("default_compiles")),
+                   Compiles.from_dict(data.get("options_compiles")))
 
     # --- chart -----------------------------------------------------------------------------------------------------
 

@@ -78,7 +78,8 @@ def _partition_bound() -> int:
 
 def search(fn: Callable[..., Any], /, *args: Any, candidates: Iterable[object] | None = None, rounds: int = 30,
            steps_per_round: int = 5, warmup: int = 2, tolerance: float | None = None, backward: bool = False,
-           module: Any = None, seed: int = 0, progress: bool = True, **kwargs: Any) -> SearchResult:
+           module: Any = None, seed: int = 0, progress: bool = True, share_defaults: bool = True,
+           **kwargs: Any) -> SearchResult:
     """Find the nvFuser options that make ``fn(*args, **kwargs)`` faster, with its numerics checked.
 
     ``candidates``: a list of candidates (see `parse_candidate`: ``"fast_math"``, ``"fuse_matmul,-matmul_expr_eval"``,
@@ -91,6 +92,9 @@ def search(fn: Callable[..., Any], /, *args: Any, candidates: Iterable[object] |
     leaf tensors in ``args``/``kwargs`` that require grad, also when ``fn`` runs backward itself; their ``.grad`` is
     set to None before every call. Progress goes to stderr unless ``progress=False``. Runs in development mode (in
     this context only: other threads keep theirs); no scope stays active afterwards.
+    ``share_defaults``: the step runs in ``nv_options(share=True)``, so that its fusions' defaults compile once per
+    distinct definition (False: on Thunder's own path, one compile per fusion, as before); each row says what its
+    first call compiled (``row.compiles``).
     """
     step_callable("search", fn)
     step_keywords(search, fn, kwargs)  # a misspelt keyword is the tool's error, not the step's
@@ -101,7 +105,8 @@ def search(fn: Callable[..., Any], /, *args: Any, candidates: Iterable[object] |
     say = progress_printer("search", progress)
     began, compiled = time.perf_counter(), _shared.compiling()[0]
     rng = random.Random(seed)
-    runner = Runner(fn, args, kwargs, backward, module, tolerance, steps_per_round, warmup, say)
+    runner = Runner(fn, args, kwargs, backward, module, tolerance, steps_per_round, warmup, say,
+                    share=share_defaults)
     default = Variant("default", OptionSet(), "default")
     singles = [Variant(spec(o), o, "candidate") for o in options]
     combos: list[tuple[Variant, Variant]] = []  # (combination, the set it extends)
@@ -109,7 +114,7 @@ def search(fn: Callable[..., Any], /, *args: Any, candidates: Iterable[object] |
     chosen: list[Variant] = []  # the set to recommend so far (the last one); none: keep the defaults
     stopped = ""
     # An explicit developer action: no DevelopmentModeWarning, in this context only.
-    with dev_mode(True), warnings.catch_warnings():
+    with dev_mode(True), runner.sharing(), warnings.catch_warnings():
         # Fusions seen and changed are counted per variant instead (the notes say when a candidate changed none); a
         # warning per candidate scope would only repeat it.
         warnings.simplefilter("ignore", NoFusionWarning)
@@ -123,7 +128,8 @@ def search(fn: Callable[..., Any], /, *args: Any, candidates: Iterable[object] |
         default.numerics = compare_leaves(default_leaves, runner.snapshot(runner.invoke()), tolerance)
         per_call, overhead = runner.calibrate()
         notes += _timing_notes(steps_per_round, runner.steps, per_call, overhead)
-        say(f"default: first call {seconds(default.first_call_s)}, {default.fusions} nvFuser fusion executions; "
+        say(f"default: first call {seconds(default.first_call_s)}, {default.fusions} nvFuser fusion executions "
+            f"({default.compiles}); "
             f"timer {runner.timer.name}, {runner.steps} calls per sample ({per_call * 1e3:.3g} us per call)")
         notes += _rounds_note(rounds, len(singles))
         try:
@@ -295,7 +301,7 @@ def _row(v: Variant, recommended: OptionSet, base: Variant | None) -> SearchRow:
     versus = _summary(v, v.base_times) if timed and v.base_times else None
     return SearchRow(v.label, v.options, v.stage, v.first_call_s, median(v.times) if v.times else None, ratio,
                      v.numerics, v.error, v.fusions, v.new_partitions, None if base is None else base.label, versus,
-                     bool(recommended) and v.options == recommended and v.error is None)
+                     bool(recommended) and v.options == recommended and v.error is None, v.compiles)
 
 
 def _notes(default: Variant, variants: list[Variant]) -> list[str]:

@@ -33,11 +33,16 @@ from typing import Any
 from nvscope._core import OptionSet, dev_mode, exact_glob, first_line, nv_options
 from nvscope._exec import _shared, audit
 from nvscope._measure import (
+    Compiles,
     JsonResult,
     Numerics,
     RatioSummary,
     Runner,
     Variant,
+    compile_clock,
+    compiles_dict,
+    compiles_lines,
+    compiles_of,
     figure_class,
     install_adapters,
     nv_options_line,
@@ -111,6 +116,8 @@ class FusionSearchResult(JsonResult):
     elapsed_s: float
     min_gain: float = 0.03  # the map must beat the best global set by this much too: not worth its scopes for a sliver
     compile_s: float | None = None  # seconds in first executions of new partitions (nvscope._exec._shared.compiling)
+    # What each variant's first call compiled: the defaults, each candidate (its profile's), the map, the global set.
+    compiles: tuple[tuple[str, Compiles | None], ...] = ()
 
     def _beats_global(self) -> bool:
         g = self.map_vs_global
@@ -172,6 +179,7 @@ class FusionSearchResult(JsonResult):
         if self.compile_s is not None:
             lines.append(f"compile: {self.compile_s:.1f} s in the first executions of new partitions (candidates' "
                          "partitions are reused across the profiles and the map's timing)")
+        lines += compiles_lines(self.compiles)
         lines += [f"verdict: {self.verdict()}", self.code()]
         return "\n".join(lines)
 
@@ -190,6 +198,7 @@ class FusionSearchResult(JsonResult):
             "better": self.better, "verdict": self.verdict(), "code": self.code(),
             "errors": [list(e) for e in self.errors], "elapsed_s": self.elapsed_s, "min_gain": self.min_gain,
             "compile_s": self.compile_s,
+            "compiles": [{"variant": label, "counts": compiles_dict(counts)} for label, counts in self.compiles],
             "profiles": [p.as_dict() for p in self.profiles],
         }
 
@@ -221,7 +230,7 @@ class FusionSearchResult(JsonResult):
 def search_fusions(fn: Callable[..., Any], /, *args: Any, candidates: Iterable[object] | None = None,
                    rounds: int = 20, steps_per_round: int = 1, warmup: int = 2, tolerance: float | None = None,
                    backward: bool = False, module: Any = None, seed: int = 0, min_gain: float = 0.03,
-                   progress: bool = True, **kwargs: Any) -> FusionSearchResult:
+                   progress: bool = True, share_defaults: bool = True, **kwargs: Any) -> FusionSearchResult:
     """Recommend an option set per fusion (see the module docstring). Parameters as for `nvscope.search`; each
     candidate is profiled with ``rounds`` x ``steps_per_round``, then the map is timed in as many rounds.
     ``min_gain``: the least a candidate must save on a fusion (median ratio <= 1 - min_gain) to be chosen for it."""
@@ -239,9 +248,11 @@ def search_fusions(fn: Callable[..., Any], /, *args: Any, candidates: Iterable[o
     # The default once, before any candidate: a step that fails with its defaults is the caller's bug (it propagates,
     # where a candidate's failure is only that candidate's), and one that runs no fusion through nvscope has nothing
     # to choose per fusion.
-    _default_runs(fn, args, kwargs, backward, module)
+    defaults = _default_runs(fn, args, kwargs, backward, module, share_defaults)
+    compiles: list[tuple[str, Compiles | None]] = [("defaults", defaults)]
     common = {"rounds": rounds, "steps_per_round": steps_per_round, "warmup": warmup, "tolerance": tolerance,
-              "backward": backward, "module": module, "seed": seed, "progress": progress}
+              "backward": backward, "module": module, "seed": seed, "progress": progress,
+              "share_defaults": share_defaults}
     profiles: list[ProfileResult] = []
     errors: list[tuple[str, str]] = []
     # Every candidate's per-fusion verdicts are one family (fusions x candidates): a fusion's choice is the best of
@@ -253,6 +264,7 @@ def search_fusions(fn: Callable[..., Any], /, *args: Any, candidates: Iterable[o
             try:
                 profiles.append(profile(fn, *args, enable=candidate.enable_list(), disable=candidate.disable_list(),
                                         **common, **kwargs))
+                compiles.append((spec(candidate), profiles[-1].options_compiles))
             except Exception as error:  # a candidate that breaks the step outside a fusion: skipped, said
                 errors.append((spec(candidate), first_line(error)))
     finally:
@@ -281,8 +293,9 @@ def search_fusions(fn: Callable[..., Any], /, *args: Any, candidates: Iterable[o
     if groups:
         say(f"timing the per-fusion map ({len(groups)} scopes) against the defaults"
             + (f" and {spec(global_best)}" if global_best is not None else ""))
-        runner = Runner(fn, args, kwargs, backward, module, tolerance, steps_per_round, warmup, say)
-        with dev_mode(True):
+        runner = Runner(fn, args, kwargs, backward, module, tolerance, steps_per_round, warmup, say,
+                        share=share_defaults)
+        with dev_mode(True), runner.sharing():
             install_adapters()
             default = Variant("default", OptionSet(), "default")
             runner.reference = runner.first_call(default)
@@ -295,6 +308,7 @@ def search_fusions(fn: Callable[..., Any], /, *args: Any, candidates: Iterable[o
             for v in variants[1:]:
                 runner.prepare(v, "[per fusion]")
             times = runner.rounds(variants, rounds, random.Random(seed))
+        compiles += [(v.label, v.compiles) for v in variants[1:]]
         numerics = mapped.numerics
         judged = 1 if global_best is None else 3  # the map's ratios are one family too
         if id(mapped) in times:
@@ -305,18 +319,22 @@ def search_fusions(fn: Callable[..., Any], /, *args: Any, candidates: Iterable[o
             global_ratio = summarize(times[id(variants[2])], times[id(default)], comparisons=judged)
     result = FusionSearchResult(tuple(choices), tuple((o, tuple(f)) for o, f in groups), global_best, vs_default,
                                 vs_global, global_ratio, numerics, tuple(profiles), tuple(errors),
-                                time.perf_counter() - began, min_gain, _shared.compiling()[0] - compiled)
+                                time.perf_counter() - began, min_gain, _shared.compiling()[0] - compiled,
+                                tuple(compiles))
     say(f"done in {result.elapsed_s:.1f} s: {result.verdict()}")
     return result
 
 
 def _default_runs(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], backward: bool,
-                  module: Any) -> None:
-    """One call of the step with its defaults, audited: what it raises propagates; no fusion is a `ValueError`."""
-    runner = Runner(fn, args, kwargs, backward, module, None, 1, 0, lambda message: None)
-    with dev_mode(True):
+                  module: Any, share: bool) -> Compiles:
+    """One call of the step with its defaults, audited: what it raises propagates; no fusion is a `ValueError`.
+    Returns what it compiled (the profiles' defaults then run what it compiled, shared)."""
+    runner = Runner(fn, args, kwargs, backward, module, None, 1, 0, lambda message: None, share=share)
+    with dev_mode(True), runner.sharing():
         install_adapters()
+        began = compile_clock()
         with audit() as log:
             runner.invoke()
     if not log.records:
         raise ValueError(NO_FUSION.format(tool="search_fusions"))
+    return compiles_of(log.records, began)

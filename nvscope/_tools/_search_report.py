@@ -13,10 +13,13 @@ from typing import Any
 from nvscope._core import OptionSet, render
 from nvscope._measure import (
     DEFAULT_TOLERANCES,
+    Compiles,
     LoadableResult,
     Numerics,
     RatioSummary,
     Stage,
+    compiles_dict,
+    compiles_lines,
     figure_class,
     numerics_dict,
     numerics_from,
@@ -36,7 +39,8 @@ class SearchRow:
     the default (< 1 is faster). A combination also has ``versus``/``versus_ratio``: against the set it extends,
     measured in the same rounds. ``fusions``/``new_partitions``: nvFuser fusion executions seen through nvscope's
     adapters in the first call, and how many of them compiled a new partition. ``error``: the first line of the
-    exception that made it fail (it is then skipped).
+    exception that made it fail (it is then skipped). ``compiles``: what its first call compiled (distinct fusions,
+    definitions compiled, seconds compiling; None where it never ran).
     """
 
     label: str
@@ -52,6 +56,7 @@ class SearchRow:
     versus: str | None = None
     versus_ratio: RatioSummary | None = None
     recommended: bool = False
+    compiles: Compiles | None = None
 
     @property
     def status(self) -> str:
@@ -182,6 +187,7 @@ class SearchResult(LoadableResult):
             *([] if self.compile_s is None else [
                 f"compile: {self.compile_s:.1f} s in the first executions of new partitions (nvFuser compiles "
                 "there; a partition reused across rounds or sharing an equal fusion's definition compiles nothing)"]),
+            *compiles_lines((r.label, r.compiles) for r in self.rows),
             *(f"note: {note}" for note in self.notes),
             f"recommended: {self.recommendation()}",
         ]
@@ -214,7 +220,7 @@ class SearchResult(LoadableResult):
                 "numerics": numerics_dict(r.numerics),
                 "error": r.error, "fusions": r.fusions, "new_partitions": r.new_partitions, "versus": r.versus,
                 "versus_ratio": None if r.versus_ratio is None else r.versus_ratio.as_dict(),
-                "recommended": r.recommended,
+                "recommended": r.recommended, "compiles": compiles_dict(r.compiles),
             }
         return {
             "rows": [row(r) for r in self.rows], "recommended": options_dict(self.recommended),
@@ -231,7 +237,7 @@ class SearchResult(LoadableResult):
         rows = tuple(SearchRow(
             r["label"], options_from(r["options"]), r["stage"], r["first_call_s"], r["ms_per_call"], ratio(r["ratio"]),
             numerics_from(r["numerics"]), r["error"], r["fusions"], r["new_partitions"], r["versus"],
-            ratio(r["versus_ratio"]), r["recommended"]) for r in data["rows"])
+            ratio(r["versus_ratio"]), r["recommended"], Compiles.from_dict(r.get("compiles"))) for r in data["rows"])
         return cls(rows, options_from(data["recommended"]), data["timer"], data["rounds"], data["steps_per_round"],
                    data["warmup"], data["tolerance"], data["seed"], data["elapsed_s"], tuple(data["notes"]),
                    data.get("compile_s"))

@@ -289,3 +289,47 @@ def test_bisect_subprocess_probes_share_a_kernel_db_of_their_own(script: Path, t
         assert {where for _, where in runs} == {tempfile.gettempdir()}
     # The repro scripts outlive the bisect (they are not written under the removed directory).
     assert result.repro_scripts and all(Path(path).is_file() for path in result.repro_scripts)
+
+
+@pytest.mark.parametrize(("user", "share_defaults", "seen"), [(None, True, "all"), ("0", True, "0"),
+                                                               (None, False, None)])
+def test_bisect_subprocess_runs_share_the_defaults_unless_told_not_to(
+        script: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, user: str | None, share_defaults: bool,
+        seen: str | None) -> None:
+    # Each run records the NVSCOPE_SHARE it got; the listing run's counts say whether its defaults were shared (the
+    # script's six fusions print two distinct definitions: fusion 2's differs).
+    log = tmp_path / "share.jsonl"
+    wrapper = tmp_path / "logged.py"
+    wrapper.write_text(
+        "import json, os, runpy\n"
+        f"with open({str(log)!r}, 'a') as f:\n"
+        "    f.write(json.dumps(os.environ.get('NVSCOPE_SHARE')) + '\\n')\n"
+        f"runpy.run_path({str(script)!r}, run_name='__main__')\n")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    if user is None:
+        monkeypatch.delenv("NVSCOPE_SHARE", raising=False)
+    else:
+        monkeypatch.setenv("NVSCOPE_SHARE", user)
+    result = bisect_program([str(wrapper)], enable=["fuse_matmul"], timeout=120, progress=False,
+                            share_defaults=share_defaults)
+    assert result.reproduced and result.fusions == ("forward/nvFusion2",)
+    assert {json.loads(line) for line in log.read_text().splitlines()} == {seen}
+    counts = result.default_compiles
+    assert counts is not None and counts.fusions == 6
+    assert (counts.definitions, counts.unshared) == ((2, 0) if seen == "all" else (0, 6))
+    # Each probe says what it compiled (a bad one stopped at fusion 2, the culprit: it ran three).
+    assert all(p.compiles is not None and p.compiles.fusions == (3 if p.bad else 6) for p in result.log)
+    assert "\n  defaults: 6 fusions, " in result.report()
+    assert type(result).from_json(result.to_json()) == result
+
+
+@pytest.mark.parametrize("shared", [True, False])
+def test_no_share_defaults_on_the_command_line(script: Path, capsys: pytest.CaptureFixture[str], shared: bool) -> None:
+    out = script.with_name("profile.json")
+    code = main(["profile", "--enable", "fast_math", "--rounds", "5", "--steps", "1", "--quiet",
+                 *([] if shared else ["--no-share-defaults"]), "--json", str(out), f"{script}:step"])
+    assert code == 0, capsys.readouterr()
+    counts = json.loads(out.read_text())["default_compiles"]
+    # The script's six fusions print two distinct definitions; on Thunder's own path nvscope counts no compile.
+    assert (counts["definitions"], counts["unshared"]) == ((2, 0) if shared else (0, 6))
+    assert counts["line"].startswith("6 fusions, 2 definitions compiled, " if shared else "6 fusions, 0 definitions")
