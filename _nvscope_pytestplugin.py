@@ -1,11 +1,11 @@
 """nvscope's pytest plugin, as pytest registers it (entry point ``pytest11: nvscope``): light until it is used.
 
 Installing nvscope loads this plugin in every pytest run of the environment, so it imports only pytest and the
-standard library: a run with no ``--nv-enable``/``--nv-disable`` flag and no ``nv_options`` marker never imports
-nvscope. The first hook that meets a flag or a marker imports the implementation, `nvscope.pytest_plugin` (which
-documents what the plugin does). It is a top-level module, like Hypothesis' ``_hypothesis_pytestplugin``, because
-importing any module of the nvscope package runs ``nvscope/__init__.py`` first. Where nvscope is only on
-``sys.path``, not installed, load it with ``-p _nvscope_pytestplugin``.
+standard library: a run with no ``--nv-enable``/``--nv-disable``/``--nv-share-defaults`` flag and no ``nv_options``
+marker never imports nvscope. The first hook that meets a flag or a marker imports the implementation,
+`nvscope.pytest_plugin` (which documents what the plugin does). It is a top-level module, like Hypothesis'
+``_hypothesis_pytestplugin``, because importing any module of the nvscope package runs ``nvscope/__init__.py`` first.
+Where nvscope is only on ``sys.path``, not installed, load it with ``-p _nvscope_pytestplugin``.
 """
 
 from __future__ import annotations
@@ -51,6 +51,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--nv-disable", action="append", default=[], dest="nv_disable", metavar="NAME[,NAME...]",
                     help="run each test's call with this nvFuser disable option (repeatable; comma-separated names). "
                          "`nvscope options --disable` lists them.")
+    group.addoption("--nv-share-defaults", action="store_true", default=False, dest="nv_share_defaults",
+                    help="run each test's call under nv_options(share=True): fusions at their own options share "
+                         "compiled definitions (one compile per distinct definition); changes no option.")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -58,17 +61,21 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         f"{MARKER}(enable=[...], disable=[...], inherit=True): run the test's call under these nvFuser options "
-        "(nvscope.nv_options); on a function, class or module (pytestmark), merged from the module inwards",
+        "(nvscope.nv_options; share=True: fusions at their own options share compiled definitions); on a function, "
+        "class or module (pytestmark), merged from the module inwards",
     )
     enable: list[str] = config.getoption("nv_enable", None) or []
     disable: list[str] = config.getoption("nv_disable", None) or []
-    if not enable and not disable:
+    share = bool(config.getoption("nv_share_defaults", False))
+    if not enable and not disable and not share:
         return
     from nvscope.pytest_plugin import session_scope  # each use of nvscope imports it here, in the hook that needs it
 
-    session = session_scope(enable, disable)  # a pytest.UsageError for a bad name
+    session = session_scope(enable, disable, share)  # a pytest.UsageError for a bad name
     if session is not None:
-        config.stash[_SESSION_SCOPE], config.stash[_PREVIOUS_MODE] = session
+        config.stash[_SESSION_SCOPE], previous = session
+        if session[0].options:  # sharing alone changes no option: development mode was left alone
+            config.stash[_PREVIOUS_MODE] = previous
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -82,7 +89,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 def pytest_report_header(config: pytest.Config) -> list[str]:
     scope = config.stash.get(_SESSION_SCOPE, None)
     if scope is None:
-        return ["nvscope: no options"]
+        return ["nvscope: no options"]  # markers may still give some
     from nvscope.pytest_plugin import header
 
     return header(scope)

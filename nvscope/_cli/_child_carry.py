@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from nvscope._core import (
     EMPTY,
     NVFUSER_MODULES,
+    ROOT,
     ConfigWarning,
     NvscopeWarning,
     OptionSet,
@@ -44,6 +45,7 @@ from nvscope._exec import AuditLog, audit
 __all__ = ["HOOK_DIR", "ON_ERROR", "VARIABLE", "Settings", "export", "start", "take_over"]
 
 VARIABLE = _env.RUN
+SHARE = "NVSCOPE_SHARE"  # `--share-defaults`: "all" for the children (`export`)
 HOOK_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "_child")
 ON_ERROR = ("raise", "fallback")
 _KEYS = ("enable", "disable", "fusions", "on_error", "audit", "outer")
@@ -56,15 +58,19 @@ class Settings:
     """What ``nvscope run`` carries: the scope's arguments, whether to audit, and the scopes of the runs around it
     (``outer``, outermost first: an ``nvscope run`` in a child of another one)."""
 
-    __slots__ = ("audit", "disable", "enable", "fusions", "on_error", "outer")
+    __slots__ = ("audit", "disable", "enable", "fusions", "on_error", "outer", "share")
 
     def __init__(self, enable: Sequence[str], disable: Sequence[str], fusions: Sequence[str] | None = None,
-                 on_error: str | None = None, audit: bool = True, outer: Sequence[Settings] = ()) -> None:
+                 on_error: str | None = None, audit: bool = True, outer: Sequence[Settings] = (),
+                 share: bool = False) -> None:
         self.enable, self.disable = list(enable), list(disable)
         self.fusions = None if fusions is None else list(fusions)
         self.on_error = on_error
         self.audit = audit
         self.outer = list(outer)
+        # ``--share-defaults``: this process's scope shares (share=True); the children get NVSCOPE_SHARE=all instead
+        # (`export`), not a key of NVSCOPE_RUN: read at their import, it shares in every thread, not only the main one.
+        self.share = share
 
     def layers(self) -> list[Settings]:
         """The scopes a process under these settings enters, outermost first (this run's own last)."""
@@ -77,6 +83,8 @@ class Settings:
             extra["fusions"] = list(self.fusions)
         if self.on_error is not None:
             extra["on_error"] = self.on_error
+        if self.share:
+            extra["share"] = True
         # Looked up at each call, in its module: a test stands a recording nv_options in for it (sitecustomize).
         return _scope.nv_options(self.enable, self.disable, **extra)  # type: ignore[arg-type]
 
@@ -102,11 +110,14 @@ class Settings:
 def export(settings: Settings) -> Callable[[], None]:
     """Carry ``settings`` to the Python processes started from now on; returns the function that stops it.
 
-    Sets ``NVSCOPE_RUN`` and prepends the hook's directory to ``PYTHONPATH`` (once) in ``os.environ``, which child
-    processes inherit unless they are given an environment of their own.
+    Sets ``NVSCOPE_RUN`` (and ``NVSCOPE_SHARE=all`` for ``--share-defaults``) and prepends the hook's directory to
+    ``PYTHONPATH`` (once) in ``os.environ``, which child processes inherit unless they are given an environment of
+    their own.
     """
-    saved = {name: os.environ.get(name) for name in (VARIABLE, "PYTHONPATH")}
+    saved = {name: os.environ.get(name) for name in (VARIABLE, "PYTHONPATH", SHARE)}
     os.environ[VARIABLE] = settings.encode()
+    if settings.share:
+        os.environ[SHARE] = "all"
     path = saved["PYTHONPATH"]
     if not path:
         os.environ["PYTHONPATH"] = HOOK_DIR
@@ -283,6 +294,10 @@ def summary(layers: Sequence[Settings], log: AuditLog) -> str:
     env = process_options_shell()
     lines = [f"nvscope run: options {describe(layers)}"
              + (f" (and {env} from the environment, for the whole process)" if env else "")]
+    if ROOT is not None or any(layer.share for layer in layers):
+        how = "NVSCOPE_SHARE=all" if ROOT is not None else "--share-defaults"
+        lines.append(f"nvscope run: fusions at their own options share compiled definitions ({how}): each distinct "
+                     "definition compiles once")
     lines.append(log.summary())
     if not log.records and not _patches.owners():
         if any(name in sys.modules for name in ("thunder", *NVFUSER_MODULES)):

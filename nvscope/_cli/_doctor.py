@@ -21,6 +21,7 @@ from nvscope._core import (
     _env,
     _patches,
     catalog,
+    cut,
     is_development_mode,
     strict_mode,
 )
@@ -153,6 +154,24 @@ def _check_flag_values(report: _Report) -> None:
         near = difflib.get_close_matches(name, _env.VARIABLES, n=1, cutoff=0.8)
         hint = f"; did you mean {near[0]}?" if near else ""
         report.line("warn", problem + hint, f"rename it to {near[0]}" if near else "unset it, or correct its name")
+
+
+def _check_share(report: _Report) -> None:
+    """``NVSCOPE_SHARE=all``: whether it is in force (read when nvscope was imported) and what its install at import
+    could not do (an unsupported Thunder, say: the program's fusions then run Thunder's own path, unshared)."""
+    from nvscope._core import ROOT
+    from nvscope._exec import _autoinstall
+
+    if ROOT is not None:
+        report.line("ok", "NVSCOPE_SHARE=all: fusions at their own options share compiled definitions, program-wide "
+                          "(every thread; read when nvscope was imported)")
+    elif _env.share_all():
+        report.line("warn", "NVSCOPE_SHARE=all was set after nvscope was imported: it takes effect only at import",
+                    "set NVSCOPE_SHARE=all before the program starts, or use nv_options(share=True)")
+    for error in _autoinstall._PROGRAM_ERRORS:
+        report.line("warn", f"NVSCOPE_SHARE=all: an adapter could not install: {cut(repr(error), 300)}",
+                    "the fusions it would reach run Thunder's own path, unshared: use a Thunder and nvFuser that "
+                    "nvscope supports (docs/failures.md, \"Thunder versions\")")
 
 
 def _import_quietly(name: str) -> ModuleType:
@@ -295,6 +314,8 @@ def _checks(report: _Report) -> None:
         except (Exception, SystemExit) as error:
             report.gpu(f"Thunder adapter: Thunder's nvFuser executor does not import: {type(error).__name__}: "
                        f"{error}", "install an nvFuser that this Thunder supports", status="warn")
+
+    _check_share(report)
 
     # Policy
     _check_flag_values(report)

@@ -3,7 +3,7 @@
     nvscope options [--enable | --disable] [--json [PATH|-]] [QUERY]
     nvscope doctor [--require-gpu-stack] [--json [PATH|-]]
     nvscope run [--enable NAME]... [--disable NAME]... [--fusions GLOB]... [--on-error {raise,fallback}] [--no-audit]
-                ([--] script.py | -m module) [args...]
+                [--share-defaults] ([--] script.py | -m module) [args...]
 
 A tool, not part of the core: it may import everything, and nothing in the core imports it. Heavy packages
 (torch, Thunder, nvFuser) are imported only inside the command that needs them (``doctor``), never here at the top.
@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from nvscope._cli import _child_carry as _carry
-from nvscope._core import catalog, cut, split, version
+from nvscope._core import _env, catalog, cut, split, version
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -65,7 +65,13 @@ Python processes the program starts (subprocess, multiprocessing, torchrun's wor
 their main thread: nvscope run sets NVSCOPE_RUN and puts nvscope's start-up hook on PYTHONPATH while the program
 runs. Each such process that imports Thunder or nvFuser prints its own summary at exit, tagged [pid N]. Not
 reached: processes that are not Python, that are given an environment without those variables, or that ignore
-them (python -E, -I, -S)."""
+them (python -E, -I, -S).
+
+--share-defaults: fusions that run their own options (no option given, or not selected by --fusions) share one
+compiled definition per (printed definition, inputs, options, device), as scoped fusions do; it changes no option.
+On the program's main thread (and Thunder's backward passes) the run's scope shares; the Python processes the
+program starts get NVSCOPE_SHARE=all, which shares in every thread. For every thread of the program itself too,
+run `NVSCOPE_SHARE=all nvscope run ...` instead."""
 
 _RUN_EPILOG = """\
 examples:
@@ -75,6 +81,7 @@ examples:
   nvscope run --no-audit --enable static_fusion_count bench.py
   nvscope run --enable fuse_matmul --fusions 'forward/*' --on-error fallback train.py
   nvscope run --enable fuse_matmul -m torch.distributed.run --nproc-per-node 2 --standalone train.py
+  nvscope run --share-defaults train.py   no options: the defaults compile once per distinct definition
 
 exit codes: the program's own; 2 when an option name or a --fusions/--on-error value is refused (an empty
 --enable "" too), or the script/module cannot be found (a directory without __main__.py, or an interpreter given
@@ -166,8 +173,8 @@ def _parser(prog: str | None = None) -> tuple[argparse.ArgumentParser, dict[str,
     run = commands.add_parser("run", help="run a script or module under nvFuser options, with an audit summary",
                               description=_RUN_DESCRIPTION, epilog=_RUN_EPILOG, formatter_class=formatter,
                               usage="%(prog)s [--enable NAME]... [--disable NAME]... [--fusions GLOB]... "
-                                    "[--on-error {raise,fallback}] [--no-audit] ([--] script.py | -m module) "
-                                    "[args...]",
+                                    "[--on-error {raise,fallback}] [--no-audit] [--share-defaults] ([--] script.py | "
+                                    "-m module) [args...]",
                               allow_abbrev=False)
     _run_arguments(run)
     listing = commands.add_parser(
@@ -175,8 +182,8 @@ def _parser(prog: str | None = None) -> tuple[argparse.ArgumentParser, dict[str,
         description="Run the program as `nvscope run` does (options optional) and print, at exit, every nvFuser "
                     "fusion it ran: its id (what nv_options(fusions=...) selects by), phase, ops, jitted function "
                     "and number of executions.",
-        usage="%(prog)s [--enable NAME]... [--disable NAME]... [--fusions GLOB]... [--json PATH|-] "
-              "([--] script.py | -m module) [args...]",
+        usage="%(prog)s [--enable NAME]... [--disable NAME]... [--fusions GLOB]... [--share-defaults] "
+              "[--json PATH|-] ([--] script.py | -m module) [args...]",
         allow_abbrev=False)
     _run_arguments(listing)
     listing.add_argument("--json", metavar="PATH|-",
@@ -197,6 +204,10 @@ def _run_arguments(run: argparse.ArgumentParser) -> None:
                           "error, or run it again with its defaults")
     run.add_argument("--no-audit", action="store_true",
                      help="do not record fusion executions, and print no summary at exit")
+    run.add_argument("--share-defaults", action="store_true",
+                     help="fusions left at their own options share compiled definitions too (nv_options(share=True) "
+                          "around the program, NVSCOPE_SHARE=all in the Python processes it starts): a deep model's "
+                          "defaults compile once per distinct definition, not once per fusion")
     run.add_argument("-m", dest="module", metavar="module",
                      help="run a library module as a script, like python -m (the rest are its arguments)")
     run.add_argument("script", nargs="?", help="the Python script to run (the rest are its arguments)")
@@ -357,6 +368,9 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     json_to = getattr(ns, "json", None)
     if problem is None and json_to not in (None, "-") and not os.path.isdir(os.path.dirname(os.path.abspath(json_to))):
         problem = f"--json {cut(json_to, 200)}: the directory does not exist"
+    if problem is None and ns.share_defaults and not _env.flag("NVSCOPE_SHARE"):
+        problem = ("--share-defaults needs compile sharing, which NVSCOPE_SHARE=0 in the environment turns off: unset "
+                   "NVSCOPE_SHARE, or drop --share-defaults")
     if problem is not None:
         print(f"nvscope {ns.command}: error: {problem}", file=sys.stderr)
         return 2
@@ -364,4 +378,4 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
 
     listing = ns.command == "fusions"
     return run(ns.script, ns.module, ns.args, enable, disable, audit=listing or not ns.no_audit, fusions=fusions,
-               on_error=ns.on_error, listing=listing, json_to=json_to)
+               on_error=ns.on_error, listing=listing, json_to=json_to, share=ns.share_defaults)

@@ -15,6 +15,9 @@ Per test, class or module, with a marker (arguments as for `nvscope.nv_options`)
 For the whole run, from the command line (repeat the flag, or separate names with commas)::
 
     pytest --nv-enable fuse_matmul --nv-disable matmul_expr_eval
+    pytest --nv-share-defaults       # every test's call under nv_options(share=True): the defaults compile once
+
+``share=True`` in a marker shares for that test, class or module (``share=False`` ends it there).
 
 What is scoped, and when:
 
@@ -52,6 +55,7 @@ from nvscope._core import (
     Frame,
     NoFusionWarning,
     UnclosedScopeWarning,
+    _env,
     catalog,
     cut,
     dev_mode,
@@ -67,32 +71,47 @@ if TYPE_CHECKING:
 __all__ = ["header", "item_scopes", "scoped_call", "session_scope"]
 
 
-def session_scope(enable: list[str], disable: list[str]) -> tuple[nv_options, bool | None] | None:
-    """The command line's scope and the development mode it replaced (now on), or None when the flags name nothing.
+def session_scope(enable: list[str], disable: list[str],
+                  share: bool = False) -> tuple[nv_options, bool | None] | None:
+    """The command line's scope and the development mode it replaced (now on), or None when the flags ask nothing.
 
-    An unknown name is a `pytest.UsageError`, with the hint in the flags' syntax.
+    ``share`` (``--nv-share-defaults``): the scope shares the compiled definitions of the fusions it leaves at their
+    own options (``nv_options(share=True)``). Alone it changes no option, so development mode is left as it is (the
+    second item is then None, and not to be restored). An unknown name is a `pytest.UsageError`, with the hint in the
+    flags' syntax; so is sharing asked for under ``NVSCOPE_SHARE=0``.
     """
     enable, disable = split(enable), split(disable)
-    if not enable and not disable:
+    if not enable and not disable and not share:
         return None
+    if share and not _env.flag("NVSCOPE_SHARE"):
+        raise pytest.UsageError("--nv-share-defaults needs compile sharing, which NVSCOPE_SHARE=0 in the environment "
+                                "turns off: unset NVSCOPE_SHARE, or drop --nv-share-defaults")
+    if not enable and not disable:
+        return nv_options(share=True), None
     try:
         known = catalog()
         for kind, names in (("enable", enable), ("disable", disable)):
             for name in names:  # first, so that a hint speaks the flags' syntax, not nv_options'
                 known.check(kind, name, spelling="--nv-{kind} {name}")  # type: ignore[arg-type]
-        scope = nv_options(enable, disable)
+        scope = nv_options(enable, disable, share=True if share else None)
     except (ValueError, TypeError) as error:  # UnknownOptionError is a ValueError
         raise pytest.UsageError(f"--nv-enable/--nv-disable: {error}") from None
     return scope, set_development_mode(True)
 
 
 def header(scope: nv_options) -> list[str]:
-    """The session header's lines for the command line's scope: the options and the catalog that validated them."""
-    lines = [f"nvscope: options {scope.options.as_shell()} (scoped around each test)"]
-    try:
-        lines.append(f"nvscope: {catalog().source}")
-    except Exception as error:  # never break an unrelated test run over the header
-        lines.append(f"nvscope: the option catalog cannot load: {error!r} (run `nvscope doctor`)")
+    """The session header's lines for the command line's scope: the options and the catalog that validated them,
+    and whether the defaults are shared."""
+    lines = []
+    if scope.options:
+        lines.append(f"nvscope: options {scope.options.as_shell()} (scoped around each test)")
+        try:
+            lines.append(f"nvscope: {catalog().source}")
+        except Exception as error:  # never break an unrelated test run over the header
+            lines.append(f"nvscope: the option catalog cannot load: {error!r} (run `nvscope doctor`)")
+    if scope.share:
+        lines.append("nvscope: fusions at their own options share compiled definitions (--nv-share-defaults, around "
+                     "each test)")
     return lines
 
 
@@ -130,8 +149,9 @@ def scoped_call(item: pytest.Item, session: nv_options | None,
                 scopes: tuple[nv_options, ...]) -> Generator[None, object, object]:
     """The ``pytest_runtest_call`` wrapper's body when the test has options (the command line's, its markers' or
     both), new-style: the test's call runs at the ``yield``, inside the scopes."""
-    # Markers only: development mode for this call, in its context (the session's flags set the process default).
-    call_mode = dev_mode(True) if session is None else None
+    # Markers: development mode for this call, in its context (the session's options set the process default;
+    # --nv-share-defaults alone sets none).
+    call_mode = dev_mode(True) if scopes and (session is None or not session.options) else None
     if call_mode is not None:
         call_mode.__enter__()
     base = top = ACTIVE.get()

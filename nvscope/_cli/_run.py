@@ -73,14 +73,15 @@ def _not_runnable(script: str) -> str | None:
 
 def run(script: str | None, module: str | None, program_args: list[str], enable: list[str], disable: list[str],
         audit: bool, fusions: list[str] | None = None, on_error: str | None = None, listing: bool = False,
-        json_to: str | None = None) -> int:
+        json_to: str | None = None, share: bool = False) -> int:
     """Run the program as ``nvscope run`` (``listing``: ``nvscope fusions``, which also lists the fusions at exit and
     writes them as JSON to ``json_to``, ``-`` for standard output); returns its exit code, or 2 when it cannot
-    start."""
+    start. ``share`` (``--share-defaults``): fusions at their own options share compiled definitions, in the program
+    (its scope) and in the Python processes it starts (``NVSCOPE_SHARE=all``)."""
     import runpy
 
     command = "nvscope fusions" if listing else "nvscope run"
-    carried = _carry.Settings(enable, disable, fusions, on_error, audit)
+    carried = _carry.Settings(enable, disable, fusions, on_error, audit, share=share)
     try:
         scope = carried.scope()
     except (ValueError, TypeError) as error:  # UnknownOptionError is a ValueError

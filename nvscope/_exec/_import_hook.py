@@ -20,10 +20,11 @@ class _CallbackLoader(importlib.abc.Loader):
     """Wraps a module's loader to call back once the module has finished executing (errors go to ``report``)."""
 
     def __init__(self, loader: importlib.abc.Loader, report: list[BaseException],
-                 callback: Callable[[str], None]) -> None:
+                 callback: Callable[[str], None], done: Callable[[str], None]) -> None:
         self._loader = loader
         self._report = report
         self._callback = callback
+        self._done = done
 
     def __getattr__(self, name: str) -> object:
         return getattr(self._loader, name)
@@ -37,6 +38,7 @@ class _CallbackLoader(importlib.abc.Loader):
             module.__spec__.loader = self._loader
         module.__loader__ = self._loader
         self._loader.exec_module(module)
+        self._done(module.__name__)
         try:
             self._callback(module.__name__)
         except Exception as error:  # the program's import must not fail over nvscope; the runner reports it
@@ -63,6 +65,7 @@ class AfterImport(importlib.abc.MetaPathFinder):
             self._busy.discard(fullname)
         if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return spec
-        self._pending.discard(fullname)
-        spec.loader = _CallbackLoader(spec.loader, self._report, self._callback)
+        # Still pending until the module executes: ``importlib.util.find_spec("thunder")`` (doctor, a library probing
+        # what is installed) asks this finder too, without importing; the later import must still be seen.
+        spec.loader = _CallbackLoader(spec.loader, self._report, self._callback, self._pending.discard)
         return spec

@@ -14,12 +14,27 @@ time; the shared cache's bound is not reached. The model, written from the docum
   compile), and only that fusion's once the key has run: other fusions go on running the compiled definition;
 * each execution ran the fusion's own definition with its scope's options, or (a failed key) its defaults;
 * unscoped executions run Thunder's own definitions, never a scope's.
+
+`DefaultSharingMachine` covers default sharing (``nv_options(share=True)``, issue 38): fusions with and without a
+compile-time option, calls unscoped, in a scope with options (selecting the fusion or another one), in a sharing scope
+with or without options, and in a sharing scope that a ``share=False`` scope ends; on the main thread or a new one;
+with ``NVSCOPE_MAX_SHARED=3``, so shared definitions are evicted all the time. Its model:
+
+* a call runs in a partition of its effective options (its own, overridden by the scope's where the scope reaches it)
+  when the scope changes them or shares; else Thunder's own path, which compiles once per (fusion, inputs);
+* a partition meets each inputs once (its definition cache): then the (definition, inputs, options) key is looked up
+  in an LRU of ``NVSCOPE_MAX_SHARED`` keys: found, it runs that definition (nothing compiled); not found, it compiles
+  and registers the key, evicting the least recently looked-up one beyond the bound;
+* each execution runs its own definition's text with its effective options, on the thread that called it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import threading
 import warnings
+from collections import Counter, OrderedDict
 from typing import Any
 
 import pytest
@@ -148,3 +163,124 @@ SharedCacheMachine.TestCase.settings = settings(
     max_examples=int(os.environ.get("NVSCOPE_HYPOTHESIS_EXAMPLES", "60")),  # more for a long run, as the other models
     stateful_step_count=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 test_shared_cache_model = SharedCacheMachine.TestCase
+
+
+# --- default sharing -------------------------------------------------------------------------------------------------
+
+SHARING_DEFINITIONS = (("linear",), ("linear", "add"))
+OWN_OPTIONS = ((), ("kernel_profile",))  # none, or a compile-time option (Thunder's nv_enable_options)
+MAX_SHARED = 3
+Key = tuple[int, int, frozenset[str]]  # (definition, input size, effective options)
+
+
+class DefaultSharingMachine(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.monkeypatch = pytest.MonkeyPatch()
+        reset_nvscope()
+        self.monkeypatch.setenv("NVSCOPE_MAX_PARTITIONS", "8")  # above a fusion's option sets: partitions stay
+        self.monkeypatch.setenv("NVSCOPE_MAX_SHARED", str(MAX_SHARED))
+        self.monkeypatch.delenv("NVSCOPE_SHARE", raising=False)
+        self.double = ThunderDouble(self.monkeypatch)
+        assert nvscope.thunder.install()
+        self.fusions: list[tuple[Any, int, frozenset[str]]] = []  # (wrapper, definition, own options)
+        self.shared: OrderedDict[Key, None] = OrderedDict()  # the shared definitions, least recently looked up first
+        self.partitions: set[tuple[int, frozenset[str], int]] = set()  # (fusion, options, size) built
+        self.thunders: set[tuple[int, int]] = set()  # (fusion, size) compiled on Thunder's own path
+        self.compiles: Counter[Key] = Counter()  # what the model expects nvFuser to have compiled
+        scratch = {d: self.double.make_wrapper("scratch", ops=ops) for d, ops in enumerate(SHARING_DEFINITIONS)}
+        # A printed definition body -> (definition, size): built by Thunder's uncached builder, never executed.
+        self.bodies = {scratch[d].get_fd.__wrapped__((((size,), "float32"),)).body(): (d, size)
+                       for d in scratch for size in (2, 3)}
+
+    @initialize(drawn=st.lists(st.tuples(st.integers(0, len(SHARING_DEFINITIONS) - 1),
+                                         st.integers(0, len(OWN_OPTIONS) - 1)), min_size=FUSIONS, max_size=FUSIONS))
+    def make_fusions(self, drawn: list[tuple[int, int]]) -> None:
+        for i, (definition, own) in enumerate(drawn):
+            wrapper = self.double.make_wrapper(f"nvFusion{i}", ops=SHARING_DEFINITIONS[definition],
+                                               enable=list(OWN_OPTIONS[own]))
+            self.fusions.append((wrapper, definition, frozenset(OWN_OPTIONS[own])))
+
+    def _expect(self, fusion: int, options: int | None, selected: bool, sharing: bool, size: int) -> frozenset[str]:
+        """The model: the options the call runs with, and what it compiles (into ``self.compiles``)."""
+        _, definition, own = self.fusions[fusion]
+        effective = own | frozenset(OPTION_SETS[options]) if options is not None and selected else own
+        if effective == own and not sharing:  # Thunder's own path: its cache, one compile per fusion and inputs
+            if (fusion, size) not in self.thunders:
+                self.thunders.add((fusion, size))
+                self.compiles[(definition, size, own)] += 1
+            return effective
+        if (fusion, effective, size) in self.partitions:  # built before: it runs the definition it got then
+            return effective
+        self.partitions.add((fusion, effective, size))
+        key = (definition, size, effective)
+        if key in self.shared:
+            self.shared.move_to_end(key)
+        else:
+            self.shared[key] = None
+            self.compiles[key] += 1
+            if len(self.shared) > MAX_SHARED:
+                self.shared.popitem(last=False)
+        return effective
+
+    # Two option sets (and the fusions' own), two sizes: keys repeat often enough to be found, and evicted.
+    @rule(fusion=st.integers(0, FUSIONS - 1), options=st.none() | st.integers(0, 1), selected=st.booleans(),
+          share=st.sampled_from(["no", "yes", "ended"]), size=st.sampled_from([2, 3]), in_thread=st.booleans(),
+          reinstall=st.integers(0, 7))
+    def run(self, fusion: int, options: int | None, selected: bool, share: str, size: int, in_thread: bool,
+            reinstall: int) -> None:
+        if reinstall == 0:  # one call in eight, first: a rule of its own would be swarm-tested out of most programs
+            self.reinstall()
+        wrapper = self.fusions[fusion][0]
+        scope = None
+        if options is not None or share != "no":
+            chosen = fusion if selected else (fusion + 1) % FUSIONS
+            scope = nv_options(enable=list(OPTION_SETS[options]) if options is not None else [],
+                               fusions=[f"forward/nvFusion{chosen}*"], share=True if share == "yes" else None)
+        outer = nv_options(share=True) if share == "ended" else None
+        inner = nv_options(share=False) if share == "ended" else None
+
+        def call() -> Any:
+            with contextlib.ExitStack() as stack:
+                for entered in (outer, inner, scope):
+                    if entered is not None:
+                        stack.enter_context(entered)
+                return wrapper(Tensor((1.0,) * size))
+
+        before = len(self.double.executions)
+        if in_thread:
+            results: list[Any] = []
+            thread = threading.Thread(target=lambda: results.append(call()), name="worker")
+            thread.start()
+            thread.join(30)
+            (outputs,) = results
+        else:
+            outputs = call()
+        expected = self._expect(fusion, options, selected, share == "yes", size)
+        assert outputs == [Tensor((2.0,) * size)]
+        (ran,) = self.double.executions[before:]
+        assert frozenset(ran.enable or ()) == expected and not ran.disable
+        assert self.bodies[ran.fd.body()] == (self.fusions[fusion][1], size)  # its own definition's text
+        assert ran.thread == ("worker" if in_thread else "MainThread")
+
+    def reinstall(self) -> None:
+        """Forget every partition and shared definition; Thunder's own caches stay."""
+        nvscope.uninstall()
+        assert nvscope.thunder.install()
+        self.partitions.clear()
+        self.shared.clear()
+
+    @invariant()
+    def compiles_what_the_model_expects(self) -> None:
+        compiled = Counter((*self.bodies[c.definition], frozenset(c.enable)) for c in self.double.fe.COMPILES)
+        assert compiled == self.compiles
+
+    def teardown(self) -> None:
+        reset_nvscope()
+        self.monkeypatch.undo()
+
+
+DefaultSharingMachine.TestCase.settings = settings(
+    max_examples=int(os.environ.get("NVSCOPE_HYPOTHESIS_EXAMPLES", "40")), stateful_step_count=30, deadline=None,
+    suppress_health_check=[HealthCheck.too_slow])
+test_default_sharing_model = DefaultSharingMachine.TestCase

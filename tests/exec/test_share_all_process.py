@@ -1,0 +1,109 @@
+"""``NVSCOPE_SHARE=all`` in a plain Python process that imports nvscope (issue 38): read at import, it shares the
+defaults of every fusion, in every thread, whether Thunder (the double) was imported before nvscope or after it.
+
+Black box: a fresh interpreter runs `PROGRAM`, with the doctors on ``sys.path`` (the test directory) and, for Thunder
+imported after nvscope, a ``thunder`` package that builds the double when imported, so that nvscope sees a real
+``import thunder``. The program never enters a scope; it prints what the fake nvFuser frontend saw as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+TESTS = Path(__file__).resolve().parents[1]
+REPO = TESTS.parent
+
+# Six fusions that print one definition, two that print it under a compile-time option, and, run in a new thread,
+# three more of another definition. argv[1]: which is imported first, Thunder (the double) or nvscope.
+PROGRAM = """\
+import json, sys, threading
+import pytest
+
+if sys.argv[1] == "thunder-first":
+    from thunder_double import ThunderDouble
+
+    double = ThunderDouble(pytest.MonkeyPatch())
+    assert "nvscope" not in sys.modules
+    import nvscope
+else:
+    import nvscope
+    import thunder  # the site's package: it builds the double (and nvscope's import hook sees it)
+
+    double = thunder.DOUBLE
+fe = double.fe
+plain = [double.make_wrapper(f"nvFusion{i}") for i in range(6)]
+tuned = [double.make_wrapper(f"nvFusion{i + 6}", enable=["fuse_matmul"]) for i in range(2)]
+other = [double.make_wrapper(f"nvFusion{i + 8}", ops=("linear", "add")) for i in range(3)]
+for fusion in plain + tuned:
+    assert fusion(fe.Tensor((1.0, 1.0))) == [fe.Tensor((2.0, 2.0))]
+main = len(fe.COMPILES)
+
+def in_thread():
+    for fusion in other + plain:
+        fusion(fe.Tensor((1.0, 1.0)))
+
+thread = threading.Thread(target=in_thread, name="worker")
+thread.start()
+thread.join()
+print(json.dumps({
+    "options": nvscope.current_options().as_shell(),
+    "main": main,
+    "thread": len(fe.COMPILES) - main,
+    "compiled": sorted((c.definition.count("ops."), list(c.enable)) for c in fe.COMPILES),
+    "ran": [[list(e.enable or ()), e.thread] for e in fe.EXECUTIONS],
+}))
+"""
+
+# A ``thunder`` package: importing it builds the Thunder double (which puts its own ``thunder`` module in place).
+THUNDER_INIT = """\
+import sys
+import pytest
+from thunder_double import ThunderDouble
+
+DOUBLE = ThunderDouble(pytest.MonkeyPatch())
+sys.modules["thunder"].DOUBLE = DOUBLE
+"""
+
+
+def run(tmp_path: Path, order: str, share: str | None) -> dict[str, Any]:
+    site = tmp_path / "site"
+    (site / "thunder").mkdir(parents=True, exist_ok=True)
+    (site / "thunder" / "__init__.py").write_text(THUNDER_INIT)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NVSCOPE_", "NVFUSER_", "PYTHON"))}
+    env["PYTHONPATH"] = os.pathsep.join(map(str, (site, TESTS, REPO)))
+    if share is not None:
+        env["NVSCOPE_SHARE"] = share
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent(PROGRAM), order], env=env, cwd=tmp_path,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "Warning" not in result.stderr, result.stderr  # sharing changes no option: no development-mode warning
+    seen: dict[str, Any] = json.loads(result.stdout.splitlines()[-1])
+    return seen
+
+
+@pytest.mark.parametrize("order", ["thunder-first", "nvscope-first"])
+def test_share_all_compiles_each_distinct_definition_once_in_every_thread(tmp_path: Path, order: str) -> None:
+    seen = run(tmp_path, order, "all")
+    assert seen["options"] == ""  # it changes no option
+    assert seen["main"] == 2  # eight fusions, two (definition, options) keys: the plain one and the tuned one
+    assert seen["thread"] == 1  # a new thread shares too: three fusions of another definition, and the plain six
+    assert seen["compiled"] == [[1, []], [1, ["fuse_matmul"]], [2, []]]
+    # Every fusion ran its own options: none for the plain ones, its compile-time one for the tuned ones.
+    assert seen["ran"] == ([[[], "MainThread"]] * 6 + [[["fuse_matmul"], "MainThread"]] * 2
+                           + [[[], "worker"]] * 9)
+
+
+@pytest.mark.parametrize("share", [None, "1"])
+def test_without_all_each_fusion_compiles_its_own(tmp_path: Path, share: str | None) -> None:
+    seen = run(tmp_path, "thunder-first", share)
+    assert seen["main"] == 8  # Thunder's path: one compile per fusion
+    assert seen["thread"] == 3  # the three new fusions; the plain six are compiled already
+    assert seen["ran"][:8] == [[[], "MainThread"]] * 6 + [[["fuse_matmul"], "MainThread"]] * 2
