@@ -42,6 +42,7 @@ from ._errors import UnknownOptionError as UnknownOptionError
 from ._errors import UnsupportedError as UnsupportedError
 from ._frames import PROGRAM as PROGRAM
 from ._frames import ROOT as ROOT
+from ._frames import carried as carried
 from ._fusion import FusionInfo as FusionInfo
 from ._fusion import Selector as Selector
 from ._fusion import claim as claim

@@ -29,6 +29,7 @@ __all__ = [
     "PROGRAM",
     "ROOT",
     "Frame",
+    "carried",
     "enter_frame",
     "note_run",
     "pop",
@@ -134,17 +135,36 @@ def reset(token: Token[Frame | None]) -> None:
     _patches.release(id(token))  # nothing if `enter_frame` demanded nothing for it
 
 
-def push(policy: OptionSet | _policy.Policy | None, fallback: bool | None) -> Token[Frame | None]:
+def push(policy: OptionSet | _policy.Policy | None, fallback: bool | None,
+         share: bool | None = None) -> Token[Frame | None]:
     """Activate ``policy`` laid over the current scope, unvalidated and without policy checks; for adapters.
 
     Used where nvscope itself carries a scope somewhere (a backward pass under its forward's scope). ``fallback`` is
-    the carried scope's on_error choice (a `Frame`'s); None takes the current scope's. Undo with `pop`.
+    the carried scope's on_error choice (a `Frame`'s); None takes the current scope's. ``share``: the carried scope's
+    sharing where it must win over the current one's (`carried`); None: ``policy``'s, else the current scope's.
+    Undo with `pop`.
     """
     parent = ACTIVE.get()
     below = None if parent is None else parent.policy
     if fallback is None and parent is not None:
         fallback = parent.fallback
-    return ACTIVE.set(Frame(_policy.compose(below, policy), parent, push, fallback))
+    return ACTIVE.set(Frame(_policy.compose(below, policy, share), parent, push, fallback))
+
+
+def carried(frame: Frame | None) -> tuple[Frame | None, bool | None]:
+    """What a forward carries to its backward: its frame (None: nothing, the backward takes its thread's scope) and
+    its sharing where the backward must keep it (`push`'s ``share``).
+
+    The program-wide frame (`ROOT`) is no scope of the user's: a forward under it carries nothing, so a backward run
+    inside ``share=False`` does not share. Under `ROOT`, a frame that does not share ended sharing on purpose
+    (``share=False``; nothing else makes one there): its backward must not share either, wherever it runs."""
+    if frame is None or frame is ROOT:
+        return None, None
+    if ROOT is not None and not _policy.sharing(frame.policy):
+        return frame, False
+    if frame.policy is None and frame.fallback is None:
+        return None, None  # an empty frame: nothing to carry to the backward
+    return frame, None
 
 
 def pop(token: Token[Frame | None]) -> None:

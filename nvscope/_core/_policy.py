@@ -131,15 +131,21 @@ def _interned_policy(parent: OptionSet | Policy | None, own: OptionSet, chosen: 
     return policy
 
 
-def compose(outer: OptionSet | Policy | None, inner: OptionSet | Policy | None) -> OptionSet | Policy | None:
-    """``inner`` (a backward's captured forward policy) laid over ``outer`` (the policy of the thread running it)."""
+def compose(outer: OptionSet | Policy | None, inner: OptionSet | Policy | None,
+            share: bool | None = None) -> OptionSet | Policy | None:
+    """``inner`` (a backward's captured forward policy) laid over ``outer`` (the policy of the thread running it).
+
+    Sharing: ``share`` where given (the forward ended sharing on purpose: `nvscope._core._frames.carried`), else
+    ``inner``'s where it shares, else ``outer``'s."""
+    if share is None and sharing(inner):
+        share = True
     if inner is None:
-        return outer
+        return outer if share is None else over(outer, EMPTY, None, True, share)
     if isinstance(inner, OptionSet):
-        return over(outer, inner, None, True)
+        return over(outer, inner, None, True, share)
     result = outer
     for options, chosen, inherit in inner.layers:
-        result = over(result, options, chosen, inherit, True if inner.share else None)
+        result = over(result, options, chosen, inherit, share)
     return result
 
 

@@ -13,14 +13,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from nvscope._core import ACTIVE, NoEffectWarning, OptionSet, pop, push
+from nvscope._core import ACTIVE, NoEffectWarning, OptionSet, carried, pop, push
 from nvscope._exec import _events
 from nvscope._exec._thunder_adapter import jitted_function
 
 __all__ = ["make_backward", "make_forward", "refusal"]
 
 AUTOGRAD_MODULE = "thunder.executors.torch_autograd"
-# On the autograd ctx: (the forward's frame or None, the jitted function as `jitted_function` gives it), or None (the
+# On the autograd ctx: (the forward's frame or None, the jitted function as `jitted_function` gives it, the sharing
+# the backward must keep: `nvscope._core._frames.carried`), or None (the
 # forward ran while the patch was out: no scope and no audit anywhere). The frame itself, not only its
 # policy: while the ctx lives, the frame keeps the per-fusion patches in place (nvscope._core._patches.demand) for a
 # backward that runs after its scope exited (``with nv_options(...): loss = f(x)`` then ``loss.backward()``).
@@ -38,14 +39,12 @@ def refusal(autograd: Any) -> list[str]:
 
 def make_forward(original: Any) -> Any:
     def forward(ctx: Any, *args: Any) -> Any:
-        frame = ACTIVE.get()
-        if frame is not None and frame.policy is None and frame.fallback is None:
-            frame = None  # an empty frame: nothing to carry to the backward
+        frame, share = carried(ACTIVE.get())
         # The jitted function whether or not the forward ran in a scope: a backward fusion's id names it, and must be
         # the same in a run that scopes the backward alone. Once per step while the patch is in place (a scope exists
         # somewhere, or an audit listens), not per fusion: the stack walk costs a few microseconds.
         function = jitted_function()
-        setattr(ctx, _CAPTURED, None if frame is None and function is None else (frame, function))
+        setattr(ctx, _CAPTURED, None if frame is None and function is None else (frame, function, share))
         return original(ctx, *args)
 
     forward.__wrapped__ = original  # type: ignore[attr-defined]
@@ -61,12 +60,12 @@ def make_backward(original: Any) -> Any:
                 if captured is _BEFORE:
                     _unknown_function()
                 return original(ctx, *grads)
-            frame, function = captured
+            frame, function, share = captured
             named = _events.FUNCTION.set(function)
             try:
                 if frame is None:  # an unscoped forward: the thread's own scope, if any
                     return original(ctx, *grads)
-                token = push(frame.policy, frame.fallback)
+                token = push(frame.policy, frame.fallback, share)
                 try:
                     return original(ctx, *grads)
                 finally:

@@ -107,3 +107,65 @@ def test_without_all_each_fusion_compiles_its_own(tmp_path: Path, share: str | N
     assert seen["main"] == 8  # Thunder's path: one compile per fusion
     assert seen["thread"] == 3  # the three new fusions; the plain six are compiled already
     assert seen["ran"][:8] == [[[], "MainThread"]] * 6 + [[["fuse_matmul"], "MainThread"]] * 2
+
+
+# Backward passes under NVSCOPE_SHARE=all: what each forward carries to its backward (`nvscope._core._frames.carried`).
+BACKWARD = """\
+import contextlib, json, threading
+import pytest, torch
+from thunder_double import ThunderDouble
+import nvscope
+import nvscope.thunder
+from nvscope import nv_options
+
+double = ThunderDouble(pytest.MonkeyPatch())
+nvscope.thunder.install()
+models = [double.make_model() for _ in range(3)]
+seen = {}
+
+def case(name, forward_scope=None, backward_scope=None, thread=False):
+    with nvscope.audit() as log:
+        losses = []
+        for model, _, _ in models:
+            with forward_scope or contextlib.nullcontext():
+                losses.append(model(torch.ones(2, requires_grad=True)).sum())
+
+        def backward():
+            with backward_scope or contextlib.nullcontext():
+                for loss in losses:
+                    loss.backward()
+
+        if thread:
+            runner = threading.Thread(target=backward)
+            runner.start()
+            runner.join()
+        else:
+            backward()
+    shared = {r.fusion.split("/")[0]: r.partition != "default" for r in log.records}
+    seen[name] = [shared["forward"], shared["backward"]]
+
+case("program-wide")
+case("forward share=False, backward outside it", nv_options(share=False))
+case("forward share=False, backward in another thread", nv_options(share=False), thread=True)
+case("forward outside, backward in share=False", None, nv_options(share=False))
+case("forward outside, backward in share=False in another thread", None, nv_options(share=False), thread=True)
+print(json.dumps(seen))
+"""
+
+
+def test_share_false_reaches_the_backward_under_share_all(tmp_path: Path) -> None:
+    """A forward in ``share=False`` keeps its backward off the shared definitions wherever the backward runs, and a
+    backward run in ``share=False`` does not share because the program-wide frame is no scope a forward carries."""
+    pytest.importorskip("torch")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NVSCOPE_", "NVFUSER_", "PYTHON"))}
+    env.update(PYTHONPATH=os.pathsep.join(map(str, (TESTS, REPO))), NVSCOPE_SHARE="all")
+    result = subprocess.run([sys.executable, "-c", BACKWARD], env=env, cwd=tmp_path, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout.splitlines()[-1]) == {
+        "program-wide": [True, True],
+        "forward share=False, backward outside it": [False, False],
+        "forward share=False, backward in another thread": [False, False],
+        "forward outside, backward in share=False": [True, False],
+        "forward outside, backward in share=False in another thread": [True, False],
+    }
