@@ -1,6 +1,6 @@
 """``nvscope rescue``: when nvFuser fails under its defaults, find per fusion the options that make the step run.
 
-    nvscope rescue train.py:step                     # a function: each probe imports the script in a fresh process
+    nvscope rescue train.py:step                     # a function: probes import the script in child processes
     nvscope rescue --reference eager_step train.py:step
     nvscope rescue --jobs 4 --sanitize train.py -- --steps 1   # a program, under compute-sanitizer memcheck
     nvscope rescue -m pkg.train:step
@@ -27,7 +27,9 @@ Run a step (a script's function, or a whole program) as it runs under nvFuser's 
 wrong (it raises, kills the process, hangs, computes outputs nvFuser's own validate finds wrong against ATen, or
 with --sanitize writes out of bounds; with --reference the step's result must match), and search per failing fusion
 the nvFuser options that cure it: the escape hatches nvFuser documents first, then the catalog's codegen options its
-ops allow, smallest sets first. Every probe runs in a fresh process (--jobs at a time, --timeout each). Prints per
+ops allow, smallest sets first. Every probe runs in a child process (--jobs at a time, --timeout each): for a
+function, the search's probes in --jobs long-lived workers that keep what they compiled (a probe compiles its fusion
+under the candidate only), the first run, each cure's confirmation and the final proof in fresh processes. Prints per
 fusion what went wrong and its cure, the nv_options(...) line for the whole step (fusions that pass keep their
 defaults), a final proof, and a repro script per failing fusion."""
 
@@ -59,7 +61,10 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--budget", type=SECONDS, default=1800.0,
                    help="seconds for the whole search (default 1800)")
     p.add_argument("--jobs", type=arg(lambda n, v: count(n, v, 1)), default=1,
-                   help="probes at once, each a process (default 1)")
+                   help="probes at once, each in a process of its own (default 1)")
+    p.add_argument("--fresh-probes", action="store_true",
+                   help="run every search probe in a fresh process, not in a worker (slower: each compiles every "
+                        "fusion it runs again)")
     p.add_argument("--timeout", type=SECONDS, default=600.0, help="seconds per probe (default 600)")
     p.add_argument("--confirm", type=arg(lambda n, v: count(n, v, 0)), default=1,
                    help="more runs a cure must pass before it is believed (default 1)")
@@ -118,7 +123,8 @@ def command(ns: argparse.Namespace) -> int:
         result = rescue(target, reference=ns.reference, max_set_size=ns.max_set_size, budget_s=ns.budget,
                         jobs=ns.jobs, timeout=ns.timeout, confirm=ns.confirm, sanitize=ns.sanitize,
                         sanitizer=ns.sanitizer, tolerance=ns.tolerance, module=ns.module is not None,
-                        args=ns.args, candidates=candidates, validate=ns.validate, progress=not ns.quiet)
+                        args=ns.args, candidates=candidates, validate=ns.validate, fresh_probes=ns.fresh_probes,
+                        progress=not ns.quiet)
     except (ValueError, TypeError, FileNotFoundError) as error:
         return _error(str(error))
     print(result.report(), file=text_stream(ns.json))

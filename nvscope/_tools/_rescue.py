@@ -1,22 +1,24 @@
 """Rescue: when nvFuser goes wrong under its defaults, find per fusion the options that make the step run and match.
 
     result = nvscope.rescue(step, reference=eager_step)     # in process: exceptions and wrong numbers
-    result = nvscope.rescue("train.py:step", jobs=4)          # each probe a fresh process: faults too
+    result = nvscope.rescue("train.py:step", jobs=4)          # probes in child processes: faults too
     print(result.report())                                    # per fusion: what went wrong, its cure; the line
 
 1. The step runs once as the user's program runs it (Thunder's own path, no scope; `nvscope._tools._rescue_probe`):
    the first fusion that raises, or kills the process, or (with ``sanitize``) writes out of bounds is named by id;
    the step's result is compared with ``reference`` when one is given.
 2. For that fusion, candidate option sets (`nvscope._tools._rescue_search`) are tried on it alone (every other
-   fusion keeps its defaults; the cures found so far stay on theirs), ``jobs`` probes at a time; the first that cures
-   is confirmed by repeating it. With ``NVFUSER_ENABLE``/``NVFUSER_DISABLE`` set (probes in child processes), one
-   probe without each variable says whether it is the cause.
+   fusion keeps its defaults; the cures found so far stay on theirs), ``jobs`` probes at a time (for a function
+   target, in ``jobs`` long-lived workers that reuse what they compiled: `nvscope._tools._rescue_workers`); the
+   first that cures is confirmed by repeating it in a fresh process. With ``NVFUSER_ENABLE``/``NVFUSER_DISABLE`` set
+   (probes in child processes), one probe in a fresh process without each variable says whether it is the cause.
 3. With that cure in place the step runs again: the next failing fusion is searched, until the step runs clean or a
    fusion has no cure. A final run (repeated) proves the whole map.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import time
@@ -79,17 +81,19 @@ def rescue(step: Callable[[], Any] | str, /, *, reference: Callable[[], Any] | s
            max_set_size: int = 2, budget_s: float = 1800.0, jobs: int = 1, timeout: float = 600.0,
            confirm: int = 1, sanitize: bool = False, sanitizer: str = "compute-sanitizer",
            tolerance: float | None = None, module: bool = False, args: list[str] | tuple[str, ...] = (),
-           candidates: Sequence[object] | None = None, validate: bool = True,
+           candidates: Sequence[object] | None = None, validate: bool = True, fresh_probes: bool = False,
            progress: bool = True) -> RescueResult:
     """Find per fusion the nvFuser options that make ``step`` run (and match ``reference``) when it goes wrong under
     nvFuser's defaults. See the module docstring and docs/rescue.md.
 
     ``step``: a callable taking no arguments (probes in this process: exceptions and wrong numbers), or a target
     ``"script.py:FUNCTION"`` / ``"script.py"`` (a program, with ``args``) / with ``module=True`` ``"pkg.mod:FUNCTION"``,
-    whose probes each run in a fresh process (faults too, ``jobs`` at a time, ``timeout`` seconds each; ``sanitize``:
-    under ``compute-sanitizer --tool memcheck``). ``reference``: the step's reference (a callable, or for a target the
-    name of a function beside it); its result and the step's are compared with tolerances by dtype (``tolerance``:
-    one bound instead). ``max_set_size``: the most options per candidate set; ``budget_s``: the time for the whole
+    whose probes run in child processes (faults too, ``jobs`` at a time, ``timeout`` seconds each; ``sanitize``:
+    under ``compute-sanitizer --tool memcheck``): the search's probes of a function in ``jobs`` long-lived workers
+    (``fresh_probes=True``: each in a fresh process too), the diagnosis, confirmations and the proof each in a fresh
+    process. ``reference``: the step's reference (a callable, or for a target the name of a function beside it);
+    its result and the step's are compared with tolerances by dtype (``tolerance``: one bound instead; for a target
+    too). ``max_set_size``: the most options per candidate set; ``budget_s``: the time for the whole
     search; ``confirm``: how many more runs a cure must pass; ``candidates``: the sets to try instead of the
     catalog's (specs as for `nvscope.search`, tried in the order given, each still gated by the fusion's ops);
     ``validate``: check each fusion's first execution with nvFuser's ``FusionDefinition.validate`` (its outputs
@@ -105,8 +109,10 @@ def rescue(step: Callable[[], Any] | str, /, *, reference: Callable[[], Any] | s
     tolerance = _checks.number("tolerance", tolerance, none=True)
     say = progress_printer("rescue", progress)
     env = OptionSet.from_env()
-    if not isinstance(validate, bool):
-        raise TypeError(f"validate= takes True or False, not {type(validate).__name__}")
+    for name, flag in (("validate", validate), ("fresh_probes", fresh_probes)):
+        if not isinstance(flag, bool):
+            raise TypeError(f"{name}= takes True or False, not {type(flag).__name__}")
+    children: Children | None = None  # a target's: closed at the end
     if isinstance(step, str):
         from nvscope._tools._bisect_process import timeout_seconds
 
@@ -120,21 +126,26 @@ def rescue(step: Callable[[], Any] | str, /, *, reference: Callable[[], Any] | s
             raise FileNotFoundError(f"{sanitizer}: not found on PATH (it comes with the CUDA toolkit); leave out "
                                     "sanitize to rescue without it")
         scripts = scripts_directory()
-        probe: Probe = Children(target, timeout=timeout, sanitizer=sanitizer if sanitize else None,
-                                scripts=scripts).run
+        children = Children(target, timeout=timeout, sanitizer=sanitizer if sanitize else None, scripts=scripts,
+                            jobs=jobs, tolerance=tolerance, fresh=fresh_probes)
+        probe: Probe = children.run
         mode, drops = "child processes", [v for v in _ENV if os.environ.get(v)]
     else:
         _checks.step_callable("rescue", step)
-        if sanitize or module or args:
-            raise ValueError("sanitize=, module= and args= need a target run in child processes: pass "
-                             "'script.py:FUNCTION' instead of a callable")
+        if sanitize or module or args or fresh_probes:
+            raise ValueError("sanitize=, module=, args= and fresh_probes= need a target run in child processes: "
+                             "pass 'script.py:FUNCTION' instead of a callable")
         if reference is not None and not callable(reference):
             raise TypeError(f"reference= takes a callable for a callable step, not {type(reference).__name__}")
         scripts = scripts_directory()
         probe, mode, drops = _in_process(step, reference, tolerance, scripts), "in-process", []
     checks = ("raises", *(("faults",) if mode != "in-process" else ()), *(("validate",) if validate else ()),
               *(("reference",) if reference else ()), *(("memcheck",) if sanitize else ()))
-    result = _drive(probe, say, mode, checks, env, drops, max_set_size, budget_s, jobs, confirm, given)
+    try:
+        result = _drive(probe, say, mode, checks, env, drops, max_set_size, budget_s, jobs, confirm, given)
+    finally:  # Ctrl-C too: no worker outlives the rescue
+        if children is not None:
+            children.close()
     tidy(scripts, [p for r in result.rescues for p in r.repro_scripts])
     return result
 
@@ -199,9 +210,9 @@ def _drive(probe: Probe, say: Callable[[str], None], mode: str, checks: tuple[st
         say(f"{fusion}: trying {len(sets)} option sets, {jobs} at a time")
         repro: list[str] = list(seen.get("repro", []))  # the defaults' failure first
 
-        def cures(batch: list[OptionSet], fusion: str = fusion, repro: list[str] = repro
+        def cures(batch: list[OptionSet], fusion: str = fusion, repro: list[str] = repro, fresh: bool = False
                   ) -> list[tuple[bool, str]]:
-            seen_now = probe([Plan({**plan, fusion: options}, validate=validate and [fusion])
+            seen_now = probe([Plan({**plan, fusion: options}, validate=validate and [fusion], fresh=fresh)
                               for options in batch])
             out = []
             for options, observed in zip(batch, seen_now, strict=True):
@@ -212,7 +223,9 @@ def _drive(probe: Probe, say: Callable[[str], None], mode: str, checks: tuple[st
             return out
 
         remaining = budget_s - (time.monotonic() - began)
-        cure, attempts, out_of_budget = search(sets, cures, jobs=jobs, confirm=confirm, budget_s=max(remaining, 0))
+        # A cure must hold in a fresh process (wrong numbers and memory errors can depend on allocation history).
+        cure, attempts, out_of_budget = search(sets, cures, jobs=jobs, confirm=confirm, budget_s=max(remaining, 0),
+                                               again=functools.partial(cures, fresh=True))
         rescue_ = FusionRescue(fusion, Failure(fusion, failure["kind"], failure["line"], failure.get("detail", "")),
                                cure, tuple(attempts), tuple(causes), out_of_budget, tuple(dict.fromkeys(repro))[:1])
         rescues.append(rescue_)

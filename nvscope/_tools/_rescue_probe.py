@@ -6,11 +6,15 @@ its id to ``events`` before it runs (so a fault that kills the process is attrib
 catches the first exception raised inside a fusion (attributed to that fusion's id, compile or run). The step's
 result is compared with the reference's when one is given (`nvscope._measure._numerics`, tolerances by dtype).
 
-`Children` runs probes in fresh processes (``python -c`` `CHILD`), ``jobs`` at a time, each in its own process group
-with a time limit; a child that dies is judged from what it left: the last fusion it started, its exit or signal.
-Ctrl-C (or any error) kills every child's group before it propagates. With ``sanitizer``, each child runs under
-``compute-sanitizer --tool memcheck`` with PyTorch's caching allocator off, and the errors it prints are attributed
-to the fusion whose start marker came last before them.
+`Children` runs probes in child processes, ``jobs`` at a time, each in its own process group with a time limit: a
+search probe (`Plan` ``fresh=False``) of a function target in one of ``jobs`` long-lived workers
+(`nvscope._tools._rescue_workers`: the fusions a worker compiled under their defaults are reused, so a probe compiles
+only its target under the candidate), every other probe in a fresh process (``python -c`` `CHILD`): the diagnosis,
+confirmations and the final proof, probes without the environment's options, programs, and every probe with
+``sanitizer``. A process that dies is judged from what it left: the last fusion it started, its exit or signal.
+Ctrl-C (or any error) kills every child's and worker's group before it propagates. With ``sanitizer``, each child
+runs under ``compute-sanitizer --tool memcheck`` with PyTorch's caching allocator off, and the errors it prints are
+attributed to the fusion whose start marker came last before them.
 
 Each probe runs under a watch (`nvscope._tools._rescue_watch`): nvFuser's validate per fusion, and the
 fusions' repro scripts.
@@ -21,7 +25,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import tempfile
@@ -35,14 +38,15 @@ from nvscope._exec import _events, audit, repro_paths, scripts_named_in
 from nvscope._measure import compare_leaves, flatten_outputs, options_dict, options_from
 from nvscope._tools._bisect_process import _detail
 from nvscope._tools._rescue_watch import NO_VALIDATE, Watch, failure_of, script_path, scripts_directory
+from nvscope._tools._rescue_workers import Workers, kill
 from nvscope._tools._search_fusions import _Map
 
-__all__ = ["CHILD", "MARK", "Children", "Plan", "observe"]
+__all__ = ["CHILD", "LOAD", "MARK", "WORKER", "Children", "Plan", "observe"]
 
 MARK = "nvscope-rescue: start "
-# The child: load the target as the command line would, then `observe` it and exit. A program (no function) runs as
-# `nvscope run` runs it; a function is imported as `nvscope search` imports it.
-CHILD = """\
+# A child: load the target as the command line would (`LOAD`), then `observe` it and exit. A program (no function)
+# runs as `nvscope run` runs it; a function is imported as `nvscope search` imports it. A worker loads it the same way.
+LOAD = """\
 import json, sys
 with open(sys.argv[1], encoding="utf-8") as file:
     spec = json.load(file)
@@ -75,20 +79,23 @@ else:
         loaded = import_script(t["where"])
     step = attribute(loaded, t["function"])
     reference = attribute(loaded, t["reference"]) if t["reference"] else None
-observe(step, reference, spec)
 """
+CHILD = LOAD + 'observe(step, reference, spec, spec.get("tolerance"))\n'
+# A worker (`nvscope._tools._rescue_workers`): loaded once, then one probe per request.
+WORKER = LOAD + "from nvscope._tools._rescue_workers import serve\nserve(observe, step, reference, spec)\n"
 
 
 class Plan:
     """What one probe runs: per fusion id its options (the others keep their defaults); ``drop_env``: without
     ``NVFUSER_ENABLE``/``NVFUSER_DISABLE`` (the names of the variables to drop); ``validate``: the fusions to check
-    with nvFuser's validate (True: every one)."""
+    with nvFuser's validate (True: every one); ``fresh``: in a fresh process (False: a search probe, which a
+    long-lived worker may run; a cure's confirmation and the proof must hold in a fresh process)."""
 
-    __slots__ = ("drop_env", "options", "validate")
+    __slots__ = ("drop_env", "fresh", "options", "validate")
 
     def __init__(self, options: dict[str, OptionSet], drop_env: Sequence[str] = (),
-                 validate: bool | Sequence[str] = True) -> None:
-        self.options, self.drop_env = dict(options), tuple(drop_env)
+                 validate: bool | Sequence[str] = True, fresh: bool = True) -> None:
+        self.options, self.drop_env, self.fresh = dict(options), tuple(drop_env), fresh
         self.validate = validate if isinstance(validate, bool) else list(validate)
 
     def spec(self) -> dict[str, Any]:
@@ -205,40 +212,69 @@ def sanitizer_errors(stdout: str) -> tuple[int | None, dict[str, int]]:
 
 
 class Children:
-    """Probes in fresh processes (module docstring). ``target``: {"where", "function", "module", "args",
-    "reference"}."""
+    """Probes in child processes (module docstring). ``target``: {"where", "function", "module", "args",
+    "reference"}; ``jobs``: how many workers at most; ``fresh``: no workers (every probe a fresh process)."""
 
     def __init__(self, target: dict[str, Any], *, timeout: float, python: str = sys.executable,
-                 sanitizer: str | None = None, scripts: str | None = None) -> None:
+                 sanitizer: str | None = None, scripts: str | None = None, jobs: int = 1,
+                 tolerance: float | None = None, fresh: bool = False) -> None:
         self.target, self.timeout, self.python, self.sanitizer = target, timeout, python, sanitizer
+        self.tolerance = tolerance
         # One directory for every child's repro scripts (each would make its own), kept after the rescue.
         self.repro_dir = os.environ.get("NVSCOPE_REPRO_DIR") or tempfile.mkdtemp(prefix="nvscope-repro-")
         # The fusions' repro scripts, written before each runs (`tidy` keeps the failing ones').
         self.scripts = scripts or scripts_directory()
+        # A program runs its module code again at each run (nothing compiled is reused: it jits anew), and a
+        # sanitizer's run is one process: those stay fresh processes.
+        reuse = not fresh and sanitizer is None and target["function"] is not None
+        self.workers = Workers(jobs, [self.python, "-c", WORKER], {"target": target}, self.environment(()),
+                               timeout, self.verdict) if reuse else None
+
+    def close(self) -> None:
+        """Kill the workers (a later `run` starts new ones)."""
+        if self.workers is not None:
+            self.workers.close()
 
     def run(self, plans: Sequence[Plan]) -> list[dict[str, Any]]:
-        """Run the plans at once (the caller bounds how many), each in a child; their observations, in order."""
+        """Run the plans at once (the caller bounds how many), each in a child or a worker; their observations, in
+        order."""
         with tempfile.TemporaryDirectory(prefix="nvscope-rescue-") as directory:
-            started: list[tuple[subprocess.Popen[str], dict[str, Any], TextIO, TextIO]] = []
+            specs = [self.spec(plan, os.path.join(directory, str(i))) for i, plan in enumerate(plans)]
+            pooled = [i for i, plan in enumerate(plans) if self.workers is not None and not plan.fresh
+                      and not plan.drop_env]
+            started: dict[int, tuple[subprocess.Popen[str], TextIO, TextIO]] = {}
             try:
                 for i, plan in enumerate(plans):
-                    started.append(self._start(plan, os.path.join(directory, str(i))))
-                return [self._finish(*child) for child in started]
-            finally:  # Ctrl-C or an error: no child outlives the rescue
-                for child, _, out, err in started:
+                    if i not in pooled:
+                        started[i] = self._start(plan, specs[i])
+                results = self.workers.run([(i, specs[i]) for i in pooled]) if self.workers and pooled else {}
+                for i, (child, out, err) in started.items():
+                    results[i] = self._finish(child, specs[i], out, err)
+                return [results[i] for i in range(len(plans))]
+            finally:  # Ctrl-C or an error: no child outlives the rescue (`Workers.run` kills its own)
+                for child, out, err in started.values():
                     if child.poll() is None:
-                        _kill(child)
+                        kill(child)
                     out.close()
                     err.close()
 
-    def _start(self, plan: Plan, stem: str) -> tuple[subprocess.Popen[str], dict[str, Any], TextIO, TextIO]:
-        spec = {"target": self.target, **plan.spec(), "events": stem + ".events", "out": stem + ".json",
-                "markers": self.sanitizer is not None, "scripts": self.scripts, "prewrite": True}
-        with open(stem + ".spec", "w", encoding="utf-8") as file:
-            json.dump(spec, file)
-        env = {k: v for k, v in os.environ.items() if k not in plan.drop_env and k != "NVSCOPE_RUN"}
+    def spec(self, plan: Plan, stem: str) -> dict[str, Any]:
+        """What `observe` reads for ``plan``, its files named from ``stem``."""
+        return {"target": self.target, **plan.spec(), "events": stem + ".events", "out": stem + ".json",
+                "markers": self.sanitizer is not None, "scripts": self.scripts, "prewrite": True,
+                "tolerance": self.tolerance}
+
+    def environment(self, drop: Sequence[str]) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if k not in drop and k != "NVSCOPE_RUN"}
         env["NVSCOPE_REPRO_DIR"] = self.repro_dir
         env["CUDA_LAUNCH_BLOCKING"] = "1"  # a fault surfaces in the fusion that caused it, not in a later one
+        return env
+
+    def _start(self, plan: Plan, spec: dict[str, Any]) -> tuple[subprocess.Popen[str], TextIO, TextIO]:
+        stem = spec["out"][:-len(".json")]
+        with open(stem + ".spec", "w", encoding="utf-8") as file:
+            json.dump(spec, file)
+        env = self.environment(plan.drop_env)
         command = [self.python, "-c", CHILD, stem + ".spec"]
         if self.sanitizer is not None:
             env["PYTORCH_NO_CUDA_MEMORY_CACHING"] = "1"  # a write past a tensor lands outside any allocation
@@ -246,24 +282,28 @@ class Children:
         out = open(stem + ".stdout", "w+", encoding="utf-8")  # closed in `run`
         err = open(stem + ".stderr", "w+", encoding="utf-8")
         child = subprocess.Popen(command, stdout=out, stderr=err, text=True, env=env, start_new_session=True)
-        return child, spec, out, err
+        return child, out, err
 
     def _finish(self, child: subprocess.Popen[str], spec: dict[str, Any], out: TextIO,
                 err: TextIO) -> dict[str, Any]:
         try:
             code: int | None = child.wait(self.timeout)
         except subprocess.TimeoutExpired:
-            _kill(child)
+            kill(child)
             code = None
         out.seek(0)
         err.seek(0)
-        stdout, stderr = out.read(), err.read()
+        return self.verdict(spec, code, out.read(), err.read(), child.args)
+
+    def verdict(self, spec: dict[str, Any], code: int | None, stdout: str, stderr: str, args: Any) -> dict[str, Any]:
+        """What one probe saw: its observation, or for a process that died (``code``: its exit status) or hung
+        (None) before it could say, what it left."""
         started = _lines(spec["events"])
         if os.path.exists(spec["out"]) and code is not None:
             with open(spec["out"], encoding="utf-8") as file:
                 result: dict[str, Any] = json.load(file)
         else:  # it died (or hung) before it could say: the last fusion it started is the one
-            done = None if code is None else subprocess.CompletedProcess(child.args, code, stdout, stderr)
+            done = None if code is None else subprocess.CompletedProcess(args, code, stdout, stderr)
             how = "timeout" if code is None else "fault"
             last = started[-1] if started else None
             # Its repro script was written before it ran (``prewrite``): the fault left no time after.
@@ -297,12 +337,3 @@ def _lines(path: str) -> list[str]:
             return [line.strip() for line in file if line.strip()]
     except OSError:
         return []
-
-
-def _kill(child: subprocess.Popen[str]) -> None:
-    """Kill the child's whole process group (it started its own session), then reap it."""
-    try:
-        os.killpg(child.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    child.wait()

@@ -84,10 +84,12 @@ def _options(items: Sequence[tuple[str, str]]) -> OptionSet:
 
 def search(sets: Sequence[OptionSet], cures: Callable[[list[OptionSet]], list[tuple[bool, str]]], *,
            jobs: int = 1, confirm: int = 1, budget_s: float = 600.0,
-           clock: Callable[[], float] = time.monotonic) -> tuple[OptionSet | None, list[Attempt], bool]:
+           clock: Callable[[], float] = time.monotonic,
+           again: Callable[[list[OptionSet]], list[tuple[bool, str]]] | None = None,
+           ) -> tuple[OptionSet | None, list[Attempt], bool]:
     """The first set of ``sets`` that cures and cures again ``confirm`` times; every attempt; whether the budget ran
     out before the sets did. ``cures(batch)`` runs up to ``jobs`` probes at once and says for each whether it cured
-    (and what it saw)."""
+    (and what it saw); ``again``, where given, runs the confirmations instead (the rescue's in fresh processes)."""
     start = clock()
     attempts: list[Attempt] = []
     queue = list(sets)
@@ -103,10 +105,10 @@ def search(sets: Sequence[OptionSet], cures: Callable[[list[OptionSet]], list[tu
         for options, (ok, _) in zip(batch, verdicts, strict=True):
             if not ok:
                 continue
-            again = cures([options] * confirm) if confirm else []
-            failed = [detail for ok_again, detail in again if not ok_again]
+            repeated = (again or cures)([options] * confirm) if confirm else []
+            failed = [detail for ok_again, detail in repeated if not ok_again]
             attempts += [Attempt(options, ok_again, f"confirm: {detail}" if detail else "confirm")
-                         for ok_again, detail in again]
+                         for ok_again, detail in repeated]
             if not failed:
                 return options, attempts, False
     return None, attempts, False

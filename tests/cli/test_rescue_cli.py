@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from rescue_probes import calls, counting_program
 from thunder_double import chain_program
 
 from nvscope.cli import main
@@ -70,3 +71,19 @@ def test_a_rescued_program_prints_the_line_and_exits_0(script: Path, monkeypatch
     assert code == 0, out
     assert "nv_options(disable=['resize_scheduler'], fusions=['forward/nvFusion1'])" in out
     assert "rescued: every failing fusion has a cure" in out
+
+
+@pytest.mark.parametrize("fresh", [False, True])
+def test_the_search_runs_in_a_worker_unless_fresh_probes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture[str], fresh: bool) -> None:
+    script = counting_program(tmp_path, monkeypatch, 3)
+    monkeypatch.setenv("FAILS", "1=raise::-resize_scheduler")
+    code = main(["rescue", "--quiet", *(["--fresh-probes"] if fresh else []), "--candidates=-infer_contiguity",
+                 "--candidates=fast_math", "--candidates=-resize_scheduler", f"{script}:step"])
+    assert code == 0 and "nv_options(disable=['resize_scheduler'], fusions=['forward/nvFusion1'])" in \
+        capsys.readouterr().out
+    # the first run, three search probes, the confirmation, the proof's two runs
+    ran = calls(tmp_path)
+    search = ran[1:4]
+    assert len(ran) == 7 and len({c.pid for c in search}) == (3 if fresh else 1)
+    assert len({c.pid for c in ran}) == (7 if fresh else 5)

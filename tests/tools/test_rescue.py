@@ -3,13 +3,19 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
+import signal
 import sys
+import threading
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from rescue_probes import calls, counting_program, reset, starts
 from thunder_double import ThunderDouble, chain_program, reset_nvscope
 
 import nvscope
@@ -215,8 +221,8 @@ sys.exit(done.returncode)
 '''
 
 
-def test_sanitize_names_the_fusion_that_writes_out_of_bounds(script: Path, tmp_path: Path,
-                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_sanitize_names_the_fusion_that_writes_out_of_bounds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    script = counting_program(tmp_path, monkeypatch)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     fake = bin_dir / "compute-sanitizer"
@@ -230,3 +236,113 @@ def test_sanitize_names_the_fusion_that_writes_out_of_bounds(script: Path, tmp_p
     assert rescued.fusion == "forward/nvFusion3" and rescued.failure.kind == "memory"
     assert rescued.cure == OptionSet(disable=["infer_contiguity"]) and result.proved
     assert "memcheck" in result.checks
+    ran = calls(tmp_path)  # a sanitizer's probe is one process: no workers
+    assert len(ran) == len(starts(tmp_path)) == len({c.pid for c in ran}) > len(rescued.attempts)
+
+
+# Nine sets the fusion's ops allow; only the last cures.
+NINE = ["-resize_scheduler", "fast_math", "id_model", "-parallel_compile", "fast_math,id_model",
+        "-resize_scheduler,fast_math", "-resize_scheduler,id_model", "-parallel_compile,id_model", "-infer_contiguity"]
+
+
+def test_the_search_runs_in_long_lived_workers_with_the_verdicts_of_fresh_processes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    script = counting_program(tmp_path, monkeypatch)
+    # nvFusion2 fails only with NVFUSER_ENABLE=fast_math set (a probe without it says so); -infer_contiguity cures it
+    monkeypatch.setenv("FAILS", "2=raise:fast_math:-infer_contiguity")
+    monkeypatch.setenv("NVFUSER_ENABLE", "fast_math")
+
+    def rescued(**how: Any) -> tuple[nvscope.RescueResult, Any]:
+        reset(tmp_path)
+        result = nvscope.rescue(f"{script}:step", reference="eager", jobs=2, candidates=NINE, progress=False, **how)
+        return result, calls(tmp_path)
+
+    def verdicts(result: nvscope.RescueResult) -> Any:
+        return result.proved, [(r.fusion, r.cure, r.env_cause, [(a.options, a.cured, a.detail) for a in r.attempts])
+                               for r in result.rescues]
+
+    pooled, ran = rescued()
+    fresh, ran_fresh = rescued(fresh_probes=True)
+    assert verdicts(pooled) == verdicts(fresh)
+    (rescue_,) = pooled.rescues
+    assert rescue_.cure == OptionSet(disable=["infer_contiguity"]) and rescue_.env_cause == ("NVFUSER_ENABLE",)
+    assert pooled.proved and pooled.exit_code() == 0
+    assert len([a for a in rescue_.attempts if not a.detail.startswith("confirm")]) == len(NINE)
+    # fresh_probes: a process per call of the step
+    assert len({c.pid for c in ran_fresh}) == len(ran_fresh) == len(starts(tmp_path)) > len(NINE)
+    # workers: the nine search probes ran in two processes (--jobs 2), far fewer processes in all
+    per_pid = Counter(c.pid for c in ran)
+    workers = [pid for pid, n in per_pid.items() if n > 1]
+    assert len(workers) == 2 and sum(per_pid[w] for w in workers) == len(NINE)
+    assert len(set(per_pid)) == len(ran_fresh) - len(NINE) + 2
+    # the diagnosis, the probe without NVFUSER_ENABLE, the confirmation and the proof's runs: each a fresh process
+    assert [per_pid[c.pid] for c in ran[:2] + ran[-3:]] == [1] * 5
+    # within a worker, a probe compiles its target under the candidate only: the fusions before it keep what the
+    # worker compiled (the cure's probe also compiles nvFusion3, seen for the first time)
+    deltas = []
+    for worker in workers:
+        compiled = [c.compiled or 0 for c in ran if c.pid == worker]  # each call ended (None: it did not)
+        assert compiled[0] == 3 and 0 not in compiled  # nvFusion0, nvFusion1 and the target
+        deltas += [b - a for a, b in itertools.pairwise(compiled)]
+    assert sorted(deltas) == [1] * (len(NINE) - 3) + [2]
+
+
+@pytest.mark.parametrize("how", ["abort", "cuda"])
+def test_a_probe_that_kills_its_worker_or_hits_a_cuda_error_is_reported_and_the_next_runs_in_a_new_worker(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str) -> None:
+    script = counting_program(tmp_path, monkeypatch)
+    monkeypatch.setenv("FAILS", f"2={'abort' if how == 'abort' else 'raise'}::-infer_contiguity")
+    if how == "cuda":  # the probe's process lives on, its CUDA context would not
+        monkeypatch.setenv("CUDA_RAISE", "1")
+    result = nvscope.rescue(f"{script}:step", reference="eager", candidates=["-resize_scheduler", "fast_math",
+                                                                            "-infer_contiguity"], progress=False)
+    (rescued,) = result.rescues
+    tried = [(a.options.label(), a.cured) for a in rescued.attempts]
+    assert tried == [("-resize_scheduler", False), ("+fast_math", False), ("-infer_contiguity", True),
+                     ("-infer_contiguity", True)]
+    said = "killed by SIGABRT: CUDA error" if how == "abort" else "RuntimeError: CUDA error: an illegal memory"
+    assert all(said in a.detail for a in rescued.attempts[:2]) and said in rescued.failure.line
+    assert rescued.cure == OptionSet(disable=["infer_contiguity"]) and result.proved
+    # diagnosis, three search probes, the confirmation, the proof's two runs: seven processes, none reused
+    ran = calls(tmp_path)
+    assert len(ran) == len({c.pid for c in ran}) == len(starts(tmp_path)) == 7
+    assert [c.compiled is None for c in ran] == [how == "abort"] * 3 + [False] * 4
+
+
+def test_ctrl_c_during_a_workers_probe_leaves_no_process_behind(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    script = counting_program(tmp_path, monkeypatch)
+    monkeypatch.setenv("FAILS", "2=raise::-infer_contiguity")
+    monkeypatch.setenv("HANG_AT", "2")  # a worker's second probe hangs (a fresh process calls the step once)
+    main, over = threading.get_ident(), threading.Event()
+
+    def press_ctrl_c() -> None:
+        while not (tmp_path / "hanging").exists():
+            if over.wait(0.05):
+                return
+        signal.pthread_kill(main, signal.SIGINT)
+
+    pressing = threading.Thread(target=press_ctrl_c, daemon=True)
+    pressing.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            nvscope.rescue(f"{script}:step", candidates=["-resize_scheduler", "fast_math", "-infer_contiguity"],
+                           timeout=120, progress=False)
+    finally:
+        over.set()
+        pressing.join()
+    pids = starts(tmp_path)
+    assert len(pids) == 2  # the diagnosis and the worker
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
+def test_a_targets_reference_is_compared_with_the_tolerance_given(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    script = counting_program(tmp_path, monkeypatch)
+    monkeypatch.setenv("EAGER_OFF", "1e-3")  # the reference differs from the step by 0.1 %
+    tight = nvscope.rescue(f"{script}:step", reference="eager", progress=False)
+    assert tight.unattributed is not None and tight.unattributed.kind == "numbers" and tight.exit_code() == 1
+    loose = nvscope.rescue(f"{script}:step", reference="eager", tolerance=1e-2, progress=False)
+    assert loose.healthy and loose.exit_code() == 0

@@ -1,7 +1,9 @@
 """The rescue's search against a tiny reference model (Hypothesis): random steps of fusions, each healthy or cured
 by random option sets, random candidate lists and option costs. The rescue must find, per failing fusion in the
 order the step meets them, the first candidate (in the order given, within the set size) that cures it; leave every
-passing fusion on its defaults; stop at the first fusion without a cure; and stay inside its time budget."""
+passing fusion on its defaults; stop at the first fusion without a cure; and stay inside its time budget. Only the
+search's own probes may run in a long-lived worker: the diagnosis, each confirmation and the proof ask for a fresh
+process."""
 
 from __future__ import annotations
 
@@ -30,12 +32,16 @@ item_sets = st.frozensets(st.sampled_from(ITEMS), min_size=1, max_size=3)
 steps = st.lists(st.one_of(st.none(), st.lists(item_sets, min_size=0, max_size=2)), min_size=1, max_size=5)
 
 
-def model_probe(cures: list[list[frozenset[str]] | None]) -> Any:
-    """The step: fusions in order; one with cures fails unless its options hold one of them; the step stops there."""
+def model_probe(cures: list[list[frozenset[str]] | None], log: list[Plan] | None = None) -> Any:
+    """The step: fusions in order; one with cures fails unless its options hold one of them; the step stops there.
+    ``log`` gets every plan run."""
     def run(plans: list[Plan]) -> list[dict[str, Any]]:
         out = []
         for plan in plans:
-            ran, failure = [], None
+            if log is not None:
+                log.append(plan)
+            ran: list[dict[str, Any]] = []
+            failure = None
             for i, cure in enumerate(cures):
                 fid = f"forward/f{i}"
                 ran.append({"id": fid, "ops": None, "own": {}})
@@ -54,7 +60,8 @@ def model_probe(cures: list[list[frozenset[str]] | None]) -> Any:
 def test_rescue_matches_the_reference_model(cures: list[list[frozenset[str]] | None],
                                             order: list[frozenset[str]], max_size: int, jobs: int) -> None:
     candidates = [options(s) for s in order]
-    result = _drive(model_probe(cures), lambda m: None, "model", ("raises",), OptionSet(), [], max_size, 1e9, jobs,
+    log: list[Plan] = []
+    result = _drive(model_probe(cures, log), lambda m: None, "model", ("raises",), OptionSet(), [], max_size, 1e9, jobs,
                     1, candidates)
     usable = [s for s in order if len(s) <= max_size]
     expected: list[tuple[str, OptionSet | None]] = []
@@ -75,6 +82,13 @@ def test_rescue_matches_the_reference_model(cures: list[list[frozenset[str]] | N
         tried = [a for a in r.attempts if not a.detail.startswith("confirm")]
         before = tried if r.cure is None else tried[:[a.options for a in tried].index(r.cure)]
         assert not any(a.cured for a in before)
+    # Where each probe may run: the search's tries (the searched fusion added last to the cures so far) in workers;
+    # the diagnosis, each confirmation, each re-run with the cures so far and the proof in fresh processes.
+    searched = [(r.fusion, a.options) for r in result.rescues for a in r.attempts if not a.detail.startswith("confirm")]
+    confirmed = [a for r in result.rescues for a in r.attempts if a.detail.startswith("confirm")]
+    assert log[0].fresh and not log[0].options
+    assert [(list(p.options)[-1], list(p.options.values())[-1]) for p in log if not p.fresh] == searched
+    assert sum(p.fresh for p in log) == 1 + len(confirmed) + len(cured) + (result.proved is not None)
 
 
 @settings(max_examples=80, deadline=None)
