@@ -43,6 +43,7 @@ from ._errors import UnsupportedError as UnsupportedError
 from ._frames import PROGRAM as PROGRAM
 from ._frames import ROOT as ROOT
 from ._frames import carried as carried
+from ._frames import program_sharing_suspended as program_sharing_suspended
 from ._fusion import FusionInfo as FusionInfo
 from ._fusion import Selector as Selector
 from ._fusion import claim as claim

@@ -15,7 +15,9 @@ below grad mode: `nv_options` is a decorator by inheritance, not by a callback r
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar, Token
 
 from nvscope._core import _env, _patches, _policy, _state
@@ -33,6 +35,7 @@ __all__ = [
     "enter_frame",
     "note_run",
     "pop",
+    "program_sharing_suspended",
     "push",
     "reset",
     "switch_frame",
@@ -105,7 +108,34 @@ def _root() -> Frame | None:
 
 
 ROOT = _root()
+_ROOT_POLICY = None if ROOT is None else ROOT.policy
 _state.keep(__name__, "ROOT", "the program-wide frame of NVSCOPE_SHARE=all, for the life of the process")
+
+_suspended = [0]  # open `program_sharing_suspended` blocks
+_suspend_lock = threading.Lock()
+_state.keep(__name__, "_suspended", "the open blocks that suspend ROOT's sharing: each undoes its own")
+_state.keep(__name__, "_suspend_lock", "a lock")
+
+
+@contextmanager
+def program_sharing_suspended() -> Iterator[None]:
+    """Inside, `ROOT` shares nothing, in every thread (its policy is None: the adapters' fast path, Thunder's own
+    call): for a tool that must see Thunder's own path, threads the step starts included (`nvscope rescue`'s
+    diagnosis in process). Process-wide while it runs, as an audit is; nothing without ``NVSCOPE_SHARE=all``."""
+    if ROOT is None:
+        yield
+        return
+    with _suspend_lock:
+        _suspended[0] += 1
+        ROOT.policy = None
+    try:
+        yield
+    finally:
+        with _suspend_lock:
+            _suspended[0] -= 1
+            if not _suspended[0]:
+                ROOT.policy = _ROOT_POLICY
+
 
 # The one piece of state. Adapters read ACTIVE.get() on their hot path; everything else goes through the verbs.
 ACTIVE: ContextVar[Frame | None] = ContextVar("nvscope.active", default=ROOT)

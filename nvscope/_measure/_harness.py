@@ -112,9 +112,10 @@ class Runner:
 
     def sharing(self) -> AbstractContextManager[Any]:
         """The scope a tool runs every call of the step in (its variants' scopes inside): ``nv_options(share=True)``,
-        or nothing when the tool was asked not to share its defaults. It changes no option, and ``NVSCOPE_SHARE=0``
-        still turns sharing off."""
-        return nv_options(share=True) if self.share else nullcontext()
+        or ``share=False`` when the tool was asked not to share its defaults (also under ``NVSCOPE_SHARE=all``, whose
+        program-wide sharing it ends for the tool's calls). It changes no option, and ``NVSCOPE_SHARE=0`` still turns
+        sharing off."""
+        return nv_options(share=self.share)
 
     def changed(self, record: FusionRecord) -> bool:
         """Whether an execution ran options other than its fusion's own (in a partition of their own). Under

@@ -89,6 +89,8 @@ def _environment(kernel_db: str | None = None, repro_dir: str | None = None, sha
     env = {k: v for k, v in os.environ.items() if k != _env.RUN}
     if share and _env.flag("NVSCOPE_SHARE"):
         env["NVSCOPE_SHARE"] = "all"
+    elif _env.share_all():  # share_defaults=False: not even the program-wide sharing this process was started with
+        env["NVSCOPE_SHARE"] = "1"
     if kernel_db is not None:
         enabled = [name for name in env.get("NVFUSER_ENABLE", "").split(",") if name.strip()]
         env["NVFUSER_ENABLE"] = ",".join([*enabled, *([] if "kernel_db" in enabled else ["kernel_db"])])

@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TextIO
 
-from nvscope._core import OptionSet, dev_mode, first_line, nv_options
+from nvscope._core import OptionSet, dev_mode, first_line, nv_options, program_sharing_suspended
 from nvscope._exec import _events, audit, repro_paths, scripts_named_in
 from nvscope._measure import compare_leaves, flatten_outputs, options_dict, options_from
 from nvscope._tools._bisect_process import _detail
@@ -152,9 +152,10 @@ def observe(step: Callable[[], Any], reference: Callable[[], Any] | None, spec: 
     failures: list[dict[str, Any]] = []
     try:
         # share=False: the diagnosis sees Thunder's own path, as the user's program runs it, also where the program
-        # shares its defaults (NVSCOPE_SHARE=all, an outer share=True scope): a shared definition is another path.
+        # shares its defaults (an outer share=True scope; NVSCOPE_SHARE=all, suspended in every thread meanwhile): a
+        # shared definition is another path.
         with dev_mode(True), warnings.catch_warnings(), audit(), _events.listening(seen, timer), \
-                nv_options(share=False), _Map(groups):
+                program_sharing_suspended(), nv_options(share=False), _Map(groups):
             warnings.simplefilter("ignore")
             try:
                 out = step()
@@ -266,6 +267,10 @@ class Children:
 
     def environment(self, drop: Sequence[str]) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if k not in drop and k != "NVSCOPE_RUN"}
+        if env.get("NVSCOPE_SHARE", "").strip().lower() == "all":
+            # The diagnosis and the probes see Thunder's own path in every thread, which a share=False scope
+            # (`observe`) gives the calling thread only: the program-wide sharing does not reach the children.
+            env["NVSCOPE_SHARE"] = "1"
         env["NVSCOPE_REPRO_DIR"] = self.repro_dir
         env["CUDA_LAUNCH_BLOCKING"] = "1"  # a fault surfaces in the fusion that caused it, not in a later one
         return env

@@ -169,3 +169,60 @@ def test_share_false_reaches_the_backward_under_share_all(tmp_path: Path) -> Non
         "forward outside, backward in share=False": [True, False],
         "forward outside, backward in share=False in another thread": [True, False],
     }
+
+
+# Tools under NVSCOPE_SHARE=all: share_defaults=False runs Thunder's own path (children too), and rescue's diagnosis
+# sees Thunder's own path also in a thread the step starts.
+TOOLS = """\
+import json, threading
+import pytest
+from thunder_double import ThunderDouble
+from fake_nvfuser_frontend import Tensor
+import nvscope
+from nvscope._tools import rescue, search
+from nvscope._tools._bisect_process import _environment
+
+double = ThunderDouble(pytest.MonkeyPatch())
+layers = [double.make_wrapper(f"nvFusion{i}") for i in range(6)]
+
+def step():
+    x = Tensor((1.0, 2.0))
+    for fusion in layers:
+        (x,) = fusion(x)
+    return x
+
+seen = {}
+result = search(step, candidates=["fuse_matmul"], share_defaults=False, rounds=5, steps_per_round=1, warmup=1,
+                progress=False)
+seen["search's defaults compiled"] = sum(not c.enable for c in double.fe.COMPILES)
+seen["bisect child"] = _environment(share=False).get("NVSCOPE_SHARE")
+threaded = [double.make_wrapper(f"nvFusion{i + 6}", ops=("add",)) for i in range(3)]
+
+def in_a_thread():
+    out = []
+    runner = threading.Thread(target=lambda: out.extend(f(Tensor((1.0,)))[0] for f in threaded))
+    runner.start()
+    runner.join()
+    return out
+
+with nvscope.audit() as log:
+    rescue(in_a_thread, progress=False)
+before = len(double.fe.COMPILES)
+seen["rescue's routes"] = sorted({r.partition for r in log.records})
+seen["afterwards, shared again"] = (threaded[0](Tensor((1.0,))), len(double.fe.COMPILES) - before)
+print(json.dumps(seen, default=str))
+"""
+
+
+def test_tools_asked_not_to_share_and_rescue_see_thunders_path_under_share_all(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NVSCOPE_", "NVFUSER_", "PYTHON"))}
+    env.update(PYTHONPATH=os.pathsep.join(map(str, (TESTS, REPO))), NVSCOPE_SHARE="all")
+    result = subprocess.run([sys.executable, "-c", TOOLS], env=env, cwd=tmp_path, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    seen = json.loads(result.stdout.splitlines()[-1])
+    assert seen["search's defaults compiled"] == 6  # one per fusion: Thunder's own path, not the shared one
+    assert seen["bisect child"] == "1"  # its children do not inherit the program-wide sharing either
+    assert seen["rescue's routes"] == ["default"]  # the thread the step started ran Thunder's path too
+    # After rescue the program-wide sharing is back: the first threaded fusion runs shared, compiling one definition.
+    assert seen["afterwards, shared again"][1] == 1
