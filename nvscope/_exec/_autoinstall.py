@@ -89,10 +89,16 @@ def uninstall() -> bool:
     One reset of every state registered with `nvscope._core._state`, each cleared once; fusion ids (kept on the
     fusions) and the legacy frontend's salts outlive it (docs/how-it-works.md, "State"). After it, the next non-empty
     scope installs the Thunder adapter again, as after ``import nvscope``; use ``nvscope.thunder.uninstall()`` instead
-    to keep scopes from doing so.
+    to keep scopes from doing so. Under ``NVSCOPE_SHARE=all`` the adapters of what is imported are installed again at
+    once, as ``import nvscope`` installs them there.
     """
     restored = bool(_patches.owners())  # only adapters patch: what is in the ledger is theirs
     _state.reset()  # every piece of state registered with nvscope._core._state, in its order
+    if ROOT is not None:  # as after `import nvscope` under NVSCOPE_SHARE=all: the adapters of what is imported, now
+        try:
+            ensure_adapters(direct=True)
+        except Exception as error:  # an unsupported Thunder: the next scope entry raises it, as at import
+            _PROGRAM_ERRORS.append(error)
     return restored
 
 

@@ -226,3 +226,32 @@ def test_tools_asked_not_to_share_and_rescue_see_thunders_path_under_share_all(t
     assert seen["rescue's routes"] == ["default"]  # the thread the step started ran Thunder's path too
     # After rescue the program-wide sharing is back: the first threaded fusion runs shared, compiling one definition.
     assert seen["afterwards, shared again"][1] == 1
+
+
+UNINSTALL = """\
+import json
+import pytest
+from thunder_double import ThunderDouble
+from fake_nvfuser_frontend import Tensor
+import nvscope
+
+double = ThunderDouble(pytest.MonkeyPatch())
+compiled = []
+for _ in range(2):  # before and after nvscope.uninstall(): three new fusions of one definition each time
+    before = len(double.fe.COMPILES)
+    for fusion in [double.make_wrapper(f"nvFusion{i}", ops=("add",)) for i in range(3)]:
+        fusion(Tensor((1.0,)))
+    compiled.append(len(double.fe.COMPILES) - before)
+    nvscope.uninstall()
+print(json.dumps(compiled))
+"""
+
+
+def test_uninstall_under_share_all_is_a_fresh_import(tmp_path: Path) -> None:
+    """After `nvscope.uninstall()` the program-wide sharing goes on, as it would in a freshly imported nvscope."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NVSCOPE_", "NVFUSER_", "PYTHON"))}
+    env.update(PYTHONPATH=os.pathsep.join(map(str, (TESTS, REPO))), NVSCOPE_SHARE="all")
+    result = subprocess.run([sys.executable, "-c", UNINSTALL], env=env, cwd=tmp_path, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout.splitlines()[-1]) == [1, 1]
