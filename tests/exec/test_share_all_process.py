@@ -233,9 +233,10 @@ import json
 import pytest
 from thunder_double import ThunderDouble
 from fake_nvfuser_frontend import Tensor
+
+double = ThunderDouble(pytest.MonkeyPatch())  # Thunder (the double) first: nvscope's import then installs
 import nvscope
 
-double = ThunderDouble(pytest.MonkeyPatch())
 compiled = []
 for _ in range(2):  # before and after nvscope.uninstall(): three new fusions of one definition each time
     before = len(double.fe.COMPILES)
