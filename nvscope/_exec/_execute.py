@@ -174,7 +174,7 @@ def execute(adapter: Adapter[F], fusion: F, frame: Frame | None, args: tuple[Any
             return _timed(adapter.default, _record(info, own_options, "default", adapter), fusion, args, kwargs)
         return adapter.default(fusion, args, kwargs)
     if partition.error is not None and frame is not None and frame.fallback:
-        return _fall_back(adapter, info, fusion, partition, args, kwargs)
+        return _fall_back(adapter, info, fusion, partition, args, kwargs, table, frame, own_options)
     started = time.perf_counter() if new else 0.0
     try:
         if _SINKS:
@@ -207,7 +207,10 @@ def failed(error: Exception, adapter: Adapter[F], table: FusionTable[Partition],
     scope = _policy.resolve(None if frame is None else frame.policy, info)
     _repro.annotate(error, adapter.describe, info, own_options, scope, partition.options, script,
                     given_as=adapter.given_as)
-    if frame is None or not frame.fallback:
+    if frame is None or not frame.fallback or partition.options == own_options:
+        # A partition at the fusion's own options (its defaults, run shared: `nv_options(share=True)`) has no
+        # defaults to fall back to, and its failure is not remembered: the next call tries again, as Thunder's own
+        # path would (a transient failure, out of memory say, must not fail every fusion that prints the definition).
         raise error
     text = _failure_text(error)
     table.mark_failed(partition, text)
@@ -215,7 +218,7 @@ def failed(error: Exception, adapter: Adapter[F], table: FusionTable[Partition],
     if private is not None:
         private.append((table, partition.options, None))
     if isinstance(error, _shared.SharedFailure):  # another fusion's failure with this definition: warned then
-        return _fall_back(adapter, info, fusion, partition, args, kwargs)
+        return _fall_back(adapter, info, fusion, partition, args, kwargs, table, frame, own_options)
     entry = _shared.entry_of(_definition(adapter, partition, args, kwargs))
     # Shared only where the definition's compile failed (its first execution); a later failure is this execution's.
     users = None if entry is None else _shared.fail(entry, text, info.id)
@@ -229,7 +232,7 @@ def failed(error: Exception, adapter: Adapter[F], table: FusionTable[Partition],
     warnings.warn(f"nvscope: fusion {info.id} failed with nvFuser options {partition.options.label()} and ran "
                   f"again with its defaults (on_error='fallback'); later executions of it under these options use its "
                   f"defaults directly.{shared}\n{text}", FallbackWarning, stacklevel=stacklevel)
-    return _fall_back(adapter, info, fusion, partition, args, kwargs)
+    return _fall_back(adapter, info, fusion, partition, args, kwargs, table, frame, own_options)
 
 
 def _definition(adapter: Adapter[Any], partition: Partition, args: tuple[Any, ...],
@@ -245,7 +248,13 @@ def _shared_from(adapter: Adapter[Any], info: FusionInfo, partition: Partition, 
     """The fusion whose compiled definition ``partition`` runs for these inputs, if another one's; for a ``new``
     partition (rebuilt after eviction) that runs its own fusion's definition compiled before, that fusion: it compiles
     nothing (audit only)."""
-    entry = _shared.entry_of(_definition(adapter, partition, args, kwargs))
+    try:
+        fd = adapter.definition(partition, args, kwargs)
+    except _shared.SharedFailure as failure:  # it compiles nothing: it fails as the fusion that compiled it did
+        return failure.entry.failed_in or failure.entry.owner
+    except Exception:  # a definition that cannot be built for these inputs: the execution will say why
+        return None
+    entry = _shared.entry_of(fd)
     if entry is None or (entry.owner == info.id and not (new and entry.compiled)):
         return None
     return entry.owner
@@ -271,11 +280,22 @@ def private_failures() -> Iterator[None]:
 
 
 def _fall_back(adapter: Adapter[F], info: FusionInfo, fusion: F, partition: Partition, args: tuple[Any, ...],
-               kwargs: dict[str, Any]) -> Any:
+               kwargs: dict[str, Any], table: FusionTable[Partition] | None = None, frame: Frame | None = None,
+               own_options: OptionSet | None = None) -> Any:
+    """Run the fusion with its defaults after ``partition`` failed: Thunder's (the framework's) own call, or, where
+    the scope shares the defaults (`nvscope._core._policy.sharing`), the fusion's partition at its own options, so
+    that a fallback compiles one definition for all the fusions that print it, not one each."""
+    run: Any = adapter.default
+    call_args: tuple[Any, ...] = (fusion, args, kwargs)
+    if (table is not None and frame is not None and own_options is not None and _policy.sharing(frame.policy)
+            and _shared.enabled()):
+        own, _ = table.get(own_options)
+        if own.error is None:
+            run, call_args = own.run, (args, kwargs)
     if _SINKS:
         record = _record(info, partition.options, "fallback", adapter, partition.error)
-        return _timed(adapter.default, record, fusion, args, kwargs)
-    return adapter.default(fusion, args, kwargs)
+        return _timed(run, record, *call_args)
+    return run(*call_args)
 
 
 def _failure_text(error: BaseException) -> str:

@@ -117,3 +117,33 @@ def test_a_scope_whose_options_reach_no_fusion_still_says_so_under_sharing(doubl
             for fusion in pointwise:  # fuse_matmul cannot affect an add: gated out, the fusion runs its own options
                 fusion(t())
     assert len(compiles(double)) == 1 and all(not e.enable for e in double.executions)
+
+
+def test_a_fallback_in_a_sharing_scope_runs_the_shared_defaults(double: ThunderDouble) -> None:
+    """Six fusions of one definition that breaks under fuse_matmul: one failed compile under it, and the fallback runs
+    the shared default definition, compiled once (Thunder's own path would compile it per fusion)."""
+    layers = [double.make_wrapper(f"nvFusion{i}", breaks_with="fuse_matmul") for i in range(6)]
+    with nv_options(share=True):
+        for fusion in layers:
+            fusion(t())
+    with audit() as log, pytest.warns(nvscope.FallbackWarning), \
+            nv_options(enable=FM, on_error="fallback", share=True):
+        for fusion in layers:
+            assert fusion(t()) == [t() * 2]
+    assert sorted(e for _, e in compiles(double)) == [(), tuple(FM)]
+    # The audit says which fusion's failure the others shared: no compile of their own.
+    tried = [r.shared_from for r in log.records if r.partition != "fallback"]
+    assert tried[0] is None and all(f is not None and f.startswith("forward/nvFusion0") for f in tried[1:])
+
+
+def test_a_failure_of_the_shared_defaults_is_raised_and_not_remembered(double: ThunderDouble) -> None:
+    """There are no defaults to fall back to from the defaults: the error is raised (no FallbackWarning), and it is
+    not remembered for the definition, so a transient failure (out of memory) fails no later fusion."""
+    layers = [double.make_wrapper(f"nvFusion{i}") for i in range(3)]
+    double.fe.FAIL_NEXT.append(RuntimeError("CUDA out of memory (transient)"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(RuntimeError, match="out of memory"), nv_options(share=True, on_error="fallback"):
+            layers[0](t())
+        with nv_options(share=True):
+            assert [fusion(t()) for fusion in layers] == [[t() * 2]] * 3
