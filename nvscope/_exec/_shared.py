@@ -220,8 +220,9 @@ def compiling() -> tuple[float, int]:
 
 
 def first_run(seconds: float) -> None:
-    _first_runs[0] += seconds
-    _first_runs[1] += 1
+    with _lock:  # threads compiling at once (nvFuser releases nothing, but the Python around it interleaves)
+        _first_runs[0] += seconds
+        _first_runs[1] += 1
 
 
 def clear() -> None:
