@@ -16,8 +16,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from types import TracebackType
 
-from nvscope._core import _devmode, _policy, _state
+from nvscope._core import _devmode, _env, _policy, _state
 from nvscope._core._decorators import ScopeDecorator
+from nvscope._core._errors import ConfigWarning
 from nvscope._core._frames import (
     ACTIVE,
     CHANGED,
@@ -145,6 +146,8 @@ class nv_options(ScopeDecorator):
         self._inherit = inherit
         self._on_error = on_error
         self._share = share
+        if share and not _env.flag("NVSCOPE_SHARE"):  # as `nvscope run --share-defaults` refuses it, said once
+            _warn_share_off()
 
     @property
     def options(self) -> OptionSet:
@@ -235,6 +238,20 @@ class nv_options(ScopeDecorator):
         else:
             _devmode.warn_no_effect(self, self._options, self._selector)
 
+
+
+def _warn_share_off() -> None:
+    import warnings
+
+    if not _SHARE_OFF_WARNED:
+        _SHARE_OFF_WARNED.append(True)
+        warnings.warn("nv_options(share=True) shares nothing while NVSCOPE_SHARE=0 turns sharing off: unset it (or set "
+                      "NVSCOPE_SHARE=1) for the defaults to compile once per distinct definition", ConfigWarning,
+                      stacklevel=4)
+
+
+_SHARE_OFF_WARNED: list[bool] = []
+_state.register(__name__, "_SHARE_OFF_WARNED", _SHARE_OFF_WARNED.clear, step="caches")
 
 
 def with_nv_options(enable: Iterable[str] | str | OptionSet = (), disable: Iterable[str] | str = (), *,

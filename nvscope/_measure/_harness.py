@@ -18,7 +18,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Literal
 
-from nvscope._core import OptionSet, cut, first_line, nv_options
+from nvscope._core import OptionSet, _env, cut, first_line, nv_options
 from nvscope._exec import _shared, audit
 from nvscope._measure._numerics import Numerics, compare_leaves, flatten_outputs, grad_targets
 from nvscope._measure._results import Compiles
@@ -115,7 +115,8 @@ class Runner:
         or ``share=False`` when the tool was asked not to share its defaults (also under ``NVSCOPE_SHARE=all``, whose
         program-wide sharing it ends for the tool's calls). It changes no option, and ``NVSCOPE_SHARE=0`` still turns
         sharing off."""
-        return nv_options(share=self.share)
+        # Under NVSCOPE_SHARE=0 nothing is asked: sharing is off, and a tool's own scope must not warn about it.
+        return nv_options(share=self.share if _env.flag("NVSCOPE_SHARE") else None)
 
     def changed(self, record: FusionRecord) -> bool:
         """Whether an execution ran options other than its fusion's own (in a partition of their own). Under

@@ -147,3 +147,18 @@ def test_a_failure_of_the_shared_defaults_is_raised_and_not_remembered(double: T
             layers[0](t())
         with nv_options(share=True):
             assert [fusion(t()) for fusion in layers] == [[t() * 2]] * 3
+
+
+def test_share_true_under_share_0_says_once_that_it_shares_nothing(double: ThunderDouble,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NVSCOPE_SHARE", "0")
+    layers = [double.make_wrapper(f"nvFusion{i}") for i in range(3)]
+    with pytest.warns(nvscope.ConfigWarning, match="NVSCOPE_SHARE=0 turns sharing off"):
+        scope = nv_options(share=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # once per process (until uninstall)
+        nv_options(share=True)
+        with scope:
+            for fusion in layers:
+                fusion(t())
+    assert len(compiles(double)) == 3
