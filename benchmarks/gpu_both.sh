@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Usage (device machine, repo root, .gpu carried): bash benchmarks/gpu_both.sh   (TESTS_TIMEOUT per pytest, default
+# 480 s; .gpu/commit, written here before the call with `git rev-parse --short HEAD > .gpu/commit`, names the code).
+# Not yet run in this form: a device call of 2026-12-05 ran both builds' tests/gpu whole, one pytest each beside
+# rescue_gpu.py, and was cut after 31 of the tests (benchmarks/results/gpu_tests-2026-12-05-1c7cad1-cut.txt).
+# Both builds' full tests/gpu in one device call, each split in four processes on pinned cores, and Thunder's
+# test_nvfuser.py under NVSCOPE_SHARE=all (next). Logs under /tmp/o; a summary and a tarball of the logs to $OUT.
+set -u
+O=/tmp/o; R="$OUT"; mkdir -p $O "$R"
+(source .gpu/activate.sh; NVSCOPE_GPU_THUNDER=next source .gpu/activate.sh) > $O/activate.log 2>&1
+echo "activated $(date +%T), code $(cat .gpu/commit 2>/dev/null)" >> $O/activate.log
+G1="tests/gpu/test_shared_gpu.py tests/gpu/test_nvfuser_gpu.py"
+G2="tests/gpu/test_defaults_shared_gpu.py tests/gpu/test_rescue_gpu.py"
+G3="tests/gpu/test_tools_gpu.py tests/gpu/test_stress_gpu.py tests/gpu/test_failures_gpu.py"
+G4="tests/gpu/test_thunder_gpu.py tests/gpu/test_distributed_gpu.py tests/gpu/test_fusions_gpu.py tests/gpu/test_search_gpu.py"
+export OUT=$O TESTS_TIMEOUT=${TESTS_TIMEOUT:-480} TESTS_ARGS="-vv --durations=40"
+(while sleep 45; do tar czf "$R/logs.tgz" -C $O . 2>/dev/null; done) & saver=$!  # a cut call keeps the logs
+cores=(0-1 2-3 4-5 6-7 8-9 10-11 12-13 14-15); i=0
+for b in next 0.2.6; do
+  for g in G1 G2 G3 G4; do
+    LOG_TAG=$g TESTS_PATHS="${!g}" taskset -c ${cores[$i]} bash benchmarks/gpu_run.sh $b tests > $O/run-$b-$g.out 2>&1 &
+    i=$((i+1))
+  done
+done
+LOG_TAG=suite taskset -c 12-15 bash benchmarks/gpu_run.sh next thunder-suite-shared > $O/run-suite.out 2>&1 &
+wait $(jobs -p | grep -v "^$saver$")
+kill $saver 2>/dev/null
+{ for f in $O/gpu-*.log; do echo "##### $f"; grep -E "passed|failed|error|== |nvscope default sharing" $f | tail -8; done; } > "$R/summary.txt"
+tar czf "$R/logs.tgz" -C $O . 2>/dev/null
+cat $O/activate.log "$R/summary.txt"
