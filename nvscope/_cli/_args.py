@@ -16,7 +16,8 @@ from typing import Any, TextIO
 from nvscope._core import cut
 from nvscope._measure import arg, attribute, count, import_script, number, rounds
 
-__all__ = ["COUNT", "POSITIVE", "ROUNDS", "SECONDS", "STDOUT", "TOLERANCE", "add_measuring", "json_took_the_target",
+__all__ = ["COUNT", "POSITIVE", "ROUNDS", "SECONDS", "STDOUT", "TOLERANCE", "add_measuring", "add_no_share",
+           "json_took_the_target",
            "load_step", "program_output_to_stderr", "said", "text_stream", "write_json"]
 
 STDOUT = "-"  # `--json -`: standard output, wherever --json takes a path
@@ -46,6 +47,14 @@ COUNT = arg(count)
 POSITIVE = arg(_at_least_one)
 TOLERANCE = arg(number, float)
 SECONDS = arg(_seconds, _number_word)  # finite, > 0, at most 1e6: inf or 1e300 would overflow subprocess's waits
+
+
+def add_no_share(p: argparse.ArgumentParser) -> None:
+    """``--no-share-defaults``: the tools' ``share_defaults=False`` (search, profile, bisect)."""
+    p.add_argument("--no-share-defaults", action="store_true",
+                   help="run the step's defaults on their own path (Thunder's: one compile per fusion, as before "
+                        "nvscope shared them) instead of one compiled definition per distinct definition "
+                        "(nv_options(share=True))")
 
 
 def add_measuring(p: argparse.ArgumentParser, rounds: int, steps: int, *, given: bool = False,

@@ -24,6 +24,7 @@ from nvscope._cli._args import (
     SECONDS,
     STDOUT,
     add_measuring,
+    add_no_share,
     json_took_the_target,
     load_step,
     program_output_to_stderr,
@@ -31,7 +32,6 @@ from nvscope._cli._args import (
     text_stream,
     write_json,
 )
-from nvscope._cli._search_cmd import add_no_share
 from nvscope._core import cut, nv_options
 from nvscope._measure import arg, number
 

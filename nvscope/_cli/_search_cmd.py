@@ -20,6 +20,7 @@ from typing import Any
 from nvscope._cli._args import (
     STDOUT,
     add_measuring,
+    add_no_share,
     json_took_the_target,
     load_step,
     program_output_to_stderr,
@@ -29,15 +30,8 @@ from nvscope._cli._args import (
 )
 from nvscope._core import cut
 
-__all__ = ["add_no_share", "add_parser", "command"]
+__all__ = ["add_parser", "command"]
 
-
-def add_no_share(p: argparse.ArgumentParser) -> None:
-    """``--no-share-defaults``: the tools' ``share_defaults=False`` (search, profile, bisect)."""
-    p.add_argument("--no-share-defaults", action="store_true",
-                   help="run the step's defaults on their own path (Thunder's: one compile per fusion, as before "
-                        "nvscope shared them) instead of one compiled definition per distinct definition "
-                        "(nv_options(share=True))")
 
 _DESCRIPTION = """\
 Import a script (or a module, with -m), then time one of its functions under each candidate set of nvFuser

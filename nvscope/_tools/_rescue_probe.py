@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TextIO
 
-from nvscope._core import OptionSet, dev_mode, first_line, nv_options, program_sharing_suspended
+from nvscope._core import OptionSet, _env, dev_mode, first_line, nv_options, program_sharing_suspended
 from nvscope._exec import _events, audit, repro_paths, scripts_named_in
 from nvscope._measure import compare_leaves, flatten_outputs, options_dict, options_from
 from nvscope._tools._bisect_process import _detail
@@ -267,7 +267,7 @@ class Children:
 
     def environment(self, drop: Sequence[str]) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if k not in drop and k != "NVSCOPE_RUN"}
-        if env.get("NVSCOPE_SHARE", "").strip().lower() == "all":
+        if _env.share_all():
             # The diagnosis and the probes see Thunder's own path in every thread, which a share=False scope
             # (`observe`) gives the calling thread only: the program-wide sharing does not reach the children.
             env["NVSCOPE_SHARE"] = "1"

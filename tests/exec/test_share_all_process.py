@@ -89,6 +89,16 @@ def run(tmp_path: Path, order: str, share: str | None) -> dict[str, Any]:
     return seen
 
 
+def run_share_all(tmp_path: Path, program: str) -> Any:
+    """``program`` in a fresh interpreter under ``NVSCOPE_SHARE=all``, the doubles importable: its last line (JSON)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NVSCOPE_", "NVFUSER_", "PYTHON"))}
+    env.update(PYTHONPATH=os.pathsep.join(map(str, (TESTS, REPO))), NVSCOPE_SHARE="all")
+    result = subprocess.run([sys.executable, "-c", program], env=env, cwd=tmp_path, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout.splitlines()[-1])
+
+
 @pytest.mark.parametrize("order", ["thunder-first", "nvscope-first"])
 def test_share_all_compiles_each_distinct_definition_once_in_every_thread(tmp_path: Path, order: str) -> None:
     seen = run(tmp_path, order, "all")
@@ -157,12 +167,8 @@ def test_share_false_reaches_the_backward_under_share_all(tmp_path: Path) -> Non
     """A forward in ``share=False`` keeps its backward off the shared definitions wherever the backward runs, and a
     backward run in ``share=False`` does not share because the program-wide frame is no scope a forward carries."""
     pytest.importorskip("torch")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NVSCOPE_", "NVFUSER_", "PYTHON"))}
-    env.update(PYTHONPATH=os.pathsep.join(map(str, (TESTS, REPO))), NVSCOPE_SHARE="all")
-    result = subprocess.run([sys.executable, "-c", BACKWARD], env=env, cwd=tmp_path, capture_output=True, text=True,
-                            timeout=120)
-    assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout.splitlines()[-1]) == {
+    seen = run_share_all(tmp_path, BACKWARD)
+    assert seen == {
         "program-wide": [True, True],
         "forward share=False, backward outside it": [False, False],
         "forward share=False, backward in another thread": [False, False],
@@ -215,12 +221,7 @@ print(json.dumps(seen, default=str))
 
 
 def test_tools_asked_not_to_share_and_rescue_see_thunders_path_under_share_all(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NVSCOPE_", "NVFUSER_", "PYTHON"))}
-    env.update(PYTHONPATH=os.pathsep.join(map(str, (TESTS, REPO))), NVSCOPE_SHARE="all")
-    result = subprocess.run([sys.executable, "-c", TOOLS], env=env, cwd=tmp_path, capture_output=True, text=True,
-                            timeout=120)
-    assert result.returncode == 0, result.stderr
-    seen = json.loads(result.stdout.splitlines()[-1])
+    seen = run_share_all(tmp_path, TOOLS)
     assert seen["search's defaults compiled"] == 6  # one per fusion: Thunder's own path, not the shared one
     assert seen["bisect child"] == "1"  # its children do not inherit the program-wide sharing either
     assert seen["rescue's routes"] == ["default"]  # the thread the step started ran Thunder's path too
@@ -250,9 +251,5 @@ print(json.dumps(compiled))
 
 def test_uninstall_under_share_all_is_a_fresh_import(tmp_path: Path) -> None:
     """After `nvscope.uninstall()` the program-wide sharing goes on, as it would in a freshly imported nvscope."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NVSCOPE_", "NVFUSER_", "PYTHON"))}
-    env.update(PYTHONPATH=os.pathsep.join(map(str, (TESTS, REPO))), NVSCOPE_SHARE="all")
-    result = subprocess.run([sys.executable, "-c", UNINSTALL], env=env, cwd=tmp_path, capture_output=True, text=True,
-                            timeout=120)
-    assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout.splitlines()[-1]) == [1, 1]
+    seen = run_share_all(tmp_path, UNINSTALL)
+    assert seen == [1, 1]
