@@ -9,7 +9,8 @@
   assert; and the result says whether the given options on every other fusion ran clean.
 * ``numerics``: ``ws_normalization`` on the host-bound MLP of ``benchmarks/thunder_steps.py`` (fp32, forward +
   backward), which moved a parameter gradient past the float32 tolerance in the search on the H200
-  (benchmarks/results/search_mlp.txt): the bisect with ``check="numerics"`` finds the fusion(s) that do it.
+  (benchmarks/results/search_mlp-next-2026-12-03-257f82b.txt): the bisect with ``check="numerics"`` finds the
+  fusion(s) that do it.
 * ``subprocess`` (not in the default parts: one fresh process per probe, about a minute each): the ``assert``
   problem bisected from the command line, ``nvscope bisect --subprocess``, judged by the exit code; its runs share
   nvFuser's kernel_db. ``subprocess-nodb``: the same with ``--no-kernel-db`` (every run compiles everything): the

@@ -10,6 +10,8 @@
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 from nvscope._core._catalog import Catalog, OptionInfo, catalog
 from nvscope._core._decorators import bind
 from nvscope._core._devmode import dev_mode, development_mode, is_development_mode, set_development_mode
@@ -106,7 +108,7 @@ __all__ = [
 ]
 
 # Loaded on first use so that `import nvscope` stays light: name -> (module, attribute).
-_LAZY = {
+_LAZY = MappingProxyType({
     "compare": ("nvscope._tools._compare", "compare"),
     "CompareResult": ("nvscope._tools._compare", "CompareResult"),
     "kernel_names": ("nvscope._measure._kernels", "kernel_names"),
@@ -123,7 +125,7 @@ _LAZY = {
     "CheckResult": ("nvscope._tools._check", "CheckResult"),
     "rescue": ("nvscope._tools._rescue", "rescue"),
     "RescueResult": ("nvscope._tools._rescue_report", "RescueResult"),
-}
+})
 
 
 def __getattr__(name: str) -> object:

@@ -6,17 +6,25 @@ In-process tests run in development mode so that entering scopes does not fill t
 Between tests, fixtures that install adapters reset nvscope with ``reset_nvscope()`` (tests/thunder_double.py), which
 is ``nvscope.uninstall()``: the one reset of every piece of state registered with `nvscope._core._state`
 (tests/core/test_state.py holds the package to registering it), before monkeypatch takes the doubles away.
+
+The doubles' fixtures: `make_double`, `double` (the Thunder double, tests/thunder_double.py), `installed` (with the
+Thunder adapter installed), `fusion` (one direct fusion), and `clock` (the tools' clock, advanced instead of sleeping).
+A folder's conftest.py adds its own (tests/exec: a gloo group; tests/cli: the scripts a command imports).
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 import nvscope
+
+if TYPE_CHECKING:
+    from noisy_double import StepClock
+    from thunder_double import ThunderDouble
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -88,6 +96,44 @@ def run_threads() -> Callable[..., list[Any]]:
         return results
 
     return run
+
+
+@pytest.fixture
+def make_double(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., ThunderDouble]]:
+    """``make_double(frontend="direct", version=..., **shape)``: a `ThunderDouble` (tests/thunder_double.py; its
+    arguments), no adapter installed; nvscope reset before the test and after it."""
+    from thunder_double import ThunderDouble, reset_nvscope
+
+    reset_nvscope()
+
+    def make(*args: Any, **kwargs: Any) -> ThunderDouble:
+        return ThunderDouble(monkeypatch, *args, **kwargs)
+
+    yield make
+    reset_nvscope()
+
+
+@pytest.fixture
+def double(make_double: Callable[..., ThunderDouble]) -> ThunderDouble:
+    """The Thunder double over the direct frontend, no adapter installed."""
+    return make_double()
+
+
+@pytest.fixture
+def installed(double: ThunderDouble) -> ThunderDouble:
+    """`double` with nvscope's Thunder adapter installed."""
+    import nvscope.thunder
+
+    assert nvscope.thunder.install() is True
+    return double
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> StepClock:
+    """The tools' clock, moved by ``clock.advance(seconds)`` instead of sleeping (tests/noisy_double.py)."""
+    from noisy_double import StepClock
+
+    return StepClock(monkeypatch)
 
 
 @pytest.fixture

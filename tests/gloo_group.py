@@ -1,6 +1,7 @@
 """Shared by the CPU tests that need a real torch.distributed group: one gloo rank, and the Thunder double over it.
 
-Import it after ``pytest.importorskip("torch")``; pytest picks up the fixtures from the importing module's namespace.
+tests/exec/conftest.py gives its tests `process_group` (over `one_rank`). Elsewhere, import the fixtures after
+``pytest.importorskip("torch")``; pytest picks them up from the importing module's namespace.
 """
 
 from __future__ import annotations
@@ -14,11 +15,11 @@ from thunder_double import ThunderDouble, reset_nvscope
 
 import nvscope.thunder
 
-__all__ = ["installed", "process_group"]
+__all__ = ["installed", "one_rank", "process_group"]
 
 
-@pytest.fixture(scope="module")
-def process_group() -> Iterator[None]:
+def one_rank() -> Iterator[None]:
+    """A one-rank gloo group for the time the generator runs (the process's group, if it has one already)."""
     if tdist.is_initialized():  # another module's group: use it, leave it
         yield
         return
@@ -28,6 +29,11 @@ def process_group() -> Iterator[None]:
     tdist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
     yield
     tdist.destroy_process_group()
+
+
+@pytest.fixture(scope="module")
+def process_group() -> Iterator[None]:
+    yield from one_rank()
 
 
 @pytest.fixture

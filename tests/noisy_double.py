@@ -10,6 +10,9 @@ of each enable option it ran with, none by default) and advances the tools' cloc
 the host clock plus every delay drawn so far) by that much: thousands of runs in seconds. The noise is in the
 measured calls themselves, not in a clock that would make variants tie: two variants without a factor are identical
 but never time alike, as on a real machine. Seeded (`reseed`), so a run of many seeds is reproducible.
+
+`StepClock` is the tools' clock for tests whose calls say how long they take, with no noise: ``advance(seconds)``
+where a test would sleep (the `clock` fixture of tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -65,7 +68,8 @@ class NoisyFusions:
         # Before nvscope's adapter is installed, so that it wraps this execute (and the definitions it rebuilds per
         # option set run it too).
         monkeypatch.setattr(fe.FusionDefinition, "execute", noisy)
-        monkeypatch.setattr(_timer, "clock", lambda: time.perf_counter() + self.delayed)
+        if noise:  # without it the clock would be the host's: left alone, for a test's own (`StepClock`)
+            monkeypatch.setattr(_timer, "clock", lambda: time.perf_counter() + self.delayed)
         # The harness collects all garbage before each batch of rounds, so that no collection lands in a timed block:
         # 0.05-0.2 s once torch is loaded, most of the time of a search here, and nothing the drawn delays can feel.
         monkeypatch.setattr(_harness, "gc", SimpleNamespace(
@@ -93,3 +97,31 @@ class NoisyFusions:
 
     def close(self) -> None:
         reset_nvscope()
+
+
+class StepClock:
+    """The tools' clock (``nvscope._measure._timer.clock``) moved by what a test's calls say they took.
+
+    Between two readings it moves by exactly the seconds `advance` was given in between; where none were given, by
+    the host clock, so that a block of calls that advance nothing (the harness timing a no-op to learn its own
+    overhead, say) still ends. An interval in which the calls advance it is therefore exact (a block of the search's
+    calls, a fusion's execution under the profile): a loaded machine cannot stretch it and a scope's bookkeeping
+    does not count, so a time ratio is the ratio of what the test said, round after round. (A profiled step's time
+    still holds the host's microseconds between one fusion's timer and the next.)
+    """
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.seconds = 0.0  # the last reading
+        self._pending: float | None = None  # advanced since the last reading
+        self._host = time.perf_counter()
+        monkeypatch.setattr(_timer, "clock", self.read)
+
+    def advance(self, seconds: float) -> None:
+        """The call in progress takes ``seconds`` more (instead of ``time.sleep(seconds)``)."""
+        self._pending = (self._pending or 0.0) + seconds
+
+    def read(self) -> float:
+        host = time.perf_counter()
+        self.seconds += host - self._host if self._pending is None else self._pending
+        self._pending, self._host = None, host
+        return self.seconds

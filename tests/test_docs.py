@@ -423,7 +423,8 @@ def test_the_citation_checks_tell_a_missing_citation() -> None:
     for wrong in ("nvscope._exec._shared.adopted", "nvscope.thunder.partition", "nvscope._core._scope.Frame.policies",
                   "nvscope._core._nothing", "nvscope.Search"):
         assert not _resolves(wrong), wrong
-    assert _path_exists("tests/exec/test_shared.py") and _path_exists("benchmarks/results/search_{mlp,block}.json")
+    assert _path_exists("tests/exec/test_shared.py")
+    assert _path_exists("benchmarks/results/search_{mlp,block}-next-2026-12-03-257f82b.json")
     assert not _path_exists("tests/test_shared.py") and not _path_exists("benchmarks/results/search_{mlp,nope}.json")
     text = "`benchmarks/gone.py` at 00d11dd, tests/here.py"
     assert [m[1] for m in REPO_PATH.finditer(text) if not AS_IT_WAS.match(text, m.end())] == ["tests/here.py"]

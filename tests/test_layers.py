@@ -2,7 +2,9 @@
 package face (``import nvscope`` inside the package would put ``__init__`` between the tools and the core), and no
 two modules import each other, directly or round a circle. Function-level imports count: they run too, and so do
 module names in strings that code imports or runs (``"from nvscope._cli._run import run"`` in a child's source,
-``importlib.import_module("nvscope._tools._profile")``, ``-m nvscope._cli._run``).
+``importlib.import_module("nvscope._tools._profile")``, ``-m nvscope._cli._run``). A public face named there counts
+as the layer it re-exports (``"from nvscope.cli import main"`` and ``-m nvscope`` run ``_cli``); a layer module that
+names one above it only to show the user a command lists it, with the reason, in `USER_FACING`.
 
 Each layer's ``__init__`` names what the layers above may use (its ``__all__``, or, in ``_core``, its explicit
 re-exports ``from ._x import a as a``), and a module of a higher layer imports a lower layer only through it:
@@ -18,6 +20,7 @@ The layers, lowest first (docs/how-it-works.md draws the same map):
 from __future__ import annotations
 
 import ast
+import itertools
 import pathlib
 import re
 import subprocess
@@ -35,21 +38,49 @@ def module_name(path: pathlib.Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-# A layer's module named in a string that code imports or runs: after `import`/`from`/`-m`, or the whole string.
-CODE_NAME = re.compile(r"(?:^|\b(?:import|from)\s+|-m\s+)(nvscope\._\w+(?:\.\w+)*)(?=$|\s)")
+# A module named in a string that code imports or runs: after `import`, in `from X import a, b` (X, or X.a where that
+# is a module), after `-m` (a package's `__main__`), or a layer's module as the whole string (import_module's argument).
+_NAME = r"nvscope(?:\.\w+)*"
+CODE_NAME = re.compile(rf"\bfrom\s+({_NAME})\s+import\s+([\w\s,()]+?)\s*(?=$|;)|\bimport\s+({_NAME})(?=$|[\s;,])"
+                       rf"|-m\s+({_NAME})(?=$|\s)|^(nvscope\._\w+(?:\.\w+)*)$")
+
+
+def _module(name: str) -> str:
+    """The module a dotted name in a string loads: itself, or its package's ``__main__`` (``-m nvscope``), or the
+    module that holds it (``nvscope.cli.main``)."""
+    while name not in MODULES and f"{name}.__main__" not in MODULES and "." in name:
+        name = name.rpartition(".")[0]
+    return name
+
+
+def _named(text: str) -> set[str]:
+    found: set[str] = set()
+    for line in text.splitlines() or [""]:
+        for match in CODE_NAME.finditer(line.strip()):
+            source, names, imported, run, whole = match.groups()
+            if source is not None:  # `from nvscope import _cli`: the submodule, where the name is one
+                found.update(_module(f"{source}.{n.split()[0]}") for n in names.strip("()").split(",") if n.strip())
+            elif run is not None:
+                found.add(f"{run}.__main__" if f"{run}.__main__" in MODULES else _module(run))
+            else:
+                found.add(_module(imported or whole))
+    return found
 
 
 def names_in_strings(tree: ast.Module) -> set[str]:
     """Module names that string constants (not docstrings) give to code: a child's source, import_module's argument,
-    a ``-m`` command line."""
+    a ``-m`` command line, in one string or as a list's words (``[python, "-m", "nvscope", "run"]``)."""
     docstrings = {id(node.body[0].value) for node in ast.walk(tree)
                   if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
                   and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
     found: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
-            for line in node.value.splitlines() or [""]:
-                found.update(match.group(1) for match in CODE_NAME.finditer(line.strip()))
+            found |= _named(node.value)
+        elif isinstance(node, (ast.List, ast.Tuple)):
+            words = [e.value if isinstance(e, ast.Constant) and isinstance(e.value, str) else None for e in node.elts]
+            found |= {_named(f"-m {after}").pop() for before, after in itertools.pairwise(words)
+                      if before == "-m" and after is not None and re.fullmatch(_NAME, after)}
     return found
 
 
@@ -58,7 +89,7 @@ def imports_of(path: pathlib.Path) -> set[str]:
     name = module_name(path)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     tree = ast.parse(path.read_text())
-    found = {n if n in MODULES else n.rpartition(".")[0] for n in names_in_strings(tree)} & set(MODULES)
+    found = names_in_strings(tree) & set(MODULES)
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names if alias.name.split(".")[0] == "nvscope")
@@ -85,6 +116,26 @@ def layer(name: str) -> int:
     return LAYERS.index(parts[1]) if len(parts) > 1 and parts[1] in LAYERS else FACE
 
 
+def serves(name: str, seen: frozenset[str] = frozenset()) -> int:
+    """The layer whose code a module runs: a layer module's own; for a public face, the highest layer it re-exports
+    from (``nvscope.cli`` runs ``_cli``, ``nvscope.thunder`` ``_exec``, ``python -m nvscope`` ``nvscope.__main__``
+    and so ``_cli``), so that a layer module naming a face above it (``"from nvscope.cli import main"`` in a child's
+    source) is caught as the upward use it is."""
+    if layer(name) < FACE:
+        return layer(name)
+    return max((serves(d, seen | {name}) for d in GRAPH.get(name, ()) if d not in seen | {name, "nvscope"}),
+               default=0)
+
+
+# A layer module may name a face above it only to show a user the command to run, never to run it; each entry says
+# why. (The package's own `python -m nvscope ...` lines in docstrings are not read at all.)
+USER_FACING: dict[tuple[str, str], str] = {
+    ("nvscope._measure._results", "nvscope.__main__"):
+        "run_command spells the `python -m nvscope run ...` line that results print for the user to run (a bisect's "
+        "reproduction); nothing in the package runs those words",
+}
+
+
 def test_the_layers_exist_and_hold_the_package() -> None:
     flat = [n for n in MODULES if n.count(".") == 1 and layer(n) == FACE]
     faces = {"nvscope.thunder", "nvscope.nvfuser", "nvscope.cli", "nvscope.pytest_plugin", "nvscope.__main__",
@@ -96,10 +147,15 @@ def test_the_layers_exist_and_hold_the_package() -> None:
 
 @pytest.mark.parametrize("name", sorted(n for n in MODULES if n != "nvscope"))
 def test_imports_point_down(name: str) -> None:
-    up = sorted(d for d in GRAPH[name] if d != "nvscope" and layer(d) > layer(name))
-    assert not up, f"{name} (layer {layer(name)}) imports from a higher layer: {up}"
+    up = sorted(d for d in GRAPH[name] if d != "nvscope" and serves(d) > layer(name) and (name, d) not in USER_FACING)
+    assert not up, f"{name} (layer {layer(name)}) imports or runs a higher layer: {up}"
     if layer(name) < FACE:
         assert "nvscope" not in GRAPH[name], f"{name} imports the package face: import from the defining module"
+
+
+def test_the_user_facing_exceptions_are_still_needed() -> None:
+    for (name, face), why in USER_FACING.items():
+        assert face in GRAPH[name] and serves(face) > layer(name), f"{name} no longer names {face}: drop it ({why})"
 
 
 def test_no_import_circles() -> None:
@@ -111,8 +167,8 @@ def test_no_import_circles() -> None:
         state[node] = 1
         stack.append(node)
         for dep in sorted(GRAPH.get(node, ())):
-            if dep == "nvscope" or dep not in GRAPH:
-                continue  # the face, imported by faces only (the test above)
+            if dep == "nvscope" or dep not in GRAPH or (node, dep) in USER_FACING:
+                continue  # the face, imported by faces only (the test above); a command shown, not run
             if state.get(dep) == 1:
                 circles.append([*stack[stack.index(dep):], dep])
             elif dep not in state:
@@ -222,6 +278,16 @@ def test_the_interface_test_reads_what_it_must() -> None:
                      'CHILD = "import nvscope\\nfrom nvscope._cli._run import run\\n"\n'
                      'NOTE = "see `nvscope._measure._stats`"\n'
                      'import_module("nvscope._tools._profile")\n')
-    assert names_in_strings(tree) == {"nvscope._cli._run", "nvscope._tools._profile"}  # not the docstring, the note
+    # not the docstring, not the note; the package face a child imports
+    assert names_in_strings(tree) == {"nvscope", "nvscope._cli._run", "nvscope._tools._profile"}
+    # The public faces too, mapped to the layer they serve: the command's face, `-m nvscope` (in one string or as a
+    # list's words), `from nvscope import _x`, and a face named for a child to import.
+    tree = ast.parse('CHILD = "import json\\nfrom nvscope.cli import main; main(command)\\n"\n'
+                     'RUN = [python, "-m", "nvscope", "run"]\n'
+                     'LINE = "python -m nvscope.cli run x.py"\n'
+                     'MORE = "from nvscope import _measure, _tools as tools"\n')
+    assert names_in_strings(tree) == {"nvscope.cli", "nvscope.__main__", "nvscope._measure", "nvscope._tools"}
+    assert [serves(n) for n in ("nvscope.cli", "nvscope.__main__", "nvscope.thunder", "nvscope._child.sitecustomize",
+                                "nvscope._tools._bisect")] == [4, 4, 1, 4, 3]
     assert "Runner" in INTERFACES["_measure"] and "nv_options" in INTERFACES["_core"]
     assert "_harness" not in INTERFACES["_measure"] and "Frame" in INTERFACES["_core"]

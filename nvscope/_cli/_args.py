@@ -17,8 +17,8 @@ from nvscope._core import cut
 from nvscope._measure import arg, attribute, count, import_script, number, rounds
 
 __all__ = ["COUNT", "POSITIVE", "ROUNDS", "SECONDS", "STDOUT", "TOLERANCE", "add_measuring", "add_no_share",
-           "json_took_the_target",
-           "load_step", "program_output_to_stderr", "said", "text_stream", "write_json"]
+           "json_took_the_target", "load_step", "program_output_to_stderr", "said", "split_target", "text_stream",
+           "write_json"]
 
 STDOUT = "-"  # `--json -`: standard output, wherever --json takes a path
 
@@ -189,6 +189,18 @@ def load_step(ns: argparse.Namespace, where: str, function: str, error: Callable
 
 
 _import_script = import_script  # the tools' child processes load a step the same way (nvscope._measure._load)
+
+
+def split_target(target: str, module: bool) -> tuple[str, str, str | None]:
+    """``script.py:FUNCTION`` (``module:FUNCTION`` with ``module``) as (where, function, None), or what is missing as
+    its third item: the one line a command prints (exit 2)."""
+    where, _, function = target.rpartition(":")
+    if where and function:
+        return where, function, None
+    if not where and function and target.startswith(":"):
+        return "", "", f"{said(target)} names no {'module' if module else 'script'}: write " \
+                       f"{'module' if module else 'script.py'}:{cut(function, 200)}"
+    return "", "", f"{said(target)} names no function: write {cut(target.rstrip(':'), 200) or 'script.py'}:FUNCTION"
 
 
 def said(text: str) -> str:

@@ -81,8 +81,8 @@ def command(ns: argparse.Namespace) -> int:
 
     try:
         result = check(ns.paths or ["."], strict=ns.strict, config=ns.config, nvfuser=ns.nvfuser)
-    except FileNotFoundError as error:
-        return _error(f"{cut(str(error), 300)}: give existing files or folders")
+    except FileNotFoundError as error:  # the message names the fix
+        return _error(str(error))
     except ConfigError as error:
         return _error(str(error))
     as_json = result.to_json()

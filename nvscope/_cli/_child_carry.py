@@ -23,115 +23,37 @@ import contextlib
 import os
 import sys
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from nvscope._core import (
     EMPTY,
     NVFUSER_MODULES,
     ROOT,
-    ConfigWarning,
     NvscopeWarning,
     OptionSet,
     _env,
     _patches,
-    _scope,
     _state,
     cut,
     process_options_shell,
     set_development_mode,
 )
 from nvscope._exec import AuditLog, audit
+from nvscope._tools import _program
 
 __all__ = ["HOOK_DIR", "ON_ERROR", "VARIABLE", "Settings", "export", "start", "take_over"]
 
-VARIABLE = _env.RUN
-SHARE = "NVSCOPE_SHARE"  # `--share-defaults`: "all" for the children (`export`)
-HOOK_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "_child")
+# The parent's side (what a run carries, and `export`, which sets the variables) is the program runner's, which
+# `bisect --subprocess` runs its probes with too (nvscope/_tools/_program.py); this module is the child's side.
+Settings = _program.Settings
+export = _program.export
+VARIABLE = _program.VARIABLE
+HOOK_DIR = _program.HOOK_DIR
 ON_ERROR = ("raise", "fallback")
 _KEYS = ("enable", "disable", "fusions", "on_error", "audit", "outer")
 _LAYER_KEYS = ("enable", "disable", "fusions", "on_error")
 _FIX = (f"{VARIABLE} is set by `nvscope run` for the Python processes its program starts: unset it, or let "
         "`nvscope run` set it")
-
-
-class Settings:
-    """What ``nvscope run`` carries: the scope's arguments, whether to audit, and the scopes of the runs around it
-    (``outer``, outermost first: an ``nvscope run`` in a child of another one)."""
-
-    __slots__ = ("audit", "disable", "enable", "fusions", "on_error", "outer", "share")
-
-    def __init__(self, enable: Sequence[str], disable: Sequence[str], fusions: Sequence[str] | None = None,
-                 on_error: str | None = None, audit: bool = True, outer: Sequence[Settings] = (),
-                 share: bool = False) -> None:
-        self.enable, self.disable = list(enable), list(disable)
-        self.fusions = None if fusions is None else list(fusions)
-        self.on_error = on_error
-        self.audit = audit
-        self.outer = list(outer)
-        # ``--share-defaults``: this process's scope shares (share=True); the children get NVSCOPE_SHARE=all instead
-        # (`export`), not a key of NVSCOPE_RUN: read at their import, it shares in every thread, not only the main one.
-        self.share = share
-
-    def layers(self) -> list[Settings]:
-        """The scopes a process under these settings enters, outermost first (this run's own last)."""
-        return [*self.outer, self]
-
-    def scope(self) -> _scope.nv_options:
-        """``nv_options`` with these arguments; ``fusions=``/``on_error=`` only when given (may raise on bad ones)."""
-        extra: dict[str, object] = {}
-        if self.fusions is not None:
-            extra["fusions"] = list(self.fusions)
-        if self.on_error is not None:
-            extra["on_error"] = self.on_error
-        if self.share:
-            extra["share"] = True
-        # Looked up at each call, in its module: a test stands a recording nv_options in for it (sitecustomize).
-        return _scope.nv_options(self.enable, self.disable, **extra)  # type: ignore[arg-type]
-
-    def _scope_data(self) -> dict[str, object]:
-        data: dict[str, object] = {"enable": self.enable, "disable": self.disable}
-        if self.fusions is not None:
-            data["fusions"] = self.fusions
-        if self.on_error is not None:
-            data["on_error"] = self.on_error
-        return data
-
-    def encode(self) -> str:
-        import json
-
-        data = {**self._scope_data(), "audit": self.audit}
-        if self.outer:
-            data["outer"] = [layer._scope_data() for layer in self.outer]
-        return json.dumps(data, separators=(",", ":"))
-
-
-# --- the parent: nvscope run ------------------------------------------------------------------------------------------
-
-def export(settings: Settings) -> Callable[[], None]:
-    """Carry ``settings`` to the Python processes started from now on; returns the function that stops it.
-
-    Sets ``NVSCOPE_RUN`` (and ``NVSCOPE_SHARE=all`` for ``--share-defaults``) and prepends the hook's directory to
-    ``PYTHONPATH`` (once) in ``os.environ``, which child processes inherit unless they are given an environment of
-    their own.
-    """
-    saved = {name: os.environ.get(name) for name in (VARIABLE, "PYTHONPATH", SHARE)}
-    os.environ[VARIABLE] = settings.encode()
-    if settings.share:
-        os.environ[SHARE] = "all"
-    path = saved["PYTHONPATH"]
-    if not path:
-        os.environ["PYTHONPATH"] = HOOK_DIR
-    elif HOOK_DIR not in path.split(os.pathsep):
-        os.environ["PYTHONPATH"] = HOOK_DIR + os.pathsep + path
-
-    def restore() -> None:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-
-    return restore
 
 
 # --- the child: nvscope/_child/sitecustomize.py ---------------------------------------------------------------------
@@ -143,8 +65,7 @@ _state.keep(__name__, "_running", "the nvscope run in progress: its exit handler
 
 
 def _refuse(raw: str, why: str) -> None:
-    warnings.warn(f"{VARIABLE}={cut(raw, 80, repr)} {why}; this process runs without nvscope run's options. {_FIX}",
-                  ConfigWarning, stacklevel=3)
+    _env.warn(f"{VARIABLE}={cut(raw, 80, repr)} {why}; this process runs without nvscope run's options. {_FIX}")
 
 
 def _names(data: dict[str, object], key: str, required: bool) -> list[str] | None:
@@ -288,22 +209,22 @@ def describe(layers: Sequence[Settings]) -> str:
     return ", and ".join(parts) or "(none)"
 
 
-def summary(layers: Sequence[Settings], log: AuditLog) -> str:
-    """What ``nvscope run`` says at the end of a process: the options of its scopes (on which fusions), the audit,
-    why no fusion ran (if none)."""
+def summary(layers: Sequence[Settings], log: AuditLog, command: str = "nvscope run") -> str:
+    """What ``nvscope run`` (``command``: or ``nvscope fusions``) says at the end of a process: the options of its
+    scopes (on which fusions), the audit, why no fusion ran (if none)."""
     env = process_options_shell()
-    lines = [f"nvscope run: options {describe(layers)}"
+    lines = [f"{command}: options {describe(layers)}"
              + (f" (and {env} from the environment, for the whole process)" if env else "")]
     if ROOT is not None or any(layer.share for layer in layers):
         how = "NVSCOPE_SHARE=all" if ROOT is not None else "--share-defaults"
-        lines.append(f"nvscope run: fusions at their own options share compiled definitions ({how}): each distinct "
+        lines.append(f"{command}: fusions at their own options share compiled definitions ({how}): each distinct "
                      "definition compiles once")
     lines.append(log.summary())
     if not log.records and not _patches.owners():
         if any(name in sys.modules for name in ("thunder", *NVFUSER_MODULES)):
-            lines.append("nvscope run: no nvscope adapter was installed (NVSCOPE_AUTOINSTALL=0?), so the options "
+            lines.append(f"{command}: no nvscope adapter was installed (NVSCOPE_AUTOINSTALL=0?), so the options "
                          "reached no fusion")
         else:
-            lines.append("nvscope run: the program imported neither Thunder nor nvFuser, so no fusion could run in "
+            lines.append(f"{command}: the program imported neither Thunder nor nvFuser, so no fusion could run in "
                          "this process")
     return "\n".join(lines)

@@ -182,8 +182,8 @@ def _parser(prog: str | None = None) -> tuple[argparse.ArgumentParser, dict[str,
         description="Run the program as `nvscope run` does (options optional) and print, at exit, every nvFuser "
                     "fusion it ran: its id (what nv_options(fusions=...) selects by), phase, ops, jitted function "
                     "and number of executions.",
-        usage="%(prog)s [--enable NAME]... [--disable NAME]... [--fusions GLOB]... [--share-defaults] "
-              "[--json PATH|-] ([--] script.py | -m module) [args...]",
+        usage="%(prog)s [--enable NAME]... [--disable NAME]... [--fusions GLOB]... [--on-error {raise,fallback}] "
+              "[--no-audit] [--share-defaults] [--json PATH|-] ([--] script.py | -m module) [args...]",
         allow_abbrev=False)
     _run_arguments(listing)
     listing.add_argument("--json", metavar="PATH|-",
@@ -261,14 +261,19 @@ def _invalid(enable: list[str], disable: list[str]) -> str | None:
 def _parse(parser: argparse.ArgumentParser, commands: dict[str, argparse.ArgumentParser],
            args: list[str]) -> argparse.Namespace:
     """``parser.parse_args(args)``, except that an unknown flag of a command is reported with that command's usage
-    (and the flag it resembles), not the top-level one's (exit 2)."""
+    (and the flag it resembles), not the top-level one's (exit 2); an unknown command is reported with the command it
+    resembles."""
+    if args and not args[0].startswith("-") and args[0] not in commands:
+        import difflib
+
+        near = difflib.get_close_matches(args[0], list(commands), n=1, cutoff=0.6)
+        parser.error(f"unknown command {cut(args[0], 80, repr)}"
+                     + (f"; did you mean {near[0]}?" if near else f" (choose from {', '.join(commands)})"))
     ns, unknown = parser.parse_known_args(args)
     if unknown:
         import difflib
 
-        sub = commands.get(ns.command) if ns.command else None
-        if sub is None:
-            parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+        sub = commands.get(ns.command, parser) if ns.command else parser
         flags = [flag for action in sub._actions for flag in action.option_strings if flag.startswith("--")]
         word = next((w.partition("=")[0] for w in unknown if w.startswith("-")), "")
         near = difflib.get_close_matches(word, flags, n=1, cutoff=0.6) if word else []
@@ -323,12 +328,16 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     if ns.command is None:
         parser.print_help(sys.stderr)
         return 2
-    if ns.command in ("options", "doctor"):
+    if ns.command in ("options", "doctor", "check"):
         try:
             if ns.command == "doctor":
                 from nvscope._cli._doctor import doctor
 
                 return doctor(ns.require_gpu_stack, ns.json)
+            if ns.command == "check":
+                from nvscope._cli import _check_cmd as _check_cli
+
+                return _check_cli.command(ns)
             from nvscope._cli import _options_cmd
 
             if ns.probe:
@@ -337,8 +346,8 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
             if json_to not in (None, "-") and query is None and not _options_cmd.looks_like_a_path(json_to):
                 json_to, query = "-", json_to  # `nvscope options --json matmul`: the query, as JSON
             return _options_cmd.options(ns.kind, json_to, query)
-        except BrokenPipeError:  # `nvscope options | head`: stop quietly, as Python's docs recommend
-            devnull = os.open(os.devnull, os.O_WRONLY)
+        except BrokenPipeError:  # `nvscope options | head`, `nvscope check --format json | head`: stop quietly,
+            devnull = os.open(os.devnull, os.O_WRONLY)  # as Python's docs recommend
             os.dup2(devnull, sys.stdout.fileno())
             return 1
     if ns.command == "search":
@@ -353,10 +362,6 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
         from nvscope._cli import _rescue_cmd as _rescue_cli
 
         return _rescue_cli.command(ns)
-    if ns.command == "check":
-        from nvscope._cli import _check_cmd as _check_cli
-
-        return _check_cli.command(ns)
     if ns.script is None and ns.module is None:
         from nvscope._cli._args import json_took_the_target
 
@@ -378,4 +383,5 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
 
     listing = ns.command == "fusions"
     return run(ns.script, ns.module, ns.args, enable, disable, audit=listing or not ns.no_audit, fusions=fusions,
-               on_error=ns.on_error, listing=listing, json_to=json_to, share=ns.share_defaults)
+               on_error=ns.on_error, listing=listing, json_to=json_to, share=ns.share_defaults,
+               summary=not ns.no_audit)

@@ -29,6 +29,7 @@ from nvscope._cli._args import (
     load_step,
     program_output_to_stderr,
     said,
+    split_target,
     text_stream,
     write_json,
 )
@@ -191,10 +192,9 @@ def command(ns: argparse.Namespace) -> int:
         except ValueError as error:
             return _error(name, str(error))
     target = ns.target if ns.module is None else ns.module
-    where, _, function = target.rpartition(":")
-    if not where or not function:
-        return _error(name, f"{said(target)} names no function: write {cut(target.rstrip(':'), 200) or 'script.py'}"
-                            ":FUNCTION")
+    where, function, problem = split_target(target, ns.module is not None)
+    if problem is not None:
+        return _error(name, problem)
     saved_argv, saved_path = sys.argv[:], sys.path[:]
     try:
         return _load_and_run(ns, enable, disable, where, function)

@@ -25,6 +25,7 @@ from nvscope._cli._args import (
     load_step,
     program_output_to_stderr,
     said,
+    split_target,
     text_stream,
     write_json,
 )
@@ -111,9 +112,9 @@ def command(ns: argparse.Namespace) -> int:
         return _error(json_took_the_target(ns.json) or
                       "give the target: script.py:FUNCTION, or -m module:FUNCTION (`nvscope search --help`)")
     target = ns.target if ns.module is None else ns.module
-    where, _, function = target.rpartition(":")
-    if not where or not function:
-        return _error(f"{said(target)} names no function: write {cut(target.rstrip(':'), 200) or 'script.py'}:FUNCTION")
+    where, function, problem = split_target(target, ns.module is not None)
+    if problem is not None:
+        return _error(problem)
     try:  # before the script is imported, which may take long: a typo (or a repeated set) costs nothing
         if ns.candidates is not None:
             resolve(ns.candidates)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import NamedTuple
 
 from nvscope._exec import MIN_VERSION
@@ -27,7 +28,7 @@ __all__ = ["LISTED", "NIGHTLY", "PYTHONS", "THUNDER", "WheelHint", "install_hint
 # (up to nvFuser 0.2.36). Read from PyPI's list of projects; nvfuser-cu128-torch28 and nvfuser-cu130-torch210 were
 # also downloaded to confirm the names and the Python and platform tags below. A torch release newer than this table
 # may have a wheel by now: the hint then names it and says how to check.
-LISTED: Mapping[tuple[tuple[int, int], tuple[int, int]], str] = {
+LISTED: Mapping[tuple[tuple[int, int], tuple[int, int]], str] = MappingProxyType({
     ((11, 8), (2, 1)): "0.1.6", ((11, 8), (2, 2)): "0.2.0", ((11, 8), (2, 3)): "0.2.9", ((11, 8), (2, 4)): "0.2.9",
     ((11, 8), (2, 5)): "0.2.24", ((11, 8), (2, 6)): "0.2.27", ((11, 8), (2, 7)): "0.2.27",
     ((12, 1), (2, 1)): "0.1.6", ((12, 1), (2, 2)): "0.2.0", ((12, 1), (2, 3)): "0.2.9", ((12, 1), (2, 4)): "0.2.9",
@@ -38,7 +39,7 @@ LISTED: Mapping[tuple[tuple[int, int], tuple[int, int]], str] = {
     ((12, 8), (2, 7)): "0.2.27", ((12, 8), (2, 8)): "0.2.34", ((12, 8), (2, 9)): "0.2.35", ((12, 8), (2, 10)): "0.2.36",
     ((12, 9), (2, 8)): "0.2.34",
     ((13, 0), (2, 9)): "0.2.35", ((13, 0), (2, 10)): "0.2.36",
-}
+})
 # nvfuser-cu<CUDA> (no torch in the name): nightlies built against a torch nightly, for CUDA 12.6, 12.8 and 13.0
 # in 2026. nvFuser's README: "there's no compatibility promised on nightly wheels".
 NIGHTLY = frozenset({(12, 6), (12, 8), (13, 0)})

@@ -60,7 +60,6 @@ from ._optionset import process_options_shell as process_options_shell
 from ._record import Record as Record
 from ._scope import ACTIVE as ACTIVE
 from ._scope import CHANGED as CHANGED
-from ._scope import ENTER_HOOKS as ENTER_HOOKS
 from ._scope import NO_EFFECT as NO_EFFECT
 from ._scope import NOTHING as NOTHING
 from ._scope import Frame as Frame

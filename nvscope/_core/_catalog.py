@@ -20,6 +20,7 @@ import functools
 import sys
 import threading
 from collections.abc import Collection, Iterable, Mapping
+from types import MappingProxyType
 
 from nvscope._core import _catalog_data, _env, _state
 from nvscope._core._errors import NvscopeWarning, UnknownOptionError
@@ -43,7 +44,7 @@ __all__ = [
     "installed_nvfuser",
 ]
 
-_OTHER: Mapping[str, Kind] = {"enable": "disable", "disable": "enable"}
+_OTHER: Mapping[str, Kind] = MappingProxyType({"enable": "disable", "disable": "enable"})
 
 
 class OptionInfo(Record):
@@ -165,7 +166,7 @@ def installed_nvfuser() -> InstalledNvFuser | None:
 # line tools pass their flag's syntax (`Catalog.check(..., spelling="--{kind} {name}")`).
 PYTHON_SPELLING = "{kind}=[{name!r}]"
 
-_ARTICLE: Mapping[str, str] = {"enable": "an enable", "disable": "a disable"}
+_ARTICLE: Mapping[str, str] = MappingProxyType({"enable": "an enable", "disable": "a disable"})
 _LONGEST_SHOWN = 60  # a name longer than this is cut in messages: nobody needs 10,000 characters echoed back
 # The names already noted: per process, not per Catalog, since threads that race on the first `catalog()` call may
 # each build one.

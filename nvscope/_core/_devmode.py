@@ -41,6 +41,7 @@ __all__ = [
 ]
 
 _default: bool | None = None  # set_development_mode's process-wide setting; None: follow NVSCOPE_DEV
+_state.keep(__name__, "_default", "the user's set_development_mode: uninstall undoes nvscope's changes, not theirs")
 _FOLLOW_DEFAULT = object()  # no dev_mode block in this context: the process-wide setting applies
 # A dev_mode block's setting (True, False, or None to follow the environment) for the current context only.
 _LOCAL: ContextVar[object] = ContextVar("nvscope_dev_mode", default=_FOLLOW_DEFAULT)

@@ -4,7 +4,8 @@ Why one parser: four hand-written copies read unknown values as "off" without a 
 which (when the pytest plugin still loaded nvscope in every pytest run) killed every test session in that
 environment. Here every variable is declared once with its type and default; a value that does not parse warns once
 (`ConfigWarning`, naming the variable, the value and what is accepted) and the default applies. Values are read at
-each use, not at import, so a launcher or a test may change them at any time; a parse is a dict lookup when the
+each use, not at import (but for ``NVSCOPE_SHARE=all``, the program-wide setting, which is also read once at import,
+quietly), so a launcher or a test may change them at any time; a parse is a dict lookup when the
 variable is unset.
 """
 
@@ -13,20 +14,23 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Mapping
+from types import MappingProxyType
 
 from nvscope._core import _state
 from nvscope._core._errors import ConfigWarning
 
-__all__ = ["RUN", "VARIABLES", "flag", "integer", "problems", "share_all", "text"]
+__all__ = ["RUN", "VARIABLES", "flag", "integer", "problems", "share_all", "text", "warn"]
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off", ""})
 
-RUN = "NVSCOPE_RUN"  # `nvscope run` -> its child processes (nvscope/_cli/_child_carry.py); probes drop it
+# `nvscope run` -> its child processes: set by nvscope/_tools/_program.py, read by nvscope/_cli/_child_carry.py;
+# probes drop it
+RUN = "NVSCOPE_RUN"
 
 # name -> (kind, default, what it does). kind: "flag" (on/off), "count" (an integer >= 1), "text" (any string),
 # "share" (a flag, or "all": one variable says how much is shared, so no two settings can contradict each other).
-VARIABLES: Mapping[str, tuple[str, object, str]] = {
+VARIABLES: Mapping[str, tuple[str, object, str]] = MappingProxyType({
     "NVSCOPE_DEV": ("flag", False, "development mode: scopes do not warn"),
     "NVSCOPE_STRICT": ("flag", False, "outside development mode a scope raises DevelopmentModeError"),
     "NVSCOPE_AUTOINSTALL": ("flag", True, "the first non-empty scope installs the Thunder adapter"),
@@ -41,7 +45,7 @@ VARIABLES: Mapping[str, tuple[str, object, str]] = {
                               "nvFuser newer than the catalog that cannot be asked, e.g. without CUDA)"),
     RUN: ("text", "", "set by `nvscope run` while its program runs: its options, as JSON, for the Python "
                     "processes the program starts (read by nvscope/_cli/_child_carry.py, not by this parser)"),
-}
+})
 
 _warned: set[tuple[str, str]] = set()
 _state.keep(__name__, "_warned", "a bad value is warned about once per process, not once per install")
@@ -83,8 +87,16 @@ def _get(name: str) -> object:
     value, problem = _parse(name, raw)
     if problem is not None and (name, raw) not in _warned:
         _warned.add((name, raw))
-        warnings.warn(problem, ConfigWarning, stacklevel=4)
+        warn(problem)
     return value
+
+
+def warn(problem: str) -> None:
+    """A `ConfigWarning` about an environment variable's value, located in the environment rather than at the line of
+    nvscope that happened to read it: the fix is in the environment, and Python's default format then prints the
+    warning as one line (``<environment>:0: ConfigWarning: NVSCOPE_SHARE='2' is not ...``), not nvscope's file, line
+    and source."""
+    warnings.warn_explicit(problem, ConfigWarning, "<environment>", 0, module="nvscope")
 
 
 def flag(name: str) -> bool:
@@ -92,9 +104,15 @@ def flag(name: str) -> bool:
     return bool(_get(name))
 
 
-def share_all() -> bool:
-    """``NVSCOPE_SHARE=all``: the defaults of every fusion share compiled definitions, program-wide."""
-    return _get("NVSCOPE_SHARE") == "all"
+def share_all(warn: bool = True) -> bool:
+    """``NVSCOPE_SHARE=all``: the defaults of every fusion share compiled definitions, program-wide. ``warn=False``
+    for the read at import (`nvscope._core._frames.ROOT`): a value that does not parse warns at its first use, as
+    every variable's does, and in ``nvscope doctor``, not in ``import nvscope`` (where ``-W error`` would make a bad
+    value a crash at import)."""
+    if warn:
+        return _get("NVSCOPE_SHARE") == "all"
+    raw = os.environ.get("NVSCOPE_SHARE")
+    return raw is not None and _parse("NVSCOPE_SHARE", raw)[0] == "all"
 
 
 def integer(name: str) -> int:

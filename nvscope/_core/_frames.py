@@ -102,7 +102,7 @@ def _root() -> Frame | None:
     is: the variable's default, so every thread, task and autograd thread starts under it, which no entered scope
     could give (a new thread starts with an empty context). Read once, at import: a program-wide setting, set before
     the program starts (as ``nvscope run --share-defaults`` and the pytest plugin do)."""
-    if not _env.share_all():
+    if not _env.share_all(warn=False):
         return None
     return Frame(_policy.over(None, EMPTY, None, True, True), None, PROGRAM, None)
 
@@ -186,15 +186,26 @@ def carried(frame: Frame | None) -> tuple[Frame | None, bool | None]:
     its sharing where the backward must keep it (`push`'s ``share``).
 
     The program-wide frame (`ROOT`) is no scope of the user's: a forward under it carries nothing, so a backward run
-    inside ``share=False`` does not share. Under `ROOT`, a frame that does not share ended sharing on purpose
-    (``share=False``; nothing else makes one there): its backward must not share either, wherever it runs."""
+    inside ``share=False`` does not share. A frame that does not share under one that does (`ROOT` included) ended
+    sharing on purpose (``share=False``: sharing is inherited, ``inherit=False`` included, so nothing else makes
+    one): its backward must not share either, wherever it runs."""
     if frame is None or frame is ROOT:
         return None, None
-    if ROOT is not None and not _policy.sharing(frame.policy):
+    if not _policy.sharing(frame.policy) and _shares_around(frame):
         return frame, False
     if frame.policy is None and frame.fallback is None:
         return None, None  # an empty frame: nothing to carry to the backward
     return frame, None
+
+
+def _shares_around(frame: Frame) -> bool:
+    """Whether a scope around ``frame`` shares (a forward's frame, once per backward it carries to)."""
+    parent = frame.parent
+    while parent is not None:
+        if _policy.sharing(parent.policy):
+            return True
+        parent = parent.parent
+    return False
 
 
 def pop(token: Token[Frame | None]) -> None:

@@ -9,6 +9,9 @@ the left operand.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from types import MappingProxyType
+
+from nvscope._core import _state
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -16,7 +19,7 @@ if TYPE_CHECKING:
 
 __all__ = ["EMPTY", "NVFUSER_VARIABLES", "OptionSet", "process_options_shell"]
 
-_VARIABLES: Mapping[str, str] = {"NVFUSER_ENABLE": "enable", "NVFUSER_DISABLE": "disable"}
+_VARIABLES: Mapping[str, str] = MappingProxyType({"NVFUSER_ENABLE": "enable", "NVFUSER_DISABLE": "disable"})
 NVFUSER_VARIABLES = tuple(_VARIABLES)  # the variables nvFuser reads its options from, for a whole process
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 _EXAMPLE = "'NVFUSER_ENABLE=fuse_matmul NVFUSER_DISABLE=matmul_expr_eval'"
@@ -261,3 +264,12 @@ def _names(variable: str, value: str) -> list[str]:
 
 
 EMPTY = OptionSet()
+
+
+def _forget_memos() -> None:
+    """EMPTY's memos hold the option sets that scopes made: rebuilt on demand (as `_policy`'s interned ones)."""
+    EMPTY._unions.clear()
+    EMPTY._overrides.clear()
+
+
+_state.register(__name__, "EMPTY._unions EMPTY._overrides", _forget_memos, step="caches")

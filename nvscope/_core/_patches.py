@@ -117,6 +117,7 @@ def restore(owner: str) -> bool:
 _DEMAND: set[int] = set()
 _LOCK = threading.RLock()  # reentrant: a frame collected while the lock is held releases from inside it
 _placed = False  # whether the on-demand patches' replacements are in place
+_state.keep(__name__, "_placed", "follows _DEMAND, which each frame and audit releases itself")
 
 
 def demand(token: int) -> None:
@@ -168,9 +169,8 @@ def describe() -> list[str]:
 
 
 # Adapters explicitly uninstalled by the user: an explicit choice that automatic installation
-# (nvscope._exec._autoinstall)
-# must not undo until the adapter is installed explicitly again. Kept here, with the patches, so that an adapter
-# records it without importing the automatic installation (which imports the adapters).
+# (nvscope._exec._autoinstall) must not undo until the adapter is installed explicitly again. Kept here, with the
+# patches, so that an adapter records it without importing the automatic installation (which imports the adapters).
 _declined: set[str] = set()
 
 

@@ -6,7 +6,7 @@ A scope's *policy* is what the ContextVar holds for it (`nvscope._core._scope.Fr
 * an `OptionSet` when no scope in the stack has a selector: every fusion gets it (the common case, and the fast one);
 * a `Policy` otherwise: the scopes' layers, outermost first, each ``(options, selector, inherit)``.
 
-For one fusion (`effective`), lowest to highest:
+For one fusion (`effective_split`), lowest to highest:
 
 1. ``NVFUSER_ENABLE``/``NVFUSER_DISABLE``: nvFuser adds per-call options to them; nothing here can remove them.
 2. The fusion's own options: Thunder's compile-time ``nv_enable_options``/``nv_disable_options``, or what a direct
@@ -40,7 +40,7 @@ from nvscope._core._errors import NvscopeError
 from nvscope._core._fusion import FusionInfo, Selector
 from nvscope._core._optionset import EMPTY, OptionSet
 
-__all__ = ["Policy", "compose", "effective", "effective_split", "over", "resolve", "sharing"]
+__all__ = ["Policy", "compose", "effective_split", "over", "resolve", "sharing"]
 
 Layer = tuple[OptionSet, "Selector | None", bool]
 
@@ -179,16 +179,12 @@ def _matches(chosen: Selector, info: FusionInfo) -> bool:
                            "selector must return True or False for every FusionInfo") from error
 
 
-def effective(own_options: OptionSet, policy: OptionSet | Policy | None, info: FusionInfo) -> OptionSet:
-    """What one fusion executes with under ``policy``: steps 2-4 above (nvFuser adds step 1 itself)."""
-    return _gated(own_options, resolve(policy, info), info)
-
-
 def effective_split(own_options: OptionSet, policy: OptionSet | Policy | None,
                     info: FusionInfo) -> tuple[OptionSet, bool]:
-    """`effective`, and whether the innermost scope changed it: False when a selective innermost scope leaves the
-    fusion what the scopes around it give (e.g. its selector matches nothing), so that scope can say it changed
-    nothing as it would alone. Any other innermost scope counts as changing what its fusions ran with."""
+    """What one fusion executes with under ``policy`` (steps 2-4 above; nvFuser adds step 1 itself), and whether the
+    innermost scope changed it: False when a selective innermost scope leaves the fusion what the scopes around it
+    give (e.g. its selector matches nothing), so that scope can say it changed nothing as it would alone. Any other
+    innermost scope counts as changing what its fusions ran with."""
     scope, below = _layered(policy, info)
     options = _gated(own_options, scope, info)
     if not isinstance(policy, Policy) or len(policy.layers) < 2 or policy.layers[-1][1] is None:

@@ -7,15 +7,21 @@ A module that holds something at module level (a cache, a table, a counter) says
 in `STEPS` order (within a step, by the first name it clears: clears within a step do not depend on each other):
 
 1. ``adapters``: each adapter undoes its patches and drops the fusion tables it holds;
-2. ``patches``: the patch ledger: whatever an adapter left, and the adapters the user declined;
+2. ``patches``: the patch ledger: whatever an adapter left (the legacy frontend's hooks and users too), and the
+   adapters the user declined;
 3. ``tables``: fusion tables held apart from an adapter (partitions, their compiled kernels and failures);
 4. ``shared``: the shared compiled definitions and their failures (`nvscope._exec._shared`);
 5. ``ids``: fusion id numbering (`nvscope._core._fusion`; a fusion seen before keeps its id, stored on it);
 6. ``caches``: memos that are rebuilt on demand.
 
-``tests/core/test_state.py`` imports every nvscope module and fails on a module-level mutable object (a dict, list,
-set, weak collection, counter, lock, ContextVar, ``lru_cache``) that is neither registered nor kept; a constant table
-says so with a read-only annotation (``Mapping``, ``Sequence``, ``AbstractSet``), which mypy holds it to.
+A name may be an attribute of a global (``"EMPTY._unions"``: the memo of a module-level object). Registering or
+keeping a global covers what it holds.
+
+``tests/core/test_state.py`` imports the package and every module in it and fails on module-level state that is
+neither registered nor kept: whatever is not immutable at run time (a dict, list, set, lock, Condition, Queue,
+ContextVar, ``lru_cache``, namespace...), also inside a tuple or ``MappingProxyType``, on an nvscope object or class,
+in an nvscope function's defaults or closure; and every name a ``global`` statement rebinds. A constant table is a
+``MappingProxyType``, tuple or frozenset: a read-only annotation alone does not make it one.
 """
 
 from __future__ import annotations
@@ -38,7 +44,8 @@ _clears: dict[str, dict[str, Callable[[], object]]] = {step: {} for step in STEP
 
 
 def register(module: str, names: str, clear: Callable[[], object], *, step: Step) -> None:
-    """``clear()`` empties the globals ``names`` (separated by blanks) of ``module`` at ``step`` of `reset`.
+    """``clear()`` empties the globals ``names`` (separated by blanks; or attributes of one, ``EMPTY._unions``) of
+    ``module`` at ``step`` of `reset`.
 
     Registering the same names again (a module imported anew) replaces the clear."""
     if step not in _clears:

@@ -18,11 +18,14 @@ from __future__ import annotations
 
 import os
 
+from nvscope._core import _state
+
 __all__ = ["UNKNOWN", "from_pyproject", "version"]
 
 UNKNOWN = "0+unknown"  # neither a source tree nor installed metadata (a copied package directory)
 
 _cached: str | None = None
+_state.keep(__name__, "_cached", "the installed nvscope's version: uninstall changes no installation")
 
 
 def from_pyproject(text: str) -> str | None:

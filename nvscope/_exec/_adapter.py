@@ -62,8 +62,9 @@ class Adapter(Generic[F]):
         """The fusion's own call, without nvscope."""
         raise NotImplementedError
 
-    def script(self, fusion: F, partition: Partition, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
-        """A repro script of ``partition`` run on these inputs, with its options."""
+    def repro_inputs(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
+        """The inputs of a call as nvFuser's ``repro_script_for`` takes them (the repro script of a partition that
+        failed: `nvscope._exec._execute`)."""
         raise NotImplementedError
 
     def definition(self, partition: Partition, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

@@ -18,6 +18,7 @@ resolve through a small dict, never through the selectors again.
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 import warnings
@@ -52,28 +53,35 @@ _PRIVATE: list[list[tuple[FusionTable[Partition], OptionSet, _shared.Entry | Non
 _state.keep(__name__, "NO_KWARGS", "a sentinel compared by identity, never written")
 _state.keep(__name__, "_PRIVATE", "the private_failures blocks open now: each pops its own at its end")
 
-def patch(adapter: Adapter[F], original: Callable[..., Any], keywords: bool = False) -> Callable[..., Any]:
+def patch(adapter: Adapter[F], original: Callable[..., Any], keywords: bool = False,
+          elsewhere: str | None = None) -> Callable[..., Any]:
     """``adapter``'s patch of its framework's per-fusion call ``original``: Thunder's ``FusionDefinitionWrapper.
     __call__``, which takes positional arguments only (the patch is the `lane` itself), or nvFuser's
     ``FusionDefinition.execute`` (``keywords=True``: a call with keyword arguments never has a steady state, so it
-    goes to `execute`; the others to the lane)."""
+    goes to `execute`; the others to the lane). ``elsewhere`` (with ``keywords``): an attribute that marks, in a
+    fusion's ``__dict__``, one another adapter runs under the scope already (a definition a Thunder partition built):
+    its calls are ``original``'s, not partitioned a second time."""
     if not keywords:
         return lane(adapter, original)
     positional = lane(adapter, original, depth=1)
     sinks = _SINKS
     get_active = ACTIVE.get
+    no_dict: dict[str, Any] = {}
 
     def with_keywords(fusion: F, *args: Any, **kwargs: Any) -> Any:
+        # The lane's unscoped test, written again: an unscoped call (most of them) then calls ``original`` itself
+        # rather than going through the lane's frame too; sharing the test would cost that call.
         frame = get_active()
         if (frame is None or frame.policy is None) and not sinks:
+            return original(fusion, *args, **kwargs)
+        if elsewhere is not None and elsewhere in getattr(fusion, "__dict__", no_dict):  # scoped calls only
             return original(fusion, *args, **kwargs)
         if not kwargs:
             return positional(fusion, *args)
         return execute(adapter, fusion, frame, args, kwargs, None, 4)
 
-    with_keywords.__name__ = getattr(original, "__name__", "execute")
-    with_keywords.__wrapped__ = original  # type: ignore[attr-defined]
-    return with_keywords
+    with_keywords.__name__ = "execute"  # where ``original`` has no name of its own
+    return _wraps(with_keywords, original)
 
 
 def lane(adapter: Adapter[F], original: Callable[..., Any], depth: int = 0) -> Callable[..., Any]:
@@ -115,9 +123,13 @@ def lane(adapter: Adapter[F], original: Callable[..., Any], depth: int = 0) -> C
         except Exception as error:
             return failed(error, adapter, table, fusion, frame, partition, table.own_options, args, NO_KWARGS, here)
 
-    call.__name__ = getattr(original, "__name__", call.__name__)
-    call.__wrapped__ = original  # type: ignore[attr-defined]
-    return call
+    return _wraps(call, original)
+
+
+def _wraps(patch: Callable[..., Any], original: Callable[..., Any]) -> Callable[..., Any]:
+    """``patch``, named as ``original`` (if it has a name) and unwrapping to it (``__wrapped__``, as
+    ``inspect.unwrap`` and debuggers follow it). Once per patch, at install: never on a call."""
+    return functools.update_wrapper(patch, original, assigned=("__name__",), updated=())
 
 
 def fusion_table(adapter: Adapter[F], fusion: F, args: tuple[Any, ...],
@@ -202,7 +214,7 @@ def failed(error: Exception, adapter: Adapter[F], table: FusionTable[Partition],
     assert info is not None, "`fusion_table` sets it"
 
     def script() -> str:
-        return adapter.script(fusion, partition, args, kwargs)
+        return _script(adapter, partition, args, kwargs)
 
     scope = _policy.resolve(None if frame is None else frame.policy, info)
     _repro.annotate(error, adapter.describe, info, own_options, scope, partition.options, script,
@@ -233,6 +245,16 @@ def failed(error: Exception, adapter: Adapter[F], table: FusionTable[Partition],
                   f"again with its defaults (on_error='fallback'); later executions of it under these options use its "
                   f"defaults directly.{shared}\n{text}", FallbackWarning, stacklevel=stacklevel)
     return _fall_back(adapter, info, fusion, partition, args, kwargs, table, frame, own_options)
+
+
+def _script(adapter: Adapter[Any], partition: Partition, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+    """A repro script of ``partition`` run on these inputs, with its options: nvFuser's own (``repro_script_for``)
+    of the definition it runs, whose last ``execute`` passes them (`nvscope._exec._repro.with_options`)."""
+    try:
+        fd = adapter.definition(partition, args, kwargs)
+    except _shared.SharedFailure as known:  # its compile failed for another fusion: the same definition
+        fd = known.fd
+    return _repro.with_options(type(fd).repro_script_for(fd, adapter.repro_inputs(args, kwargs)), partition.options)
 
 
 def _definition(adapter: Adapter[Any], partition: Partition, args: tuple[Any, ...],
@@ -287,15 +309,23 @@ def _fall_back(adapter: Adapter[F], info: FusionInfo, fusion: F, partition: Part
     that a fallback compiles one definition for all the fusions that print it, not one each."""
     run: Any = adapter.default
     call_args: tuple[Any, ...] = (fusion, args, kwargs)
+    new = False  # the own-options partition built now: its first run compiles, and counts as `execute`'s do
     if (table is not None and frame is not None and own_options is not None and _policy.sharing(frame.policy)
             and _shared.enabled()):
-        own, _ = table.get(own_options)
+        own, new = table.get(own_options)
         if own.error is None:
             run, call_args = own.run, (args, kwargs)
-    if _SINKS:
-        record = _record(info, partition.options, "fallback", adapter, partition.error)
-        return _timed(run, record, *call_args)
-    return run(*call_args)
+        else:
+            new = False
+    started = time.perf_counter() if new else 0.0
+    try:
+        if _SINKS:
+            record = _record(info, partition.options, "fallback", adapter, partition.error)
+            return _timed(run, record, *call_args)
+        return run(*call_args)
+    finally:
+        if new:
+            _shared.first_run(time.perf_counter() - started)
 
 
 def _failure_text(error: BaseException) -> str:

@@ -15,13 +15,16 @@ A frontend says how a partition gets definitions of its own (`Frontend.own_defin
 * A partition's FusionDefinition carries its options (`carry`), for the two callers that execute it without them:
   nvFuser's ``execute_with_dtensors(fd, dtensors)``, which Thunder calls for DTensor inputs and which calls
   ``fd.execute(local_tensors)`` with no options (`make_execute_with_dtensors` hands it a view whose ``execute``
-  passes them), and the repro scripts nvFuser writes for it (`nvscope._exec._repro.attach`).
+  passes them), and the repro scripts nvFuser writes for it (`nvscope._exec._repro.attach`). The mark (`CARRIED`) also
+  tells the direct adapter, where it is installed beside Thunder's, that the definition is scoped already.
 """
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 from nvscope._core import OptionSet, UnsupportedError, _state
@@ -31,6 +34,7 @@ from nvscope._exec._fusion_table import Partition
 from nvscope._exec._legacy import LEGACY
 
 __all__ = [
+    "CARRIED",
     "DIRECT",
     "FRONTENDS",
     "MIN_VERSION",
@@ -72,7 +76,8 @@ def check_version(version: str | None) -> UnsupportedError | None:
     return None
 
 
-FRONTENDS: Mapping[str, Frontend] = {"nvfuser_direct": DIRECT, "nvfuser": LEGACY}  # by top-level module
+# The frontend of each nvFuser Python module, by its top-level name.
+FRONTENDS: Mapping[str, Frontend] = MappingProxyType({"nvfuser_direct": DIRECT, "nvfuser": LEGACY})
 
 
 def frontend_of(fd_type: type) -> Frontend:
@@ -82,13 +87,15 @@ def frontend_of(fd_type: type) -> Frontend:
 
 # --- a partition's FusionDefinition carries its options ----------------------------------------------------------
 
-_OPTIONS = "_nvscope_options"  # in the __dict__ of each FusionDefinition nvscope built for an option set
+# In the __dict__ of each FusionDefinition a Thunder partition built for an option set: its options. The direct
+# adapter runs such a definition as it is (`nvscope._exec._execute.patch`): Thunder's adapter scoped it already.
+CARRIED = "_nvscope_options"
 
 
 def carry(fd: Any, options: OptionSet) -> None:
     """Mark ``fd`` (built by nvscope for ``options``) so that executions and repro scripts that omit them get them."""
     try:
-        setattr(fd, _OPTIONS, options)
+        setattr(fd, CARRIED, options)
     except AttributeError as error:  # a frontend whose definitions take no attributes: DTensor runs would lose them
         raise UnsupportedError(
             f"nvscope cannot mark this {type(fd).__module__} FusionDefinition with its options ({error}); run it "
@@ -127,10 +134,9 @@ def make_execute_with_dtensors(original: Any) -> Any:
     """
 
     def execute_with_dtensors(fd: Any, in_dtensors: Any) -> Any:
-        options = getattr(fd, _OPTIONS, None)
+        options = getattr(fd, CARRIED, None)
         if options is None:
             return original(fd, in_dtensors)
         return original(_WithOptions(fd, options), in_dtensors)
 
-    execute_with_dtensors.__wrapped__ = original  # type: ignore[attr-defined]
-    return execute_with_dtensors
+    return functools.update_wrapper(execute_with_dtensors, original, assigned=(), updated=())  # __wrapped__ only

@@ -126,3 +126,6 @@ class LegacyFrontend(Frontend):
 
 
 LEGACY = LegacyFrontend()  # in `nvscope._exec._frontends.FRONTENDS`
+# The adapters using its hooks: each releases itself when it uninstalls; the patch ledger's step puts back any hooks
+# an adapter left, so none is in use after it.
+_state.register(__name__, "LEGACY._users", LEGACY._users.clear, step="patches")

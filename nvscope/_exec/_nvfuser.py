@@ -37,7 +37,7 @@ from nvscope._core import (
     remember,
     site_of,
 )
-from nvscope._exec import _frontends, _repro, _shared
+from nvscope._exec import _frontends, _shared
 from nvscope._exec._adapter import Adapter
 from nvscope._exec._execute import patch
 from nvscope._exec._fusion_table import TABLE_ATTRIBUTE as _TABLE
@@ -129,7 +129,9 @@ class FrontendAdapter(Adapter[Definition]):
         self.table_of = operator.attrgetter(_TABLE)  # in the definition's __dict__ (`attach`)
 
     def patched_execute(self) -> Any:
-        return patch(self, self.original, keywords=True)
+        # With Thunder's adapter installed too (nvFuser imported before Thunder, or both installed by hand), a
+        # Thunder partition's definition is Thunder's adapter's: run as it asks, not rebuilt into a second partition.
+        return patch(self, self.original, keywords=True, elsewhere=_frontends.CARRIED)
 
     def attach(self, fusion: Definition, table: FusionTable[_frontends.Partition]) -> None:
         fusion.__dict__[_TABLE] = table
@@ -168,7 +170,8 @@ class FrontendAdapter(Adapter[Definition]):
         by_device: dict[Any, tuple[Any, Any]] = {}
         lock = threading.Lock()
 
-        def definition_for(device: Any) -> tuple[Any, Any]:
+        def definition_for(device: Any, own: bool = False) -> tuple[Any, Any]:
+            """``own``: asked by a call whose passed options are the partition's (its defaults, run shared)."""
             with lock:
                 built = by_device.get(device)
                 if built is not None:
@@ -179,8 +182,11 @@ class FrontendAdapter(Adapter[Definition]):
                     # An equal definition another fusion compiled for these options and this device runs instead of
                     # a new copy (nvscope._exec._shared; raises SharedFailure if its compile failed). On the legacy
                     # frontend each partition runs its own salted copy, which shares nvFuser's global cache entry.
+                    # A partition serves calls that passed its options and calls a scope gave them: only the first
+                    # honour a remembered failure's refusal (`_shared.adopt`); a refused build is not kept, so an own
+                    # call after a refused scoped one compiles.
                     runner, entry = _shared.adopt(runner, options, info.id, definition, device=_device(device),
-                                                  share=frontend is _frontends.DIRECT, watch=False)
+                                                  share=frontend is _frontends.DIRECT, watch=False, own=own)
                 call = original if entry is None or entry.compiled else first(entry, device)
                 built = by_device[device] = (runner, call)
                 return built
@@ -198,7 +204,7 @@ class FrontendAdapter(Adapter[Definition]):
 
         def run(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             device = kwargs.get("device")
-            runner, call = by_device.get(device) or definition_for(device)
+            runner, call = by_device.get(device) or definition_for(device, options == _passed_options(kwargs))
             rest = {k: v for k, v in kwargs.items() if k not in _OPTION_KWARGS}
             return execute_with(call, partition, runner, *args, **rest)
 
@@ -207,19 +213,13 @@ class FrontendAdapter(Adapter[Definition]):
         return partition
 
     def definition(self, partition: _frontends.Partition, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        return partition.runner(kwargs.get("device"))[0]
+        return partition.runner(kwargs.get("device"), partition.options == _passed_options(kwargs))[0]
 
     def default(self, fusion: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         return self.original(fusion, *args, **kwargs)
 
-    def script(self, fusion: Any, partition: _frontends.Partition, args: tuple[Any, ...],
-               kwargs: dict[str, Any]) -> str:
-        try:
-            runner = self.definition(partition, args, kwargs)
-        except _shared.SharedFailure as known:  # its compile failed for another fusion: the same definition
-            runner = known.fd
-        inputs = list(args[0]) if args else list(kwargs.get("inputs", ()))
-        return _repro.with_options(type(runner).repro_script_for(runner, inputs), partition.options)
+    def repro_inputs(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
+        return list(args[0]) if args else list(kwargs.get("inputs", ()))
 
     describe = "nvFuser"
 

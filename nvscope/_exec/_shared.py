@@ -20,7 +20,9 @@ prints for it (``repr(fd)``, inputs included), the input descriptors it was buil
   keys), so every fusion sharing it falls back without compiling it again, with one warning for all of them
   (`nvscope._exec._execute`). A failure after the definition ran once (out of memory, say) is that execution's: the
   compiled definition stays shared. `Entry.compiled` says which: the first execution that completes sets it
-  (`_watch`, or the adapter through `ran`).
+  (`_watch`, or the adapter through `ran`). A fusion running its own options (its defaults, shared) is never refused
+  on the strength of a remembered failure (``adopt(own=True)``): that failure was another fusion's, under a scope,
+  and may have been transient; its compile is tried, and a compile that completes forgets the failure (`ran`).
 * Thread-safe: one lock around lookups and inserts (partition builds only: never on the per-call path).
 * Dropped by ``nvscope.uninstall()`` (`clear`), with the partitions that use it.
 * The legacy ``nvfuser`` frontend shares definitions by itself: its process-wide FusionCache gives identical
@@ -94,7 +96,7 @@ def enabled() -> bool:
 
 
 def adopt(fd: Any, options: OptionSet, owner: str, text: str | None = None, inputs: object = None, *,
-          device: object = _SELECTED, share: bool = True, watch: bool = True) -> tuple[Any, Entry]:
+          device: object = _SELECTED, share: bool = True, watch: bool = True, own: bool = False) -> tuple[Any, Entry]:
     """The definition to run for ``fd`` (just built for ``options`` by fusion ``owner``) and its entry.
 
     The registered definition with the same key if there is one (``owner`` joins its users), else ``fd`` itself,
@@ -105,12 +107,15 @@ def adopt(fd: Any, options: OptionSet, owner: str, text: str | None = None, inpu
     runs on (default: the definition's ``_selected_device``, which Thunder executes it with). ``share=False``: ``fd``
     is returned in any case (the legacy frontend, whose cache shares the compile itself); the entry is shared.
     ``watch``: the definition's own first completed ``execute`` marks the entry compiled (`_watch`); an adapter that
-    calls its class's ``execute`` says so itself (`ran`). Raises `SharedFailure` for a key whose compile failed.
+    calls its class's ``execute`` says so itself (`ran`). Raises `SharedFailure` for a key whose compile failed,
+    unless ``own``: the partition runs the fusion's own options (its defaults, shared), which no fusion's failure under
+    a scope refuses (a failure there may be transient, and the defaults have nothing to fall back to): it compiles,
+    and a failure of it is raised and not remembered (`nvscope._exec._execute.failed`).
     """
     key = (_body(repr(fd) if text is None else text), inputs, options,
            getattr(fd, "_selected_device", None) if device is _SELECTED else device)
     with _lock:
-        failed = _failures.get(key)
+        failed = None if own else _failures.get(key)
         if failed is not None:
             if owner not in failed.users:
                 failed.users.append(owner)
@@ -167,8 +172,14 @@ def _watch(fd: Any, entry: Entry) -> None:
 
 
 def ran(entry: Entry) -> None:
-    """An execution of ``entry``'s definition completed: it is compiled, and its later failures are not shared."""
+    """An execution of ``entry``'s definition completed: it is compiled, and its later failures are not shared.
+
+    A failure remembered for its key (a fusion's own-options run compiles despite it: `adopt`) was then not the
+    definition's compile: it is forgotten, so that scoped fusions run the compiled definition rather than fall back."""
     entry.compiled = True
+    if entry.key in _failures:  # once per entry (its first completed execution): never on the per-call path
+        with _lock:
+            _failures.pop(entry.key, None)
 
 
 def entry_of(fd: Any) -> Entry | None:

@@ -36,7 +36,7 @@ from nvscope._core import (
     remember,
     site_of,
 )
-from nvscope._exec import _events, _frontends, _repro, _shared
+from nvscope._exec import _events, _frontends, _shared
 from nvscope._exec._adapter import Adapter
 from nvscope._exec._execute import patch
 from nvscope._exec._fusion_table import TABLE_ATTRIBUTE as _TABLE
@@ -197,6 +197,7 @@ class ThunderAdapter(Adapter[Wrapper]):
         # options only): its definitions join the entry for its compile's failure only (share=False).
         share = _shared.enabled()
         direct = frontend is _frontends.DIRECT
+        own = options == self.own_options(fusion, {})  # the fusion's defaults, run shared (`nv_options(share=True)`)
 
         @functools.lru_cache(maxsize=maxsize)
         def partition_get_fd(descriptors: Any) -> Any:
@@ -210,7 +211,7 @@ class ThunderAdapter(Adapter[Wrapper]):
                     "set kernels of its own. Set NVFUSER_ENABLE/NVFUSER_DISABLE for the whole process instead"
                 )
             if share:
-                adopted = _shared.adopt(fd, options, info.id, inputs=descriptors, share=direct)[0]
+                adopted = _shared.adopt(fd, options, info.id, inputs=descriptors, share=direct, own=own)[0]
                 if adopted is not fd:
                     return adopted  # compiled (or compiling) for another partition; it carries its options already
             _frontends.carry(fd, options)
@@ -222,7 +223,7 @@ class ThunderAdapter(Adapter[Wrapper]):
         # ("nvFusion0: (add, mul)" becomes "nvFusion0 [+fast_math]: (add, mul)"): visible in a narrow timeline row.
         # A fusion run shared at its own options (`nv_options(share=True)`) keeps Thunder's name: its ranges and
         # kernels are the defaults', and a profile of the defaults should read as Thunder's own.
-        if options != self.own_options(fusion, {}):
+        if not own:
             name, colon, ops = fusion.name.partition(": ")
             runner.name = f"{name} [{options.label()}]{colon}{ops}"
         runner.enable_options = options.enable_list()
@@ -251,18 +252,26 @@ class ThunderAdapter(Adapter[Wrapper]):
                 if copy_inputs:
                     fusion.last_inputs = runner.last_inputs
 
+        if own and options:
+            # DTensor inputs: Thunder's own path runs nvFuser's ``execute_with_dtensors(fd, args)``, which passes no
+            # compile-time options (Thunder 0.2.6 and 0.2.7.dev alike). Sharing changes no option, so such a call runs
+            # Thunder's own path as it is; a shared definition cannot serve it, as it is keyed on, and compiled
+            # for, these options, also for the scoped fusions that run it with them.
+            shared_run = run
+            original = self.original
+
+            def run(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+                if _has_dtensor(args):
+                    return original(fusion, *args)
+                return shared_run(args, kwargs)
+
         return _frontends.Partition(runner, options, run)
 
     def default(self, fusion: Wrapper, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         return self.original(fusion, *args)
 
-    def script(self, fusion: Wrapper, partition: _frontends.Partition, args: tuple[Any, ...],
-               kwargs: dict[str, Any]) -> str:
-        try:
-            fd = self.definition(partition, args, kwargs)
-        except _shared.SharedFailure as known:  # the definition failed for another fusion: the same script
-            fd = known.fd
-        return _repro.with_options(type(fd).repro_script_for(fd, _local_inputs(args)), partition.options)
+    def repro_inputs(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
+        return _local_inputs(args)
 
     def definition(self, partition: _frontends.Partition, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         runner = partition.runner
@@ -272,6 +281,12 @@ class ThunderAdapter(Adapter[Wrapper]):
         return runner.last_used
 
     describe = "Thunder fusion"
+
+
+def _has_dtensor(args: tuple[Any, ...]) -> bool:
+    """Whether Thunder's wrapper would run ``args`` through ``execute_with_dtensors`` (a DTensor among them)."""
+    tensors = sys.modules.get("torch.distributed.tensor")
+    return tensors is not None and any(isinstance(arg, tensors.DTensor) for arg in args)
 
 
 def _local_inputs(args: tuple[Any, ...]) -> list[Any]:

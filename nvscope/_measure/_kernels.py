@@ -46,6 +46,8 @@ def kernel_names(fn: Callable[[], Any]) -> tuple[list[str], Any]:
     import torch
     from torch.profiler import ProfilerActivity, profile
 
+    if not torch.cuda.is_available():  # torch's own error here is an AssertionError about how torch was built
+        raise RuntimeError("kernel_names needs a CUDA device: torch.cuda.is_available() is False here")
     torch.cuda.synchronize()
     _used[0] = True
     with profile(activities=[ProfilerActivity.CUDA]) as prof:

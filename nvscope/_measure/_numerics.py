@@ -21,6 +21,7 @@ import math
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, NamedTuple
 
 __all__ = ["DEFAULT_TOLERANCES", "Marker", "Numerics", "Paired", "compare_leaves", "flatten_outputs", "grad_targets",
@@ -30,9 +31,9 @@ __all__ = ["DEFAULT_TOLERANCES", "Marker", "Numerics", "Paired", "compare_leaves
 # gives no tolerance: a few units in the last place of the largest value for bf16 (8 significant bits) and fp16,
 # more for fp32, whose reductions over thousands of terms legitimately differ by more than one ulp in another order.
 # A wrong kernel is off by far more. Integer and bool outputs must match exactly.
-DEFAULT_TOLERANCES: Mapping[str, float] = {
+DEFAULT_TOLERANCES: Mapping[str, float] = MappingProxyType({
     "float64": 1e-7, "float32": 1e-4, "float16": 1e-2, "bfloat16": 4e-2, "python float": 1e-7,
-}
+})
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,8 @@
 Imports only the layers below (tests/test_layers.py); the command line is above, in `nvscope._cli`."""
 
 # The interface: what the command line and the faces may use (they import it from here, never from a module of this
-# layer; tests/test_layers.py). Loaded on first use: each tool loads when it is first named.
+# layer; tests/test_layers.py). Loaded on first use: each tool loads when it is first named. ``_program`` is a
+# namespace: running a program as ``nvscope run`` does, and what it carries to the processes the program starts.
 from nvscope._core import lazy_attributes
 
 __all__ = [
@@ -15,6 +16,7 @@ __all__ = [
     "ProfileRow",
     "RescueResult",
     "SearchResult",
+    "_program",
     "bisect",
     "bisect_program",
     "check",
@@ -29,6 +31,7 @@ __all__ = [
 
 TYPE_CHECKING = False  # not typing's: `import nvscope` does not import typing (see nvscope/_core/_record.py)
 if TYPE_CHECKING:  # what __getattr__ loads, spelled out for type checkers
+    from . import _program as _program
     from ._bisect import bisect as bisect
     from ._bisect import check_arg as check_arg
     from ._bisect_process import bisect_program as bisect_program

@@ -10,17 +10,16 @@ probe is
 
     python -m nvscope run --enable=A,B --disable=C --fusions=ID1 --fusions=ID2 -- train.py --steps 1
 
-in a fresh process (run by the command's entry point inside an audit, which reports what the run compiled), under
-``NVSCOPE_SHARE=all`` unless ``share_defaults=False`` or the environment has ``NVSCOPE_SHARE=0`` (each run's
-defaults then compile once per distinct definition), so nothing survives from one probe to the next but nvFuser's
-kernel database: with ``kernel_db=True`` (the default) every run gets ``NVFUSER_ENABLE=...,kernel_db`` and a
-temporary directory of the bisect's own as ``TMPDIR`` (nvFuser keeps the database in
-``<temp directory>/nvfuser_kernel_db``, its ``KernelDb::get()`` with ``std::filesystem::temp_directory_path()``,
-which reads ``TMPDIR``), removed afterwards. The
-database is keyed on each kernel's code and compile arguments, so a probe reuses the kernels an earlier run compiled
-for the same code (above all the defaults of the fusions it does not select) and compiles what differs. Repro scripts
-still go to ``NVSCOPE_REPRO_DIR``, or to a directory the bisect makes (not removed). The stages are those of the
-in-process bisect (`nvscope._tools._bisect_drive.drive`).
+in a fresh process (run as that command runs it, by `nvscope._tools._program.run_program`, inside an audit, which
+reports what the run compiled), under ``NVSCOPE_SHARE=all`` unless ``share_defaults=False`` or the environment has
+``NVSCOPE_SHARE=0`` (each run's defaults then compile once per distinct definition), so nothing survives from one probe
+to the next but nvFuser's kernel database: with ``kernel_db=True`` (the default) every run gets
+``NVFUSER_ENABLE=...,kernel_db`` and a temporary directory of the bisect's own as ``TMPDIR`` (nvFuser keeps the database
+in ``<temp directory>/nvfuser_kernel_db``, its ``KernelDb::get()`` with ``std::filesystem::temp_directory_path()``,
+which reads ``TMPDIR``), removed afterwards. The database is keyed on each kernel's code and compile arguments, so a
+probe reuses the kernels an earlier run compiled for the same code (above all the defaults of the fusions it does not
+select) and compiles what differs. Repro scripts still go to ``NVSCOPE_REPRO_DIR``, or to a directory the bisect makes
+(not removed). The stages are those of the in-process bisect (`nvscope._tools._bisect_drive.drive`).
 """
 
 from __future__ import annotations
@@ -37,26 +36,30 @@ import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from nvscope._core import OptionSet, cut, note_ids, nv_options, shown
+from nvscope._core import OptionSet, cut, exact_glob, note_ids, nv_options, shown, split
 from nvscope._exec import scripts_named_in
-from nvscope._measure import Compiles, number, progress_printer, run_command
+from nvscope._measure import Compiles, number, progress_printer
 from nvscope._tools._bisect_drive import Outcome, drive
 from nvscope._tools._bisect_report import BisectResult
 
 __all__ = ["bisect_program"]
 
-# Every run (the listing, then each probe): the program run as a probe's line says (`run_command`) by the public
-# `nvscope` command's entry point, inside an audit, which then writes the exit code, the fusion ids and what the run
-# compiled. The public command, not a module of the command-line layer above this one. A run that dies writes nothing.
+# Every run (the listing, then each probe): the program run as a probe's line says (`run_command`: ``nvscope run
+# --no-audit`` with the options and the selected fusions' globs) by the runner that line's command runs it with
+# (`nvscope._tools._program.run_program`), inside an audit, which then writes the exit code, the fusion ids and what
+# the run compiled. A run that dies writes nothing. Its arguments: the output file, the scope (JSON), then `-m`
+# and a module or `--` and a script, then the program's arguments.
 _CHILD = """\
 import json, sys
-import nvscope
+from nvscope._exec import audit
 from nvscope._measure import compile_clock, compiles_of
-from nvscope.cli import main
-out, *command = sys.argv[1:]
+from nvscope._tools import _program
+out, scope, how, where, *args = sys.argv[1:]
+scope = json.loads(scope)
+settings = _program.Settings(scope["enable"], scope["disable"], scope["fusions"], audit=False)
 began = compile_clock()
-with nvscope.audit() as log:
-    code = main(command)
+with audit() as log:
+    code, _ = _program.run_program(None if how == "-m" else where, where if how == "-m" else None, args, settings)
 with open(out, "w", encoding="utf-8") as file:
     json.dump({"code": code, "fusions": list(dict.fromkeys(r.fusion for r in log.records)),
                "compiles": compiles_of(log.records, began).as_dict()}, file)
@@ -190,10 +193,12 @@ def _child(options: OptionSet, selected: tuple[str, ...] | None, program: list[s
            python: str, env: dict[str, str]) -> tuple[subprocess.CompletedProcess[str], dict[str, Any] | None]:
     """One run of the program as ``run_command(options, selected, program)`` says, in `_CHILD`: the finished process
     and what the child wrote (None: it died first). Raises `subprocess.TimeoutExpired`."""
+    # The fusions as that line's --fusions words select them: each id's exact glob, split as the command splits it.
+    globs = split([exact_glob(fusion) for fusion in selected]) if selected else None
+    scope = json.dumps({"enable": options.enable_list(), "disable": options.disable_list(), "fusions": globs})
     with tempfile.TemporaryDirectory(prefix="nvscope-bisect-") as directory:
         out = os.path.join(directory, "run.json")
-        words = run_command(options, selected, [*(["-m"] if module else []), *program], python=python, audit=False)
-        command = [python, "-c", _CHILD, out, *words[3:]]  # the probe's words after its `python -m nvscope`
+        command = [python, "-c", _CHILD, out, scope, "-m" if module else "--", *program]
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False, env=env)
         if not os.path.exists(out):
             return done, None

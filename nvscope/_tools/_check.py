@@ -24,7 +24,9 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 
+from nvscope._core import cut
 from nvscope._tools import _check_config, _check_files
 from nvscope._tools._check_config import Config, ConfigError
 from nvscope._tools._check_names import Names
@@ -37,10 +39,10 @@ __all__ = ["CheckResult", "ConfigError", "Finding", "Note", "check"]
 KINDS = ("option", "dynamic", "name", "version", "plumbing")
 _USES = ("option", "dynamic")
 # How a message spells "pass it in the other list", per construct (a format with {kind} and {name}).
-_SPELLING: Mapping[str, str] = {"Thunder compile option": "nv_{kind}_options=[{name!r}]",
+_SPELLING: Mapping[str, str] = MappingProxyType({"Thunder compile option": "nv_{kind}_options=[{name!r}]",
              "nvFuser execute option": "_{kind}_options=[{name!r}]",
              "nvscope run": "--{kind} {name}", "nvscope fusions": "--{kind} {name}",
-             "pytest --nv-enable": "--nv-{kind} {name}", "pytest --nv-disable": "--nv-{kind} {name}"}
+             "pytest --nv-enable": "--nv-{kind} {name}", "pytest --nv-disable": "--nv-{kind} {name}"})
 
 
 @dataclass(frozen=True)
@@ -221,23 +223,36 @@ def _findings(use: Use, shown: str, names: Names) -> list[Finding]:
     return out
 
 
-def check(paths: Iterable[str | os.PathLike[str]] = (".",), *, strict: bool = False,
+def check(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]] = (".",), *, strict: bool = False,
           config: str | os.PathLike[str] | None = None, nvfuser: str | None = None) -> CheckResult:
-    """Find where the code under ``paths`` (files or folders) sets nvFuser developer options; see docs/check.md.
+    """Find where the code under ``paths`` (files or folders; one path may be given alone) sets nvFuser developer
+    options; see docs/check.md.
 
     ``config``: the ``pyproject.toml`` whose ``[tool.nvscope.check]`` applies (default: the nearest one above the
     first path that has the table). ``nvfuser``: the version range names are checked against (default: the
     table's ``nvfuser``, else the installed nvFuser, else the whole catalog). ``strict``: ignore every allowance.
-    Raises FileNotFoundError for a path that does not exist, `ConfigError` (a ValueError) for a bad table or range.
+    Raises FileNotFoundError for a path or config file that does not exist (or an empty path), `ConfigError` (a
+    ValueError) for a bad table or range; their messages name the fix.
     """
-    roots = [str(Path(p)) for p in paths] or ["."]
+    if isinstance(paths, (str, os.PathLike)):  # check("src"): one path, not its characters
+        paths = [paths]
+    given = [os.fspath(p) for p in paths]
+    if "" in given:  # Path("") is ".": an empty argument (an unset shell variable) would check the current folder
+        raise FileNotFoundError("an empty path names no file or folder: give existing files or folders (. for the "
+                                "current folder)")
+    roots = [str(Path(p)) for p in given] or ["."]
     for root in roots:
         if not os.path.lexists(root):  # a broken link named is a file that cannot be read: a note
-            raise FileNotFoundError(f"{root}: no such file or folder")
+            raise FileNotFoundError(f"{cut(root, 200)}: no such file or folder: give existing files or folders")
+    if config is not None and not os.fspath(config):
+        raise FileNotFoundError("an empty config names no file: give the pyproject.toml whose [tool.nvscope.check] "
+                                "applies, or none")
     config_path = Path(config) if config is not None else _check_config.find(Path(os.path.realpath(roots[0])))
     if config_path is not None and not config_path.is_file():
-        raise FileNotFoundError(f"{config_path}: no such configuration file")
-    settings: Config = _check_config.load(config_path, Path.cwd())
+        raise FileNotFoundError(f"{cut(str(config_path), 200)}: no such configuration file: give the pyproject.toml "
+                                "whose [tool.nvscope.check] applies, or none (the nearest one above the first path "
+                                "that has the table)")
+    settings: Config = _check_config.load(config_path, Path.cwd(), named=config is not None)
     if nvfuser is not None:
         names = Names(nvfuser, "--nvfuser")
     else:

@@ -19,7 +19,10 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
+
+from nvscope._core import cut
 
 __all__ = ["Config", "ConfigError", "find", "glob_matcher", "load", "read_table"]
 
@@ -55,8 +58,9 @@ def find(start: Path) -> Path | None:
     return None
 
 
-def load(path: Path | None, root: Path) -> Config:
-    """The configuration in ``path`` (None: the defaults, globs relative to ``root``)."""
+def load(path: Path | None, root: Path, named: bool = False) -> Config:
+    """The configuration in ``path`` (None: the defaults, globs relative to ``root``). A file ``named`` by the user
+    must have the table: else the configuration of the checked tree would be dropped without a word."""
     if path is None:
         return Config(None, root)
     try:
@@ -64,6 +68,12 @@ def load(path: Path | None, root: Path) -> Config:
     except (OSError, UnicodeDecodeError) as error:
         raise ConfigError(f"{path}: cannot read it ({error})") from None
     table = read_table(text, str(path))
+    if table is None:
+        if named:
+            raise ConfigError(f"{cut(str(path), 200)} has no [tool.nvscope.check] table: add one to it (it may be "
+                              "empty), or give no config file (then the nearest pyproject.toml above the first path "
+                              "that has the table applies)")
+        table = {}
     unknown = sorted(set(table) - set(_KEYS))
     if unknown:
         raise ConfigError(f"{path}: [tool.nvscope.check] has no key {unknown[0]!r}; it takes {', '.join(_KEYS)}")
@@ -80,8 +90,8 @@ def load(path: Path | None, root: Path) -> Config:
     return Config(path, path.parent, nvfuser, lists["allow"], lists["allow-names"], lists["exclude"])
 
 
-def read_table(text: str, where: str) -> dict[str, object]:
-    """The ``[tool.nvscope.check]`` table of a ``pyproject.toml``'s text ({} when it has none)."""
+def read_table(text: str, where: str) -> dict[str, object] | None:
+    """The ``[tool.nvscope.check]`` table of a ``pyproject.toml``'s text (None when it has none)."""
     toml = _toml_module()
     if toml is None:
         return _read_minimal(text, where)
@@ -89,8 +99,8 @@ def read_table(text: str, where: str) -> dict[str, object]:
         document = toml.loads(text)
     except ValueError as error:  # tomllib.TOMLDecodeError is a ValueError
         raise ConfigError(f"{where}: not valid TOML ({error})") from None
-    table = document.get("tool", {}).get("nvscope", {}).get("check", {})
-    if not isinstance(table, dict):
+    table = document.get("tool", {}).get("nvscope", {}).get("check")
+    if table is not None and not isinstance(table, dict):
         raise ConfigError(f"{where}: tool.nvscope.check must be a table")
     return table
 
@@ -111,7 +121,8 @@ def _toml_module() -> Any:
 
 _TOKEN = re.compile(r"""\s*(?:(?P<basic>"(?:[^"\\\n]|\\.)*")|(?P<literal>'[^'\n]*')|(?P<punct>[\[\],=])"""
                     r"""|(?P<comment>#[^\n]*)|(?P<key>[A-Za-z0-9_-]+))""")
-_ESCAPES: Mapping[str, str] = {'"': '"', "\\": "\\", "n": "\n", "t": "\t", "/": "/", "b": "\b", "f": "\f", "r": "\r"}
+_ESCAPES: Mapping[str, str] = MappingProxyType(
+    {'"': '"', "\\": "\\", "n": "\n", "t": "\t", "/": "/", "b": "\b", "f": "\f", "r": "\r"})
 
 
 def _unescape(body: str, where: str) -> str:
@@ -126,11 +137,11 @@ def _unescape(body: str, where: str) -> str:
     return re.sub(r"\\(u[0-9A-Fa-f]{4}|U[0-9A-Fa-f]{8}|.)", one, body)
 
 
-def _read_minimal(text: str, where: str) -> dict[str, object]:
+def _read_minimal(text: str, where: str) -> dict[str, object] | None:
     lines = text.splitlines()
     start = next((i for i, line in enumerate(lines) if _HEADER.match(line)), None)
     if start is None:
-        return {}
+        return None
     end = next((i for i in range(start + 1, len(lines)) if re.match(r"\s*\[", lines[i])
                 and not _inside_array(lines[start + 1:i])), len(lines))
     body = "\n".join(lines[start + 1:end])

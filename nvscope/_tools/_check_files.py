@@ -25,8 +25,9 @@ import stat
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 
-from nvscope._core import cut
+from nvscope._core import _state, cut
 from nvscope._tools import _check_python, _check_text
 from nvscope._tools._check_use import Use
 
@@ -40,9 +41,9 @@ _SKIP_DIRS = frozenset({".git", ".hg", ".svn", ".tox", ".nox", ".venv", "venv", 
 # words and `NVFUSER_` for both variables, confirmed on a hit by a pattern that starts with the same bytes (a
 # literal prefix, which `re` searches as fast as `in` does).
 _COARSE = (b"nv_", b"NVFUSER_", b"nvscope", b"NVSCOPE_DEV", b"able_options", b"--nv-")
-_FINE: Mapping[bytes, re.Pattern[bytes]] = {
+_FINE: Mapping[bytes, re.Pattern[bytes]] = MappingProxyType({
     b"nv_": re.compile(rb"nv_(?:options|enable|disable|skip_cache|store_fusion|save_fake)"),
-    b"NVFUSER_": re.compile(rb"NVFUSER_(?:EN|DIS)ABLE")}
+    b"NVFUSER_": re.compile(rb"NVFUSER_(?:EN|DIS)ABLE")})
 _ALLOW = re.compile(r"(?:#|//|;)\s*nvscope:\s*allow(?:\[(?P<kinds>[\w,\s-]*)\])?(?P<reason>[^\n]*)")
 _ALONE = re.compile(r"^\s*\"?\s*(?:#|//|;)\s*nvscope:\s*allow")  # a line that is nothing but the comment
 PARALLEL = 400  # files to read from which a process pool pays for its start (about 30 ms)
@@ -115,6 +116,7 @@ def scan_files(paths: Sequence[str]) -> list[Scanned | None]:
 
 
 _SHARED: Sequence[str] = ()
+_state.keep(__name__, "_SHARED", "the paths of the parallel scan in progress, for its forked children: it empties it")
 
 
 def _scan_shared(start: int, stop: int) -> list[Scanned | None]:

@@ -49,6 +49,8 @@ class Names:
             from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
             try:
+                if not nvfuser.strip():  # SpecifierSet("") holds every version: an empty range is a slip
+                    raise InvalidSpecifier(nvfuser)
                 spec = SpecifierSet(nvfuser)
             except InvalidSpecifier:
                 raise ConfigError(f"nvfuser = {cut(nvfuser, 60, repr)} ({where}) is not a version range: write it "

@@ -22,15 +22,16 @@ from __future__ import annotations
 import ast
 import sys
 from collections.abc import Callable, Mapping
+from types import MappingProxyType
 
 from nvscope._tools._check_use import DEV, ENV_KINDS, THUNDER, Use, command_options, env_names
 from nvscope._tools._check_values import COMPOUND, FORWARDED, SCOPES, UNKNOWN, Scope, Values, params
 
 __all__ = ["scan"]
 
-_THUNDER_LISTS: Mapping[str, str] = {"nv_enable_options": "enable", "nv_disable_options": "disable"}
+_THUNDER_LISTS: Mapping[str, str] = MappingProxyType({"nv_enable_options": "enable", "nv_disable_options": "disable"})
 _THUNDER_OTHER = frozenset({"nv_skip_cache", "nv_store_fusion_inputs", "nv_save_fake_inputs"})
-_NVFUSER_LISTS: Mapping[str, str] = {"_enable_options": "enable", "_disable_options": "disable"}
+_NVFUSER_LISTS: Mapping[str, str] = MappingProxyType({"_enable_options": "enable", "_disable_options": "disable"})
 _SETTERS = frozenset({"setdefault", "setenv", "update", "__setitem__", "setitem"})
 # Calls whose last argument is the environment of the program they run (os.posix_spawn: the third).
 _ENV_LAST = frozenset({f"os.{f}" for f in ("execle", "execlpe", "execve", "execvpe", "spawnle", "spawnlpe", "spawnve",

@@ -3,7 +3,8 @@ mappings, ``run:`` steps), TOML and INI configs (pytest's ``addopts``), ``.env``
 
 These are read line by line, not parsed: comments are dropped, lines continued with a backslash are joined, and each
 line is searched for an assignment of ``NVFUSER_ENABLE``, ``NVFUSER_DISABLE`` or ``NVSCOPE_DEV`` in the forms its
-format uses (``export X=...``, ``X=... command``, ``ENV X=...``, ``X := ...``, ``X: ...``, ``%env X=...``) and for
+format uses (``export X=...``, ``X=... command``, ``ENV X=...``, ``X := ...``, ``X: ...``, ``- X=...``, ``- name: X``
+with ``value: ...``, ``%env X=...``) and for
 command lines that pass options (``nvscope run --enable ...``, pytest's ``--nv-enable ...``). Reading a variable
 (``$NVFUSER_ENABLE``) is not setting it; a value that holds one (``NVFUSER_ENABLE=$OLD,fma``) is dynamic.
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping
+from types import MappingProxyType
 
 from nvscope._tools import _check_python
 from nvscope._tools._check_use import DEV, ENV_KINDS, Use, command_options, env_names
@@ -25,14 +27,15 @@ __all__ = ["FORMATS", "file_format", "scan", "scan_notebook"]
 
 FORMATS = ("python", "notebook", "shell", "dockerfile", "make", "yaml", "toml", "ini", "env")
 
-_SUFFIXES: Mapping[str, str] = {
+_SUFFIXES: Mapping[str, str] = MappingProxyType({
     ".py": "python", ".pyw": "python", ".ipynb": "notebook",
     ".sh": "shell", ".bash": "shell", ".zsh": "shell", ".ksh": "shell", ".envrc": "shell",
     ".dockerfile": "dockerfile", ".mk": "make", ".make": "make",
     ".yml": "yaml", ".yaml": "yaml", ".toml": "toml", ".ini": "ini", ".cfg": "ini", ".env": "env",
-}
-_NAMES: Mapping[str, str] = {"dockerfile": "dockerfile", "containerfile": "dockerfile", "makefile": "make",
-                             "gnumakefile": "make", ".env": "env", ".envrc": "shell", ".flake8": "ini"}
+})
+_NAMES: Mapping[str, str] = MappingProxyType({"dockerfile": "dockerfile", "containerfile": "dockerfile",
+                                              "makefile": "make", "gnumakefile": "make", ".env": "env",
+                                              ".envrc": "shell", ".flake8": "ini"})
 
 _VARIABLE = "|".join(ENV_KINDS)
 # A value: quoted, or up to a blank, a shell operator, a quote or a closing bracket (`["NVFUSER_ENABLE=a", ...]`);
@@ -45,6 +48,13 @@ _DOCKER_ENV = re.compile(rf"^\s*ENV\s+({_VARIABLE})\s+(?!=)(.*)$", re.IGNORECASE
 _YAML_KEY = re.compile(rf"^\s*(?:-\s+)?[\"']?({_VARIABLE})[\"']?\s*:\s+(.*)$")
 _YAML_FLOW = re.compile(rf"[{{,]\s*[\"']?({_VARIABLE})[\"']?\s*:\s*(\"[^\"]*\"|'[^']*'|[^,}}]*)")  # env: {X: a}
 _BLOCK = re.compile(r"[|>][-+0-9]*")  # a YAML block scalar's header: the value is on the lines below
+# docker-compose's list form, `- NVFUSER_ENABLE=fuse_matmul`: the whole item, else it is a command (`script:` lists).
+_YAML_ITEM = re.compile(rf"^\s*-\s+([\"']?)({_VARIABLE})=([^\s\"']*)\1\s*$")
+# Kubernetes' list form: `- name: NVFUSER_ENABLE` with `value: ...` (or `valueFrom:`) a key of the same item.
+_YAML_NAMED = re.compile(rf"^(\s*(?:-\s+)?)[\"']?name[\"']?\s*:\s*([\"']?)({_VARIABLE})\2\s*$")
+_YAML_VALUE = re.compile(r"^\s*(?:-\s+)?[\"']?(value|valueFrom)[\"']?\s*:(.*)$")
+_YAML_NAMED_FLOW = re.compile(rf"\bname[\"']?\s*:\s*[\"']?({_VARIABLE})[\"']?\s*,\s*[\"']?value[\"']?\s*:\s*"
+                              r"(\"[^\"]*\"|'[^']*'|[^,}]*)")  # - {name: NVFUSER_ENABLE, value: fuse_matmul}
 # Keys whose values are prose (a step's name, a description): a setting written there is shown, not made.
 _PROSE = re.compile(r"^\s*(?:-\s+)?[\"']?(?:name|description|title|summary|help)[\"']?\s*[:=]")
 # A command that prints: a setting in its arguments is shown, not made, unless the output goes to a file or a pipe
@@ -52,10 +62,11 @@ _PROSE = re.compile(r"^\s*(?:-\s+)?[\"']?(?:name|description|title|summary|help)
 _PRINT = re.compile(r"\s*(?:-\s+)?(?:run:\s*)?@?-?(?:echo|printf)\b")
 _MAGIC_ENV = re.compile(rf"^\s*%(?:set_)?env\s+({_VARIABLE})(?:\s*=\s*|\s+)(.*)$")
 _WORD = re.compile(r"[^\s'\"\[\]]+")
-_CONSTRUCT: Mapping[str, str] = {"shell": "shell", "dockerfile": "Dockerfile", "make": "Makefile", "yaml": "YAML",
-                                 "toml": "TOML", "ini": "INI", "env": ".env", "notebook": "notebook"}
+_CONSTRUCT: Mapping[str, str] = MappingProxyType({"shell": "shell", "dockerfile": "Dockerfile", "make": "Makefile",
+                                                  "yaml": "YAML", "toml": "TOML", "ini": "INI", "env": ".env",
+                                                  "notebook": "notebook"})
 # Where '#' starts a comment only at the start of a line (Dockerfile, .env, INI): elsewhere it is part of a value.
-_LEADING_COMMENTS: Mapping[str, str] = {"dockerfile": "#", "env": "#", "ini": "#;"}
+_LEADING_COMMENTS: Mapping[str, str] = MappingProxyType({"dockerfile": "#", "env": "#", "ini": "#;"})
 
 
 def file_format(name: str, head: bytes = b"") -> str | None:
@@ -159,10 +170,13 @@ def _line_uses(first: int, last: int, text: str, fmt: str) -> list[Use]:
         use = _value_use(first, keyed.start(1) + 1, last, f"{kind} {'env' if fmt == 'yaml' else 'ENV'}",
                          keyed[1], keyed[2])
         uses += [use] if use is not None else []
-    elif fmt == "yaml" and _YAML_FLOW.search(text):
-        for match in _YAML_FLOW.finditer(text):
+    elif fmt == "yaml" and (_YAML_FLOW.search(text) or _YAML_NAMED_FLOW.search(text)):
+        for match in (*_YAML_FLOW.finditer(text), *_YAML_NAMED_FLOW.finditer(text)):
             use = _value_use(first, match.start(1) + 1, last, f"{kind} env", match[1], match[2])
             uses += [use] if use is not None else []
+    elif fmt == "yaml" and (item := _YAML_ITEM.match(text)):
+        use = _value_use(first, item.start(2) + 1, last, f"{kind} env", item[2], item[3])
+        uses += [use] if use is not None else []
     else:
         for match in _ASSIGN.finditer(text):
             if _printed(text, match.start()):
@@ -185,6 +199,55 @@ def _line_uses(first: int, last: int, text: str, fmt: str) -> list[Use]:
     return uses
 
 
+def _indent(text: str) -> int:
+    return len(text) - len(text.lstrip())
+
+
+def _block(lines: list[tuple[int, int, str]], i: int, value: str) -> tuple[str, int, int]:
+    """A YAML value that starts on logical line ``i - 1`` as ``value``: (the value, its last line, the index after
+    it). A block scalar's header (``>-``, ``|``) takes the lines below that are indented deeper."""
+    last = lines[i - 1][1]
+    if not _BLOCK.fullmatch(value.strip()):
+        return value, last, i
+    indent = _indent(lines[i - 1][2])
+    below = i
+    while below < len(lines) and (not lines[below][2].strip() or _indent(lines[below][2]) > indent):
+        below += 1
+    joined = " ".join(more.strip() for _, _, more in lines[i:below] if more.strip())
+    return f"'{joined}'", lines[below - 1][1] if below > i else last, below
+
+
+def _named_value(lines: list[tuple[int, int, str]], at: int, named: re.Match[str]) -> int | None:
+    """The index of the ``value:`` (or ``valueFrom:``) line of the YAML list item whose ``name:`` key is on logical
+    line ``at``; None when the item has none."""
+    key = len(named[1])  # the column of the item's keys
+
+    def is_value(index: int) -> bool:
+        text = lines[index][2]
+        return len(text) - len(text.lstrip(" -")) == key and _YAML_VALUE.match(text) is not None
+
+    for index in range(at + 1, len(lines)):  # the keys below, up to the end of the item
+        text = lines[index][2]
+        if not text.strip():
+            continue
+        if _indent(text) < key:
+            break
+        if is_value(index):
+            return index
+    if "-" not in named[1]:  # `name:` is not the item's first key: the keys above it, up to the item's `-`
+        for index in range(at - 1, -1, -1):
+            text = lines[index][2]
+            if not text.strip() or _indent(text) > key:
+                continue
+            if len(text) - len(text.lstrip(" -")) != key:
+                break
+            if is_value(index):
+                return index
+            if text.lstrip().startswith("-"):
+                break  # the item's first line
+    return None
+
+
 def scan(text: str, fmt: str) -> list[Use]:
     """Every `Use` in a text file of format ``fmt`` (one of `FORMATS` but python and notebook)."""
     uses: list[Use] = []
@@ -195,15 +258,28 @@ def scan(text: str, fmt: str) -> list[Use]:
         i += 1
         keyed = _YAML_KEY.match(line) if fmt == "yaml" else None
         if keyed is not None and _BLOCK.fullmatch(keyed[2].strip()):  # NVFUSER_ENABLE: >- and the value below
-            indent = len(line) - len(line.lstrip())
-            below = i
-            while below < len(lines) and (not lines[below][2].strip()
-                                          or len(lines[below][2]) - len(lines[below][2].lstrip()) > indent):
-                below += 1
-            value = " ".join(more.strip() for _, _, more in lines[i:below] if more.strip())
-            line, last, i = f"{line[:keyed.start(2)]}'{value}'", lines[below - 1][1] if below > i else last, below
+            value, last, i = _block(lines, i, keyed[2])
+            line = f"{line[:keyed.start(2)]}{value}"
+        named = _YAML_NAMED.match(line) if fmt == "yaml" else None
+        if named is not None and (at := _named_value(lines, i - 1, named)) is not None:
+            uses += _named_use(lines, i - 1, at, named)
+            continue
         uses += _line_uses(first, last, line, fmt)
     return uses
+
+
+def _named_use(lines: list[tuple[int, int, str]], at: int, value_at: int, named: re.Match[str]) -> list[Use]:
+    """The `Use` of ``- name: NVFUSER_ENABLE`` whose ``value:`` is on logical line ``value_at``: from Kubernetes'
+    ``valueFrom:`` (a secret, a field) the value is not known here."""
+    key = _YAML_VALUE.match(lines[value_at][2])
+    assert key is not None
+    value, last, _ = _block(lines, value_at + 1, key[2])
+    last = max(last, lines[at][1])
+    if key[1] == "valueFrom":
+        return [Use(lines[at][0], named.start(3) + 1, last, "YAML env", (), dynamic=True, per_call=False,
+                    detail=named[3])]
+    use = _value_use(lines[at][0], named.start(3) + 1, last, "YAML env", named[3], value)
+    return [] if use is None else [use]
 
 
 def _cell_lines(raw: str) -> list[int]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 
 __all__ = ["DEV", "ENV_KINDS", "THUNDER", "Use", "command_options", "env_names"]
 
@@ -17,7 +18,8 @@ __all__ = ["DEV", "ENV_KINDS", "THUNDER", "Use", "command_options", "env_names"]
 DEV = "dev"
 THUNDER = "thunder"
 # The environment variables that set options, and the list each sets (NVSCOPE_DEV: development mode).
-ENV_KINDS: Mapping[str, str] = {"NVFUSER_ENABLE": "enable", "NVFUSER_DISABLE": "disable", "NVSCOPE_DEV": DEV}
+ENV_KINDS: Mapping[str, str] = MappingProxyType(
+    {"NVFUSER_ENABLE": "enable", "NVFUSER_DISABLE": "disable", "NVSCOPE_DEV": DEV})
 
 
 @dataclass(frozen=True)

@@ -93,9 +93,9 @@ class Lines:
 
 
 # What every line that sets an option holds (with the local names nvscope's setters are imported as).
-WORDS: Sequence[str] = ["NVFUSER_ENABLE", "NVFUSER_DISABLE", "NVSCOPE_DEV", "nv_options", "OptionSet",
+WORDS: Sequence[str] = ("NVFUSER_ENABLE", "NVFUSER_DISABLE", "NVSCOPE_DEV", "nv_options", "OptionSet",
                         "development_mode", "dev_mode", "nv_enable", "nv_disable", "nv_skip_cache", "nv_store_fusion",
-                        "nv_save_fake", "able_options", "--nv-", "nvscope"]
+                        "nv_save_fake", "able_options", "--nv-", "nvscope")
 COMPOUND = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try, ast.Match,
              getattr(ast, "TryStar", ast.Try))
 
@@ -104,26 +104,41 @@ def params(args: ast.arguments) -> frozenset[str]:
     every = [*args.posonlyargs, *args.args, *args.kwonlyargs, *filter(None, (args.vararg, args.kwarg))]
     return frozenset(a.arg for a in every)
 
+
+def _bound_names(targets: Sequence[ast.expr]) -> list[str]:
+    """The names an assignment binds: ``a``, ``a, (b, *c)``; not ``a.x`` nor ``a[k]``, which change ``a``."""
+    out: list[str] = []
+    for target in targets:
+        if isinstance(target, ast.Name):
+            out.append(target.id)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            out += _bound_names(target.elts)
+        elif isinstance(target, ast.Starred):
+            out += _bound_names([target.value])
+    return out
+
+
 class Values:
     def __init__(self, tree: ast.Module, text: str) -> None:
-        self.aliases: dict[str, str] = {}
+        # What each imported name stands for, in the order of the module: (where the binding ends, its dotted path,
+        # None once a top-level def, class, assignment or import of something else shadows it).
+        self.bindings: dict[str, list[tuple[tuple[int, int], str | None]]] = {}
         self.env_keys: dict[str, str] = {}  # a name bound to "NVFUSER_ENABLE" (or the other two) -> that variable
-        self.star_nvscope = False
         imports = Lines(text, ["import", "nvscope", *ENV_KINDS])
         for node in self._pruned(tree.body, imports):
             if isinstance(node, ast.Import):
                 for alias in node.names:
-                    if alias.asname:
-                        self.aliases[alias.asname] = alias.name
-                    else:
-                        root = alias.name.partition(".")[0]
-                        self.aliases[root] = root
-            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                    root = alias.name.partition(".")[0]
+                    self._bind(node, alias.asname or root, alias.name if alias.asname else root)
+            elif isinstance(node, ast.ImportFrom):
                 for alias in node.names:
                     if alias.name == "*":
-                        self.star_nvscope = self.star_nvscope or node.module.partition(".")[0] == "nvscope"
-                    else:
-                        self.aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+                        if node.module and not node.level and node.module.partition(".")[0] == "nvscope":
+                            for name in _NVSCOPE_NAMES:
+                                self._bind(node, name, f"nvscope.{name}")
+                    else:  # a relative import binds a name of this project: not nvscope's
+                        self._bind(node, alias.asname or alias.name,
+                                   f"{node.module}.{alias.name}" if node.module and not node.level else None)
             elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
                 # ns = importlib.import_module("nvscope"), opts = nvscope.nv_options, KEY = "NVFUSER_ENABLE"
                 key = self.env_key(node.value)
@@ -131,11 +146,37 @@ class Values:
                 if key is not None:
                     self.env_keys[node.targets[0].id] = key
                 elif named is not None and named.partition(".")[0] in ("nvscope", "importlib", "os"):
-                    self.aliases[node.targets[0].id] = named
-        local = [name for name, path in self.aliases.items() if path.partition(".")[0] in ("nvscope", "pytest")]
+                    self._bind(node, node.targets[0].id, named)
+        self._shadow(tree.body)
+        local = [name for name, bound in self.bindings.items()
+                 if any(path is not None and path.partition(".")[0] in ("nvscope", "pytest") for _, path in bound)]
         self.lines = Lines(text, [*WORDS, *local, *self.env_keys])
         self.scopes = [Scope(frozenset(), tree.body, False)]
         self.consumed: set[int] = set()  # ids of calls already reported as part of an enclosing one
+
+    def _bind(self, node: ast.stmt, name: str, path: str | None) -> None:
+        end = (node.end_lineno or node.lineno, node.end_col_offset or 0)
+        self.bindings.setdefault(name, []).append((end, path))
+
+    def _shadow(self, body: list[ast.stmt]) -> None:
+        """A def, class or assignment at the module's top level rebinds an imported name for the code after it
+        (``def nv_options(**k): ...`` after ``from nvscope import nv_options``). One inside an ``if`` or ``try``
+        may not run (``except ImportError: nv_options = None``): it shadows nothing."""
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names = [node.name]
+            elif isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                names = _bound_names(targets)
+            else:
+                continue
+            for name in names:
+                bound = self.bindings.get(name)
+                end = (node.end_lineno, node.end_col_offset)
+                if bound is not None and all(at != end for at, _ in bound):  # bound by no import, nor an alias
+                    self._bind(node, name, None)
+        for bound in self.bindings.values():
+            bound.sort(key=lambda binding: binding[0])
 
     def env_key(self, node: ast.expr | None) -> str | None:
         """The variable a key names: ``"NVFUSER_ENABLE"``, ``b"NVFUSER_ENABLE"`` (``os.environb``) or a name bound
@@ -188,11 +229,18 @@ class Values:
         """What an expression names through the imports: ``ns.nv_options`` -> ``nvscope.nv_options``; None when it
         does not start at an imported name."""
         if isinstance(node, ast.Name):
-            if node.id in self.aliases:
-                return self.aliases[node.id]
-            if self.star_nvscope and node.id in _NVSCOPE_NAMES:
-                return f"nvscope.{node.id}"
-            return None
+            bound = self.bindings.get(node.id)
+            if bound is None:
+                return None
+            # The binding in force where the name is read; before any (a function body above the import, run
+            # later), the first.
+            at = (getattr(node, "lineno", 1 << 30), getattr(node, "col_offset", 0))
+            path = bound[0][1]
+            for end, target in bound:
+                if end > at:
+                    break
+                path = target
+            return path
         if isinstance(node, ast.Attribute):
             base = self.qualname(node.value)
             return None if base is None else f"{base}.{node.attr}"
@@ -271,8 +319,8 @@ class Values:
         """Option names of a per-call list value (a str is one name; else an iterable of str), and the holes."""
         if depth > _DEPTH:
             return [], UNKNOWN
-        if isinstance(node, ast.Constant) and node.value is None:
-            return [], ""
+        if isinstance(node, ast.Constant) and (node.value is None or node.value is False):
+            return [], ""  # nv_enable_options=False: Thunder reads a false value as no options
         if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
             found: list[str] = []
             holes = ""

@@ -48,14 +48,36 @@ def test_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
 @pytest.mark.parametrize(("args", "message"), [
     (["missing/"], "missing: no such file or folder: give existing files or folders"),
     (["--nvfuser", "latest", "."], "is not a version range"),
-    (["--config", "nowhere.toml", "."], "nowhere.toml: no such configuration file"),
+    (["--config", "nowhere.toml", "."], "nowhere.toml: no such configuration file: give the pyproject.toml"),
+    ([""], "an empty path names no file or folder: give existing files or folders"),
+    (["src", ""], "an empty path names no file or folder"),
+    (["--nvfuser", "", "."], "nvfuser = '' (--nvfuser) is not a version range"),
+    (["--nvfuser", " ", "."], "is not a version range"),
     (["--json", "no/such/dir/out.json", "."], "--json no/such/dir/out.json: cannot write it"),
 ])
 def test_usage_errors_exit_2_with_one_line(capsys: pytest.CaptureFixture[str], args: list[str],
                                            message: str) -> None:
+    (Path.cwd() / "src").mkdir()
     code, out, err = check(capsys, *args)
     assert code == 2 and out == ""
     assert err.startswith("nvscope check: error: ") and message in err and len(err.splitlines()) == 1
+    if "--config" in args:
+        assert "files or folders" not in err  # a configuration file is not a PATH
+
+
+def test_a_config_file_without_the_table_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--config names the table to use: a file without it would drop the tree's own table without a word."""
+    write(tmp_path / "pyproject.toml", '[tool.nvscope.check]\nallow = ["bench.py"]\n')
+    write(tmp_path / "bench.py", USE)
+    write(tmp_path / "other.toml", "[tool.ruff]\nline-length = 120\n")
+    code, out, err = check(capsys, "--config", "other.toml", ".")
+    assert (code, out) == (2, "")
+    assert err == ("nvscope check: error: other.toml has no [tool.nvscope.check] table: add one to it (it may be "
+                   "empty), or give no config file (then the nearest pyproject.toml above the first path that has "
+                   "the table applies)\n")
+    assert check(capsys, ".")[0] == 0  # the tree's own table allows it
+    write(tmp_path / "other.toml", "[tool.nvscope.check]\n")  # an empty table: nothing allowed
+    assert check(capsys, "--config", "other.toml", ".")[0] == 1
 
 
 def test_a_bad_table_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -111,6 +133,27 @@ def test_github_annotations(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert lines[2].startswith("nvscope check: 2 failing")
 
 
+def _child_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NVSCOPE_", "NVFUSER_", "PYTHON"))}
+    env["PYTHONPATH"] = str(REPO)
+    return env
+
+
+@pytest.mark.parametrize("args", [["--format", "json"], ["--format", "github"], ["--json", "-"], []],
+                         ids=["json", "github", "json-dash", "text"])
+def test_a_reader_that_stops_early_ends_it_quietly(tmp_path: Path, args: list[str]) -> None:
+    """`nvscope check --format json . | head -1`: no BrokenPipeError traceback, as for `nvscope options | head`."""
+    write(tmp_path / "bench.py", "import nvscope\n" + "nvscope.nv_options(enable=['fuse_matmul'])\n" * 3000)
+    child = subprocess.Popen([sys.executable, "-m", "nvscope", "check", "--nvfuser", "==0.2.36", *args, "."],
+                             cwd=tmp_path, env=_child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert child.stdout is not None and child.stderr is not None
+    child.stdout.readline()  # what `head -1` reads; the rest (far more than a pipe holds) meets a closed pipe
+    child.stdout.close()
+    err = child.stderr.read().decode()  # --json -: the text goes here, after the JSON, which stopped
+    assert child.wait(timeout=120) in (0, 1)
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err
+
+
 def test_statistics_count_per_construct(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     write(tmp_path / "run.sh", "export NVFUSER_DISABLE=fma\nNVFUSER_DISABLE=fma python x.py\n")
     code, out, _ = check(capsys, "--statistics", ".")
@@ -124,10 +167,8 @@ def test_python_dash_m_and_the_pre_commit_hooks_entry(tmp_path: Path) -> None:
     assert "id: nvscope-check" in hooks and "entry: nvscope check" in hooks
     write(tmp_path / "a.py", USE)
     write(tmp_path / "b.txt", "NVFUSER_ENABLE=x\n")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NVSCOPE_", "NVFUSER_", "PYTHON"))}
-    env["PYTHONPATH"] = str(REPO)
     done = subprocess.run([sys.executable, "-m", "nvscope", "check", "--nvfuser", "==0.2.36", "a.py", "b.txt"],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+                          cwd=tmp_path, env=_child_env(), capture_output=True, text=True, timeout=120)
     assert done.returncode == 1, done.stderr
     assert done.stdout.splitlines()[0].startswith("a.py:2:1: nv_options:")
     assert "1 files (1 read)" in done.stdout  # b.txt: no reader reads it

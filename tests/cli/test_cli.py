@@ -712,3 +712,17 @@ def test_probe_compares_with_the_catalog(monkeypatch: pytest.MonkeyPatch, capsys
     out = capsys.readouterr().out
     assert "in the catalog for this version but not accepted by this build: fuse_matmul" in out
     assert ("accepted by nvFuser but missing from the catalog: brand_new_option" in out) == bool(extra)
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (("optons",), "error: unknown command 'optons'; did you mean options?"),
+    (("zzz", "x.py"), "error: unknown command 'zzz' (choose from options, doctor, search, profile, bisect, rescue, "
+                      "check, run, fusions)"),
+    (("--verison",), "error: unrecognized arguments: --verison; did you mean --version?"),
+])
+def test_a_misspelt_command_or_top_level_flag_names_what_it_resembles(tmp_path: Path, args: tuple[str, ...],
+                                                                      said: str) -> None:
+    result = nvscope_cmd(*args, cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[-1].endswith(said), result.stderr
+    assert "Traceback" not in result.stderr

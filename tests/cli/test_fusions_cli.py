@@ -58,6 +58,18 @@ def test_fusions_lists_what_a_program_ran(tmp_path: Path) -> None:
     assert first.split()[0] != second.split()[0]
 
 
+def test_fusions_speaks_as_fusions_and_no_audit_leaves_the_listing_alone(tmp_path: Path) -> None:
+    (tmp_path / "prog.py").write_text(textwrap.dedent(PROGRAM))
+    done = nvscope(tmp_path, "fusions", "prog.py")
+    assert done.stderr.startswith("nvscope fusions: options (none)\n"), done.stderr
+    assert not any(line.startswith("nvscope run:") for line in done.stderr.splitlines()), done.stderr
+    quiet = nvscope(tmp_path, "fusions", "--no-audit", "prog.py")
+    assert quiet.returncode == 0, quiet.stderr
+    assert quiet.stderr.startswith("nvscope fusions: 2 fusions (2 call)"), quiet.stderr
+    summary = ("nvscope audit:", "nvscope fusions: options")
+    assert not any(line.startswith(summary) for line in quiet.stderr.splitlines()), quiet.stderr
+
+
 # The issue's program: a model's fusion and a loss's, the loss alone scoped when an id is given on the command line.
 IDS = """import sys
 import nvfuser_direct as fe

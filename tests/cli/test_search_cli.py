@@ -15,15 +15,17 @@ from nvscope._measure._candidates import default_candidates
 TESTS = Path(__file__).resolve().parents[1]  # the doubles live at tests/ top level
 
 # The step runs a fusion (the direct double, through nvscope's adapter) and its speed follows the options that
-# fusion ran with: a step through which no fusion runs is refused.
+# fusion ran with (on the tools' clock, tests/noisy_double.py `StepClock`: no sleep): a step through which no fusion
+# runs is refused.
 SCRIPT = f'''\
-import pathlib, sys, time
+import pathlib, sys
 sys.path.insert(0, {str(TESTS)!r})
 import pytest
-from noisy_double import NoisyFusions
+from noisy_double import NoisyFusions, StepClock
 
 MONKEYPATCH = pytest.MonkeyPatch()
 FUSION = NoisyFusions(MONKEYPATCH, noise=False)
+CLOCK = StepClock(MONKEYPATCH)
 
 pathlib.Path(__file__).with_suffix(".argv").write_text(repr(sys.argv))  # shows what the script saw at import
 
@@ -31,7 +33,7 @@ def step():
     options = FUSION.run()
     if "fma" in options.disable:
         raise RuntimeError("nvFuser refused this one")
-    time.sleep(0.001 if "fast_math" in options.enable else 0.002)
+    CLOCK.advance(0.001 if "fast_math" in options.enable else 0.002)
     return 1.0
 
 not_a_function = 3
@@ -117,6 +119,8 @@ def test_gradients_of_a_module_attribute(tmp_path: Path, imported: None) -> None
 @pytest.mark.parametrize(("argv", "message"), [
     (["{script}"], "names no function: write"),
     (["{script}:missing"], "has no function 'missing'"),
+    ([":step"], "':step' names no script: write script.py:step"),
+    (["-m", ":step"], "':step' names no module: write module:step"),
     (["{script}:not_a_function"], "is a int, not a function"),
     (["{dir}/nope.py:step"], "no such file"),
     (["-m", "no_such_module_here:step"], "cannot import module"),

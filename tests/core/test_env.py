@@ -45,9 +45,11 @@ def clean_env(**extra: str) -> dict[str, str]:
 
 @pytest.mark.parametrize("value", ["0", "-3", "abc", "8.5", ""])
 def test_a_bad_value_breaks_neither_import_nor_a_pytest_session(tmp_path: Path, value: str) -> None:
-    env = clean_env(NVSCOPE_MAX_PARTITIONS=value, NVSCOPE_DEV="maybe", NVSCOPE_AUTOINSTALL="sometimes")
-    imported = subprocess.run([sys.executable, "-c", "import nvscope, nvscope.pytest_plugin, nvscope.cli"],
-                              env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    env = clean_env(NVSCOPE_MAX_PARTITIONS=value, NVSCOPE_DEV="maybe", NVSCOPE_AUTOINSTALL="sometimes",
+                    NVSCOPE_SHARE="sometimes")  # NVSCOPE_SHARE is read at import (for =all): quietly
+    imported = subprocess.run([sys.executable, "-W", "error", "-c",
+                               "import nvscope, nvscope.pytest_plugin, nvscope.cli"], env=env,
+                              cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert imported.returncode == 0, imported.stderr
     assert imported.stderr == ""  # nothing read the values yet: nothing to say
     (tmp_path / "test_plain.py").write_text("def test_it():\n    pass\n")
@@ -56,6 +58,15 @@ def test_a_bad_value_breaks_neither_import_nor_a_pytest_session(tmp_path: Path, 
                              capture_output=True, text=True, timeout=120)
     assert session.returncode == 0, session.stdout + session.stderr
     assert "1 passed" in session.stdout
+
+
+def test_a_refused_value_prints_as_one_line_located_in_the_environment(tmp_path: Path) -> None:
+    used = subprocess.run([sys.executable, "-c", "import nvscope\nwith nvscope.nv_options(share=True): pass"],
+                          env=clean_env(NVSCOPE_SHARE="sometimes"), cwd=tmp_path, capture_output=True, text=True,
+                          timeout=60)
+    assert used.returncode == 0, used.stderr
+    assert used.stderr.splitlines() == ["<environment>:0: ConfigWarning: NVSCOPE_SHARE='sometimes' is not "
+                                        "1/true/yes/on, 0/false/no/off or all; using the default (True)"]
 
 
 @pytest.mark.parametrize(("raw", "expected"), [

@@ -38,13 +38,6 @@ ENCODER = f"forward/nvFusion0@{HERE}:encoder:{KEY}"
 DECODER = f"forward/nvFusion0@{HERE}:decoder:{KEY}"
 
 
-@pytest.fixture
-def double(monkeypatch: pytest.MonkeyPatch) -> Iterator[ThunderDouble]:
-    reset_nvscope()
-    yield ThunderDouble(monkeypatch)
-    reset_nvscope()
-
-
 # Two jitted functions, each with one fusion Thunder calls nvFusion0: module-level, so their qualnames are plain.
 WRAPPERS: list[Any] = []
 

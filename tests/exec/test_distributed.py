@@ -22,7 +22,6 @@ import pytest
 torch = pytest.importorskip("torch")  # the doubles build real autograd Functions
 
 import torch.distributed as tdist
-from gloo_group import installed, process_group  # noqa: F401 (pytest fixtures)
 from thunder_double import ThunderDouble
 
 from nvscope import nv_options
@@ -30,6 +29,7 @@ from nvscope import nv_options
 pytestmark = pytest.mark.skipif(not tdist.is_available(), reason="torch.distributed is not available")
 
 
+@pytest.mark.usefixtures("process_group")  # tests/exec/conftest.py: a one-rank gloo group
 def test_async_collective_tensors_are_waited_for(installed: ThunderDouble) -> None:
     from torch.distributed._functional_collectives import AsyncCollectiveTensor, all_reduce
 

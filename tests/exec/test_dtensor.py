@@ -17,12 +17,13 @@ tdist = pytest.importorskip("torch.distributed")
 if not tdist.is_available():
     pytest.skip("torch.distributed is not available", allow_module_level=True)
 
-from gloo_group import installed, process_group  # noqa: F401 (pytest fixtures)
 from thunder_double import ThunderDouble
 
 import nvscope
 import nvscope.thunder
 from nvscope import OptionSet, audit, nv_options
+
+pytestmark = pytest.mark.usefixtures("process_group")  # tests/exec/conftest.py: a one-rank gloo group
 
 SFC = ["static_fusion_count"]
 

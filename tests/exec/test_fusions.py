@@ -9,7 +9,6 @@ from __future__ import annotations
 import re
 import sys
 import warnings
-from collections.abc import Iterator
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
@@ -28,15 +27,6 @@ SFC = ["static_fusion_count"]
 MEE = ["matmul_expr_eval"]
 
 
-@pytest.fixture
-def double(monkeypatch: pytest.MonkeyPatch) -> Iterator[ThunderDouble]:
-    reset_nvscope()
-    made = ThunderDouble(monkeypatch)
-    assert nvscope.thunder.install()
-    yield made
-    reset_nvscope()
-
-
 def t(n: int = 2) -> Tensor:
     return Tensor((1.0,) * n)
 
@@ -47,9 +37,9 @@ def options_of(double: ThunderDouble, since: int = 0) -> list[OptionSet]:
 
 # --- identity ----------------------------------------------------------------------------------------------------
 
-def test_fusions_lists_ids_phases_ops_and_the_jitted_function(double: ThunderDouble) -> None:
+def test_fusions_lists_ids_phases_ops_and_the_jitted_function(installed: ThunderDouble) -> None:
     torch = pytest.importorskip("torch")
-    model, _, _ = double.make_model()
+    model, _, _ = installed.make_model()
 
     def train_step(x: Any) -> None:
         model(x).sum().backward()
@@ -67,9 +57,9 @@ def test_fusions_lists_ids_phases_ops_and_the_jitted_function(double: ThunderDou
     assert found[0] == FusionInfo("nvFusion0", "forward", ["linear"], function, site=site, key=found[0].key)
 
 
-def test_a_backwards_function_is_its_forwards_when_the_forward_ran_scoped(double: ThunderDouble) -> None:
+def test_a_backwards_function_is_its_forwards_when_the_forward_ran_scoped(installed: ThunderDouble) -> None:
     torch = pytest.importorskip("torch")
-    model, _, _ = double.make_model()
+    model, _, _ = installed.make_model()
     step = jit(model)
     x = torch.ones(3, requires_grad=True)
     with audit() as log:
@@ -131,9 +121,9 @@ def test_fusions_sees_a_direct_fusion_definition_program(monkeypatch: pytest.Mon
 
 
 def test_a_backwards_function_is_its_forwards_whether_or_not_the_first_step_was_scoped(
-        double: ThunderDouble) -> None:
+        installed: ThunderDouble) -> None:
     torch = pytest.importorskip("torch")
-    model, _, _ = double.make_model()
+    model, _, _ = installed.make_model()
     jitted = jit(model)
 
     def train_step(x: Any) -> None:
@@ -146,18 +136,18 @@ def test_a_backwards_function_is_its_forwards_whether_or_not_the_first_step_was_
                                                    (f"backward/nvFusion1@thunder_double:{name}:{found[1].key}", name)]
     with nv_options(enable=SFC, fusions=lambda info: info.phase == "backward" and info.function == name):
         train_step(x)
-    assert options_of(double)[-2:] == [OptionSet(), OptionSet(SFC)]
+    assert options_of(installed)[-2:] == [OptionSet(), OptionSet(SFC)]
 
 
 @pytest.mark.parametrize("forward_scoped", [True, False])
 def test_a_backward_fusions_id_does_not_depend_on_whether_its_forward_ran_in_a_scope(
-        double: ThunderDouble, forward_scoped: bool) -> None:
+        installed: ThunderDouble, forward_scoped: bool) -> None:
     """The listed id of a backward fusion selects it in a fresh run whose forward ran in a scope, or with no scope
     and no audit anywhere (the scope around ``.backward()`` alone)."""
     torch = pytest.importorskip("torch")
 
     def program() -> tuple[Any, Any]:
-        model, _, _ = double.make_model()
+        model, _, _ = installed.make_model()
         return jit(model), torch.ones(3, requires_grad=True)
 
     step, x = program()
@@ -175,8 +165,8 @@ def test_a_backward_fusions_id_does_not_depend_on_whether_its_forward_ran_in_a_s
         (backward_id, OptionSet(SFC, MEE if forward_scoped else ()))]
 
 
-def test_ops_come_from_the_printed_definition(double: ThunderDouble) -> None:
-    wrapper = double.make_wrapper(ops=("matmul", "add", "matmul"))
+def test_ops_come_from_the_printed_definition(installed: ThunderDouble) -> None:
+    wrapper = installed.make_wrapper(ops=("matmul", "add", "matmul"))
     (info,) = nvscope.fusions(wrapper, t())
     assert info.ops == ("add", "matmul") and info.id == "forward/nvFusion0"
 
@@ -203,41 +193,41 @@ def test_current_options_takes_a_fusion_info() -> None:
 
 @pytest.mark.parametrize("fusions", ["forward/*", ["forward/nvFusion0"], phase("forward"),
                                      lambda f: f.phase == "forward", ~phase("backward")])
-def test_a_selector_limits_the_options_to_the_fusions_it_matches(double: ThunderDouble, fusions: Any) -> None:
+def test_a_selector_limits_the_options_to_the_fusions_it_matches(installed: ThunderDouble, fusions: Any) -> None:
     torch = pytest.importorskip("torch")
-    model, _, _ = double.make_model()
+    model, _, _ = installed.make_model()
     x = torch.ones(3, requires_grad=True)
     with audit() as log, nv_options(enable=SFC, fusions=fusions):
         model(x).sum().backward()
     assert [(r.fusion, r.options, r.partition) for r in log.records] == [
         ("forward/nvFusion0", OptionSet(SFC), "new"), ("backward/nvFusion1", OptionSet(), "default")]
-    assert options_of(double) == [OptionSet(SFC), OptionSet()]
+    assert options_of(installed) == [OptionSet(SFC), OptionSet()]
     assert torch.equal(x.grad, torch.full((3,), 2.0))
 
 
-def test_the_reverse_selector_reaches_only_the_backward(double: ThunderDouble) -> None:
+def test_the_reverse_selector_reaches_only_the_backward(installed: ThunderDouble) -> None:
     torch = pytest.importorskip("torch")
-    model, _, _ = double.make_model()
+    model, _, _ = installed.make_model()
     with nv_options(enable=SFC, fusions="backward/*"):
         model(torch.ones(3, requires_grad=True)).sum().backward()
-    assert options_of(double) == [OptionSet(), OptionSet(SFC)]
+    assert options_of(installed) == [OptionSet(), OptionSet(SFC)]
 
 
-def test_nested_selective_scopes_each_reach_their_own_fusions(double: ThunderDouble) -> None:
-    a = double.make_wrapper("nvFusion0", ops=("linear",))
-    b = double.make_wrapper("nvFusion1", ops=("add",))
+def test_nested_selective_scopes_each_reach_their_own_fusions(installed: ThunderDouble) -> None:
+    a = installed.make_wrapper("nvFusion0", ops=("linear",))
+    b = installed.make_wrapper("nvFusion1", ops=("add",))
     with nv_options(enable=SFC, fusions=holding("linear")), nv_options(disable=["fallback"], fusions="*/nvFusion1"):
         a(t())
         b(t())
         with nv_options(inherit=False, fusions="forward/nvFusion0"):  # cuts below, for that fusion only
             a(t())
             b(t())
-    assert options_of(double) == [OptionSet(SFC), OptionSet((), ["fallback"]), OptionSet(),
+    assert options_of(installed) == [OptionSet(SFC), OptionSet((), ["fallback"]), OptionSet(),
                                   OptionSet((), ["fallback"])]
 
 
-def test_a_selector_is_matched_once_per_scope_and_fusion(double: ThunderDouble) -> None:
-    wrapper = double.make_wrapper()
+def test_a_selector_is_matched_once_per_scope_and_fusion(installed: ThunderDouble) -> None:
+    wrapper = installed.make_wrapper()
     seen: list[str] = []
 
     def chosen(info: FusionInfo) -> bool:
@@ -256,11 +246,11 @@ def test_a_selector_is_matched_once_per_scope_and_fusion(double: ThunderDouble) 
         with other:
             wrapper(t())
     assert seen == ["forward/nvFusion0"]
-    assert options_of(double)[-2:] == [OptionSet(SFC), OptionSet((), MEE)]
+    assert options_of(installed)[-2:] == [OptionSet(SFC), OptionSet((), MEE)]
 
 
-def test_a_scope_built_anew_each_step_with_the_same_selector_matches_once(double: ThunderDouble) -> None:
-    wrapper = double.make_wrapper()
+def test_a_scope_built_anew_each_step_with_the_same_selector_matches_once(installed: ThunderDouble) -> None:
+    wrapper = installed.make_wrapper()
     seen: list[str] = []
 
     def chosen(info: FusionInfo) -> bool:
@@ -271,7 +261,7 @@ def test_a_scope_built_anew_each_step_with_the_same_selector_matches_once(double
         with nv_options(enable=SFC, fusions=chosen), nv_options(disable=MEE, fusions=phase("forward") | "*/x"):
             wrapper(t())
     assert seen == ["forward/nvFusion0"]
-    assert options_of(double) == [OptionSet(SFC, MEE)] * 5
+    assert options_of(installed) == [OptionSet(SFC, MEE)] * 5
     assert phase("forward") == phase("forward") and nvscope.holding("add") != nvscope.holding("mul")
     assert len({nv_options(fusions="backward/*").fusions, nv_options(fusions=" backward/*").fusions}) == 1
 
@@ -291,8 +281,9 @@ def test_bad_selectors_fail_when_the_scope_is_built(fusions: Any, error: type[Ex
     assert nvscope.current_options() == OptionSet()
 
 
-def test_a_selector_that_raises_names_itself_and_the_fusion_and_leaves_the_scope_whole(double: ThunderDouble) -> None:
-    wrapper = double.make_wrapper()
+def test_a_selector_that_raises_names_itself_and_the_fusion_and_leaves_the_scope_whole(
+        installed: ThunderDouble) -> None:
+    wrapper = installed.make_wrapper()
 
     def broken(info: FusionInfo) -> bool:
         raise KeyError("oops")
@@ -304,10 +295,10 @@ def test_a_selector_that_raises_names_itself_and_the_fusion_and_leaves_the_scope
             wrapper(t())
         assert isinstance(raised.value.__cause__, KeyError)
         assert nvscope.current_options() == OptionSet()  # the selective scope is still the active one
-    assert double.executions == []
+    assert installed.executions == []
     with nv_options(enable=SFC):
         wrapper(t())  # the fusion is fine afterwards
-    assert options_of(double) == [OptionSet(SFC)]
+    assert options_of(installed) == [OptionSet(SFC)]
 
 
 def test_current_options_for_a_fusion() -> None:
@@ -320,18 +311,18 @@ def test_current_options_for_a_fusion() -> None:
 
 # --- the catalog's gates -----------------------------------------------------------------------------------------
 
-def test_an_option_that_cannot_affect_a_fusion_keeps_it_on_its_defaults_and_says_so(double: ThunderDouble) -> None:
-    pointwise = double.make_wrapper("nvFusion0", ops=("add", "mul"))
+def test_an_option_that_cannot_affect_a_fusion_keeps_it_on_its_defaults_and_says_so(installed: ThunderDouble) -> None:
+    pointwise = installed.make_wrapper("nvFusion0", ops=("add", "mul"))
     pointwise(t())  # warm: Thunder compiled it already
-    before = len(double.built)
+    before = len(installed.built)
     with audit() as log, warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         with nv_options(enable=FM, disable=MEE):
             pointwise(t())
             pointwise(t())
     assert [r.partition for r in log.records] == ["default", "default"]
-    assert options_of(double, 1) == [OptionSet(), OptionSet()]
-    assert len(double.built) == before and nvscope.thunder.partitions(pointwise) is not None
+    assert options_of(installed, 1) == [OptionSet(), OptionSet()]
+    assert len(installed.built) == before and nvscope.thunder.partitions(pointwise) is not None
     assert len(nvscope.thunder.partitions(pointwise)) == 0  # type: ignore[arg-type]
     (warning,) = [w for w in caught if issubclass(w.category, nvscope.NoEffectWarning)]
     text = str(warning.message)
@@ -339,35 +330,35 @@ def test_an_option_that_cannot_affect_a_fusion_keeps_it_on_its_defaults_and_says
     assert "nv_enable_matmul=True" in text and warning.filename == __file__
 
 
-def test_gated_options_still_reach_the_fusions_they_can_affect(double: ThunderDouble) -> None:
-    pointwise = double.make_wrapper("nvFusion0", ops=("add",))
-    matmul = double.make_wrapper("nvFusion1", ops=("matmul",))
+def test_gated_options_still_reach_the_fusions_they_can_affect(installed: ThunderDouble) -> None:
+    pointwise = installed.make_wrapper("nvFusion0", ops=("add",))
+    matmul = installed.make_wrapper("nvFusion1", ops=("matmul",))
     with warnings.catch_warnings():
         warnings.simplefilter("error", nvscope.NoEffectWarning)  # one fusion changed: no warning
         with nv_options(enable=[*FM, *SFC], disable=MEE):
             pointwise(t())
             matmul(t())
-    assert options_of(double) == [OptionSet(SFC), OptionSet([*FM, *SFC], MEE)]
+    assert options_of(installed) == [OptionSet(SFC), OptionSet([*FM, *SFC], MEE)]
 
 
-def test_a_selector_that_matches_nothing_says_so(double: ThunderDouble) -> None:
-    wrapper = double.make_wrapper()
+def test_a_selector_that_matches_nothing_says_so(installed: ThunderDouble) -> None:
+    wrapper = installed.make_wrapper()
     with pytest.warns(nvscope.NoEffectWarning, match=r"fusions='backward/\*' matched none of them"):
         with nv_options(enable=SFC, fusions="backward/*"):
             wrapper(t())
 
 
 def test_a_selector_that_matched_a_fusion_whose_gate_dropped_the_options_is_not_said_to_match_none(
-        double: ThunderDouble) -> None:
-    pointwise = double.make_wrapper(ops=("add",))
+        installed: ThunderDouble) -> None:
+    pointwise = installed.make_wrapper(ops=("add",))
     with pytest.warns(nvscope.NoEffectWarning) as caught, nv_options(enable=FM, fusions="forward/*"):
         pointwise(t())
     text = str(caught[0].message)
     assert "fusions='forward/*' matched none of them or its options can affect only some fusions" in text
 
 
-def test_a_nested_selector_that_matches_nothing_says_so_as_it_would_alone(double: ThunderDouble) -> None:
-    wrapper = double.make_wrapper()
+def test_a_nested_selector_that_matches_nothing_says_so_as_it_would_alone(installed: ThunderDouble) -> None:
+    wrapper = installed.make_wrapper()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         with nv_options(enable=SFC):
@@ -375,21 +366,21 @@ def test_a_nested_selector_that_matches_nothing_says_so_as_it_would_alone(double
                 wrapper(t())
     said = [str(w.message) for w in caught if issubclass(w.category, nvscope.NvscopeWarning)]
     assert len(said) == 1 and "fusions='Forward/*' matched none of them" in said[0]  # the outer scope did change it
-    assert options_of(double) == [OptionSet(SFC)]
+    assert options_of(installed) == [OptionSet(SFC)]
 
 
-def test_a_nested_selector_that_matches_keeps_both_scopes_quiet(double: ThunderDouble) -> None:
-    wrapper = double.make_wrapper()
+def test_a_nested_selector_that_matches_keeps_both_scopes_quiet(installed: ThunderDouble) -> None:
+    wrapper = installed.make_wrapper()
     with warnings.catch_warnings():
         warnings.simplefilter("error", nvscope.NvscopeWarning)
         for _ in range(2):  # the second pass runs from the fusion's memo
             with nv_options(enable=SFC), nv_options(disable=MEE, fusions="forward/*"):
                 wrapper(t())
-    assert options_of(double) == [OptionSet(SFC, MEE)] * 2
+    assert options_of(installed) == [OptionSet(SFC, MEE)] * 2
 
 
-def test_a_selector_that_raised_inside_its_scope_is_not_reported_as_no_fusion(double: ThunderDouble) -> None:
-    wrapper = double.make_wrapper()
+def test_a_selector_that_raised_inside_its_scope_is_not_reported_as_no_fusion(installed: ThunderDouble) -> None:
+    wrapper = installed.make_wrapper()
 
     def broken(info: FusionInfo) -> bool:
         raise KeyError("oops")
@@ -402,8 +393,8 @@ def test_a_selector_that_raised_inside_its_scope_is_not_reported_as_no_fusion(do
 
 
 @pytest.mark.parametrize("result", ["no", 1, None, [True]])
-def test_a_selector_returning_something_else_than_a_bool_is_refused(double: ThunderDouble, result: Any) -> None:
-    wrapper = double.make_wrapper()
+def test_a_selector_returning_something_else_than_a_bool_is_refused(installed: ThunderDouble, result: Any) -> None:
+    wrapper = installed.make_wrapper()
 
     def sloppy(info: FusionInfo) -> Any:
         return result
@@ -413,10 +404,10 @@ def test_a_selector_returning_something_else_than_a_bool_is_refused(double: Thun
                                             r"must return True or False") as raised:
             wrapper(t())
     assert isinstance(raised.value, NvscopeError)  # nvscope's own: never a fallback
-    assert double.executions == []
+    assert installed.executions == []
 
 
-def test_a_selector_built_from_the_same_globs_is_compiled_once(double: ThunderDouble) -> None:
+def test_a_selector_built_from_the_same_globs_is_compiled_once(installed: ThunderDouble) -> None:
     globs = [f"forward/nvFusion{i}" for i in range(50)]
     first = nv_options(enable=SFC, fusions=globs).fusions
     assert nv_options(enable=SFC, fusions=list(globs)).fusions is first
@@ -428,11 +419,11 @@ def test_a_selector_built_from_the_same_globs_is_compiled_once(double: ThunderDo
 
 # --- failure policy ----------------------------------------------------------------------------------------------
 
-def test_fallback_completes_the_step_and_keeps_the_failure(double: ThunderDouble, tmp_path: Path,
+def test_fallback_completes_the_step_and_keeps_the_failure(installed: ThunderDouble, tmp_path: Path,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     torch = pytest.importorskip("torch")
     monkeypatch.setenv("NVSCOPE_REPRO_DIR", str(tmp_path))
-    model, _, _ = double.make_model(breaks_with="fuse_matmul")  # the backward fusion breaks under fuse_matmul
+    model, _, _ = installed.make_model(breaks_with="fuse_matmul")  # the backward fusion breaks under fuse_matmul
 
     def step() -> Any:
         x = torch.ones(3, requires_grad=True)
@@ -444,7 +435,7 @@ def test_fallback_completes_the_step_and_keeps_the_failure(double: ThunderDouble
         warnings.simplefilter("always")
         with nv_options(enable=FM, disable=MEE, on_error="fallback"):
             first = step()
-            executions = len(double.executions)
+            executions = len(installed.executions)
             second = step()
     assert torch.equal(first, expected) and torch.equal(second, expected)
     # The failed attempt is recorded as its partition (built, so "new"), then the defaults' run as "fallback"; the
@@ -455,15 +446,15 @@ def test_fallback_completes_the_step_and_keeps_the_failure(double: ThunderDouble
     failure = log.failures()[0]
     assert "INTERNAL ASSERT FAILED" in (failure.error or "") and "repro script:" in (failure.error or "")
     assert failure.options == OptionSet(FM, MEE)
-    assert len(double.executions) - executions == 2  # the second step does not try the broken partition again
+    assert len(installed.executions) - executions == 2  # the second step does not try the broken partition again
     fallbacks = [w for w in caught if issubclass(w.category, nvscope.FallbackWarning)]
     assert len(fallbacks) == 1 and "backward/nvFusion1" in str(fallbacks[0].message)
     assert [p.name for p in tmp_path.iterdir()] and all(p.name.startswith("backward-nvFusion1-")
                                                         for p in tmp_path.iterdir())
 
 
-def test_raise_is_the_default_and_an_inner_scope_can_ask_for_it(double: ThunderDouble) -> None:
-    wrapper = double.make_wrapper(breaks_with="fuse_matmul")
+def test_raise_is_the_default_and_an_inner_scope_can_ask_for_it(installed: ThunderDouble) -> None:
+    wrapper = installed.make_wrapper(breaks_with="fuse_matmul")
     with pytest.raises(RuntimeError, match="INTERNAL ASSERT"), nv_options(enable=FM):
         wrapper(t())
     with nv_options(on_error="fallback"):
@@ -474,9 +465,9 @@ def test_raise_is_the_default_and_an_inner_scope_can_ask_for_it(double: ThunderD
             wrapper(t())
 
 
-def test_a_backward_keeps_its_forwards_explicit_raise_inside_a_fallback_scope(double: ThunderDouble) -> None:
+def test_a_backward_keeps_its_forwards_explicit_raise_inside_a_fallback_scope(installed: ThunderDouble) -> None:
     torch = pytest.importorskip("torch")
-    model, _, _ = double.make_model(breaks_with="fuse_matmul")  # the backward fusion breaks under fuse_matmul
+    model, _, _ = installed.make_model(breaks_with="fuse_matmul")  # the backward fusion breaks under fuse_matmul
     x = torch.ones(3, requires_grad=True)
     with nv_options(on_error="fallback"):
         with nv_options(enable=FM, on_error="raise"):
@@ -492,15 +483,15 @@ def test_a_backward_keeps_its_forwards_explicit_raise_inside_a_fallback_scope(do
             y.sum().backward()
 
 
-def test_on_error_is_validated(double: ThunderDouble) -> None:
+def test_on_error_is_validated(installed: ThunderDouble) -> None:
     with pytest.raises(ValueError, match="on_error= takes 'raise' or 'fallback'"):
         nv_options(enable=FM, on_error="ignore")
 
 
 # --- state --------------------------------------------------------------------------------------------------------
 
-def test_uninstall_drops_every_fusions_table(double: ThunderDouble) -> None:
-    wrapper = double.make_wrapper()
+def test_uninstall_drops_every_fusions_table(installed: ThunderDouble) -> None:
+    wrapper = installed.make_wrapper()
     with nv_options(enable=SFC):
         wrapper(t())
     assert nvscope.thunder.partitions(wrapper) is not None
@@ -511,7 +502,7 @@ def test_uninstall_drops_every_fusions_table(double: ThunderDouble) -> None:
     assert nvscope.thunder.partitions(wrapper) is None
 
 
-def test_an_option_set_as_a_scope(double: ThunderDouble) -> None:
+def test_an_option_set_as_a_scope(installed: ThunderDouble) -> None:
     recommended = OptionSet(SFC, MEE)
     with pytest.warns(nvscope.NoFusionWarning), nv_options(recommended) as active:
         assert active == recommended

@@ -6,7 +6,7 @@ new partitions and no definition shared from before. What must outlive it does: 
 
 from __future__ import annotations
 
-import importlib
+import pkgutil
 import sys
 import warnings
 from collections.abc import Iterator
@@ -94,9 +94,8 @@ def held(value: object) -> int:
 def holders() -> dict[str, object]:
     """Every registered global that holds items, by name (an integer such as a seen-modules count is not one)."""
     found = {}
-    for name in _state.registered():
-        module, _, attribute = name.rpartition(".")
-        value = getattr(importlib.import_module(module), attribute)
+    for name in _state.registered():  # a global, or an attribute of one (``LEGACY._users``)
+        value = pkgutil.resolve_name(name)
         if callable(getattr(value, "cache_info", None)) or hasattr(value, "__len__"):
             found[name] = value
     return found
@@ -107,7 +106,8 @@ def test_uninstall_empties_every_registered_holder(use: Use) -> None:
         use.step()
     full = {name for name, value in holders().items() if held(value)}
     assert {"nvscope._exec._shared._entries", "nvscope._exec._nvfuser._fusions", "nvscope._core._patches._PATCHES",
-            "nvscope._core._policy._interned", "nvscope._core._fusion._compiled"} <= full  # the use reached them
+            "nvscope._core._policy._interned", "nvscope._core._fusion._compiled", "nvscope._exec._legacy.LEGACY._users",
+            "nvscope._core._optionset.EMPTY._unions"} <= full  # the use reached them
     assert nvscope.uninstall() is True
     assert {name: held(value) for name, value in holders().items() if held(value)} == {}
     assert not nvscope.thunder.installed() and not nvscope.nvfuser.installed()

@@ -89,10 +89,11 @@ def run(tmp_path: Path, order: str, share: str | None) -> dict[str, Any]:
     return seen
 
 
-def run_share_all(tmp_path: Path, program: str) -> Any:
-    """``program`` in a fresh interpreter under ``NVSCOPE_SHARE=all``, the doubles importable: its last line (JSON)."""
+def run_share_all(tmp_path: Path, program: str, site: Path | None = None) -> Any:
+    """``program`` in a fresh interpreter under ``NVSCOPE_SHARE=all``, the doubles importable (and the packages in
+    ``site`` first): its last line (JSON)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NVSCOPE_", "NVFUSER_", "PYTHON"))}
-    env.update(PYTHONPATH=os.pathsep.join(map(str, (TESTS, REPO))), NVSCOPE_SHARE="all")
+    env.update(PYTHONPATH=os.pathsep.join(map(str, (*([site] if site else []), TESTS, REPO))), NVSCOPE_SHARE="all")
     result = subprocess.run([sys.executable, "-c", program], env=env, cwd=tmp_path, capture_output=True, text=True,
                             timeout=120)
     assert result.returncode == 0, result.stderr
@@ -253,3 +254,52 @@ def test_uninstall_under_share_all_is_a_fresh_import(tmp_path: Path) -> None:
     """After `nvscope.uninstall()` the program-wide sharing goes on, as it would in a freshly imported nvscope."""
     seen = run_share_all(tmp_path, UNINSTALL)
     assert seen == [1, 1]
+
+
+# nvFuser imported before Thunder: nvscope's import hook installs the direct adapter, then Thunder's. The site's
+# ``nvfuser_direct`` is the frontend double; its ``thunder`` builds the Thunder double over that very module.
+NVFUSER_FIRST_SITE = {
+    "nvfuser_direct/__init__.py": "from thunder_double import FRONTEND_FILE\n"
+                                  "exec(compile(FRONTEND_FILE.read_text(), str(FRONTEND_FILE), 'exec'))\n",
+    "thunder/__init__.py": """\
+import sys
+import pytest
+import thunder_double
+
+thunder_double.load_frontend = lambda monkeypatch, name: sys.modules[name]  # the frontend imported before Thunder
+DOUBLE = thunder_double.ThunderDouble(pytest.MonkeyPatch())
+sys.modules["thunder"].DOUBLE = DOUBLE
+""",
+}
+
+NVFUSER_FIRST = """\
+import json
+import nvscope
+import nvfuser_direct
+import thunder
+import nvscope.nvfuser
+
+double = thunder.DOUBLE
+layers = [double.make_wrapper(f"nvFusion{i}") for i in range(3)]
+with nvscope.audit() as log:
+    for fusion in layers:
+        fusion(nvfuser_direct.Tensor((1.0, 1.0)))
+print(json.dumps({
+    "adapters": nvscope.nvfuser.frontends(),
+    "fusions": [r.fusion.split("@")[0] for r in log.records],
+    "ran Thunder's definitions": [e.fd for e in double.executions] == [f.last_used for f in layers],
+    "compiles": len(double.fe.COMPILES),
+}))
+"""
+
+
+def test_share_all_with_nvfuser_imported_before_thunder_runs_each_fusion_once(tmp_path: Path) -> None:
+    """Both adapters are installed; each Thunder fusion call is one execution of the definition Thunder's tools see,
+    through Thunder's adapter alone: no copy rebuilt by the direct adapter, no phantom fusion in the audit."""
+    site = tmp_path / "site"
+    for name, text in NVFUSER_FIRST_SITE.items():
+        (site / name).parent.mkdir(parents=True, exist_ok=True)
+        (site / name).write_text(text)
+    seen = run_share_all(tmp_path, NVFUSER_FIRST, site)
+    assert seen == {"adapters": ["nvfuser_direct"], "fusions": [f"forward/nvFusion{i}" for i in range(3)],
+                    "ran Thunder's definitions": True, "compiles": 1}

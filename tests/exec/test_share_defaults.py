@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 from fake_nvfuser_frontend import Tensor
-from thunder_double import ThunderDouble, reset_nvscope
+from thunder_double import ThunderDouble, load_frontend, reset_nvscope
 
 import nvscope
+import nvscope.nvfuser
 import nvscope.thunder
 from nvscope import audit, nv_options, with_nv_options
 
@@ -76,6 +77,19 @@ def test_share_false_inside_ends_it_and_scoped_options_still_apply(double: Thund
             fusion(t())
     # nvFusion0 under fuse_matmul (one compile), the two others share one default definition.
     assert len(compiles(double)) == 3 + 2
+
+
+def test_share_false_inside_a_sharing_scope_reaches_its_backward_run_outside_it(double: ThunderDouble) -> None:
+    torch = pytest.importorskip("torch")
+    models = [double.make_model()[0] for _ in range(3)]
+    with audit() as log, nv_options(share=True):
+        with nv_options(share=False):
+            losses = [model(torch.ones(2, requires_grad=True)).sum() for model in models]
+        for loss in losses:
+            loss.backward()  # in the sharing scope: the backward still keeps its forward's share=False
+    assert {r.fusion.split("#")[0]: r.partition for r in log.records} == {"forward/nvFusion0": "default",
+                                                                         "backward/nvFusion1": "default"}
+    assert len(compiles(double)) == 6  # Thunder's own path: one compile per fusion, forward and backward
 
 
 def test_the_decorator_shares_forward_and_backward_of_its_body(double: ThunderDouble) -> None:
@@ -162,3 +176,127 @@ def test_share_true_under_share_0_says_once_that_it_shares_nothing(double: Thund
             for fusion in layers:
                 fusion(t())
     assert len(compiles(double)) == 3
+
+
+# --- a fusion's own options under sharing: never refused by another fusion's scoped failure --------------------------
+
+def test_a_scoped_failure_does_not_refuse_another_fusions_defaults_at_those_options(double: ThunderDouble) -> None:
+    """Fusion A fails once (out of memory) under a scope's fuse_matmul and falls back; fusion B prints A's definition
+    and was jitted with fuse_matmul, its own option. Run shared, B compiles and runs its own options: A's failure was
+    under a scope, and B's defaults have nothing to fall back to. Once B's compile completes, the failure is not
+    the definition's: a later scoped fusion runs B's compiled definition with the option, compiling nothing."""
+    scoped = double.make_wrapper("nvFusion0")
+    tuned = double.make_wrapper("nvFusion1", enable=FM)  # thunder.jit(..., nv_enable_options=["fuse_matmul"])
+    double.fe.FAIL_NEXT.append(RuntimeError("CUDA out of memory (transient)"))
+    with pytest.warns(nvscope.FallbackWarning), nv_options(enable=FM, on_error="fallback"):
+        assert scoped(t()) == [t() * 2]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for _ in range(2):
+            with nv_options(share=True):
+                assert tuned(t()) == [t() * 2]
+    assert list(double.executions[-1].enable or ()) == FM
+    compiled = len(compiles(double))
+    later = double.make_wrapper("nvFusion2")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no fallback: the definition compiles under fuse_matmul
+        with nv_options(enable=FM, on_error="fallback", share=True):
+            assert later(t()) == [t() * 2]
+    assert list(double.executions[-1].enable or ()) == FM and double.executions[-1].fd is tuned.last_used
+    assert len(compiles(double)) == compiled
+
+
+@pytest.fixture
+def direct(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """The nvfuser_direct double alone, with nvscope's direct adapter installed."""
+    reset_nvscope()
+    for name in ("NVSCOPE_SHARE", "NVSCOPE_DEV"):
+        monkeypatch.delenv(name, raising=False)
+    fe = load_frontend(monkeypatch, "nvfuser_direct")
+    assert nvscope.nvfuser.install()
+    yield fe
+    reset_nvscope()
+
+
+def linear(fe: Any) -> Any:
+    with fe.FusionDefinition() as fd:
+        fd.define_tensor(shape=[2], dtype=fe.DataType.Float)
+        fd.ops.linear(0)
+    return fd
+
+
+def test_direct_defaults_passed_per_call_are_not_refused_by_a_scoped_failure(direct: Any) -> None:
+    """The direct adapter's partition for fuse_matmul serves a scope's calls and calls that pass the option: a scoped
+    call refused by the remembered failure leaves the partition as it was, and a call passing the option compiles."""
+    first, second = linear(direct), linear(direct)
+    x = direct.Tensor((1.0, 1.0))
+    direct.FAIL_NEXT.append(RuntimeError("CUDA out of memory (transient)"))
+    with pytest.warns(nvscope.FallbackWarning), nv_options(enable=FM, on_error="fallback"):
+        first.execute([x])
+    with nv_options(enable=FM, on_error="fallback"):  # the same definition under the scope: falls back, silently
+        assert second.execute([x]) == [x * 2]
+    assert not direct.EXECUTIONS[-1].enable
+    with nv_options(share=True):
+        assert second.execute([x], _enable_options=FM) == [x * 2]  # its own options: compiled and run
+    assert direct.EXECUTIONS[-1].enable == FM and direct.EXECUTIONS[-1].fd is not second
+    assert direct.COMPILES[-1].enable == tuple(FM)
+
+
+# --- DTensor inputs: the defaults of a fusion with compile-time options run as Thunder runs them ---------------------
+
+@pytest.mark.usefixtures("process_group")  # tests/exec/conftest.py: a one-rank gloo group (skips without torch)
+def test_dtensor_inputs_run_shared_defaults_with_what_thunder_passes(double: ThunderDouble) -> None:
+    """Thunder runs DTensor inputs through nvFuser's ``execute_with_dtensors(fd, args)``, which passes no compile-time
+    option (Thunder 0.2.6 and 0.2.7.dev): asked to share, the fusion runs with exactly that. A scoped fusion with the
+    same definition and the option still runs it with the option, on a definition compiled with it."""
+    torch = pytest.importorskip("torch")
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Shard, distribute_tensor
+
+    x = distribute_tensor(torch.tensor([1.0, 2.0]), init_device_mesh("cpu", (1,)), [Shard(0)])
+    sfc = ["static_fusion_count"]
+    tuned = double.make_wrapper("nvFusion0", enable=sfc)
+    tuned(x)
+    own = double.executions[-1]
+    with nv_options(share=True):
+        tuned(x)
+        tuned(x)
+    assert [list(e.enable or ()) for e in double.executions[-2:]] == [list(own.enable or ())] * 2
+    scoped = double.make_wrapper("nvFusion1")
+    with nv_options(enable=sfc, share=True):
+        scoped(x)
+    assert list(double.executions[-1].enable or ()) == sfc
+    assert double.fe.COMPILES[-1].enable == tuple(sfc)  # its own compile: no definition compiled without the option
+
+
+# --- both adapters installed: a Thunder fusion goes through one partition --------------------------------------------
+
+def test_with_the_direct_adapter_installed_too_a_thunder_fusion_runs_one_partition(double: ThunderDouble) -> None:
+    """Both adapters installed by hand (as ``nvscope run`` does for a program that imports nvFuser before Thunder):
+    the definition a Thunder partition built runs as Thunder's adapter asks, not rebuilt into a partition of the
+    direct adapter's. The audit names Thunder's fusions only; the definitions that ran are those Thunder's tools see."""
+    assert nvscope.nvfuser.install() and nvscope.thunder.install()
+    layers = [double.make_wrapper(f"nvFusion{i}") for i in range(3)]
+    for scope in (nv_options(share=True), nv_options(enable=FM)):
+        with audit() as log, scope:
+            for fusion in layers:
+                fusion(t())
+        assert [r.fusion.split("@")[0] for r in log.records] == [f"forward/nvFusion{i}" for i in range(3)]
+        assert [e.fd for e in double.executions[-3:]] == [fusion.last_used for fusion in layers]
+    assert sorted(e for _, e in compiles(double)) == [(), tuple(FM)]
+
+
+def test_a_fallback_that_builds_the_shared_defaults_puts_their_first_run_on_the_compile_clock(
+        double: ThunderDouble) -> None:
+    """The tools' compile seconds (`nvscope._exec._shared.compiling`, reported as ``compile_s``) cover the first run of
+    every partition built: also the own-options partition a fallback in a sharing scope builds, where the shared
+    defaults compile."""
+    from nvscope._exec._shared import compiling
+
+    layers = [double.make_wrapper(f"nvFusion{i}", breaks_with="fuse_matmul") for i in range(3)]
+    before = compiling()[1]
+    with pytest.warns(nvscope.FallbackWarning), nv_options(enable=FM, on_error="fallback", share=True):
+        for fusion in layers:
+            fusion(t())
+    assert sorted(e for _, e in compiles(double)) == [(), tuple(FM)]
+    assert compiling()[1] - before == 2 * len(layers)  # each fusion's fuse_matmul partition and its defaults'

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -29,23 +29,19 @@ KP = ["kernel_profile"]
 
 
 @pytest.fixture
-def make_double(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., ThunderDouble]]:
-    reset_nvscope()
+def make_double(make_double: Callable[..., ThunderDouble],
+                monkeypatch: pytest.MonkeyPatch) -> Callable[..., ThunderDouble]:
+    """tests/conftest.py's, with nvscope's default sharing (its variables unset) and the Thunder adapter installed;
+    so is `double` here."""
     for name in ("NVSCOPE_SHARE", "NVSCOPE_MAX_SHARED", "NVSCOPE_MAX_PARTITIONS"):
         monkeypatch.delenv(name, raising=False)
 
-    def make(frontend: str = "direct") -> ThunderDouble:
-        double = ThunderDouble(monkeypatch, frontend)
+    def make(*args: Any, **kwargs: Any) -> ThunderDouble:
+        double = make_double(*args, **kwargs)
         assert nvscope.thunder.install()
         return double
 
-    yield make
-    reset_nvscope()
-
-
-@pytest.fixture
-def double(make_double: Callable[..., ThunderDouble]) -> ThunderDouble:
-    return make_double()
+    return make
 
 
 def t(n: int = 2) -> Tensor:

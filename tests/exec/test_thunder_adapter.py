@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from fake_nvfuser_frontend import Tensor
-from thunder_double import AUTOGRAD, IMPL, ThunderDouble, reset_nvscope
+from thunder_double import AUTOGRAD, IMPL, ThunderDouble
 
 import nvscope
 import nvscope.thunder
@@ -40,28 +40,6 @@ def reaches_no_fusion() -> pytest.WarningsRecorder:
 def changes_no_fusion() -> pytest.WarningsRecorder:
     """What a scope says that adds nothing to Thunder's own options: each fusion ran its default kernels."""
     return pytest.warns(nvscope.NoEffectWarning, match="changed no fusion")
-
-
-@pytest.fixture
-def make_double(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., ThunderDouble]]:
-    reset_nvscope()
-
-    def make(frontend: str = "direct", version: str | None = "0.2.35", **shape: Any) -> ThunderDouble:
-        return ThunderDouble(monkeypatch, frontend, version, **shape)
-
-    yield make
-    reset_nvscope()
-
-
-@pytest.fixture
-def double(make_double: Callable[..., ThunderDouble]) -> ThunderDouble:
-    return make_double()
-
-
-@pytest.fixture
-def installed(double: ThunderDouble) -> ThunderDouble:
-    assert nvscope.thunder.install() is True
-    return double
 
 
 def t(n: int = 2) -> Tensor:

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import argparse
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
-from thunder_double import ThunderDouble, reset_nvscope
+from thunder_double import ThunderDouble
 
 import nvscope
 from nvscope._measure import _checks
@@ -137,13 +137,6 @@ def test_compare_refuses_repeat_and_warmup_as_the_others_do() -> None:
 
 # --- item 5, 6 and 11: what ran silently ----------------------------------------------------------------------------
 
-@pytest.fixture
-def double(monkeypatch: pytest.MonkeyPatch) -> Iterator[ThunderDouble]:
-    reset_nvscope()
-    yield ThunderDouble(monkeypatch)
-    reset_nvscope()
-
-
 def test_search_fusions_lets_a_default_that_raises_propagate(double: ThunderDouble) -> None:
     def broken() -> float:
         raise RuntimeError("the step's own bug")
@@ -186,3 +179,11 @@ def test_a_candidate_scope_whose_extra_arguments_would_be_dropped_is_refused(ext
     assert step.calls == 0
     # A plain scope (its arguments at their defaults) is still a candidate.
     assert parse_candidate(nvscope.nv_options(["fast_math"], inherit=True)) == nvscope.OptionSet(["fast_math"])
+
+
+def test_kernel_names_without_cuda_says_so() -> None:
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is here")
+    with pytest.raises(RuntimeError, match=r"^kernel_names needs a CUDA device: torch.cuda.is_available\(\) is False"):
+        nvscope.kernel_names(lambda: None)

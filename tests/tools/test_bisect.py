@@ -4,13 +4,12 @@ fake nvFuser's failures (``breaks_with``), and steps whose numerics or speed dep
 
 from __future__ import annotations
 
-import time
 import warnings
-from collections.abc import Iterator
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from noisy_double import StepClock
 from thunder_double import ThunderDouble, reset_nvscope
 
 import nvscope
@@ -22,37 +21,33 @@ from nvscope._tools._minimize import probe_budget
 GIVEN = {"enable": ["fuse_matmul", "fast_math", "tma_pointwise"], "disable": ["matmul_expr_eval"]}
 
 
-@pytest.fixture
-def double(monkeypatch: pytest.MonkeyPatch) -> Iterator[ThunderDouble]:
-    reset_nvscope()
-    yield ThunderDouble(monkeypatch)
-    reset_nvscope()
-
-
 class Step:
     """``step(x)``: the wrappers one after the other (a float through each); ``drift`` maps a fusion name to
     (option, factor): its output is scaled by the factor when it ran with that enable option; ``slow`` maps a name to
-    (option, seconds) slept after it under that option."""
+    (option, seconds) the step takes more after it under that option; every call takes ``base_s`` seconds. Those
+    times are the tools' clock's (``clock``, the `clock` fixture), advanced instead of slept."""
 
     def __init__(self, double: ThunderDouble, n: int, breaks: dict[int, str] | None = None,
                  drift: dict[int, tuple[str, float]] | None = None, slow: dict[int, tuple[str, float]] | None = None,
-                 base_sleep: float = 0.0) -> None:
-        self.double = double
+                 base_s: float = 0.0, clock: StepClock | None = None) -> None:
+        assert clock is not None or not (slow or base_s), "a step that takes time needs the clock fixture"
+        self.double, self.clock = double, clock
         breaks = breaks or {}
         self.wrappers = [double.make_wrapper(f"nvFusion{i}", breaks_with=breaks.get(i)) for i in range(n)]
-        self.drift, self.slow, self.base_sleep = drift or {}, slow or {}, base_sleep
+        self.drift, self.slow, self.base_s = drift or {}, slow or {}, base_s
         self.calls = 0
 
     def __call__(self, x: float) -> float:
         self.calls += 1
-        time.sleep(self.base_sleep)
+        if self.clock is not None:
+            self.clock.advance(self.base_s)
         for i, wrapper in enumerate(self.wrappers):
             (x,) = wrapper(x)
             ran_with = self.double.executions[-1].enable or ()
             if i in self.drift and self.drift[i][0] in ran_with:
                 x *= self.drift[i][1]
-            if i in self.slow and self.slow[i][0] in ran_with:
-                time.sleep(self.slow[i][1])
+            if self.clock is not None and i in self.slow and self.slow[i][0] in ran_with:
+                self.clock.advance(self.slow[i][1])
             x /= 2
         return x
 
@@ -113,21 +108,25 @@ def test_a_numerics_change_that_needs_two_fusions_is_found_as_the_pair(double: T
                              "'forward/nvFusion5'])")
 
 
-def test_slower_is_judged_with_paired_rounds(double: ThunderDouble) -> None:
-    step = Step(double, 4, slow={1: ("tma_pointwise", 0.004)}, base_sleep=0.002)
+def test_slower_is_judged_with_paired_rounds(double: ThunderDouble, clock: StepClock) -> None:
+    # Fusion 1 takes 4 ms more under tma_pointwise, every step 2 ms: a probe with it is x3, any other x1 exactly (on
+    # the clock, which the scopes' bookkeeping does not move), whatever the machine's load.
+    step = Step(double, 4, slow={1: ("tma_pointwise", 0.004)}, base_s=0.002, clock=clock)
     result = bisect(step, 1.0, enable=["tma_pointwise", "fast_math"], check="slower", rounds=6, steps_per_round=1,
                     progress=False)
     assert result.reproduced and result.options == OptionSet(["tma_pointwise"])
     assert result.fusions == ("forward/nvFusion1",)
     assert "slower than 1 + 0.05" in result.problem
+    assert {p.detail.split(" (")[0] for p in result.log} == {"time ratio 1.000", "time ratio 3.000"}
 
 
-def test_slower_counts_a_step_that_raises_under_the_options_as_bad(double: ThunderDouble) -> None:
+def test_slower_counts_a_step_that_raises_under_the_options_as_bad(double: ThunderDouble, clock: StepClock) -> None:
     """Issue 35 item 10: a raise on the first call under the options was "not reproduced" with check="slower",
     while a raise during the timing was bad."""
-    # base_sleep: a step of four fake fusions takes microseconds, where a scoped fusion's own bookkeeping is over the
-    # 5 % that "slower" allows (CI judged a clean fusion slower); 2 ms per step leaves only the raise to judge.
-    step = Step(double, 4, breaks={2: "fuse_matmul"}, base_sleep=0.002)
+    # base_s: timed on the host's clock, a step of four fake fusions takes microseconds, where a scoped fusion's own
+    # bookkeeping is over the 5 % that "slower" allows (CI judged a clean fusion slower); 2 ms per step on the tools'
+    # clock, which that bookkeeping does not move, make every clean probe x1 exactly: only the raise is left to judge.
+    step = Step(double, 4, breaks={2: "fuse_matmul"}, base_s=0.002, clock=clock)
     result = bisect(step, 1.0, enable=["fuse_matmul", "fast_math"], check="slower", rounds=5, steps_per_round=1,
                     progress=False)
     assert result.reproduced, result.report()

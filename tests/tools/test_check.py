@@ -139,6 +139,17 @@ PYTHON_CASES = [
     ("import os\nos.system('NVFUSER_DISABLE=fma python t.py')\n", [(2, "shell assignment", ("disable:fma",))]),
     ("import subprocess\nsubprocess.run('nvscope run --enable fuse_matmul t.py', shell=True)\n",
      [(2, "nvscope run", ("enable:fuse_matmul",))]),
+    # A rebinding shadows the code after it only; one in an `except`/`if` may not run, and `os.x = ...` rebinds
+    # nothing; a function body above the import reads the import.
+    ("from nvscope import nv_options\nnv_options(enable=['fuse_matmul'])\ndef nv_options(**k): ...\n",
+     [(2, "nv_options", ("enable:fuse_matmul",))]),
+    ("from mylib import nv_options\nnv_options(enable=['fast_math'])\nfrom nvscope import nv_options\n"
+     "nv_options(enable=['fuse_matmul'])\n", [(4, "nv_options", ("enable:fuse_matmul",))]),
+    ("try:\n    from nvscope import nv_options\nexcept ImportError:\n    nv_options = None\n"
+     "nv_options(enable=['fuse_matmul'])\n", [(5, "nv_options", ("enable:fuse_matmul",))]),
+    ("import os\nos.x = 1\nos.environ['NVFUSER_DISABLE'] = 'fma'\n", [(3, "os.environ[...]", ("disable:fma",))]),
+    ("def step():\n    with nv_options(enable=['fuse_matmul']): pass\nfrom nvscope import nv_options\n",
+     [(2, "nv_options", ("enable:fuse_matmul",))]),
 ]
 
 
@@ -150,6 +161,22 @@ def test_python_constructs_are_found_with_their_names(tmp_path: Path, source: st
     assert found(result) == expected
     assert all(f.path == "mod.py" and f.col >= 1 for f in result.findings)
     assert result.exit_code == 1
+
+
+def test_one_path_may_be_given_alone(tmp_path: Path) -> None:
+    write(tmp_path, "src/bench.py", "import nvscope\nnvscope.nv_options(enable=['fuse_matmul'])\n")
+    listed = found(nvscope.check([tmp_path / "src"], nvfuser=RANGE))
+    assert listed == [(2, "nv_options", ("enable:fuse_matmul",))]
+    for alone in (str(tmp_path / "src"), tmp_path / "src", "src"):  # one path, not the characters of a str
+        assert found(nvscope.check(alone, nvfuser=RANGE)) == listed
+
+
+def test_empty_paths_and_ranges_are_refused_not_read_as_everything(tmp_path: Path) -> None:
+    write(tmp_path, "bench.py", "import nvscope\nnvscope.nv_options(enable=['p2p_transport'])\n")
+    with pytest.raises(FileNotFoundError, match="an empty path names no file or folder: give existing files"):
+        nvscope.check([""])  # Path("") is ".": an unset shell variable would check the current folder
+    with pytest.raises(ValueError, match="is not a version range"):
+        nvscope.check(["."], nvfuser="")  # SpecifierSet("") admits every version
 
 
 def test_columns_point_at_the_construct(tmp_path: Path) -> None:
@@ -178,6 +205,17 @@ NOT_SETTING = [
     "import os\ndef test_a(monkeypatch):\n    monkeypatch.setenv('NVFUSER_DISABLE', os.environ['NVFUSER_DISABLE'])\n",
     "import subprocess\nsubprocess.run(['echo', 'NVFUSER_ENABLE=fuse_matmul'])\n"
     "print('nvscope run --enable fma t.py')\n",
+    # A false or None list sets nothing (Thunder reads `... or []`), however it is spelled.
+    "import thunder\nthunder.jit(f, nv_enable_options=False, nv_disable_options=None)\n"
+    "kw = dict(nv_enable_options=False)\nCONFIG = {'nv_disable_options': False}\nOFF = False\n"
+    "thunder.jit(f, nv_enable_options=OFF)\n",
+    # A top-level def, class, assignment or import of something else shadows nvscope's name for the code after it.
+    "from nvscope import nv_options\ndef nv_options(**k): ...\nnv_options(enable=['fuse_matmul'])\n",
+    "from nvscope import *\nclass OptionSet: ...\nOptionSet(enable=['fuse_matmul'])\n",
+    "from nvscope import nv_options\nnv_options = make_options()\nwith nv_options(enable=['fuse_matmul']): pass\n",
+    "import nvscope as ns\nfrom mylib import nv_options as opts\nfrom nvscope import nv_options as opts\n"
+    "from .local import nv_options as opts\nopts(enable=['fuse_matmul'])\nns, x = other, 1\n"
+    "ns.nv_options(disable=['fma'])\n",
 ]
 
 
@@ -290,7 +328,19 @@ TEXT_CASES = [
      [(2, "shell assignment", ("disable:fma",)), (3, "shell assignment", ("enable:fast_math",))]),
     ("compose.yml", "services:\n  a:\n    environment:\n      - NVFUSER_ENABLE=fuse_matmul\n"
                     "      - 'NVFUSER_DISABLE=fma'\n",
-     [(4, "YAML run", ("enable:fuse_matmul",)), (5, "YAML run", ("disable:fma",))]),
+     [(4, "YAML env", ("enable:fuse_matmul",)), (5, "YAML env", ("disable:fma",))]),
+    ("gitlab.yml", "test:\n  script:\n    - NVFUSER_ENABLE=fuse_matmul python t.py\n",  # a command, not a list
+     [(3, "YAML run", ("enable:fuse_matmul",))]),
+    ("k8s.yaml", "spec:\n  containers:\n    - env:\n        - name: NVFUSER_ENABLE\n          value: fuse_matmul\n"
+                 "        - name: OTHER\n          value: fma\n        - value: 'fma'\n"
+                 "          name: \"NVFUSER_DISABLE\"\n        - name: NVSCOPE_DEV\n          valueFrom:\n"
+                 "            secretKeyRef: {name: s, key: k}\n        - name: NVFUSER_DISABLE\n          value: >-\n"
+                 "            kernel_reuse,\n            fma\n        - {name: NVFUSER_ENABLE, value: fast_math}\n"
+                 "        - name: NVFUSER_ENABLE\n          value: \"\"\n",
+     [(4, "YAML env", ("enable:fuse_matmul",)), (9, "YAML env", ("disable:fma",)), (10, "YAML env", ()),
+      (13, "YAML env", ("disable:kernel_reuse", "disable:fma")), (17, "YAML env", ("enable:fast_math",))]),
+    ("steps.yml", "steps:\n  - name: NVFUSER_ENABLE\n    run: echo hi\n  - name: x\n    value: fuse_matmul\n",
+     []),  # a step named after the variable has no value of it
     ("Dockerfile.multi", "FROM x\nENV A=b NVFUSER_DISABLE=fma \\\n    NVFUSER_ENABLE=fuse_matmul\n",
      [(2, "Dockerfile ENV", ("disable:fma",)), (2, "Dockerfile ENV", ("enable:fuse_matmul",))]),
 ]
@@ -303,6 +353,21 @@ def test_shell_docker_make_yaml_toml_ini_env_files(tmp_path: Path, name: str, te
     result = run(tmp_path)
     assert found(result) == expected
     assert found(result, "name") == []  # p2p_protocol(put) is valid in the environment, with its arguments
+
+
+def test_a_kubernetes_name_value_pair_is_allowed_by_a_comment_on_either_line(tmp_path: Path) -> None:
+    write(tmp_path, "pod.yaml", """
+        env:
+          - name: NVFUSER_ENABLE  # nvscope: allow profiling pod
+            value: fuse_matmul
+          - name: NVFUSER_DISABLE
+            value: fma  # nvscope: allow ablation pod
+          - name: NVFUSER_DISABLE
+            value: kernel_reuse
+        """)
+    result = run(tmp_path)
+    assert [(f.line, f.allowed, f.reason) for f in result.findings] == [
+        (2, "comment", "profiling pod"), (4, "comment", "ablation pod"), (6, None, "")]
 
 
 def test_a_notebooks_cells_magics_and_lines(tmp_path: Path) -> None:
@@ -605,6 +670,40 @@ def test_the_names_found_are_the_names_written(tmp_path: Path, style: str, enabl
     write(tmp_path, "prop.py", source)
     expected = tuple(f"enable:{n}" for n in enable) + tuple(f"disable:{n}" for n in disable)
     assert [f.options for f in run(tmp_path).findings if f.kind == "option"] == ([expected] if expected else [])
+
+
+# A module's top-level statements that bind `nv_options`, and a call of it; what the call is in the reference model.
+BINDINGS = {
+    "from nvscope import nv_options\n": "nvscope",
+    "from nvscope import *\n": "nvscope",
+    "import nvscope\nnv_options = nvscope.nv_options\n": "nvscope",
+    "from mylib import nv_options\n": "other",
+    "def nv_options(**kwargs): ...\n": "other",
+    "class nv_options: ...\n": "other",
+    "nv_options = make()\n": "other",
+    "nv_options, n = make(), 1\n": "other",
+    "if flag:\n    nv_options = None\n": None,  # may not run: shadows nothing
+}
+CALL = "nv_options(enable=['fuse_matmul'])\n"
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(program=st.lists(st.sampled_from([*BINDINGS, CALL]), min_size=1, max_size=8))
+def test_a_call_counts_by_the_binding_in_force_where_it_is(tmp_path: Path, program: list[str]) -> None:
+    """Model: top-level statements in order; a call counts when the last binding above it (before any: the first
+    binding, as a function body above an import reads it) is nvscope's."""
+    source, line, expected = "", 1, []
+    bound = [BINDINGS[s] for s in program if s != CALL and BINDINGS[s] is not None]
+    current = bound[0] if bound else None
+    for statement in program:
+        if statement == CALL and current == "nvscope":
+            expected.append((line, "nv_options", ("enable:fuse_matmul",)))
+        elif statement != CALL and BINDINGS[statement] is not None:
+            current = BINDINGS[statement]
+        source += statement
+        line += statement.count("\n")
+    write(tmp_path, "mod.py", source)
+    assert found(run(tmp_path)) == expected
 
 
 TOML_STRINGS = st.text(st.characters(blacklist_categories=("Cs", "Cc")), max_size=8)

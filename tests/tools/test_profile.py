@@ -7,17 +7,16 @@ with: fusion k holds the op ``tag<k>``, and `Behaviour` says what each tag does 
 from __future__ import annotations
 
 import json
-import time
 import warnings
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from noisy_double import StepClock
 from thunder_double import ThunderDouble, reset_nvscope
 
 import nvscope
 from nvscope import OptionSet
-from nvscope._measure import _timer
 from nvscope._measure._schedulers import SegmentRecorder
 from nvscope._tools._profile import profile
 from nvscope._tools._profile_report import ProfileResult
@@ -28,18 +27,11 @@ QUICK = {"rounds": 6, "steps_per_round": 1, "warmup": 1, "progress": False}
 TIMED = {**QUICK, "rounds": 12}
 
 
-@pytest.fixture
-def double(monkeypatch: pytest.MonkeyPatch) -> Iterator[ThunderDouble]:
-    reset_nvscope()
-    yield ThunderDouble(monkeypatch)
-    reset_nvscope()
-
-
 class Model:
     """Four fusions in a row; tag k's execute takes ``sleep[k]`` seconds, times ``factor[k]`` under ``option[k]``,
     and multiplies its output by ``scale[k]`` under that option (and by ``1 + drift[k] * calls`` always). It does not
-    sleep: it advances the tools' clock (``nvscope._measure._timer.clock``) by that much, so that a loaded machine
-    cannot decide a verdict (tests/noisy_double.py does the same)."""
+    sleep: it advances the tools' clock (tests/noisy_double.py `StepClock`) by that much, so that a loaded machine
+    cannot decide a verdict."""
 
     def __init__(self, double: ThunderDouble, monkeypatch: pytest.MonkeyPatch, behaviour: dict[int, dict[str, Any]],
                  breaks: dict[int, str] | None = None, n: int = 4) -> None:
@@ -47,15 +39,14 @@ class Model:
         original = fe.FusionDefinition.execute
 
         calls: dict[int, int] = {}
-        took = [0.0]
-        monkeypatch.setattr(_timer, "clock", lambda: time.perf_counter() + took[0])
+        clock = StepClock(monkeypatch)
 
         def execute(fd: Any, inputs: Any, **kwargs: Any) -> Any:
             enabled = set(kwargs.get("_enable_options") or ())
             tag = next(int(c[0][len("ops.tag"):]) for c in fd.calls if c[0].startswith("ops.tag"))
             b = behaviour.get(tag, {})
             on = b.get("option") in enabled
-            took[0] += b.get("sleep", 0.001) * (b.get("factor", 1.0) if on else 1.0)
+            clock.advance(b.get("sleep", 0.001) * (b.get("factor", 1.0) if on else 1.0))
             outputs = original(fd, inputs, **kwargs)
             calls[tag] = calls.get(tag, 0) + 1
             if b.get("drift"):  # moves on every call, options or not (an output it leaves unwritten, say)

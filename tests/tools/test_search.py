@@ -1,6 +1,7 @@
 """nvscope search on CPU: a step that runs a fusion (the direct double, through nvscope's adapter: the `fusion`
-fixture) and whose speed and numerics depend on the options that fusion ran with. Big effects (x0.5, x2) and short
-sleeps, so verdicts are certain and the file is quick."""
+fixture) and whose speed and numerics depend on the options that fusion ran with. Big effects (x0.5, x2), and the
+step's time is what it advances the tools' clock by (the `clock` fixture: no sleep), so verdicts are certain and the
+file is quick."""
 
 from __future__ import annotations
 
@@ -9,13 +10,12 @@ import itertools
 import json
 import re
 import sys
-import time
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from noisy_double import NoisyFusions
+from noisy_double import NoisyFusions, StepClock
 from thunder_double import ThunderDouble, reset_nvscope
 
 import nvscope
@@ -31,26 +31,25 @@ pytestmark = pytest.mark.filterwarnings("ignore:nvscope.search. a call of the fu
 BASE_S = 0.004
 FAST = {"fast_math": 0.5, "memory_promotion": 0.6, "tma_inner_persistent": 0.7}  # time factors, alone
 QUICK = {"rounds": 5, "steps_per_round": 1, "warmup": 1, "progress": False}
-# For the tests that assert timing verdicts: enough rounds that a few disturbed ones (a busy 2-core CI machine
-# preempts a sleeping thread for milliseconds) cannot move the interval across 1.0. The intervals are simultaneous
-# over all candidates (seven, at most, here: each at 99.3 %, between the 6th and 19th of 24 ratios), so up to five
-# disturbed rounds of 24 leave a x0.6 candidate "faster".
+# For the tests that assert timing verdicts. The intervals are simultaneous over all candidates (seven, at most, here:
+# each at 99.3 %, between the 6th and 19th of 24 ratios); on the `clock` fixture's time every round's ratio is what
+# the step says, so only tma_reduction's alternation spreads them, and no busy machine can.
 TIMED = {**QUICK, "rounds": 24}
 
 Fusion = Callable[[], OptionSet]  # the `fusion` fixture (tests/conftest.py): runs a fusion, returns its options
 
 
 class Workload:
-    """``step(x)``: runs a fusion, sleeps BASE_S x the factors of the options it ran with, returns x (times 1.01
-    under tma_pointwise).
+    """``step(x)``: runs a fusion, takes BASE_S x the factors of the options it ran with (on the tools' clock: no
+    sleep), returns x (times 1.01 under tma_pointwise).
 
     fast_math x0.5 and memory_promotion x0.6 compound; tma_inner_persistent is x0.7 alone but x1.5 on top of
     fast_math (it conflicts); ws_normalization x2 (slower); tma_reduction alternates x0.5 / x1.5 from call to call
     (no difference on median, with a wide interval); -fma raises. Every call's options are recorded.
     """
 
-    def __init__(self, fusion: Fusion) -> None:
-        self.fusion = fusion
+    def __init__(self, fusion: Fusion, clock: StepClock) -> None:
+        self.fusion, self.clock = fusion, clock
         self.calls: list[OptionSet] = []
         self.parity = 0
 
@@ -68,7 +67,7 @@ class Workload:
         if "tma_reduction" in options.enable:
             self.parity += 1
             factor *= 0.5 if self.parity % 2 else 1.5
-        time.sleep(BASE_S * factor)
+        self.clock.advance(BASE_S * factor)
         return x * 1.01 if "tma_pointwise" in options.enable else x.clone()
 
 
@@ -83,8 +82,8 @@ def fusion(monkeypatch: pytest.MonkeyPatch) -> Iterator[Fusion]:
 
 
 @pytest.fixture
-def work(fusion: Fusion) -> Workload:
-    return Workload(fusion)
+def work(fusion: Fusion, clock: StepClock) -> Workload:
+    return Workload(fusion, clock)
 
 
 def test_verdicts_ranking_failures_and_the_greedy_combination(work: Workload) -> None:
@@ -121,7 +120,8 @@ def test_verdicts_ranking_failures_and_the_greedy_combination(work: Workload) ->
     assert over.numerics.max_abs_diff == pytest.approx(0.01) and over.numerics.max_rel_diff == pytest.approx(0.01)
 
 
-def test_a_candidate_that_changed_no_fusion_is_never_recommended(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_candidate_that_changed_no_fusion_is_never_recommended(monkeypatch: pytest.MonkeyPatch,
+                                                                 clock: StepClock) -> None:
     """fuse_matmul cannot affect a pointwise fusion (the catalog routes it to its defaults), so its kernels are the
     default's and any speed it shows is noise; here the step itself runs faster under any option, as noise once made
     a candidate look on CI: timed "faster", yet not recommended, and the notes say why. fast_math, which the fusion
@@ -131,7 +131,7 @@ def test_a_candidate_that_changed_no_fusion_is_never_recommended(monkeypatch: py
         wrapper = ThunderDouble(monkeypatch).make_wrapper("nvFusion0", ops=("add",))
 
         def step(x: float) -> float:
-            time.sleep(BASE_S * (0.5 if current_options().enable else 1.0))
+            clock.advance(BASE_S * (0.5 if current_options().enable else 1.0))
             (y,) = wrapper(x)
             return float(y)
 
@@ -160,7 +160,7 @@ def test_every_call_runs_under_exactly_one_variant_and_nothing_leaks(work: Workl
     assert result["fast_math"].ratio is not None and result["fast_math"].ratio.rounds == 5
 
 
-def test_a_failure_while_timed_is_reported_and_dropped(fusion: Fusion) -> None:
+def test_a_failure_while_timed_is_reported_and_dropped(fusion: Fusion, clock: StepClock) -> None:
     count = {"n": 0}
 
     def flaky(x: Any) -> Any:
@@ -168,7 +168,7 @@ def test_a_failure_while_timed_is_reported_and_dropped(fusion: Fusion) -> None:
             count["n"] += 1
             if count["n"] > 4:  # first call and warm-up pass; it breaks in the rounds
                 raise ValueError("out of memory")
-        time.sleep(0.0005)
+        clock.advance(0.001)  # over MIN_SAMPLE_S (nvscope._measure._timer): a sample is one call
         return x
 
     result = search(flaky, 1.0, candidates=["fast_math", "tma_pointwise"], **QUICK)
@@ -231,10 +231,10 @@ def test_the_default_failing_stops_the_search() -> None:
     assert current_options() == OptionSet()
 
 
-def test_winners_that_contradict_each_other_are_not_combined(fusion: Fusion) -> None:
+def test_winners_that_contradict_each_other_are_not_combined(fusion: Fusion, clock: StepClock) -> None:
     def step(x: Any) -> Any:  # id_model and -id_model: both faster, alone; together they are no option set
         options = fusion()
-        time.sleep(BASE_S * (0.5 if "id_model" in options.enable else 0.6 if "id_model" in options.disable else 1))
+        clock.advance(BASE_S * (0.5 if "id_model" in options.enable else 0.6 if "id_model" in options.disable else 1))
         return x
 
     with warnings.catch_warnings():
@@ -246,7 +246,7 @@ def test_winners_that_contradict_each_other_are_not_combined(fusion: Fusion) -> 
     assert result.recommended == OptionSet(["id_model"])
 
 
-def test_a_failure_late_in_the_search_keeps_what_was_measured(fusion: Fusion) -> None:
+def test_a_failure_late_in_the_search_keeps_what_was_measured(fusion: Fusion, clock: StepClock) -> None:
     combined: list[bool] = []
 
     def step(x: Any) -> Any:
@@ -255,7 +255,7 @@ def test_a_failure_late_in_the_search_keeps_what_was_measured(fusion: Fusion) ->
             combined.append(True)
         elif not options and combined:
             raise RuntimeError("CUDA error: an illegal memory access was encountered")  # the default, at last
-        time.sleep(BASE_S * (0.5 if options.enable else 1))
+        clock.advance(BASE_S * (0.5 if options.enable else 1))
         return x
 
     with pytest.warns(nvscope.NvscopeWarning, match="stopped early"):
@@ -550,14 +550,14 @@ def test_plot_without_matplotlib_says_how_to_get_it(work: Workload, monkeypatch:
 
 # --- what the search refuses, and how sure its verdicts are ------------------------------------------------------
 
-def test_a_step_through_which_no_fusion_ran_is_refused() -> None:
+def test_a_step_through_which_no_fusion_ran_is_refused(clock: StepClock) -> None:
     """As profile and bisect refuse it: no option can reach such a step, so any speed a candidate showed would be
     chance (the issue's plain function ended in a recommendation)."""
     calls: list[OptionSet] = []
 
     def plain() -> float:
         calls.append(current_options())
-        time.sleep(0.001 if current_options().enable else 0.002)  # it even reads the options: still refused
+        clock.advance(0.001 if current_options().enable else 0.002)  # it even reads the options: still refused
         return 1.0
 
     with pytest.raises(ValueError, match=r"^search: no nvFuser fusion ran through nvscope when the step ran with its "

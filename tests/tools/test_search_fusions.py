@@ -1,35 +1,29 @@
-"""nvscope.search_fusions (``nvscope search --per-fusion``) against the Thunder double: fusion k's execute sleeps
-``base[k]`` seconds times the factor of each enable option it runs with, so which candidate helps which fusion is
-known, and so is whether the per-fusion map beats the best global set."""
+"""nvscope.search_fusions (``nvscope search --per-fusion``) against the Thunder double: fusion k's execute takes
+``base[k]`` seconds times the factor of each enable option it runs with (on the tools' clock, the `clock` fixture: no
+sleep), so which candidate helps which fusion is known, and so is whether the per-fusion map beats the best global
+set."""
 
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from thunder_double import ThunderDouble, reset_nvscope
+from noisy_double import StepClock
+from thunder_double import ThunderDouble
 
 import nvscope
 from nvscope import OptionSet, nv_options
 from nvscope._tools._search_fusions import search_fusions
 
-# The effects are 50 %: min_gain=0.1 keeps a busy machine's noise on an unaffected fusion from being chosen. 16 rounds:
-# the per-fusion intervals are simultaneous over fusions x candidates (six here, each at 99.2 %: between the 3rd and
-# 14th of 16 ratios), so two rounds a busy machine disturbs leave a x0.5 fusion "faster".
+# The effects are 50 %, and a fusion's time is exactly what it advances the `clock` fixture by; a whole step's time
+# also holds the host's microseconds between its fusions, which min_gain=0.1 leaves room for. 16 rounds: the
+# per-fusion intervals are simultaneous over fusions x candidates (six here, each at 99.2 %: between the 3rd and 14th
+# of 16 ratios).
 QUICK = {"rounds": 16, "steps_per_round": 1, "warmup": 1, "progress": False, "min_gain": 0.1}
 
 
-@pytest.fixture
-def double(monkeypatch: pytest.MonkeyPatch) -> Iterator[ThunderDouble]:
-    reset_nvscope()
-    yield ThunderDouble(monkeypatch)
-    reset_nvscope()
-
-
-def model(double: ThunderDouble, monkeypatch: pytest.MonkeyPatch, base: list[float],
+def model(double: ThunderDouble, monkeypatch: pytest.MonkeyPatch, clock: StepClock, base: list[float],
           factors: dict[int, dict[str, float]]) -> Any:
     original = double.fe.FusionDefinition.execute
 
@@ -38,7 +32,7 @@ def model(double: ThunderDouble, monkeypatch: pytest.MonkeyPatch, base: list[flo
         seconds = base[tag]
         for name in kwargs.get("_enable_options") or ():
             seconds *= factors.get(tag, {}).get(name, 1.0)
-        time.sleep(seconds)
+        clock.advance(seconds)
         return original(fd, inputs, **kwargs)
 
     monkeypatch.setattr(double.fe.FusionDefinition, "execute", execute)
@@ -53,11 +47,11 @@ def model(double: ThunderDouble, monkeypatch: pytest.MonkeyPatch, base: list[flo
 
 
 def test_each_fusion_gets_the_candidate_that_helps_it_and_the_map_beats_every_global_set(
-        double: ThunderDouble, monkeypatch: pytest.MonkeyPatch) -> None:
+        double: ThunderDouble, monkeypatch: pytest.MonkeyPatch, clock: StepClock) -> None:
     # fast_math halves fusion 0 and doubles fusion 1; tma_pointwise the other way round: globally each is slower
     # (11 ms against 9: clearly, so that noise on a loaded machine cannot make one look faster; a wash of 9 against 9
     # did once), per fusion each wins where it helps.
-    step = model(double, monkeypatch, [0.004, 0.004, 0.001],
+    step = model(double, monkeypatch, clock, [0.004, 0.004, 0.001],
                  {0: {"fast_math": 0.5, "tma_pointwise": 2.0}, 1: {"fast_math": 2.0, "tma_pointwise": 0.5}})
     result = search_fusions(step, 1.0, candidates=["fast_math", "tma_pointwise"], **QUICK)
     chosen = {c.fusion: c.options for c in result.choices}
@@ -81,9 +75,10 @@ def test_each_fusion_gets_the_candidate_that_helps_it_and_the_map_beats_every_gl
 
 
 def test_says_plainly_when_the_map_is_not_better_than_the_global_set(double: ThunderDouble,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+                                                                     monkeypatch: pytest.MonkeyPatch,
+                                                                     clock: StepClock) -> None:
     # fast_math helps both big fusions: the map is fast_math on them, which is what fast_math globally does.
-    step = model(double, monkeypatch, [0.004, 0.004, 0.001], {0: {"fast_math": 0.5}, 1: {"fast_math": 0.5}})
+    step = model(double, monkeypatch, clock, [0.004, 0.004, 0.001], {0: {"fast_math": 0.5}, 1: {"fast_math": 0.5}})
     result = search_fusions(step, 1.0, candidates=["fast_math", "tma_pointwise"], **QUICK)
     assert result.global_best == OptionSet(["fast_math"])
     assert result.global_vs_default is not None and result.global_vs_default.verdict == "faster"
@@ -116,8 +111,8 @@ def test_a_map_faster_than_the_global_set_by_a_sliver_is_not_better() -> None:
     assert json.loads(json.dumps(sliver.as_dict()))["min_gain"] == 0.03
 
 
-def test_no_candidate_helps(double: ThunderDouble, monkeypatch: pytest.MonkeyPatch) -> None:
-    step = model(double, monkeypatch, [0.002, 0.002], {0: {"fast_math": 1.5}})
+def test_no_candidate_helps(double: ThunderDouble, monkeypatch: pytest.MonkeyPatch, clock: StepClock) -> None:
+    step = model(double, monkeypatch, clock, [0.002, 0.002], {0: {"fast_math": 1.5}})
     result = search_fusions(step, 1.0, candidates=["fast_math"], **QUICK)
     assert result.groups == () and not result.better
     assert result.verdict() == "no candidate helps any fusion: keep the defaults"
