@@ -1,5 +1,9 @@
-"""A rescue target that counts its processes and its step's calls: `chain_script` (tests/thunder_double.py) with
-its ``step`` wrapped, for tests that check where the rescue's probes ran (fresh processes or long-lived workers).
+"""Rescue targets for tests that run them in child processes.
+
+`counting_program`: `chain_script` (tests/thunder_double.py) with its ``step`` wrapped so that it counts its
+processes and its calls, for tests that check where the rescue's probes ran (fresh processes or long-lived workers).
+`late_thunder_program`: a script that imports Thunder (the double, as a real package) only when its step first runs
+and never calls ``nvscope.thunder.install()``. `add_to`: more functions in a script, before its ``__main__`` block.
 
 Each process that loads the script appends its pid to ``$STARTS``; each call of ``step`` appends ``<pid> <n>`` to
 ``$CALLS`` when it starts, and ``<pid> <n> compiled <c>`` when it ends (``n``: the call's number in its process,
@@ -15,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from thunder_double import chain_program
+from thunder_double import FRONTEND_FILE, chain_program
 
 _COUNTING = '''
 import time
@@ -90,3 +94,66 @@ def reset(tmp_path: Path) -> None:
     """Forget the counts (before another rescue of the same script)."""
     for name in ("starts", "calls"):
         (tmp_path / name).unlink(missing_ok=True)
+
+
+# A package named ``thunder`` whose import builds the Thunder double: a real import, which an import hook sees (the
+# double alone only puts its modules into sys.modules).
+_THUNDER_PACKAGE = """\
+import sys
+import pytest
+import thunder_double
+
+DOUBLE = thunder_double.ThunderDouble(pytest.MonkeyPatch())
+sys.modules["thunder"].DOUBLE = DOUBLE  # the double's module replaced this one in sys.modules: the import gets it
+"""
+
+_LATE = """\
+import os
+FAILS = {{int(k): v for k, v in (p.split("=", 1) for p in os.environ.get("FAILS", "").split(";") if p)}}
+_wrappers = []
+
+
+def step():
+    import thunder  # the first call imports Thunder; nothing here calls nvscope.thunder.install()
+
+    if not _wrappers:
+        _wrappers.extend(thunder.DOUBLE.make_wrapper(f"nvFusion{{i}}", fails=FAILS.get(i), ops=("slice",))
+                         for i in range({n}))
+    x = 1.0
+    for w in _wrappers:
+        (x,) = w(x)
+    return x
+
+
+def eager():
+    return {result!r}
+
+
+if __name__ == "__main__":
+    step()
+"""
+
+
+def late_thunder_program(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, n: int = 3) -> Path:
+    """``late.py`` in ``tmp_path``: ``step()`` imports ``thunder`` (a package in ``tmp_path/site`` that builds the
+    Thunder double) at its first call and runs ``n`` fusions (``FAILS`` as for `chain_script`); ``eager()`` is its
+    reference; run as a program it calls ``step()``. The package, the tests' folder and the checkout go on
+    ``PYTHONPATH``."""
+    import os
+
+    site = tmp_path / "site" / "thunder"
+    site.mkdir(parents=True)
+    (site / "__init__.py").write_text(_THUNDER_PACKAGE)
+    tests = FRONTEND_FILE.parent
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path / "site"), str(tests), str(tests.parent),
+                                                      os.environ.get("PYTHONPATH", "")]))
+    path = tmp_path / "late.py"
+    path.write_text(_LATE.format(n=n, result=2.0 ** n))
+    return path
+
+
+def add_to(script: Path, code: str) -> Path:
+    """``code`` (top-level definitions) added to ``script`` before its ``__main__`` block."""
+    body, main = script.read_text().split('if __name__ == "__main__":')
+    script.write_text(body + code + '\n\nif __name__ == "__main__":' + main)
+    return script

@@ -80,11 +80,6 @@ def session_scope(enable: list[str], disable: list[str],
     second item is then None, and not to be restored). An unknown name is a `pytest.UsageError`, with the hint in the
     flags' syntax; so is sharing asked for under ``NVSCOPE_SHARE=0``.
     """
-    for flag, values in (("--nv-enable", enable), ("--nv-disable", disable)):
-        if any(not split([value]) for value in values):  # `--nv-enable ""`: as `nvscope run --enable ""`, refused
-            raise pytest.UsageError(f"{flag} needs an option name, e.g. {flag} "
-                                    f"{'fuse_matmul' if flag == '--nv-enable' else 'fma'} (`nvscope options` lists "
-                                    "them)")
     enable, disable = split(enable), split(disable)
     if not enable and not disable and not share:
         return None

@@ -34,8 +34,10 @@ fusion what went wrong and its cure, the nv_options(...) line for the whole step
 defaults), a final proof, and a repro script per failing fusion."""
 
 _EPILOG = """\
-exit codes: 0 when every failing fusion is rescued, or nothing failed (the output says which); 1 when some fusion has
-no cure (the partial map is still printed); 2 for a bad command line.
+exit codes: 0 when every failing fusion is rescued, or nothing failed (the output says which); 1 when something is
+not rescued: a fusion has no cure (the partial map is still printed), the step or its reference fails outside any
+fusion, the final proof fails, or no nvFuser fusion ran; 2 for a bad command line or target (no such script, module
+or function, a syntax error, a --reference that is missing or not a function).
 
 examples:
   nvscope rescue train.py:step
@@ -68,6 +70,11 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--timeout", type=SECONDS, default=600.0, help="seconds per probe (default 600)")
     p.add_argument("--confirm", type=arg(lambda n, v: count(n, v, 0)), default=1,
                    help="more runs a cure must pass before it is believed (default 1)")
+    p.add_argument("--alpha", type=arg(_rate, float), default=0.05,
+                   help="the false-cure rate a flaky failure's cure is proven at, over every candidate (default 0.05)")
+    p.add_argument("--repeat", type=arg(lambda n, v: count(n, v, 1)), default=5,
+                   help="runs of the defaults that measure a flaky failure's rate, and with --sanitize the memcheck "
+                        "runs of a clean first run (default 5)")
     p.add_argument("--candidates", action="append", metavar="SPEC",
                    help="try only these sets, in this order (--candidates=-resize_scheduler; repeat it)")
     p.add_argument("--no-validate", dest="validate", action="store_false",
@@ -77,6 +84,13 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--sanitizer", default="compute-sanitizer", help=argparse.SUPPRESS)
     p.add_argument("--json", metavar="PATH|-", help="write the result as JSON (- : standard output)")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+
+
+def _rate(name: str, value: object) -> float:
+    rate: float = number(name, value, above=True)
+    if rate >= 1:
+        raise ValueError(f"{name} must be below 1 (a false-cure rate, e.g. 0.05), got {rate:g}")
+    return rate
 
 
 def _error(message: str, code: int = 2) -> int:
@@ -95,9 +109,12 @@ def command(ns: argparse.Namespace) -> int:
         return _error(json_took_the_target(ns.json) or
                       "give the target: script.py[:FUNCTION] or -m module[:FUNCTION] (`nvscope rescue --help`)")
     where, _, function = target.rpartition(":") if ":" in target else (target, "", "")
-    if ":" in target and not (where and function):
-        return _error(f"{said(target)} names no function: write {cut(target.rstrip(':'), 200) or 'script.py'}"
-                      ":FUNCTION, or leave out the colon to run the script as a program")
+    if ":" in target and not where:
+        return _error(f"{said(target)} names no {'module' if ns.module is not None else 'script'}: write "
+                      f"{'-m module' if ns.module is not None else 'script.py'}:{cut(function, 200) or 'FUNCTION'}")
+    if ":" in target and not function:
+        return _error(f"{said(target)} names no function: write {cut(where, 200)}:FUNCTION, or leave out the colon "
+                      "to run the script as a program")
     if ns.module is None and not os.path.isfile(where):
         return _error(f"can't open file {said(os.path.abspath(where))}: no such file")
     if ns.reference and not function:
@@ -117,6 +134,10 @@ def command(ns: argparse.Namespace) -> int:
             candidates = resolve(ns.candidates)
         except (ValueError, TypeError) as error:
             return _error(f"--candidates: {error}")
+        sizes = [len(c.enable) + len(c.disable) for c in candidates]
+        if sizes and min(sizes) > ns.max_set_size:  # the search would try nothing
+            return _error(f"--candidates: no set has at most --max-set-size {ns.max_set_size} options (the smallest "
+                          f"has {min(sizes)}): raise --max-set-size or give smaller sets")
     from nvscope._tools import rescue
 
     try:
@@ -124,10 +145,29 @@ def command(ns: argparse.Namespace) -> int:
                         jobs=ns.jobs, timeout=ns.timeout, confirm=ns.confirm, sanitize=ns.sanitize,
                         sanitizer=ns.sanitizer, tolerance=ns.tolerance, module=ns.module is not None,
                         args=ns.args, candidates=candidates, validate=ns.validate, fresh_probes=ns.fresh_probes,
-                        progress=not ns.quiet)
+                        progress=not ns.quiet, alpha=ns.alpha, repeat=ns.repeat)
     except (ValueError, TypeError, FileNotFoundError) as error:
         return _error(str(error))
-    print(result.report(), file=text_stream(ns.json))
+    except KeyboardInterrupt:  # its probes are killed and its scripts removed by now
+        return _error("interrupted: no probe is left running", 130)
+    print(result.report(_write_issues(result)), file=text_stream(ns.json))
     if ns.json and write_json("rescue", ns.json, result.to_json()):
         return 1
     return result.exit_code()
+
+
+def _write_issues(result: Any) -> dict[str, str]:
+    """Write each failing fusion's issue text beside its repro script (``rescue-<fusion>.issue.md``); per fusion,
+    the path written."""
+    written = {}
+    for r in result.rescues:
+        if not (r.issue and r.repro_scripts):
+            continue
+        path = os.path.splitext(r.repro_scripts[0])[0] + ".issue.md"
+        try:
+            with open(path, "w", encoding="utf-8") as file:
+                file.write(r.issue + "\n")
+        except OSError:  # the report still names the repro, and the JSON has the text
+            continue
+        written[r.fusion] = path
+    return written

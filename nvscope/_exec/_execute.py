@@ -212,39 +212,57 @@ def failed(error: Exception, adapter: Adapter[F], table: FusionTable[Partition],
     `execute` called by the patch)."""
     info = table.info
     assert info is not None, "`fusion_table` sets it"
+    own = partition.options == own_options
+    try:
+        if own and isinstance(error, _shared.SharedFailure):
+            # Refused by a failure remembered since the partition took its definition (`_shared.first`): a fusion's
+            # own options are never refused on another fusion's failure under a scope (`_shared.adopt`): compile.
+            try:
+                with _shared.unrefused():
+                    return partition.run(args, kwargs)
+            except NvscopeError:
+                raise
+            except Exception as again:
+                error = again
 
-    def script() -> str:
-        return _script(adapter, partition, args, kwargs)
+        def script() -> str:
+            return _script(adapter, partition, args, kwargs)
 
-    scope = _policy.resolve(None if frame is None else frame.policy, info)
-    _repro.annotate(error, adapter.describe, info, own_options, scope, partition.options, script,
-                    given_as=adapter.given_as)
-    if frame is None or not frame.fallback or partition.options == own_options:
-        # A partition at the fusion's own options (its defaults, run shared: `nv_options(share=True)`) has no
-        # defaults to fall back to, and its failure is not remembered: the next call tries again, as Thunder's own
-        # path would (a transient failure, out of memory say, must not fail every fusion that prints the definition).
-        raise error
-    text = _failure_text(error)
-    table.mark_failed(partition, text)
-    private = _PRIVATE[-1] if _PRIVATE else None
-    if private is not None:
-        private.append((table, partition.options, None))
-    if isinstance(error, _shared.SharedFailure):  # another fusion's failure with this definition: warned then
+        scope = _policy.resolve(None if frame is None else frame.policy, info)
+        _repro.annotate(error, adapter.describe, info, own_options, scope, partition.options, script,
+                        given_as=adapter.given_as)
+        if frame is None or not frame.fallback or own:
+            # A partition at the fusion's own options (its defaults, run shared: `nv_options(share=True)`) has no
+            # defaults to fall back to, and its failure is not remembered: the next call tries again, as Thunder's
+            # own path would (a transient failure, out of memory say, must not fail every fusion that prints the
+            # definition).
+            raise error
+        text = _failure_text(error)
+        table.mark_failed(partition, text)
+        private = _PRIVATE[-1] if _PRIVATE else None
+        if private is not None:
+            private.append((table, partition.options, None))
+        if isinstance(error, _shared.SharedFailure):  # another fusion's failure with this definition: warned then
+            return _fall_back(adapter, info, fusion, partition, args, kwargs, table, frame, own_options)
+        entry = _shared.entry_of(_definition(adapter, partition, args, kwargs))
+        # Shared only where the definition's compile failed (its first execution); a later failure is this
+        # execution's. Remembered already (by a racing thread whose definition did not wait: `_shared.fail`): warned.
+        users = None if entry is None else _shared.fail(entry, text, info.id)
+        if users == []:
+            return _fall_back(adapter, info, fusion, partition, args, kwargs, table, frame, own_options)
+        if private is not None and users is not None:
+            private.append((table, partition.options, entry))
+        others = [f for f in users or () if f != info.id]
+        shared = ("" if users is None else
+                  f" Fusions with the same nvFuser definition ({', '.join(others) + ' and ' if others else ''}any "
+                  "that reaches it later) share this failure: they use their defaults under these options too, "
+                  "without compiling it again.")
+        warnings.warn(f"nvscope: fusion {info.id} failed with nvFuser options {partition.options.label()} and ran "
+                      f"again with its defaults (on_error='fallback'); later executions of it under these options use "
+                      f"its defaults directly.{shared}\n{text}", FallbackWarning, stacklevel=stacklevel)
         return _fall_back(adapter, info, fusion, partition, args, kwargs, table, frame, own_options)
-    entry = _shared.entry_of(_definition(adapter, partition, args, kwargs))
-    # Shared only where the definition's compile failed (its first execution); a later failure is this execution's.
-    users = None if entry is None else _shared.fail(entry, text, info.id)
-    if private is not None and users is not None:
-        private.append((table, partition.options, entry))
-    others = [f for f in users or () if f != info.id]
-    shared = ("" if users is None else
-              f" Fusions with the same nvFuser definition ({', '.join(others) + ' and ' if others else ''}any that "
-              "reaches it later) share this failure: they use their defaults under these options too, without "
-              "compiling it again.")
-    warnings.warn(f"nvscope: fusion {info.id} failed with nvFuser options {partition.options.label()} and ran "
-                  f"again with its defaults (on_error='fallback'); later executions of it under these options use its "
-                  f"defaults directly.{shared}\n{text}", FallbackWarning, stacklevel=stacklevel)
-    return _fall_back(adapter, info, fusion, partition, args, kwargs, table, frame, own_options)
+    finally:
+        _shared.settle()  # a first execution's failure not remembered above (`_shared.fail`): raised, not shared
 
 
 def _script(adapter: Adapter[Any], partition: Partition, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
@@ -314,7 +332,7 @@ def _fall_back(adapter: Adapter[F], info: FusionInfo, fusion: F, partition: Part
             and _shared.enabled()):
         own, new = table.get(own_options)
         if own.error is None:
-            run, call_args = own.run, (args, kwargs)
+            run, call_args = _run_own, (own.run, args, kwargs)
         else:
             new = False
     started = time.perf_counter() if new else 0.0
@@ -323,9 +341,22 @@ def _fall_back(adapter: Adapter[F], info: FusionInfo, fusion: F, partition: Part
             record = _record(info, partition.options, "fallback", adapter, partition.error)
             return _timed(run, record, *call_args)
         return run(*call_args)
+    except BaseException:
+        _shared.settle()  # a failure of the shared defaults is raised, not remembered
+        raise
     finally:
         if new:
             _shared.first_run(time.perf_counter() - started)
+
+
+def _run_own(run: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``run(args, kwargs)``: a partition at the fusion's own options, which no fusion's failure under a scope
+    refuses (`nvscope._exec._shared.adopt`), also where the partition took the definition before that failure."""
+    try:
+        return run(args, kwargs)
+    except _shared.SharedFailure:
+        with _shared.unrefused():
+            return run(args, kwargs)
 
 
 def _failure_text(error: BaseException) -> str:

@@ -192,11 +192,11 @@ class FrontendAdapter(Adapter[Definition]):
                 return built
 
         def first(entry: _shared.Entry, device: Any) -> Any:
-            """nvFuser's execute, that marks the shared definition compiled once it completes, then steps aside."""
+            """nvFuser's execute through `_shared.first` (one first execution of the shared definition at a time,
+            refused once its compile failure is remembered), until one completes: then it steps aside."""
 
             def execute_first(fd: Any, *args: Any, **kwargs: Any) -> Any:
-                outputs = original(fd, *args, **kwargs)
-                _shared.ran(entry)
+                outputs = _shared.first(entry, original, fd, args, kwargs)
                 by_device[device] = (fd, original)
                 return outputs
 

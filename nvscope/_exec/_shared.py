@@ -23,6 +23,12 @@ prints for it (``repr(fd)``, inputs included), the input descriptors it was buil
   (`_watch`, or the adapter through `ran`). A fusion running its own options (its defaults, shared) is never refused
   on the strength of a remembered failure (``adopt(own=True)``): that failure was another fusion's, under a scope,
   and may have been transient; its compile is tried, and a compile that completes forgets the failure (`ran`).
+* First executions (`first`): a partition that took a definition before its failure was remembered (built under
+  ``on_error="raise"``, or by a thread racing to it) refuses it when it runs, as `adopt` refuses a new one; and the
+  first executions of one entry run one at a time, each waiting until the one before has completed, or failed and
+  its failure is decided (`fail`: remembered; `settle`: raised, not remembered), so that a failing compile is one
+  attempt and one warning also for threads racing to it. After the first completed execution the definition's
+  ``execute`` is nvFuser's own again: the per-call path takes no lock.
 * Thread-safe: one lock around lookups and inserts (partition builds only: never on the per-call path).
 * Dropped by ``nvscope.uninstall()`` (`clear`), with the partitions that use it.
 * The legacy ``nvfuser`` frontend shares definitions by itself: its process-wide FusionCache gives identical
@@ -37,6 +43,8 @@ from __future__ import annotations
 import threading
 import weakref
 from collections import Counter, OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from nvscope._core import OptionSet, _env, _state
 
@@ -44,17 +52,22 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["Entry", "SharedFailure", "adopt", "clear", "enabled", "entry_of", "fail", "forget", "ran", "stats"]
+__all__ = ["Entry", "SharedFailure", "adopt", "clear", "enabled", "entry_of", "fail", "first", "forget", "ran",
+           "settle", "stats", "unrefused"]
 
 Key = tuple[str, object, OptionSet, object]  # (definition text, input descriptors, options, device)
 _ENTRY = "_nvscope_shared"  # in the __dict__ of each definition registered here: its Entry
 _MAX_FAILURES = 4096
+# How long a first execution waits for the decision on the failure of another thread's (`first`): made within that
+# thread's handling of its error (microseconds), unless the error left nvscope's execution path some other way (the
+# definition run by hand, say). Then the waiting execution compiles, as it did before the wait existed.
+_DECISION_WAIT_S = 10.0
 
 
 class Entry:
     """One shared definition: its key, the fusion that registered it, every fusion that adopted it, its failure."""
 
-    __slots__ = ("compiled", "error", "failed_in", "fd", "key", "owner", "users")
+    __slots__ = ("compiled", "error", "failed_in", "fd", "key", "owner", "running", "turn", "undecided", "users")
 
     def __init__(self, key: Key, fd: Any, owner: str) -> None:
         self.key = key
@@ -64,6 +77,11 @@ class Entry:
         self.compiled = False  # an execution of it completed: nvFuser compiled it for its key
         self.error: str | None = None  # the failure of its compile under its options (on_error="fallback")
         self.failed_in: str | None = None  # the fusion whose execution failed
+        # First executions, one at a time (`first`): the thread running one now, or whose failed one awaits its
+        # decision (``undecided``), and the condition the others wait on.
+        self.running: int | None = None
+        self.undecided = False
+        self.turn = threading.Condition(threading.Lock())
 
 
 class SharedFailure(RuntimeError):
@@ -81,6 +99,9 @@ class SharedFailure(RuntimeError):
 
 _SELECTED = object()  # adopt's device: the definition's own
 _lock = threading.Lock()
+# Per thread: ``pending``, the entries whose first execution failed on it, undecided (`settle`); ``own``, set while a
+# fusion's own options run past a refusal (`unrefused`).
+_local = threading.local()
 _entries: OrderedDict[Key, Entry] = OrderedDict()
 _failures: OrderedDict[Key, Entry] = OrderedDict()
 _counts: Counter[str] = Counter()  # "registered", "adopted", "evicted": `stats`
@@ -88,6 +109,7 @@ _counts: Counter[str] = Counter()  # "registered", "adopted", "evicted": `stats`
 _first_runs: list[float] = [0.0, 0.0]
 _state.keep(__name__, "_first_runs", "never reset: the tools report the difference over their run (`compiling`)")
 _state.keep(__name__, "_lock", "a lock")
+_state.keep(__name__, "_local", "per thread: settled by the execution that set it")
 
 
 def enabled() -> bool:
@@ -129,17 +151,21 @@ def adopt(fd: Any, options: OptionSet, owner: str, text: str | None = None, inpu
             if share and entry.fd is not None:
                 return entry.fd, entry
         else:
-            entry = _entries[key] = Entry(key, fd if share else None, owner)
+            entry = Entry(key, fd if share else None, owner)
             _counts["registered"] += 1
+        # Marked and watched before another thread can adopt it (below): its first execution is then `first`'s.
+        try:
+            fd.__dict__[_ENTRY] = entry
+        except AttributeError:  # a definition without a __dict__: its failures are known to its own partition only
+            pass
+        else:
+            if watch and not entry.compiled:
+                _watch(fd, entry)
+        if _entries.get(key) is not entry:
+            _entries[key] = entry
             if len(_entries) > _env.integer("NVSCOPE_MAX_SHARED"):
                 _entries.popitem(last=False)
                 _counts["evicted"] += 1
-    try:
-        fd.__dict__[_ENTRY] = entry
-    except AttributeError:  # a definition without a __dict__: its failures are known to its own partition only
-        return fd, entry
-    if watch and not entry.compiled:
-        _watch(fd, entry)
     return fd, entry
 
 
@@ -150,8 +176,8 @@ def _body(text: str) -> str:
 
 
 def _watch(fd: Any, entry: Entry) -> None:
-    """Until ``fd.execute`` first completes, run it through a wrapper that then marks ``entry`` compiled (`ran`) and
-    removes itself: after it, ``fd.execute`` is nvFuser's again, nothing added per call. Thunder calls the
+    """Until ``fd.execute`` first completes, run it through `first`, which then marks ``entry`` compiled (`ran`),
+    and remove the wrapper: after it, ``fd.execute`` is nvFuser's again, nothing added per call. Thunder calls the
     definition's ``execute`` itself. The wrapper holds ``fd`` weakly (as `nvscope._exec._repro.attach` does)."""
     try:
         ref = weakref.ref(fd)
@@ -162,13 +188,85 @@ def _watch(fd: Any, entry: Entry) -> None:
         target = ref()
         if target is None:  # pragma: no cover - the wrapper lives in the definition's own __dict__
             raise ReferenceError("the FusionDefinition is gone")
-        outputs = type(target).execute(target, *args, **kwargs)
-        ran(entry)
+        outputs = first(entry, type(target).execute, target, args, kwargs)
         if vars(target).get("execute") is execute:
-            del vars(target)["execute"]
+            # pop, not del: another thread that ran it meanwhile (after this compile: `first`) removes it too
+            vars(target).pop("execute", None)
         return outputs
 
     fd.__dict__["execute"] = execute
+
+
+def first(entry: Entry, call: Any, fd: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``call(fd, *args, **kwargs)``: an execution of ``entry``'s definition before one has completed (its compile).
+
+    Refused (`SharedFailure`, nothing compiled) where the entry's compile failure is remembered: a partition that took
+    the definition before then (under ``on_error="raise"``, or racing another thread to it) holds it still, and
+    `adopt` refuses only new ones. Not refused for a fusion's own options (`unrefused`). One at a time per entry:
+    while another thread's execution runs, or has failed and its failure is undecided (`fail` remembers it, `settle`
+    withdraws it), this one waits, then runs, or is refused. The first to complete marks the entry compiled (`ran`).
+    """
+    me = threading.get_ident()
+    turn = entry.turn
+    with turn:
+        while entry.running not in (None, me) and not entry.compiled:
+            if not turn.wait(_DECISION_WAIT_S if entry.undecided else None) and entry.undecided:
+                break  # never decided (see _DECISION_WAIT_S): compile
+        if entry.compiled:  # another thread's completed meanwhile: nvFuser's execute, as after the wrapper
+            mine = False
+        elif _failures.get(entry.key) is entry and not getattr(_local, "own", False):
+            raise SharedFailure(entry, fd)
+        else:
+            mine = True
+            entry.running, entry.undecided = me, False
+    if not mine:
+        return call(fd, *args, **kwargs)
+    try:
+        outputs = call(fd, *args, **kwargs)
+    except Exception:
+        with turn:
+            entry.undecided = True  # the caller's handling of the error decides: `fail` or `settle`
+            turn.notify_all()  # the waiting ones wait for that decision no longer than _DECISION_WAIT_S
+        pending = getattr(_local, "pending", None)
+        if pending is None:
+            pending = _local.pending = []
+        pending.append(entry)
+        raise
+    except BaseException:  # interrupted: nothing to decide
+        _release(entry)
+        raise
+    ran(entry)
+    _release(entry)
+    return outputs
+
+
+def _release(entry: Entry) -> None:
+    """The first execution of ``entry`` on this thread is over (completed, or its failure decided): the next may
+    run."""
+    with entry.turn:
+        if entry.running == threading.get_ident():
+            entry.running, entry.undecided = None, False
+            entry.turn.notify_all()
+
+
+def settle() -> None:
+    """The failed first executions of this thread whose failure was not remembered (raised: ``on_error="raise"``, a
+    fusion's own options, or the shared defaults) are decided: the executions waiting for them compile."""
+    pending = getattr(_local, "pending", None)
+    while pending:
+        _release(pending.pop())
+
+
+@contextmanager
+def unrefused() -> Iterator[None]:
+    """Executions on this thread inside are never refused for a remembered failure (`first`): a fusion's own options,
+    which no fusion's failure under a scope refuses (`adopt`'s ``own``)."""
+    previous = getattr(_local, "own", False)
+    _local.own = True
+    try:
+        yield
+    finally:
+        _local.own = previous
 
 
 def ran(entry: Entry) -> None:
@@ -189,22 +287,31 @@ def entry_of(fd: Any) -> Entry | None:
 
 def fail(entry: Entry, error: str, fusion: str) -> list[str] | None:
     """An execution of ``entry``'s definition failed under its options, in ``fusion``: the fusions known to share the
-    failure, or None where it is that execution's alone (the definition ran before: its compile did not fail).
+    failure, or None where it is that execution's alone (the definition ran before: its compile did not fail), or an
+    empty list where it is remembered already (another execution's, warned then).
 
     A compile failure is remembered by key, as text: the entry lets go of the definition (nothing compiled to keep,
-    and later adopters learn the failure instead)."""
-    with _lock:
-        if entry.compiled:
-            return None
-        entry.error = error
-        entry.failed_in = fusion
-        entry.fd = None
-        if _entries.get(entry.key) is entry:
-            del _entries[entry.key]
-        _failures[entry.key] = entry
-        if len(_failures) > _MAX_FAILURES:
-            _failures.popitem(last=False)
-        return list(entry.users)
+    and later adopters learn the failure instead). The executions waiting for this one (`first`) are then refused."""
+    try:
+        with _lock:
+            if entry.compiled:
+                return None
+            if _failures.get(entry.key) is entry:
+                return []
+            entry.error = error
+            entry.failed_in = fusion
+            entry.fd = None
+            if _entries.get(entry.key) is entry:
+                del _entries[entry.key]
+            _failures[entry.key] = entry
+            if len(_failures) > _MAX_FAILURES:
+                _failures.popitem(last=False)
+            return list(entry.users)
+    finally:
+        pending = getattr(_local, "pending", None)
+        if pending and entry in pending:
+            pending.remove(entry)
+            _release(entry)
 
 
 def forget(entry: Entry) -> None:

@@ -6,37 +6,44 @@
 
 1. The step runs once as the user's program runs it (Thunder's own path, no scope; `nvscope._tools._rescue_probe`):
    the first fusion that raises, or kills the process, or (with ``sanitize``) writes out of bounds is named by id;
-   the step's result is compared with ``reference`` when one is given.
+   the step's result is compared with ``reference`` when one is given. With ``sanitize`` a clean run is repeated
+   (``repeat`` runs in all): a clean run of a flaky fault proves little.
 2. For that fusion, candidate option sets (`nvscope._tools._rescue_search`) are tried on it alone (every other
    fusion keeps its defaults; the cures found so far stay on theirs), ``jobs`` probes at a time (for a function
    target, in ``jobs`` long-lived workers that reuse what they compiled: `nvscope._tools._rescue_workers`); the
-   first that cures is confirmed by repeating it in a fresh process. With ``NVFUSER_ENABLE``/``NVFUSER_DISABLE`` set
-   (probes in child processes), one probe in a fresh process without each variable says whether it is the cause.
+   first that cures is confirmed by repeating it in a fresh process. Before the search the defaults run once more:
+   a failure that repeats is taken as deterministic (one run); one that does not is flaky, its rate is measured in
+   ``repeat`` runs, and a cure must pass as many runs as make it a proof at ``alpha`` over every candidate planned
+   (`nvscope._tools._rescue_search.runs_needed`), else it is reported as not statistically proven. With
+   ``NVFUSER_ENABLE``/``NVFUSER_DISABLE`` set (probes in child processes), one probe in a fresh process without
+   each variable says whether it is the cause.
 3. With that cure in place the step runs again: the next failing fusion is searched, until the step runs clean or a
    fusion has no cure. A final run (repeated) proves the whole map.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
-import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from nvscope._core import OptionSet, cut
 from nvscope._measure import _checks, options_from, own_keywords, progress_printer
-from nvscope._tools._rescue_probe import Children, Plan, observe
+from nvscope._tools._rescue_probe import Children, Plan, check_target, observe
 from nvscope._tools._rescue_report import Failure, FusionRescue, RescueResult, facts, issue_text
-from nvscope._tools._rescue_search import candidates, search
+from nvscope._tools._rescue_search import Attempt, candidates, how_sure, search
 from nvscope._tools._rescue_watch import NO_VALIDATE, scripts_directory, tidy
+from nvscope._tools._rescue_workers import signals_interrupt
 
 __all__ = ["rescue"]
 
 Probe = Callable[[list[Plan]], list[dict[str, Any]]]
 _ENV = ("NVFUSER_ENABLE", "NVFUSER_DISABLE")
 _FACTS = "# nvscope rescue found:"  # the first line of the report's header on a repro script
+_MOST_RUNS = 64  # the most runs a flaky failure's cure is given to prove itself; past that it is said not proven
 
 
 def _in_process(step: Callable[[], Any], reference: Callable[[], Any] | None, tolerance: float | None,
@@ -47,33 +54,22 @@ def _in_process(step: Callable[[], Any], reference: Callable[[], Any] | None, to
     return run
 
 
-def _versions() -> dict[str, str]:
-    from importlib import metadata
+def _versions(observation: dict[str, Any]) -> dict[str, str]:
+    """The versions the step ran with: as the process that ran it loaded them (a probe's, `observe`'s: a child's
+    path may hold another Thunder than this process's), else as this process finds them."""
+    from nvscope._tools._rescue_watch import loaded_versions
 
-    from nvscope._core import installed_nvfuser
-
-    found = {}
-    nvfuser = installed_nvfuser()
-    if nvfuser is not None:
-        found["nvFuser"] = str(nvfuser.version)
-    for label, dist in (("Thunder", "lightning-thunder"), ("torch", "torch")):
-        try:
-            found[label] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            pass
-    torch = sys.modules.get("torch")
-    cuda = getattr(getattr(torch, "version", None), "cuda", None)
-    if cuda:
-        found["CUDA"] = str(cuda)
-    return found
+    return dict(observation.get("versions") or loaded_versions())
 
 
 def _target(step: str, reference: str | None, module: bool, args: list[str]) -> dict[str, Any]:
     where, _, function = step.rpartition(":") if ":" in step and not step.endswith(":") else (step, "", "")
     if not module and not os.path.isfile(where):
         raise FileNotFoundError(f"can't open file {cut(os.path.abspath(where), 200, repr)}: no such file")
-    return {"where": where, "function": function or None, "module": module, "args": list(args),
-            "reference": reference}
+    target = {"where": where, "function": function or None, "module": module, "args": list(args),
+              "reference": reference}
+    check_target(target)  # a syntax error, a missing module: refused before any child runs
+    return target
 
 
 @own_keywords  # `rescue(step, sanitze=True)`: did you mean 'sanitize'?
@@ -82,7 +78,7 @@ def rescue(step: Callable[[], Any] | str, /, *, reference: Callable[[], Any] | s
            confirm: int = 1, sanitize: bool = False, sanitizer: str = "compute-sanitizer",
            tolerance: float | None = None, module: bool = False, args: list[str] | tuple[str, ...] = (),
            candidates: Sequence[object] | None = None, validate: bool = True, fresh_probes: bool = False,
-           progress: bool = True) -> RescueResult:
+           progress: bool = True, alpha: float = 0.05, repeat: int = 5) -> RescueResult:
     """Find per fusion the nvFuser options that make ``step`` run (and match ``reference``) when it goes wrong under
     nvFuser's defaults. See the module docstring and docs/rescue.md.
 
@@ -98,7 +94,9 @@ def rescue(step: Callable[[], Any] | str, /, *, reference: Callable[[], Any] | s
     catalog's (specs as for `nvscope.search`, tried in the order given, each still gated by the fusion's ops);
     ``validate``: check each fusion's first execution with nvFuser's ``FusionDefinition.validate`` (its outputs
     against ATen's), where the installed frontend has it, so that a fusion computing wrong numbers is named and
-    searched like one that raises.
+    searched like one that raises. ``alpha``: the false-cure rate a flaky failure's cure is proven at, over every
+    candidate planned; ``repeat``: the runs of the defaults that measure a flaky failure's rate (a failure that fails
+    again in one more run is taken as deterministic), and with ``sanitize`` the memcheck runs of a clean diagnosis.
     """
     from nvscope._measure import resolve
 
@@ -106,6 +104,10 @@ def rescue(step: Callable[[], Any] | str, /, *, reference: Callable[[], Any] | s
     max_set_size = _checks.count("max_set_size", max_set_size, 1)
     jobs, confirm = _checks.count("jobs", jobs, 1), _checks.count("confirm", confirm, 0)
     budget_s = _checks.number("budget_s", budget_s, above=True)
+    repeat = _checks.count("repeat", repeat, 1)
+    alpha = _checks.number("alpha", alpha, above=True)
+    if alpha >= 1:
+        raise ValueError(f"alpha must be a number between 0 and 1 (a false-cure rate, e.g. 0.05), got {alpha:g}")
     tolerance = _checks.number("tolerance", tolerance, none=True)
     say = progress_printer("rescue", progress)
     env = OptionSet.from_env()
@@ -141,12 +143,16 @@ def rescue(step: Callable[[], Any] | str, /, *, reference: Callable[[], Any] | s
         probe, mode, drops = _in_process(step, reference, tolerance, scripts), "in-process", []
     checks = ("raises", *(("faults",) if mode != "in-process" else ()), *(("validate",) if validate else ()),
               *(("reference",) if reference else ()), *(("memcheck",) if sanitize else ()))
-    try:
-        result = _drive(probe, say, mode, checks, env, drops, max_set_size, budget_s, jobs, confirm, given)
-    finally:  # Ctrl-C too: no worker outlives the rescue
-        if children is not None:
-            children.close()
-    tidy(scripts, [p for r in result.rescues for p in r.repro_scripts])
+    result: RescueResult | None = None
+    with signals_interrupt():
+        try:
+            result = _drive(probe, say, mode, checks, env, drops, max_set_size, budget_s, jobs, confirm, given,
+                            alpha=alpha, repeat=repeat)
+        finally:  # Ctrl-C, SIGTERM, SIGHUP too: no worker outlives the rescue, no fusion's pre-written script stays
+            if children is not None:
+                children.close()
+            tidy(scripts, [] if result is None else [p for r in result.rescues for p in r.repro_scripts])
+    assert result is not None  # the block raised otherwise
     return result
 
 
@@ -166,35 +172,84 @@ def _on_path(program: str) -> bool:
 
 def _fails_at(observation: dict[str, Any], fusion: str) -> bool:
     """Whether ``fusion`` failed in the probe (another fusion's wrong numbers do not hide its own), or never ran (a
-    probe that stopped before it proves no cure)."""
+    probe that stopped before it proves no cure), or the step failed with no fusion named (its result against the
+    reference: options that turn an exception into wrong numbers cure nothing)."""
     failure = observation["failure"]
-    ran = any(f["id"] == fusion for f in observation["fusions"])
-    return (not ran or fusion in observation.get("failed", ())
-            or (failure is not None and failure["fusion"] == fusion))
+    return (not _reached(observation, fusion) or _failed_there(observation, fusion)
+            or (failure is not None and failure["fusion"] is None))
+
+
+def _candidates(n: int) -> str:
+    return f"{n} candidate{'s' * (n != 1)}"
+
+
+def _reached(observation: dict[str, Any], fusion: str) -> bool:
+    return any(f["id"] == fusion for f in observation["fusions"])
+
+
+def _failed_there(observation: dict[str, Any], fusion: str) -> bool:
+    failure = observation["failure"]
+    return fusion in observation.get("failed", ()) or (failure is not None and failure["fusion"] == fusion)
+
+
+def _runs(probe: Probe, plans: list[Plan], jobs: int) -> list[dict[str, Any]]:
+    """The plans' observations, ``jobs`` probes at a time (a target's probes start at once)."""
+    return [o for i in range(0, len(plans), jobs) for o in probe(plans[i:i + jobs])]
+
+
+def _failure_rate(probe: Probe, plan: dict[str, OptionSet], fusion: str, validate: bool, first: int, most: int,
+                  jobs: int) -> tuple[int, int]:
+    """How often the step with the cures so far fails at ``fusion`` in fresh runs after the one that found it:
+    (failures, runs that reached it). ``first`` runs; when the fusion did not fail in each, ``most`` in all, which
+    measure its rate. Runs that stop before the fusion count for neither."""
+    failed = reached = done = 0
+    planned = first
+    while done < planned:
+        for seen in _runs(probe, [Plan(plan, validate=validate)] * min(jobs, planned - done), jobs):
+            done += 1
+            reached += _reached(seen, fusion)
+            failed += _reached(seen, fusion) and _failed_there(seen, fusion)
+        if done == first and not failed == reached == done:
+            planned = max(most, first)
+    return failed, reached
 
 
 def _drive(probe: Probe, say: Callable[[str], None], mode: str, checks: tuple[str, ...], env: OptionSet,
            drops: list[str], max_set_size: int, budget_s: float, jobs: int, confirm: int,
-           given: list[OptionSet] | None = None) -> RescueResult:
+           given: list[OptionSet] | None = None, *, alpha: float = 0.05, repeat: int = 5) -> RescueResult:
     began = time.monotonic()
     validate = "validate" in checks
     say("running the step under nvFuser's defaults (Thunder's own path)"
         + (", each fusion checked by nvFuser's validate" if validate else ""))
     plan: dict[str, OptionSet] = {}
     seen = probe([Plan(plan, validate=validate)])[0]
+    doubts: list[str] = []  # why a cure is not proven: the proof is then not run
+    notes = ["a rescue found for these inputs (shapes, dtypes) says nothing of others: run it again for them"]
+    if "memcheck" in checks and seen["failure"] is None and repeat > 1:
+        # A clean memcheck run of a flaky fault proves little: repeat it until one is not clean.
+        say(f"memcheck found nothing: {repeat - 1} more runs")
+        rerun = _runs(probe, [Plan(plan, validate=validate)] * (repeat - 1), jobs)
+        seen = next((o for o in rerun if o["failure"] is not None), seen)
+        if seen["failure"] is None:
+            notes.append(f"memcheck found no error in {repeat} runs of the defaults (repeat= for more; a fault that "
+                         "appears only after several steps needs a FUNCTION that runs those steps)")
     clean = 0  # clean whole runs with the cures so far: the last re-run counts toward the proof
     fusions = [f["id"] for f in seen["fusions"]]
     info = {f["id"]: f for f in seen["fusions"]}
     rescues: list[FusionRescue] = []
     unattributed = None
-    notes = ["a rescue found for these inputs (shapes, dtypes) says nothing of others: run it again for them"]
     if env:
         notes.append(f"the environment sets {env.as_shell()}: those options apply to every fusion and cannot be "
                      "taken away per fusion" + ("" if drops else " (in-process probes cannot run without them)"))
     while seen["failure"] is not None:
         failure = seen["failure"]
         fusion = failure["fusion"]
-        if fusion is None or fusion in plan:  # nothing to search on: say so
+        if fusion in plan:  # a cure that does not hold in this run: said on that fusion
+            again = f"it failed again with its cure, in the run with the cures so far: {failure['line'][:200]}"
+            rescues = [dataclasses.replace(r, sure=again) if r.fusion == fusion else r for r in rescues]
+            doubts.append(f"{fusion}: {again}")
+            break
+        if fusion is None:  # nothing to search on: say so
             unattributed = Failure(fusion, failure["kind"], failure["line"], failure.get("detail", ""))
             break
         say(f"{fusion}: {failure['kind']}: {failure['line'][:160]}")
@@ -207,7 +262,6 @@ def _drive(probe: Probe, say: Callable[[str], None], mode: str, checks: tuple[st
         sets = candidates(fused["ops"], taken, max_set_size, f"{failure['line']}\n{failure.get('detail', '')}") \
             if given is None else [o for o in given if len(o.enable) + len(o.disable) <= max_set_size
                                    and o.only(_gate(fused["ops"])) == o]
-        say(f"{fusion}: trying {len(sets)} option sets, {jobs} at a time")
         repro: list[str] = list(seen.get("repro", []))  # the defaults' failure first
 
         def cures(batch: list[OptionSet], fusion: str = fusion, repro: list[str] = repro, fresh: bool = False
@@ -219,15 +273,49 @@ def _drive(probe: Probe, say: Callable[[str], None], mode: str, checks: tuple[st
                 bad = _fails_at(observed, fusion)
                 repro.extend(observed.get("repro", []))
                 say(f"  {fusion} with {options.label()}: {'still fails' if bad else 'cured'}")
-                out.append((not bad, observed["failure"]["line"][:200] if bad else ""))
+                stopped = "the step ended before the fusion ran"  # a program that exits early: no verdict on it
+                out.append((not bad, (observed["failure"] or {"line": stopped})["line"][:200] if bad else ""))
             return out
 
-        remaining = budget_s - (time.monotonic() - began)
-        # A cure must hold in a fresh process (wrong numbers and memory errors can depend on allocation history).
-        cure, attempts, out_of_budget = search(sets, cures, jobs=jobs, confirm=confirm, budget_s=max(remaining, 0),
-                                               again=functools.partial(cures, fresh=True))
+        def searched(failed: int, reached: int, fusion: str = fusion, sets: list[OptionSet] = sets,
+                     cures: Callable[..., list[tuple[bool, str]]] = cures
+                     ) -> tuple[OptionSet | None, list[Attempt], bool, int | None, str]:
+            """The search, its cure confirmed as often as the defaults' failures ask (module docstring)."""
+            needed, rate = (None, "") if 0 < failed == reached else how_sure(failed, reached, alpha, len(sets))
+            wanted = confirm if needed is None or needed - 1 > _MOST_RUNS else max(confirm, needed - 1)
+            if rate:
+                notes.append(f"{fusion} is {rate}")
+                say(f"{fusion}: {rate}; " + (f"a cure must pass {needed} runs" if needed and wanted >= needed - 1
+                                             else "no cure can be proven in as many runs as are tried"))
+            say(f"{fusion}: trying {len(sets)} option sets, {jobs} at a time")
+            remaining = budget_s - (time.monotonic() - began)
+            # A cure must hold in a fresh process (wrong numbers and memory errors can depend on allocation history).
+            return (*search(sets, cures, jobs=jobs, confirm=wanted, budget_s=max(remaining, 0),
+                            again=functools.partial(cures, fresh=True)), needed, rate)
+
+        failed, reached = _failure_rate(probe, plan, fusion, validate, 1, repeat, jobs)
+        cure, attempts, out_of_budget, needed, rate = searched(failed, reached)
+        last = attempts
+        if 0 < failed == reached and any(a.detail.startswith("confirm") and not a.cured for a in attempts):
+            # A set cured one run and failed the next: a deterministic failure does not do that, a flaky one does.
+            extra = _failure_rate(probe, plan, fusion, validate, repeat, repeat, jobs)
+            failed, reached = failed + extra[0], reached + extra[1]
+            if failed < reached:
+                cure, last, out_of_budget, needed, rate = searched(failed, reached)
+                attempts = attempts + last
+        sure = ""
+        if cure is not None and not 0 < failed == reached:
+            clean = sum(a.cured for a in last if a.options == cure)
+            sure = (f"proven at alpha={alpha:g} over {_candidates(len(sets))}: {clean} clean runs; {rate}"
+                    if needed is not None and clean >= needed else
+                    f"NOT statistically proven: {clean} clean runs; {rate}; "
+                    + (f"a proof at alpha={alpha:g} over {_candidates(len(sets))} needs {needed}" if needed else
+                       "no number of runs proves a cure of a failure that did not fail again"))
+            if not sure.startswith("proven"):
+                doubts.append(f"{fusion}: {sure}")
         rescue_ = FusionRescue(fusion, Failure(fusion, failure["kind"], failure["line"], failure.get("detail", "")),
-                               cure, tuple(attempts), tuple(causes), out_of_budget, tuple(dict.fromkeys(repro))[:1])
+                               cure, tuple(attempts), tuple(causes), out_of_budget, tuple(dict.fromkeys(repro))[:1],
+                               sure=sure)
         rescues.append(rescue_)
         if cure is None:
             say(f"{fusion}: no cure" + (" (time budget spent)" if out_of_budget else ""))
@@ -241,7 +329,9 @@ def _drive(probe: Probe, say: Callable[[str], None], mode: str, checks: tuple[st
             if f["id"] not in fusions:
                 fusions.append(f["id"])
     proved, proof = None, ""
-    if plan and all(r.cure is not None for r in rescues) and unattributed is None:
+    if doubts:  # a run more proves nothing a statistical proof did not
+        proved, proof = False, doubts[0]
+    elif plan and all(r.cure is not None for r in rescues) and unattributed is None:
         more = confirm + 1 - clean  # the clean re-run with every cure is the proof's first run
         say(f"proving the map: {more} more runs" if more else "proved by the run with every cure")
         finals = [seen] * clean + (probe([Plan(plan, validate=validate)] * more) if more else [])
@@ -249,7 +339,7 @@ def _drive(probe: Probe, say: Callable[[str], None], mode: str, checks: tuple[st
         proved = not bad
         proof = (f"{len(finals)} runs clean" + (", matching the reference" if "reference" in checks else "")
                  if proved else f"{len(bad)} of {len(finals)} runs failed: {bad[0]['line'][:200]}")
-    versions = _versions()
+    versions = _versions(seen)
     rescues = [_with_issue(r, versions) for r in rescues]
     if any(r.env_cause for r in rescues):
         notes.append("a fusion fails only with an NVFUSER_* variable of the environment: change it (its options "

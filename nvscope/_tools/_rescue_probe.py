@@ -34,14 +34,22 @@ from contextlib import contextmanager
 from typing import Any, TextIO
 
 from nvscope._core import OptionSet, _env, dev_mode, first_line, nv_options, program_sharing_suspended
-from nvscope._exec import _events, audit, repro_paths, scripts_named_in
+from nvscope._exec import _autoinstall, _events, audit, repro_paths, scripts_named_in
 from nvscope._measure import compare_leaves, flatten_outputs, options_dict, options_from
 from nvscope._tools._bisect_process import _detail
-from nvscope._tools._rescue_watch import NO_VALIDATE, Watch, failure_of, script_path, scripts_directory
+from nvscope._tools._rescue_target import check_target
+from nvscope._tools._rescue_watch import (
+    NO_VALIDATE,
+    Watch,
+    failure_of,
+    loaded_versions,
+    script_path,
+    scripts_directory,
+)
 from nvscope._tools._rescue_workers import Workers, kill
 from nvscope._tools._search_fusions import _Map
 
-__all__ = ["CHILD", "LOAD", "MARK", "WORKER", "Children", "Plan", "observe"]
+__all__ = ["CHILD", "LOAD", "MARK", "WORKER", "Children", "Plan", "check_target", "observe"]
 
 MARK = "nvscope-rescue: start "
 # A child: load the target as the command line would (`LOAD`), then `observe` it and exit. A program (no function)
@@ -51,6 +59,7 @@ import json, sys
 with open(sys.argv[1], encoding="utf-8") as file:
     spec = json.load(file)
 from nvscope._tools._rescue_probe import observe
+from nvscope._tools._rescue_target import findable, imported, named, unusable
 t = spec["target"]
 sys.argv = [t["where"], *t["args"]]
 import os, runpy
@@ -58,6 +67,8 @@ if t["function"] is None:
     # A program, as `nvscope run` runs it (the script's folder, or for -m the working directory, first on the path);
     # judged by its exit code.
     sys.path.insert(0, os.getcwd() if t["module"] else os.path.dirname(os.path.abspath(t["where"])))
+    if t["module"]:
+        findable(spec, t["where"])
     def step():
         try:
             if t["module"]:
@@ -69,16 +80,18 @@ if t["function"] is None:
                 raise
     reference = None
 else:
-    import importlib
-    from nvscope._measure import attribute, import_script
+    from nvscope._measure import import_script
     if t["module"]:
         sys.path.insert(0, os.getcwd())
-        loaded = importlib.import_module(t["where"])
+        loaded = imported(spec, t["where"])
     else:
         sys.path.insert(0, os.path.dirname(os.path.abspath(t["where"])))
         loaded = import_script(t["where"])
-    step = attribute(loaded, t["function"])
-    reference = attribute(loaded, t["reference"]) if t["reference"] else None
+    try:
+        step = named(loaded, t["where"], t["function"])
+        reference = named(loaded, t["where"], t["reference"], "the reference: ") if t["reference"] else None
+    except (TypeError, ValueError) as error:
+        unusable(spec, error)
 """
 CHILD = LOAD + 'observe(step, reference, spec, spec.get("tolerance"))\n'
 # A worker (`nvscope._tools._rescue_workers`): loaded once, then one probe per request.
@@ -108,6 +121,7 @@ class Plan:
             grouped.setdefault(options, []).append(fusion)
         return list(grouped.items())
 
+
 def observe(step: Callable[[], Any], reference: Callable[[], Any] | None, spec: dict[str, Any],
             tolerance: float | None = None) -> dict[str, Any]:
     """Run ``step`` once under the plan in ``spec`` (``groups``: [[options, [ids]], ...]) and say what happened (a
@@ -130,8 +144,15 @@ def observe(step: Callable[[], Any], reference: Callable[[], Any] | None, spec: 
                                       "own": options_dict(record.options if record.partition == "default"
                                                           else OptionSet())}
 
+    versions: dict[str, str] = {}
+
     @contextmanager
     def timer(record: _events.FusionRecord) -> Iterator[None]:
+        if not versions:  # as this process loaded them, before a fault can take the process
+            versions.update(loaded_versions())
+            if spec.get("versions"):
+                with open(spec["versions"], "w", encoding="utf-8") as file:
+                    json.dump(versions, file)
         if events is not None:
             events.write(record.fusion + "\n")
             events.flush()
@@ -154,8 +175,10 @@ def observe(step: Callable[[], Any], reference: Callable[[], Any] | None, spec: 
         # share=False: the diagnosis sees Thunder's own path, as the user's program runs it, also where the program
         # shares its defaults (an outer share=True scope; NVSCOPE_SHARE=all, suspended in every thread meanwhile): a
         # shared definition is another path.
-        with dev_mode(True), warnings.catch_warnings(), audit(), _events.listening(seen, timer), \
-                program_sharing_suspended(), nv_options(share=False), _Map(groups):
+        # watch_imports: as under `nvscope run`, the adapter installs the moment the step imports Thunder (a
+        # program does, after the audit began) even where the program never calls nvscope.thunder.install().
+        with dev_mode(True), warnings.catch_warnings(), audit(), _autoinstall.watch_imports(), \
+                _events.listening(seen, timer), program_sharing_suspended(), nv_options(share=False), _Map(groups):
             warnings.simplefilter("ignore")
             try:
                 out = step()
@@ -175,16 +198,27 @@ def observe(step: Callable[[], Any], reference: Callable[[], Any] | None, spec: 
             result["failure"] = failures[0]
             result["failed"] = list(dict.fromkeys(f["fusion"] for f in failures))
             result["repro"] = [*(watch.written[f] for f in result["failed"] if f in watch.written), *result["repro"]]
-        if result["failure"] is None and reference is not None:
-            numerics = compare_leaves(flatten_outputs(reference(), "out"), flatten_outputs(out, "out"), tolerance)
-            result["matched"], result["numerics"] = numerics.ok, numerics.detail
-            if not numerics.ok:
-                result["failure"] = failure_of(None, "numbers", f"the step's result differs from its reference: "
-                                                              f"{numerics.detail}")
+        if reference is not None:
+            try:
+                expected = reference()
+            except BaseException as error:
+                if isinstance(error, KeyboardInterrupt):
+                    raise
+                # The reference's own failure, before any fusion's: no probe can be judged without it (nothing to
+                # search), and no fusion is blamed for it.
+                result["failure"] = failure_of(None, "reference", first_line(error, 400))
+                expected = None
+            if result["failure"] is None:
+                numerics = compare_leaves(flatten_outputs(expected, "out"), flatten_outputs(out, "out"), tolerance)
+                result["matched"], result["numerics"] = numerics.ok, numerics.detail
+                if not numerics.ok:
+                    result["failure"] = failure_of(None, "numbers", f"the step's result differs from its "
+                                                                  f"reference: {numerics.detail}")
     finally:
         if events is not None:
             events.close()
     result["fusions"] = list(fusions.values())
+    result["versions"] = versions or loaded_versions()
     result["validated"] = sorted(watch.checked)
     result["unvalidated"] = dict(watch.skipped)
     if watch.validate and watch.frontends and not watch.found_validate:
@@ -221,7 +255,9 @@ class Children:
                  tolerance: float | None = None, fresh: bool = False) -> None:
         self.target, self.timeout, self.python, self.sanitizer = target, timeout, python, sanitizer
         self.tolerance = tolerance
-        # One directory for every child's repro scripts (each would make its own), kept after the rescue.
+        # One directory for every child's repro scripts (each would make its own), kept after the rescue when a
+        # child wrote one (`close`).
+        self.own_repro = not os.environ.get("NVSCOPE_REPRO_DIR")
         self.repro_dir = os.environ.get("NVSCOPE_REPRO_DIR") or tempfile.mkdtemp(prefix="nvscope-repro-")
         # The fusions' repro scripts, written before each runs (`tidy` keeps the failing ones').
         self.scripts = scripts or scripts_directory()
@@ -232,9 +268,15 @@ class Children:
                                timeout, self.verdict) if reuse else None
 
     def close(self) -> None:
-        """Kill the workers (a later `run` starts new ones)."""
+        """Kill the workers (a later `run` starts new ones); remove the directories for repro scripts that no child
+        wrote to (`nvscope._tools._rescue_watch.tidy` keeps the failing fusions' scripts)."""
         if self.workers is not None:
             self.workers.close()
+        for directory in ([self.repro_dir] if self.own_repro else []) + [self.scripts]:
+            try:
+                os.rmdir(directory)  # only an empty one
+            except OSError:
+                pass
 
     def run(self, plans: Sequence[Plan]) -> list[dict[str, Any]]:
         """Run the plans at once (the caller bounds how many), each in a child or a worker; their observations, in
@@ -262,6 +304,7 @@ class Children:
     def spec(self, plan: Plan, stem: str) -> dict[str, Any]:
         """What `observe` reads for ``plan``, its files named from ``stem``."""
         return {"target": self.target, **plan.spec(), "events": stem + ".events", "out": stem + ".json",
+                "versions": stem + ".versions",
                 "markers": self.sanitizer is not None, "scripts": self.scripts, "prewrite": True,
                 "tolerance": self.tolerance}
 
@@ -307,6 +350,8 @@ class Children:
         if os.path.exists(spec["out"]) and code is not None:
             with open(spec["out"], encoding="utf-8") as file:
                 result: dict[str, Any] = json.load(file)
+            if "usage" in result:  # the target cannot run as given (`unusable`): the caller's error
+                raise (TypeError if result["error"] == "TypeError" else ValueError)(result["usage"])
         else:  # it died (or hung) before it could say: the last fusion it started is the one
             done = None if code is None else subprocess.CompletedProcess(args, code, stdout, stderr)
             how = "timeout" if code is None else "fault"
@@ -317,7 +362,8 @@ class Children:
                                   for f in dict.fromkeys(started)], "matched": None, "numerics": "",
                       "failure": failure_of(last, how, _detail(done, self.timeout), stderr[-2000:]),
                       "failed": [last] if last else [],
-                      "repro": [script] if script and os.path.isfile(script) else []}
+                      "repro": [script] if script and os.path.isfile(script) else [],
+                      "versions": _json(spec.get("versions"))}
         result["repro"] = list(dict.fromkeys([*result["repro"], *scripts_named_in(stderr)]))
         if self.sanitizer is not None:
             total, per = sanitizer_errors(stdout)
@@ -334,6 +380,15 @@ class Children:
                 if os.path.isfile(script):
                     result["repro"] = [script, *result["repro"]]
         return result
+
+
+def _json(path: str | None) -> Any:
+    """What a probe wrote to ``path`` as JSON (its versions, at its first fusion), or {}."""
+    try:
+        with open(path or "", encoding="utf-8") as file:
+            return json.load(file)
+    except (OSError, ValueError):
+        return {}
 
 
 def _lines(path: str) -> list[str]:

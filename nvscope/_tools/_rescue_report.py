@@ -6,19 +6,27 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from nvscope._core import OptionSet
 from nvscope._measure import LoadableResult, nv_options_line, options_dict, options_from, spec
 from nvscope._tools._rescue_search import Attempt
 
-__all__ = ["Failure", "FusionRescue", "RescueResult", "facts", "issue_text", "location_of"]
+__all__ = ["NO_FUSION", "Failure", "FusionRescue", "RescueResult", "facts", "issue_text", "location_of"]
 
 _LOCATION = re.compile(r"(csrc/[\w./-]+\.(?:cpp|h|cu|cuh|hpp):\d+)")
-KINDS: Mapping[str, str] = {
+KINDS: Mapping[str, str] = MappingProxyType({
     "raise": "raises", "fault": "kills the process", "timeout": "hangs (no exit within the time limit)",
     "numbers": "wrong numbers", "memory": "writes out of bounds (compute-sanitizer memcheck)",
-    "step": "the step fails outside any fusion"}
+    "step": "the step fails outside any fusion", "reference": "the reference raised"})
+# Why a failure no fusion was named for is not rescued (`RescueResult`'s last line).
+_OUTSIDE: Mapping[str, str] = MappingProxyType({
+    "reference": "the reference raised: fix it", "step": "the step fails outside any fusion",
+    "numbers": "the step's result differs from its reference while no fusion was found wrong",
+    "fault": "the process died before any fusion ran", "timeout": "the step hung before any fusion ran"})
+# A step through which no nvFuser fusion ran: nothing was checked.
+NO_FUSION = "no nvFuser fusion ran: is the step jitted by thunder.jit with nvFuser (is Thunder installed)?"
 
 
 def location_of(text: str) -> str | None:
@@ -60,11 +68,13 @@ class FusionRescue:
     out_of_budget: bool = False
     repro_scripts: tuple[str, ...] = ()
     issue: str = ""
+    sure: str = ""  # how sure the cure is, where a confirmation alone does not say it (a flaky failure's)
 
     def as_dict(self) -> dict[str, Any]:
         return {"fusion": self.fusion, "failure": self.failure.as_dict(),
                 "cure": None if self.cure is None else options_dict(self.cure), "env_cause": list(self.env_cause),
                 "out_of_budget": self.out_of_budget, "repro_scripts": list(self.repro_scripts), "issue": self.issue,
+                "sure": self.sure,
                 "attempts": [{"options": options_dict(a.options), "cured": a.cured, "detail": a.detail,
                               "seconds": a.seconds} for a in self.attempts]}
 
@@ -75,7 +85,7 @@ class FusionRescue:
                    None if d["cure"] is None else options_from(d["cure"]),
                    tuple(Attempt(options_from(a["options"]), a["cured"], a["detail"], a["seconds"])
                          for a in d["attempts"]), tuple(d["env_cause"]), d["out_of_budget"],
-                   tuple(d["repro_scripts"]), d["issue"])
+                   tuple(d["repro_scripts"]), d["issue"], d.get("sure", ""))
 
 
 @dataclass(frozen=True)
@@ -85,7 +95,8 @@ class RescueResult(LoadableResult):
     ``rescues``: one per failing fusion, in the order found; ``unattributed``: a failure no fusion could be named
     for (the step fails outside the fusions, or its numbers are wrong with no fusion found wrong), else None.
     ``proved``: whether the final run with `line`'s options ran clean (and matched the reference when one was given);
-    None when there was nothing to prove. ``healthy``: nothing went wrong under the defaults.
+    None when there was nothing to prove. ``healthy``: fusions ran and nothing went wrong under the defaults;
+    ``no_fusion``: no nvFuser fusion ran, so nothing was checked (not healthy, not rescued: exit code 1).
     """
 
     fusions: tuple[str, ...]
@@ -100,8 +111,12 @@ class RescueResult(LoadableResult):
     versions: dict[str, str] = field(default_factory=dict)
 
     @property
+    def no_fusion(self) -> bool:
+        return not self.fusions
+
+    @property
     def healthy(self) -> bool:
-        return not self.rescues and self.unattributed is None
+        return bool(self.fusions) and not self.rescues and self.unattributed is None
 
     @property
     def rescued(self) -> bool:
@@ -121,7 +136,8 @@ class RescueResult(LoadableResult):
         """The scope for the whole step: one ``nv_options(...)``, or nested ones (a selector map)."""
         scopes = [nv_options_line(options, fusions) for options, fusions in self.groups()]
         if not scopes:
-            return "# nothing to rescue: keep the defaults" if self.healthy else "# no cure found"
+            return ("# nothing to rescue: keep the defaults" if self.healthy else
+                    "# no nvFuser fusion ran" if self.no_fusion and self.unattributed is None else "# no cure found")
         return scopes[0] if len(scopes) == 1 else "with " + ", \\\n     ".join(scopes) + ":"
 
     def decorator(self) -> str:
@@ -132,18 +148,22 @@ class RescueResult(LoadableResult):
     def exit_code(self) -> int:
         return 0 if self.rescued else 1
 
-    def report(self) -> str:
+    def report(self, issues: Mapping[str, str] | None = None) -> str:
+        """The answer as text. ``issues``: per fusion, the file its issue text was written to (named beside its repro
+        script)."""
         lines = [f"nvscope rescue: {len(self.fusions)} fusions ran ({self.mode}; checked: "
                  f"{', '.join(self.checks) or 'raises'})"]
         if self.healthy:
             lines.append("nothing to rescue: the step runs under nvFuser's defaults"
                          + (" and matches its reference" if "reference" in self.checks else ""))
+        elif self.no_fusion and self.unattributed is None:
+            lines.append(NO_FUSION)
         for r in self.rescues:
             where = f" at {r.failure.location}" if r.failure.location else ""
             lines.append(f"{r.fusion}: {KINDS.get(r.failure.kind, r.failure.kind)}{where}: {r.failure.line[:200]}")
             tried = len(r.attempts)
             if r.cure is not None:
-                lines.append(f"  cured by {spec(r.cure)} (confirmed; {tried} attempts)")
+                lines.append(f"  cured by {spec(r.cure)} ({r.sure or 'confirmed'}; {tried} attempts)")
             else:
                 lines.append(f"  NO CURE among {tried} attempts" + (" (the time budget ran out)" if r.out_of_budget
                                                                      else " (every candidate up to the set size)"))
@@ -151,19 +171,40 @@ class RescueResult(LoadableResult):
                 lines.append(f"  the environment causes it: without {' and '.join(r.env_cause)} it runs; change "
                              "that variable (options set there cannot be taken away per fusion)")
             lines += [f"  repro script: {path}" for path in r.repro_scripts]
+            if issues and r.fusion in issues:
+                lines.append(f"  issue text: {issues[r.fusion]}")
         if self.unattributed is not None:
             u = self.unattributed
-            lines.append(f"not attributed to a fusion: {KINDS.get(u.kind, u.kind)}: {u.line[:200]}")
+            what = f"{KINDS.get(u.kind, u.kind)}: {u.line[:200]}"
+            lines.append(f"{u.fusion} fails again with its cure: {what}" if u.fusion is not None
+                         else f"not attributed to a fusion: {what}")
         if self.groups():
             lines += ["the step's scope:", "  " + self.line().replace("\n", "\n  "), "or as a decorator:",
                       "  " + self.decorator().replace("\n", "\n  ")]
         if self.proved is not None:
             lines.append(f"final run with it: {'PROVED' if self.proved else 'NOT proved'} ({self.proof})")
-        verdict = ("rescued: every failing fusion has a cure" if self.rescues and self.rescued else
-                   "nothing failed" if self.healthy else "NOT rescued: some fusion has no cure (partial map above)")
-        lines.append(f"{verdict}; {self.elapsed_s:.1f} s")
+        lines.append(f"{self._verdict()}; {self.elapsed_s:.1f} s")
         lines += [f"note: {note}" for note in self.notes]
         return "\n".join(lines)
+
+    def _verdict(self) -> str:
+        """The last line: rescued, nothing failed, or what kept it from being rescued."""
+        if self.healthy:
+            return "nothing failed"
+        if self.rescues and self.rescued:
+            return "rescued: every failing fusion has a cure"
+        if any(r.cure is None for r in self.rescues):
+            return "NOT rescued: some fusion has no cure (partial map above)"
+        u = self.unattributed
+        if u is not None and u.fusion is not None:
+            return f"NOT rescued: {u.fusion} fails again with the cures found (partial map above)"
+        if u is not None:
+            what = _OUTSIDE.get(u.kind, f"{KINDS.get(u.kind, u.kind)} outside any fusion")
+            return (f"NOT rescued: {what}; nothing to search" + (f" ({NO_FUSION})" if self.no_fusion else "")
+                    + (" (the cures found so far are above)" if self.groups() else ""))
+        if self.proved is False:
+            return "NOT rescued: every failing fusion has a cure, but the final run with all of them failed"
+        return "nothing checked: no nvFuser fusion ran"
 
     def __str__(self) -> str:
         return self.report()
@@ -173,7 +214,8 @@ class RescueResult(LoadableResult):
                 "unattributed": None if self.unattributed is None else self.unattributed.as_dict(),
                 "proved": self.proved, "proof": self.proof, "mode": self.mode, "checks": list(self.checks),
                 "elapsed_s": self.elapsed_s, "notes": list(self.notes), "versions": dict(self.versions),
-                "healthy": self.healthy, "rescued": self.rescued, "line": self.line(), "decorator": self.decorator(),
+                "healthy": self.healthy, "rescued": self.rescued, "no_fusion": self.no_fusion, "line": self.line(),
+                "decorator": self.decorator(),
                 "groups": [{"options": options_dict(o), "fusions": list(f)} for o, f in self.groups()]}
 
     @classmethod
@@ -196,15 +238,14 @@ def facts(rescue: FusionRescue, versions: dict[str, str]) -> list[str]:
             + (f" (and {len(tried) - 8} more)" if len(tried) > 8 else "")]
 
 
-def issue_text(rescue: FusionRescue, definition: str, versions: dict[str, str], inputs: str = "") -> str:
-    """A short nvFuser issue: what fails, where, the failing and passing options, versions, the repro."""
+def issue_text(rescue: FusionRescue, definition: str, versions: dict[str, str]) -> str:
+    """A short nvFuser issue: what fails, where, the failing and passing options, versions, the repro (its inputs'
+    shapes, dtypes and strides are in the definition's script)."""
     failure = rescue.failure
     versions_line, *options = facts(rescue, versions)
     lines = [f"### {KINDS.get(failure.kind, failure.kind).capitalize()} in fusion {rescue.fusion} under the default "
              "options", "", f"`{failure.line[:300]}`" + (f" ({failure.location})" if failure.location else ""), "",
              versions_line, "", *options]
-    if inputs:
-        lines += ["", f"Inputs: {inputs}"]
     lines += ["", "Repro: " + (", ".join(rescue.repro_scripts) or "(none written)")]
     if definition:
         lines += ["", "```python", definition.strip(), "```"]

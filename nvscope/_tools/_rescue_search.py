@@ -14,13 +14,21 @@ likely a set cures, as nvFuser itself points:
    together (``fuse_matmul,-matmul_expr_eval``) first among them.
 
 `search` tries them in that order (``jobs`` at a time), up to ``max_set_size`` names per set and within a time
-budget, and believes a set only when it cures again (``confirm`` repeats): wrong numbers and memory errors can depend
-on allocation history. It stops at the first confirmed set, so no smaller set earlier in the order cured.
+budget (no probe starts once it is spent, confirmations included), and believes a set only when it cures again
+(``confirm`` repeats, ``jobs`` at a time, stopping at the first that fails): wrong numbers and memory errors can
+depend on allocation history. It stops at the first confirmed set, so no smaller set earlier in the order cured.
+
+How many repeats make a proof when the failure itself is not deterministic (`rate_lower_bound`, `runs_needed`):
+with ``m`` candidates planned, a set that changes nothing passes ``n`` independent runs with probability
+``(1 - p)**n`` (``p`` the defaults' failure rate), so a set believed after ``n`` clean runs, with
+``(1 - p_low)**n <= alpha / m`` and ``p_low`` a lower confidence bound of ``p``, is a false cure with probability at
+most ``alpha`` over all the candidates (Bonferroni, as the other verdicts in `nvscope._measure._stats`).
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 import re
 import time
 from collections.abc import Callable, Collection, Sequence
@@ -29,7 +37,7 @@ from dataclasses import dataclass
 from nvscope._core import OptionSet, catalog
 from nvscope._measure import OPTION_PAIRS as _PAIRS
 
-__all__ = ["ESCAPE_HATCHES", "Attempt", "candidates", "search"]
+__all__ = ["ESCAPE_HATCHES", "Attempt", "candidates", "how_sure", "rate_lower_bound", "runs_needed", "search"]
 
 # (kind, name): the escape hatches nvFuser's messages and release notes name, in the order tried.
 ESCAPE_HATCHES = (("disable", "resize_scheduler"), ("disable", "greedy_scheduler"), ("disable", "infer_contiguity"),
@@ -82,6 +90,36 @@ def _options(items: Sequence[tuple[str, str]]) -> OptionSet:
     return OptionSet([n for k, n in items if k == "enable"], [n for k, n in items if k == "disable"])
 
 
+def rate_lower_bound(failures: int, runs: int, level: float) -> float:
+    """The one-sided Clopper-Pearson lower bound of a failure rate seen in ``failures`` of ``runs`` independent runs:
+    the true rate is below it with probability at most ``level``."""
+    if failures <= 0 or runs <= 0:
+        return 0.0
+    if failures >= runs:
+        return float(level ** (1.0 / runs))
+
+    def tail(p: float) -> float:  # P(at least `failures` of `runs` fail | rate p): rises with p
+        return sum(math.comb(runs, i) * p ** i * (1 - p) ** (runs - i) for i in range(failures, runs + 1))
+
+    low, high = 0.0, 1.0
+    for _ in range(60):
+        middle = (low + high) / 2
+        low, high = (middle, high) if tail(middle) < level else (low, middle)
+    return low
+
+
+def runs_needed(p_low: float, level: float) -> int | None:
+    """The fewest clean runs ``n`` with ``(1 - p_low)**n <= level`` (None: no number of runs, ``p_low`` is 0)."""
+    if p_low <= 0.0:
+        return None
+    if p_low >= 1.0:
+        return 1
+    n = max(1, math.ceil(math.log(level) / math.log1p(-p_low)))
+    while (1 - p_low) ** n > level:  # the logarithms' rounding
+        n += 1
+    return n
+
+
 def search(sets: Sequence[OptionSet], cures: Callable[[list[OptionSet]], list[tuple[bool, str]]], *,
            jobs: int = 1, confirm: int = 1, budget_s: float = 600.0,
            clock: Callable[[], float] = time.monotonic,
@@ -89,14 +127,16 @@ def search(sets: Sequence[OptionSet], cures: Callable[[list[OptionSet]], list[tu
            ) -> tuple[OptionSet | None, list[Attempt], bool]:
     """The first set of ``sets`` that cures and cures again ``confirm`` times; every attempt; whether the budget ran
     out before the sets did. ``cures(batch)`` runs up to ``jobs`` probes at once and says for each whether it cured
-    (and what it saw); ``again``, where given, runs the confirmations instead (the rescue's in fresh processes)."""
+    (and what it saw); ``again``, where given, runs the confirmations instead (the rescue's in fresh processes).
+    No batch, of tries or of confirmations, starts once ``budget_s`` is spent."""
     start = clock()
     attempts: list[Attempt] = []
     queue = list(sets)
+    width = max(1, jobs)
     while queue:
         if clock() - start >= budget_s:
             return None, attempts, True
-        batch, queue = queue[:max(1, jobs)], queue[max(1, jobs):]
+        batch, queue = queue[:width], queue[width:]
         began = clock()
         verdicts = cures(batch)
         each = (clock() - began) / len(batch)
@@ -105,10 +145,27 @@ def search(sets: Sequence[OptionSet], cures: Callable[[list[OptionSet]], list[tu
         for options, (ok, _) in zip(batch, verdicts, strict=True):
             if not ok:
                 continue
-            repeated = (again or cures)([options] * confirm) if confirm else []
-            failed = [detail for ok_again, detail in repeated if not ok_again]
-            attempts += [Attempt(options, ok_again, f"confirm: {detail}" if detail else "confirm")
-                         for ok_again, detail in repeated]
-            if not failed:
+            left, held = confirm, True
+            while left and held:  # `jobs` at a time; one run that fails ends it
+                if clock() - start >= budget_s:
+                    return None, attempts, True
+                repeated = (again or cures)([options] * min(width, left))
+                left -= len(repeated)
+                held = all(ok_again for ok_again, _ in repeated)
+                attempts += [Attempt(options, ok_again, f"confirm: {detail}" if detail else "confirm")
+                             for ok_again, detail in repeated]
+            if held:
                 return options, attempts, False
     return None, attempts, False
+
+
+def how_sure(failed: int, reached: int, alpha: float, planned: int) -> tuple[int | None, str]:
+    """For a flaky failure (it failed ``failed`` of ``reached`` more runs of the defaults): the clean runs that
+    prove a cure at ``alpha`` over ``planned`` candidates (None: no number does), and the words for it. Half of
+    ``alpha`` bounds the failure rate from below, half the candidates' false cures (Bonferroni)."""
+    p_low = rate_lower_bound(failed, reached, alpha / 2)
+    needed = runs_needed(p_low, alpha / 2 / max(planned, 1))
+    rate = f"flaky under the defaults: it failed again in {failed} of {reached} runs"
+    if failed:
+        rate += f" (rate {failed / reached:.2g}, >= {p_low:.2g} at {100 * (1 - alpha / 2):g}% confidence)"
+    return needed, rate

@@ -19,15 +19,17 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from nvscope._core import first_line
+from nvscope._core import NVFUSER_MODULES, first_line
 
-__all__ = ["NO_VALIDATE", "Watch", "failure_of", "script_path", "scripts_directory", "tidy"]
+__all__ = ["NO_VALIDATE", "Watch", "failure_of", "loaded_versions", "script_path", "scripts_directory", "tidy"]
 
 # The observation's ``validate`` when a fusion was to be validated and no loaded frontend has validate.
 NO_VALIDATE = "none"
 # Ops whose numbers ATen draws differently (its evaluation is not nvFuser's random stream): not validated.
 _RANDOM = frozenset({"uniform", "normal", "rand_like", "randn_like", "bernoulli"})
 _ALIASED = re.compile(r"fd\.add_output\(\s*[\w.]+\s*,")  # an output that updates an input in place
+# The repro's last line runs the fusion (`fd.execute(inputs)`): for wrong numbers, validate instead.
+_EXECUTE = re.compile(r"^(\s*\w+)\.execute\(", re.MULTILINE)
 
 
 def scripts_directory() -> str:
@@ -42,6 +44,8 @@ def scripts_directory() -> str:
 def tidy(directory: str, keep: Sequence[str]) -> None:
     """Remove the repro scripts in ``directory`` that no failure kept (children write each fusion's before it runs),
     and the directory when nothing is left."""
+    if not os.path.isdir(directory):  # removed already, empty (`Children.close`)
+        return
     kept = {os.path.abspath(p) for p in keep}
     for name in os.listdir(directory):
         path = os.path.abspath(os.path.join(directory, name))
@@ -49,6 +53,38 @@ def tidy(directory: str, keep: Sequence[str]) -> None:
             os.remove(path)
     if not os.listdir(directory):
         os.rmdir(directory)
+
+
+def loaded_versions() -> dict[str, str]:
+    """nvFuser, Thunder, torch and CUDA as this process loaded them (the process that ran the step: its path may
+    hold another Thunder or nvFuser than the rescue's), else as installed."""
+    from importlib import metadata
+
+    from nvscope._core import installed_nvfuser
+
+    found: dict[str, str] = {}
+    for name in NVFUSER_MODULES:
+        version = getattr(sys.modules.get(name), "version", None)
+        if callable(version):
+            try:
+                found["nvFuser"] = str(version())
+                break
+            except Exception:  # a frontend that cannot say: the installed distribution's
+                pass
+    if "nvFuser" not in found:
+        installed = installed_nvfuser()
+        if installed is not None:
+            found["nvFuser"] = str(installed.version)
+    for label, module, dist in (("Thunder", "thunder", "lightning-thunder"), ("torch", "torch", "torch")):
+        version = getattr(sys.modules.get(module), "__version__", None)
+        try:
+            found[label] = str(version) if version else metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            pass
+    cuda = getattr(getattr(sys.modules.get("torch"), "version", None), "cuda", None)
+    if cuda:
+        found["CUDA"] = str(cuda)
+    return found
 
 
 def script_path(directory: str, fusion: str) -> str:
@@ -87,7 +123,7 @@ class Watch:
 
     def _patch(self) -> None:
         self.frontends = []
-        for name in ("nvfuser_direct", "nvfuser"):  # the frontend Thunder (or the program) loaded by now
+        for name in NVFUSER_MODULES:  # the frontend Thunder (or the program) loaded by now
             cls: Any = getattr(sys.modules.get(name), "FusionDefinition", None)
             if not (isinstance(cls, type) and callable(getattr(cls, "execute", None))):
                 continue
@@ -105,20 +141,28 @@ class Watch:
                 else:
                     cls.execute = own
 
-    def _write(self, fusion: str, fd: Any, inputs: Any) -> None:
-        if self.scripts is None or fusion in self.planned or fusion in self.written:
+    def _write(self, fusion: str, fd: Any, inputs: Any, wrong: bool = False) -> None:
+        """Write ``fusion``'s repro script (once; again with ``wrong``: its wrong numbers, found after it ran)."""
+        if self.scripts is None or fusion in self.planned or (fusion in self.written and not wrong):
             return
         path = script_path(self.scripts, fusion)
         try:
             body = fd.repro_script_for(list(inputs))
         except Exception as error:  # a definition nvFuser cannot print: the report says so
             body = f"# nvFuser's repro_script_for failed: {first_line(error, 300)}\n"
+        how = ""
+        if wrong:  # executing runs clean: the repro must fail where the numbers do
+            runs = list(_EXECUTE.finditer(body))
+            if runs:
+                body = f"{body[:runs[-1].start()]}{runs[-1].group(1)}.validate({body[runs[-1].end():]}"
+            how = ("# Its outputs are wrong: fd.validate(inputs) runs it and compares them with ATen's (it raises "
+                   "where they differ).\n")
         os.makedirs(self.scripts, exist_ok=True)
         partial = f"{path}.{os.getpid()}.tmp"
         with open(partial, "w", encoding="utf-8") as file:
             file.write(f"# nvscope rescue: fusion {fusion} as it ran under nvFuser's defaults (no per-call "
                        "options).\n# The inputs have its inputs' shapes, dtypes and strides, not their "
-                       f"values.\n{body}")
+                       f"values.\n{how}{body}")
         os.replace(partial, path)  # atomic: probes in parallel write the same fusion's script
         self.written[fusion] = path
 
@@ -155,7 +199,7 @@ class Watch:
                     raise
                 if isinstance(error, AssertionError) or "Validation error" in str(error):
                     watch.checked.add(fusion)
-                    watch._write(fusion, fd, inputs)
+                    watch._write(fusion, fd, inputs, wrong=True)
                     watch.wrong.append(failure_of(fusion, "numbers", "nvFuser's validate (its outputs against ATen's): "
                                                 + first_line(error, 300), str(error)[:2000]))
                 else:

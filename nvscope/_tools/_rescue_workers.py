@@ -14,11 +14,13 @@ end of ``requests`` (the rescue gone, even killed) ends the worker.
 A worker whose probe dies (the reply pipe closes: a fault, or an exception `observe` does not catch) or runs past
 its time limit is killed with its process group and judged as a fresh child would be (the last fusion it started);
 one whose probe saw a CUDA error is retired after it (the error is sticky: the context is lost for what follows).
-The next probe starts a fresh worker. Ctrl-C (or any error) kills every worker's group before it propagates.
+The next probe starts a fresh worker. Ctrl-C (or any error) kills every worker's group before it propagates;
+`signals_interrupt` makes SIGTERM and SIGHUP such an error for a rescue's duration.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -27,12 +29,13 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-__all__ = ["Workers", "kill", "serve"]
+__all__ = ["Signalled", "Workers", "kill", "serve", "signals_interrupt"]
 
 # What a probe's failure says when the CUDA context is lost to it (a sticky error): its worker is not used again.
 _CUDA = re.compile(r"CUDA error|CUDA_ERROR|cudaError|CUBLAS_STATUS|illegal memory access|device-side assert|"
@@ -198,3 +201,46 @@ class Workers:
         except subprocess.TimeoutExpired:
             kill(worker.process)
             return worker.process.returncode
+
+
+class Signalled(KeyboardInterrupt):
+    """SIGTERM or SIGHUP during a rescue, raised in the main thread so that every ``finally`` on the way out kills
+    its probes (they run in sessions of their own: the signal does not reach them). A KeyboardInterrupt, so that
+    an in-process probe does not take it for the step's failure."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"signal {signum}")
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def signals_interrupt() -> Iterator[None]:
+    """For the rescue's duration, SIGTERM and SIGHUP (where their handler is the default, which would end the
+    process with no cleanup) raise `Signalled`; after the cleanup the signal is sent again under the previous
+    handler, so the process ends as the sender meant. Only in the main thread (the only one that gets signals)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def raise_it(signum: int, frame: object) -> None:
+        raise Signalled(signum)
+
+    previous = {}
+    for name in ("SIGTERM", "SIGHUP"):
+        number = getattr(signal, name, None)
+        if number is not None and signal.getsignal(number) is signal.SIG_DFL:
+            previous[number] = signal.signal(number, raise_it)
+    try:
+        yield
+    except Signalled as caught:
+        _restore(previous)
+        os.kill(os.getpid(), caught.signum)  # the default handler ends the process here
+        raise
+    finally:
+        _restore(previous)
+
+
+def _restore(previous: dict[int, Any]) -> None:
+    while previous:
+        number, handler = previous.popitem()
+        signal.signal(number, handler)

@@ -149,7 +149,8 @@ def test_a_reader_that_stops_early_ends_it_quietly(tmp_path: Path, args: list[st
     assert child.stdout is not None and child.stderr is not None
     child.stdout.readline()  # what `head -1` reads; the rest (far more than a pipe holds) meets a closed pipe
     child.stdout.close()
-    err = child.stderr.read().decode()  # --json -: the text goes here, after the JSON, which stopped
+    with child.stderr:
+        err = child.stderr.read().decode()  # --json -: the text goes here, after the JSON, which stopped
     assert child.wait(timeout=120) in (0, 1)
     assert "Traceback" not in err and "BrokenPipeError" not in err, err
 

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from rescue_probes import calls, counting_program
+from rescue_probes import add_to, calls, counting_program
 from thunder_double import chain_program
 
 from nvscope.cli import main
@@ -29,14 +29,55 @@ def script(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (["--candidates", "no_such_option", "{script}:step"], "--candidates"),
     (["--sanitize", "--sanitizer", "no-such-sanitizer-here", "{script}:step"], "not on PATH"),
     (["--json", "/no/such/dir/r.json", "{script}:step"], "the directory does not exist"),
+    ([":step"], "':step' names no script: write script.py:step"),
+    (["-m", ":step"], "names no module: write -m module:step"),
+    (["--max-set-size", "1", "--candidates=fast_math,-resize_scheduler", "{script}:step"],
+     "--candidates: no set has at most --max-set-size 1 options (the smallest has 2)"),
+    (["{syntax}:step"], "bad.py does not compile: "),
+    (["{syntax}"], "bad.py does not compile: "),
+    (["-m", "no_such_module_here:step"], "cannot import module 'no_such_module_here': no module named"),
+    (["-m", "no_such_module_here"], "cannot import module 'no_such_module_here': no module named"),
 ])
 def test_bad_command_lines_are_one_line_and_exit_2(script: Path, argv: list[str], message: str,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["rescue", *(a.replace("{script}", str(script)) for a in argv)])
+    syntax = script.with_name("bad.py")
+    syntax.write_text("def step(:\n    pass\n")
+    code = main(["rescue", *(a.replace("{script}", str(script)).replace("{syntax}", str(syntax)) for a in argv)])
     captured = capsys.readouterr()
     assert code == 2 and captured.out == ""
     lines = captured.err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("nvscope rescue: error: ") and message in lines[0]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["{script}:nosuch"], "train.py has no function 'nosuch'"),
+    (["{script}:notcallable"], "train.py:notcallable is a int, not a function"),
+    (["--reference", "eagr", "{script}:step"], "the reference: train.py has no function 'eagr'"),
+    (["--reference", "notcallable", "{script}:step"], "the reference: train.py:notcallable is a int, not a function"),
+])
+def test_a_name_the_script_lacks_is_one_line_and_exit_2(script: Path, argv: list[str], message: str,
+                                                        monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """Only the import (in a child: the rescue runs none of the script in this process) can tell: the child says so
+    and the parent exits 2 with that one line, without running the step or blaming a fusion."""
+    add_to(script, "notcallable = 3")
+    monkeypatch.setenv("FAILS", "1=raise::-resize_scheduler")
+    monkeypatch.chdir(script.parent)
+    code = main(["rescue", "--quiet", *(a.replace("{script}", script.name) for a in argv)])
+    captured = capsys.readouterr()
+    assert code == 2 and captured.out == ""
+    assert captured.err.splitlines() == [f"nvscope rescue: error: {message}"]
+
+
+def test_a_step_through_which_no_fusion_runs_says_so_and_exits_1(script: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    add_to(script, "def plain():\n    return 1.0")
+    code = main(["rescue", "--quiet", "--json", "-", f"{script}:plain"])
+    captured = capsys.readouterr()
+    report, data = captured.err, json.loads(captured.out)  # the report on stderr when the JSON takes stdout
+    assert code == 1 and not data["healthy"] and not data["rescued"] and data["no_fusion"]
+    assert "no nvFuser fusion ran: is the step jitted by thunder.jit with nvFuser (is Thunder installed)?" in report
+    assert "nothing to rescue" not in report
 
 
 @pytest.mark.parametrize("flag", ["--jobs", "--max-set-size"])
@@ -71,6 +112,12 @@ def test_a_rescued_program_prints_the_line_and_exits_0(script: Path, monkeypatch
     assert code == 0, out
     assert "nv_options(disable=['resize_scheduler'], fusions=['forward/nvFusion1'])" in out
     assert "rescued: every failing fusion has a cure" in out
+    # the issue text for nvFuser, written beside the repro script
+    (repro,) = [line.split(": ", 1)[1] for line in out.splitlines() if line.startswith("  repro script: ")]
+    (issue,) = [line.split(": ", 1)[1] for line in out.splitlines() if line.startswith("  issue text: ")]
+    assert issue == repro.removesuffix(".py") + ".issue.md"
+    text = Path(issue).read_text()
+    assert text.startswith("### Raises in fusion forward/nvFusion1") and "Passes with: -resize_scheduler" in text
 
 
 @pytest.mark.parametrize("fresh", [False, True])
@@ -82,8 +129,9 @@ def test_the_search_runs_in_a_worker_unless_fresh_probes(tmp_path: Path, monkeyp
                  "--candidates=fast_math", "--candidates=-resize_scheduler", f"{script}:step"])
     assert code == 0 and "nv_options(disable=['resize_scheduler'], fusions=['forward/nvFusion1'])" in \
         capsys.readouterr().out
-    # the first run, three search probes, the confirmation, the proof's two runs
+    # the first run, its check (one more run of the defaults), three search probes, the confirmation, the proof's
+    # two runs
     ran = calls(tmp_path)
-    search = ran[1:4]
-    assert len(ran) == 7 and len({c.pid for c in search}) == (3 if fresh else 1)
-    assert len({c.pid for c in ran}) == (7 if fresh else 5)
+    search = ran[2:5]
+    assert len(ran) == 8 and len({c.pid for c in search}) == (3 if fresh else 1)
+    assert len({c.pid for c in ran}) == (8 if fresh else 6)

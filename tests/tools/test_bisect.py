@@ -5,6 +5,7 @@ fake nvFuser's failures (``breaks_with``), and steps whose numerics or speed dep
 from __future__ import annotations
 
 import warnings
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -76,7 +77,7 @@ def test_names_the_option_and_the_fusion_that_raise_and_writes_their_repro(doubl
     assert result.others_clean is True  # all four options on the nine other fusions: clean
     assert "INTERNAL ASSERT FAILED" in result.problem and "nvFusion6" in result.problem
     assert len(result.repro_scripts) == 1
-    script = open(result.repro_scripts[0]).read()
+    script = Path(result.repro_scripts[0]).read_text()
     assert "_enable_options=['fuse_matmul']" in script
     # Far fewer runs than 4 options x 10 fusions; one progress line per probe.
     assert result.probes <= 2 + probe_budget(4, 1) + probe_budget(10, 1) and result.probes < 15
