@@ -4,6 +4,7 @@
 processes and its calls, for tests that check where the rescue's probes ran (fresh processes or long-lived workers).
 `late_thunder_program`: a script that imports Thunder (the double, as a real package) only when its step first runs
 and never calls ``nvscope.thunder.install()``. `add_to`: more functions in a script, before its ``__main__`` block.
+`fake_sanitizer`: a compute-sanitizer double on ``PATH``.
 
 Each process that loads the script appends its pid to ``$STARTS``; each call of ``step`` appends ``<pid> <n>`` to
 ``$CALLS`` when it starts, and ``<pid> <n> compiled <c>`` when it ends (``n``: the call's number in its process,
@@ -15,6 +16,8 @@ instead of its internal assert. ``HANG_AT=<n>``: the ``n``-th call in a process 
 
 from __future__ import annotations
 
+import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -157,3 +160,37 @@ def add_to(script: Path, code: str) -> Path:
     body, main = script.read_text().split('if __name__ == "__main__":')
     script.write_text(body + code + '\n\nif __name__ == "__main__":' + main)
     return script
+
+
+# compute-sanitizer's double: runs the program, from its `fault_from`-th run on with FAKE_SANITIZER set (the frontend
+# double then prints a fusion's write out of bounds as memcheck does), and prints memcheck's summary line.
+_SANITIZER = """\
+#!{python}
+import os, subprocess, sys
+args = sys.argv[1:]
+assert args[:2] == ["--tool", "memcheck"], args
+assert os.environ.get("PYTORCH_NO_CUDA_MEMORY_CACHING") == "1"
+with open({runs!r}, "a") as file:
+    file.write("run\\n")
+with open({runs!r}) as file:
+    runs = len(file.read().split())
+env = {{**os.environ, **({{"FAKE_SANITIZER": "1"}} if runs >= {fault_from} else {{}})}}
+done = subprocess.run(args[2:], env=env, stdout=subprocess.PIPE, text=True)
+sys.stdout.write(done.stdout)
+errors = sum(line.startswith("========= Invalid") for line in done.stdout.splitlines())
+print(f"========= ERROR SUMMARY: {{errors}} error{{'s' * (errors != 1)}}")
+sys.exit(done.returncode)
+"""
+
+
+def fake_sanitizer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fault_from: int = 1) -> Path:
+    """Put compute-sanitizer's double first on ``PATH``; its memcheck sees the fault from its ``fault_from``-th run on
+    (1: every run; more: a flaky fault). Returns the file that counts its runs, a line each."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    runs = tmp_path / "sanitizer-runs"
+    fake = bin_dir / "compute-sanitizer"
+    fake.write_text(_SANITIZER.format(python=sys.executable, runs=str(runs), fault_from=fault_from))
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", os.pathsep.join([str(bin_dir), os.environ["PATH"]]))
+    return runs

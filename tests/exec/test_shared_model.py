@@ -196,9 +196,14 @@ class SharedCacheMachine(RuleBasedStateMachine):
         self.monkeypatch.undo()
 
 
-SharedCacheMachine.TestCase.settings = settings(
-    max_examples=int(os.environ.get("NVSCOPE_HYPOTHESIS_EXAMPLES", "60")),  # more for a long run, as the other models
-    stateful_step_count=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def machine_settings(examples: int, steps: int) -> settings:
+    """A machine's settings: ``examples`` programs unless ``NVSCOPE_HYPOTHESIS_EXAMPLES`` says how many (a long
+    run), each of up to ``steps`` rules."""
+    return settings(max_examples=int(os.environ.get("NVSCOPE_HYPOTHESIS_EXAMPLES", str(examples))),
+                    stateful_step_count=steps, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+SharedCacheMachine.TestCase.settings = machine_settings(60, steps=30)
 test_shared_cache_model = SharedCacheMachine.TestCase
 
 
@@ -317,9 +322,7 @@ class DefaultSharingMachine(RuleBasedStateMachine):
         self.monkeypatch.undo()
 
 
-DefaultSharingMachine.TestCase.settings = settings(
-    max_examples=int(os.environ.get("NVSCOPE_HYPOTHESIS_EXAMPLES", "40")), stateful_step_count=30, deadline=None,
-    suppress_health_check=[HealthCheck.too_slow])
+DefaultSharingMachine.TestCase.settings = machine_settings(40, steps=30)
 test_default_sharing_model = DefaultSharingMachine.TestCase
 
 
@@ -695,9 +698,7 @@ class ThreadedSharingMachine(RuleBasedStateMachine):
         self.monkeypatch.undo()
 
 
-ThreadedSharingMachine.TestCase.settings = settings(
-    max_examples=int(os.environ.get("NVSCOPE_HYPOTHESIS_EXAMPLES", "60")), stateful_step_count=15, deadline=None,
-    suppress_health_check=[HealthCheck.too_slow])
+ThreadedSharingMachine.TestCase.settings = machine_settings(60, steps=15)
 test_threaded_sharing_model = ThreadedSharingMachine.TestCase
 
 

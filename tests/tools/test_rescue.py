@@ -7,7 +7,6 @@ import itertools
 import json
 import os
 import signal
-import sys
 import tempfile
 import threading
 from collections import Counter
@@ -15,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rescue_probes import add_to, calls, counting_program, late_thunder_program, reset, starts
+from rescue_probes import add_to, calls, counting_program, fake_sanitizer, late_thunder_program, reset, starts
 from thunder_double import ThunderDouble, chain_program
 
 import nvscope
@@ -202,28 +201,11 @@ def test_a_program_target_and_an_option_of_the_environment(script: Path, monkeyp
     assert json.loads(result.to_json())["rescues"][0]["failure"]["location"].endswith("sync_information.cpp:504")
 
 
-FAKE_SANITIZER = f'''\
-#!{sys.executable}
-import os, subprocess, sys
-args = sys.argv[1:]
-assert args[:2] == ["--tool", "memcheck"], args
-assert os.environ.get("PYTORCH_NO_CUDA_MEMORY_CACHING") == "1"
-done = subprocess.run(args[2:], env={{**os.environ, "FAKE_SANITIZER": "1"}}, stdout=subprocess.PIPE, text=True)
-sys.stdout.write(done.stdout)
-errors = sum(line.startswith("========= Invalid") for line in done.stdout.splitlines())
-print(f"========= ERROR SUMMARY: {{errors}} error{{'s' * (errors != 1)}}")
-sys.exit(done.returncode)
-'''
 
 
 def test_sanitize_names_the_fusion_that_writes_out_of_bounds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     script = counting_program(tmp_path, monkeypatch)
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    fake = bin_dir / "compute-sanitizer"
-    fake.write_text(FAKE_SANITIZER)
-    fake.chmod(0o755)
-    monkeypatch.setenv("PATH", os.pathsep.join([str(bin_dir), os.environ["PATH"]]))
+    fake_sanitizer(tmp_path, monkeypatch)
     monkeypatch.setenv("FAILS", "3=oob::-infer_contiguity")
     result = nvscope.rescue(f"{script}:step", sanitize=True, candidates=["-resize_scheduler", "-infer_contiguity"],
                             progress=False)

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rescue_probes import counting_program, starts
+from rescue_probes import counting_program, fake_sanitizer, starts
 from thunder_double import ThunderDouble
 
 import nvscope
@@ -177,32 +177,11 @@ def test_a_cured_fusion_that_fails_again_is_named(installed: ThunderDouble, monk
     assert "forward/nvFusion1: it failed again with its cure" in result.proof
 
 
-# A compute-sanitizer double whose memcheck sees the fusion's write out of bounds from its third run on (a flaky
-# fault): it counts its runs in $SANITIZER_RUNS.
-LATE_SANITIZER = f'''\
-#!{sys.executable}
-import os, subprocess, sys
-with open(os.environ["SANITIZER_RUNS"], "a") as file:
-    file.write("run\\n")
-with open(os.environ["SANITIZER_RUNS"]) as file:
-    runs = len(file.read().split())
-env = {{**os.environ, **({{"FAKE_SANITIZER": "1"}} if runs >= 3 else {{}})}}
-done = subprocess.run(sys.argv[3:], env=env, stdout=subprocess.PIPE, text=True)
-sys.stdout.write(done.stdout)
-errors = sum(line.startswith("========= Invalid") for line in done.stdout.splitlines())
-print(f"========= ERROR SUMMARY: {{errors}} error{{'s' * (errors != 1)}}")
-sys.exit(done.returncode)
-'''
 
 
 def test_sanitize_repeats_a_clean_first_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     script = counting_program(tmp_path, monkeypatch)
-    fake = tmp_path / "bin" / "compute-sanitizer"
-    fake.parent.mkdir()
-    fake.write_text(LATE_SANITIZER)
-    fake.chmod(0o755)
-    monkeypatch.setenv("PATH", os.pathsep.join([str(fake.parent), os.environ["PATH"]]))
-    monkeypatch.setenv("SANITIZER_RUNS", str(tmp_path / "runs"))
+    fake_sanitizer(tmp_path, monkeypatch, fault_from=3)  # a flaky fault: memcheck sees it from its third run on
     monkeypatch.setenv("FAILS", "3=oob::-infer_contiguity")
     result = nvscope.rescue(f"{script}:step", sanitize=True, repeat=3, candidates=["-infer_contiguity"],
                             progress=False)
