@@ -133,6 +133,8 @@ class ThunderDouble:
         self.descriptor_calls: list[tuple[Any, ...]] = []
         self.built: list[Any] = []  # every FusionDefinition built by a get_fd (Thunder's cached or nvscope's uncached)
         self.ranges: list[str] = []  # the names given to annotate_for_profile (Thunder's NVTX ranges), in order
+        self.region_runs: list[tuple[Any, ...]] = []  # the inputs of each run of a region's PyTorch form
+        self.monkeypatch = monkeypatch
         self.lru_cache = lru_cache
         modules = {name: ModuleType(name) for name in ("thunder", "thunder.executors", IMPL, AUTOGRAD, VERSION)}
         for name, module in modules.items():
@@ -180,16 +182,23 @@ class ThunderDouble:
 
     def make_wrapper(self, name: str = "nvFusion0", enable: list[str] | None = None,
                      disable: list[str] | None = None, breaks_with: str | None = None,
-                     ops: tuple[str, ...] = ("linear",), fails: str | None = None, **fields: Any) -> Any:
+                     ops: tuple[str, ...] = ("linear",), fails: str | None = None, *, inputs: int = 1,
+                     eager: str = "double", **fields: Any) -> Any:
         """A fusion as Thunder's create_fusion_definition_wrapper makes it (options default to [] as in Thunder).
 
         ``breaks_with``: an option under which the fusion's definition fails in nvFuser's execute. ``ops``: the
         nvFuser ops its definition calls (``fd.ops.<name>(...)``, as nvFuser prints them); a linear by default, which
         every option can affect (the catalog gates ``fuse_matmul`` and ``matmul_expr_eval`` to matmul/linear).
         ``fails``: ``"<how>:<causes>:<cures>"``, how its definition goes wrong under its defaults and what cures it
-        (the frontend double's ``FAILS``).
+        (the frontend double's ``FAILS``). Its region (what ``get_fd`` closes over, as in Thunder): ``inputs``
+        inputs, each doubled by a bound symbol of the kind ``eager`` (`RegionSymbol`).
         """
         fe = self.fe
+        sorted_unique_inputs = [Proxy(f"{name}_in{i}") for i in range(inputs)]
+        sorted_unique_outputs = [Proxy(f"{name}_out{i}") for i in range(inputs)]
+        bsyms = [BoundSymbol(RegionSymbol(eager), (a,), b) for a, b in zip(sorted_unique_inputs,
+                                                                             sorted_unique_outputs, strict=True)]
+        self.install_region_modules()
 
         def create_fd(descriptors: tuple[Any, ...]) -> Any:
             with fe.FusionDefinition() as fd:
@@ -209,12 +218,48 @@ class ThunderDouble:
 
         @functools.lru_cache(maxsize=2048)
         def get_fd(input_descriptors: tuple[Any, ...]) -> Any:
+            assert bsyms and sorted_unique_inputs and sorted_unique_outputs  # the region, in the closure as in Thunder
             return create_fd(input_descriptors)
 
         fields = {"use_cache": True, "cache_info": get_fd.cache_info, "cache_clear": get_fd.cache_clear,
                   "enable_options": [] if enable is None else enable,
                   "disable_options": [] if disable is None else disable, **fields}
         return self.Wrapper(get_fd, self.to_descriptors, name, **fields)
+
+    def install_region_modules(self) -> None:
+        """What nvscope's PyTorch form of a region uses of Thunder: traces, two prims, SigInfo, the PyTorch
+        executor and ``transform_for_execution`` (which refuses a bound symbol of the kind "unsupported")."""
+        if "thunder.core" in sys.modules and getattr(sys.modules["thunder.core"], "_double", None) is self:
+            return
+        names = ("thunder.core", "thunder.core.prims", "thunder.core.trace", "thunder.core.codeutils",
+                 "thunder.executors.passes", "thunder.executors.torchex")
+        modules = {name: ModuleType(name) for name in names}
+        for name, module in modules.items():
+            self.monkeypatch.setitem(sys.modules, name, module)
+        thunder, executors = sys.modules["thunder"], sys.modules["thunder.executors"]
+        thunder.core = modules["thunder.core"]  # type: ignore[attr-defined]
+        modules["thunder.core"]._double = self  # type: ignore[attr-defined]
+        for name in ("prims", "trace", "codeutils"):
+            setattr(modules["thunder.core"], name, modules[f"thunder.core.{name}"])
+        executors.passes = modules["thunder.executors.passes"]  # type: ignore[attr-defined]
+        executors.torchex = modules["thunder.executors.torchex"]  # type: ignore[attr-defined]
+        prims = modules["thunder.core.prims"]
+        prims.unpack_trivial = UNPACK_TRIVIAL  # type: ignore[attr-defined]
+        prims.python_return = PYTHON_RETURN  # type: ignore[attr-defined]
+        modules["thunder.core.trace"].TraceCtx = TraceCtx  # type: ignore[attr-defined]
+        modules["thunder.core.trace"].tracectx = tracectx  # type: ignore[attr-defined]
+        modules["thunder.core.codeutils"].SigInfo = SigInfo  # type: ignore[attr-defined]
+        modules["thunder.executors.passes"].transform_for_execution = transform_for_execution  # type: ignore[attr-defined]
+        torchex = modules["thunder.executors.torchex"]
+        torchex.ex = TORCH_EXECUTOR  # type: ignore[attr-defined]
+        torchex.no_autocast = self._no_autocast  # type: ignore[attr-defined]
+
+    def _no_autocast(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def run(*args: Any) -> Any:
+            self.region_runs.append(args)
+            return fn(*args)
+
+        return run
 
     def get_nvfuser_repro(self, fusion: Any) -> str:
         """``thunder.examine.get_nvfuser_repro(trace, name)`` once it has found ``fusion`` in the trace."""
@@ -244,6 +289,117 @@ class ThunderDouble:
             return self.Function.apply(compiled_backward, flat_output, x)[0]  # type: ignore[no-any-return]
 
         return model, forward_fusion, backward_fusion
+
+
+# --- A fusion's region, as far as nvscope's PyTorch form of it reads Thunder ----------------------------------------
+
+
+class Proxy:
+    """A Thunder proxy: a name in a trace."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+class RegionSymbol:
+    """A region's op: "double" computes ``2 * x`` (what the frontend double's fusions compute); "wrong" ``3 * x``;
+    "unsupported" is one Thunder's PyTorch executor has no implementation for."""
+
+    def __init__(self, kind: str, name: str | None = None) -> None:
+        self.kind = kind
+        self.name = name or f"region_{kind}"
+
+    def __call__(self, x: Any) -> Any:
+        if self.kind == "double":
+            return 2 * x
+        if self.kind == "wrong":
+            return 3 * x
+        raise AssertionError(f"a {self.kind} symbol does not run")
+
+    def bind(self, *args: Any, output: Any) -> BoundSymbol:
+        return BoundSymbol(self, args, output)
+
+
+class BoundSymbol:
+    def __init__(self, sym: Any, args: tuple[Any, ...], output: Any) -> None:
+        self.sym, self.args, self.output = sym, args, output
+        self.subsymbols: list[BoundSymbol] = []
+
+    @property
+    def flat_outs(self) -> list[Any]:
+        return list(self.output) if isinstance(self.output, (list, tuple)) else [self.output]
+
+
+class _Prim:
+    """``prims.unpack_trivial``/``prims.python_return``: callable inside a trace (`tracectx`), and ``bind``-able."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def bind(self, *args: Any, output: Any) -> BoundSymbol:
+        return BoundSymbol(self, args, output)
+
+    def __call__(self, proxy: Any, *, name: str) -> Any:
+        _TRACES[-1].bound_symbols.append(BoundSymbol(self, (proxy,), proxy))
+        return proxy
+
+
+UNPACK_TRIVIAL = _Prim("unpack_trivial")
+PYTHON_RETURN = _Prim("python_return")
+TORCH_EXECUTOR = object()
+_TRACES: list[TraceCtx] = []
+
+
+class SigInfo:
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.args: list[Any] = []
+
+
+class TraceCtx:
+    def __init__(self, fn: Any = None) -> None:
+        self.args: list[Any] = []
+        self.kwargs: dict[str, Any] = {}
+        self.names: set[str] = set()
+        self.bound_symbols: list[BoundSymbol] = []
+        self._siginfo: SigInfo | None = None
+
+    def add_name(self, name: str) -> None:
+        assert name not in self.names, f"{name} named twice"
+        self.names.add(name)
+
+    def python_callable(self, include_decorators: bool = True) -> Callable[..., Any]:
+        assert self._siginfo is not None and [a for a, _ in self._siginfo.args] == [p.name for p in self.args]
+        bsyms = list(self.bound_symbols)
+
+        def run(*args: Any) -> Any:
+            values = {p.name: a for p, a in zip(self.args, args, strict=True)}
+            for bsym in bsyms:
+                if bsym.sym is UNPACK_TRIVIAL:
+                    continue
+                if bsym.sym is PYTHON_RETURN:
+                    return [values[p.name] for p in bsym.args[0]]
+                values[bsym.output.name] = bsym.sym(*(values[a.name] for a in bsym.args))
+            raise AssertionError("a trace without a return")
+
+        return run
+
+
+@contextlib.contextmanager
+def tracectx(trace: TraceCtx) -> Iterator[None]:
+    _TRACES.append(trace)
+    try:
+        yield
+    finally:
+        _TRACES.pop()
+
+
+def transform_for_execution(trace: TraceCtx, executors_list: tuple[Any, ...]) -> TraceCtx:
+    assert executors_list == (TORCH_EXECUTOR,)
+    for bsym in trace.bound_symbols:
+        if isinstance(bsym.sym, RegionSymbol) and bsym.sym.kind == "unsupported":
+            raise RuntimeError(f"Could not find an executor for bound symbol {bsym.sym.name}")
+    return trace
 
 
 def chain_program(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, n: int) -> Path:

@@ -31,6 +31,7 @@ from ._devmode import strict_mode as strict_mode
 from ._errors import ConfigWarning as ConfigWarning
 from ._errors import DevelopmentModeError as DevelopmentModeError
 from ._errors import DevelopmentModeWarning as DevelopmentModeWarning
+from ._errors import EscapeWarning as EscapeWarning
 from ._errors import FallbackWarning as FallbackWarning
 from ._errors import NoEffectWarning as NoEffectWarning
 from ._errors import NoFusionWarning as NoFusionWarning

@@ -136,7 +136,7 @@ class _Steps:
                 frame = owner._make(frame)
             else:  # a push() left open (adapters pop within one call): its policy as it was, over this step's
                 assert pushed is not None
-                frame = Frame(pushed.policy, frame, owner, pushed.fallback)
+                frame = Frame(pushed.policy, frame, owner, pushed.on_error)
             frame.ran_earlier = ran
         self.consumer = consumer
         # The step demands the patches itself: the collector may close a generator after finalizing the frame it

@@ -70,6 +70,10 @@ class FallbackWarning(NvscopeWarning):
     """A fusion failed under its options and ran again with its defaults (``on_error="fallback"``)."""
 
 
+class EscapeWarning(FallbackWarning):
+    """nvFuser failed a Thunder fusion and nvscope ran its region in PyTorch instead (``on_error="torch"``)."""
+
+
 class ConfigWarning(NvscopeWarning):
     """An ``NVSCOPE_*`` environment variable has a value nvscope does not accept; its default applies."""
 

@@ -49,16 +49,17 @@ NOTHING, NO_EFFECT, CHANGED = 0, 1, 2
 class Frame:
     """One entered scope. ``policy`` is the merged, effective policy (None when empty: the hot path tests ``is``)."""
 
-    __slots__ = ("fallback", "owner", "parent", "policy", "ran", "ran_earlier")
+    __slots__ = ("on_error", "owner", "parent", "policy", "ran", "ran_earlier")
 
     def __init__(self, policy: OptionSet | _policy.Policy | None, parent: Frame | None, owner: object,
-                 fallback: bool | None) -> None:
-        self.policy = policy
+                 on_error: str | None) -> None:
+        # on_error="torch" needs every fusion in the execution path, its defaults too: an escaping policy.
+        self.policy = _policy.escaping(policy) if on_error == "torch" else policy
         self.parent = parent
         self.owner = owner
-        # on_error in force here: True "fallback", False "raise", None no scope chose (so "raise"; a backward pass
-        # under its forward's scope then takes the choice of the thread running it, `push`).
-        self.fallback = fallback
+        # on_error in force here: "raise", "fallback", "torch", or None when no scope chose (so "raise"; a backward
+        # pass under its forward's scope then takes the choice of the thread running it, `push`).
+        self.on_error = on_error
         # NOTHING, NO_EFFECT (fusions ran, none changed by the scope) or CHANGED; written by `note_run` only.
         self.ran = NOTHING
         # Set on a generator body's scope rebuilt for a later step (`nvscope._core._decorators`) when a fusion ran
@@ -165,7 +166,7 @@ def reset(token: Token[Frame | None]) -> None:
     _patches.release(id(token))  # nothing if `enter_frame` demanded nothing for it
 
 
-def push(policy: OptionSet | _policy.Policy | None, fallback: bool | None,
+def push(policy: OptionSet | _policy.Policy | None, on_error: str | None,
          share: bool | None = None) -> Token[Frame | None]:
     """Activate ``policy`` laid over the current scope, unvalidated and without policy checks; for adapters.
 
@@ -176,9 +177,9 @@ def push(policy: OptionSet | _policy.Policy | None, fallback: bool | None,
     """
     parent = ACTIVE.get()
     below = None if parent is None else parent.policy
-    if fallback is None and parent is not None:
-        fallback = parent.fallback
-    return ACTIVE.set(Frame(_policy.compose(below, policy, share), parent, push, fallback))
+    if on_error is None and parent is not None:
+        on_error = parent.on_error
+    return ACTIVE.set(Frame(_policy.compose(below, policy, share), parent, push, on_error))
 
 
 def carried(frame: Frame | None) -> tuple[Frame | None, bool | None]:
@@ -193,7 +194,7 @@ def carried(frame: Frame | None) -> tuple[Frame | None, bool | None]:
         return None, None
     if not _policy.sharing(frame.policy) and _shares_around(frame):
         return frame, False
-    if frame.policy is None and frame.fallback is None:
+    if frame.policy is None and frame.on_error is None:
         return None, None  # an empty frame: nothing to carry to the backward
     return frame, None
 

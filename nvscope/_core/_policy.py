@@ -25,6 +25,9 @@ runs a fusion the scopes leave alone in a partition of its own options all the s
 is shared (`nvscope._exec._shared`). Nested scopes inherit it (``inherit=False`` too: it changes no option); a scope
 with ``share=False`` ends it.
 
+``on_error="torch"`` (`escaping`) is a property of the policy too, for the same reason: every fusion under it runs
+through the execution path, its defaults included, so that a failure anywhere can run the region in PyTorch.
+
 Policies are interned (`over`): re-entering the same scope object, or one built alike (equal options, equal selector:
 `nvscope._core._fusion.Selector`), over the same parent gives the same object, so a fusion's table can remember what a
 policy resolved to with one identity test.
@@ -40,7 +43,7 @@ from nvscope._core._errors import NvscopeError
 from nvscope._core._fusion import FusionInfo, Selector
 from nvscope._core._optionset import EMPTY, OptionSet
 
-__all__ = ["Policy", "compose", "effective_split", "over", "resolve", "sharing"]
+__all__ = ["Policy", "compose", "effective_split", "escapes", "escaping", "over", "resolve", "sharing"]
 
 Layer = tuple[OptionSet, "Selector | None", bool]
 
@@ -51,11 +54,12 @@ class Policy:
     Hashed and compared by identity (interned by `over`), so it costs one identity test as a memo key.
     """
 
-    __slots__ = ("__weakref__", "layers", "share")
+    __slots__ = ("__weakref__", "escape", "layers", "share")
 
-    def __init__(self, layers: tuple[Layer, ...], share: bool = False) -> None:
+    def __init__(self, layers: tuple[Layer, ...], share: bool = False, escape: bool = False) -> None:
         self.layers = layers
         self.share = share  # fusions left alone run their own options in a shared partition (module docstring)
+        self.escape = escape  # on_error="torch": a fusion nvFuser fails runs its region in PyTorch
 
     def __repr__(self) -> str:
         parts = []
@@ -63,7 +67,8 @@ class Policy:
             where = f" for fusions={chosen!r}" if chosen is not None else ""
             cut = " (inherit=False)" if not inherit else ""
             parts.append(f"{options!r}{where}{cut}")
-        return f"Policy({'; '.join(parts)}{', share=True' if self.share else ''})"
+        extra = (", share=True" if self.share else "") + (", on_error='torch'" if self.escape else "")
+        return f"Policy({'; '.join(parts)}{extra})"
 
 
 _interned: dict[tuple[object, ...], Policy] = {}
@@ -77,6 +82,31 @@ _state.keep(__name__, "_intern_lock", "a lock")
 def sharing(policy: OptionSet | Policy | None) -> bool:
     """Whether ``policy`` shares the compiled definitions of the fusions it leaves alone (module docstring)."""
     return isinstance(policy, Policy) and policy.share
+
+
+def escapes(policy: OptionSet | Policy | None) -> bool:
+    """Whether fusions under ``policy`` run in PyTorch where nvFuser fails them (``on_error="torch"``)."""
+    return isinstance(policy, Policy) and policy.escape
+
+
+def escaping(policy: OptionSet | Policy | None) -> Policy:
+    """``policy`` (the same options and sharing) with ``on_error="torch"``: a `Frame` whose choice it is makes one."""
+    if isinstance(policy, Policy):
+        if policy.escape:
+            return policy
+        layers, share = policy.layers, policy.share
+    else:
+        layers, share = (() if policy is None else ((policy, None, True),)), False
+    key = ("torch", layers, share)
+    escaped = _interned.get(key)
+    if escaped is None:
+        with _intern_lock:
+            escaped = _interned.get(key)
+            if escaped is None:
+                if len(_interned) >= _MAX_INTERNED:
+                    _interned.clear()
+                escaped = _interned[key] = Policy(layers, share, escape=True)
+    return escaped
 
 
 def over(parent: OptionSet | Policy | None, own: OptionSet, chosen: Selector | None,

@@ -64,7 +64,7 @@ __all__ = [
     "with_nv_options",
 ]
 
-_ON_ERROR = (None, "raise", "fallback")
+_ON_ERROR = (None, "raise", "fallback", "torch")
 
 
 # Called (without arguments) before each non-empty scope is entered: the layers above register through `on_enter`
@@ -107,8 +107,10 @@ class nv_options(ScopeDecorator):
     ``fusions=`` limits this scope's options to the fusions it selects: a glob over fusion ids (``"backward/*"``), a
     list of globs, a callable taking a `FusionInfo`, or ``nvscope.phase(...)``/``nvscope.holding(...)``.
     ``on_error="fallback"``: a fusion that fails under its options runs again with its defaults (`FallbackWarning`,
-    the audit record, the failure's note and repro script); ``"raise"`` re-raises (the default, when no enclosing
-    scope chose fallback). ``__enter__`` returns the options that reach every fusion.
+    the audit record, the failure's note and repro script); ``on_error="torch"``: a Thunder fusion that nvFuser fails
+    to compile or run, under whatever options are in force (its defaults included), runs its region in PyTorch
+    instead (`EscapeWarning`; docs/escape.md); ``"raise"`` re-raises (the default, when no enclosing scope chose).
+    ``__enter__`` returns the options that reach every fusion.
 
     ``share=True``: the fusions this scope leaves at their own options (no options of its own, or not selected, or
     gated out) run through nvscope too, one compiled definition per (printed definition, inputs, options, device)
@@ -130,7 +132,7 @@ class nv_options(ScopeDecorator):
         if share is not None and not isinstance(share, bool):
             raise TypeError(f"share= takes True, False or None, not {cut(repr(share), 40)}")
         if on_error not in _ON_ERROR:
-            raise ValueError(f"on_error= takes 'raise' or 'fallback', not {on_error!r}")
+            raise ValueError(f"on_error= takes 'raise', 'fallback' or 'torch', not {on_error!r}")
         if isinstance(enable, OptionSet):
             if disable:
                 raise TypeError("nv_options(an OptionSet) takes no disable=: the OptionSet holds both lists")
@@ -194,7 +196,7 @@ class nv_options(ScopeDecorator):
     def _frame(self, parent: Frame | None, check: bool) -> Frame:
         """This scope's frame over ``parent``, after the policy check and the enter hooks (which may raise)."""
         own = self._options
-        if own or self._share:
+        if own or self._share or self._on_error == "torch":
             if check and own:  # sharing changes no option: nothing to warn about
                 _devmode.check_scope(own)  # may raise (strict mode): nothing has been entered yet
             for hook in ENTER_HOOKS:
@@ -212,8 +214,9 @@ class nv_options(ScopeDecorator):
         else:
             merged = _policy.over(below, own, self._selector, self._inherit, self._share)
         on_error = self._on_error
-        fallback = (None if parent is None else parent.fallback) if on_error is None else on_error == "fallback"
-        return Frame(merged, parent, self, fallback)
+        if on_error is None and parent is not None:
+            on_error = parent.on_error
+        return Frame(merged, parent, self, on_error)
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:

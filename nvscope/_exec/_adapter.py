@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from nvscope._exec._direct import Frontend
     from nvscope._exec._fusion_table import FusionTable, Partition
 
-__all__ = ["Adapter", "F"]
+__all__ = ["Adapter", "EscapeRefused", "F"]
 
 F = TypeVar("F")
 
@@ -70,3 +70,20 @@ class Adapter(Generic[F]):
     def definition(self, partition: Partition, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """The FusionDefinition ``partition`` runs for these inputs (audit and failures only, never per call)."""
         return partition.runner
+
+    def own_partition(self, fusion: F, own_options: OptionSet) -> Partition:
+        """The fusion's own call (`default`) as a partition: no definition of its own, nothing compiled anew."""
+        from nvscope._exec._fusion_table import Partition
+
+        default = self.default
+        return Partition(fusion, own_options, lambda args, kwargs: default(fusion, args, kwargs))
+
+    def escape(self, fusion: F, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Callable[[], Any]]:
+        """For ``on_error="torch"``: the key of these inputs (calls with an equal key take the same route) and a
+        builder of the fusion's PyTorch callable. Raises `EscapeRefused` (its message says why, in a few words)
+        where the fusion has no PyTorch form."""
+        raise EscapeRefused("a direct nvFuser FusionDefinition has no Thunder region to run in PyTorch")
+
+
+class EscapeRefused(Exception):
+    """Why a fusion cannot run in PyTorch (``on_error="torch"``): its message, one short clause."""

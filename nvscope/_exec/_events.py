@@ -22,7 +22,8 @@ if TYPE_CHECKING:
     # "default" (the fusion's own cache: no scope, or nothing the scope adds that can affect it), "new" (a cache for
     # this option set was built by this call: it compiles), "reused" (an existing cache for this option set),
     # "fallback" (it failed under these options, under on_error="fallback": this execution ran the defaults).
-    Route = Literal["default", "new", "reused", "fallback"]
+    # "torch" (nvFuser failed it under on_error="torch", or did before for these inputs: its region ran in PyTorch).
+    Route = Literal["default", "new", "reused", "fallback", "torch"]
 
 __all__ = ["FUNCTION", "PHASE", "SINKS", "TIMERS", "FusionRecord", "emit", "listening"]
 

@@ -30,6 +30,7 @@ from nvscope._core import (
     ACTIVE,
     CHANGED,
     NO_EFFECT,
+    EscapeWarning,
     FallbackWarning,
     Frame,
     FusionInfo,
@@ -40,7 +41,7 @@ from nvscope._core import (
     note_run,
 )
 from nvscope._exec import _events, _repro, _shared
-from nvscope._exec._adapter import Adapter, F
+from nvscope._exec._adapter import Adapter, EscapeRefused, F
 from nvscope._exec._frontends import TABLE_LOCK
 from nvscope._exec._fusion_table import FusionTable, Partition
 
@@ -146,7 +147,12 @@ def fusion_table(adapter: Adapter[F], fusion: F, args: tuple[Any, ...],
             def build(options: OptionSet) -> Partition:
                 return adapter.build(fusion, info, options)
 
-            table = FusionTable(adapter.own_options(fusion, NO_KWARGS), build, info=info)
+            own_options = adapter.own_options(fusion, NO_KWARGS)
+
+            def build_own() -> Partition:
+                return adapter.own_partition(fusion, own_options)
+
+            table = FusionTable(own_options, build, info=info, build_own=build_own)
             adapter.attach(fusion, table)
         return table
 
@@ -185,12 +191,17 @@ def execute(adapter: Adapter[F], fusion: F, frame: Frame | None, args: tuple[Any
         if _SINKS:
             return _timed(adapter.default, _record(info, own_options, "default", adapter), fusion, args, kwargs)
         return adapter.default(fusion, args, kwargs)
-    if partition.error is not None and frame is not None and frame.fallback:
+    if partition.error is not None and frame is not None and frame.on_error == "fallback":
         return _fall_back(adapter, info, fusion, partition, args, kwargs, table, frame, own_options)
+    if table.routes and _policy.escapes(policy):
+        region = table.routes.get((partition.options, _route_key(adapter, fusion, args, kwargs)))
+        if region is not None:
+            return _run_region(region, info, partition.options, adapter, args)
     started = time.perf_counter() if new else 0.0
     try:
         if _SINKS:
-            record = _record(info, partition.options, "new" if new else "reused", adapter,
+            route: _events.Route = "default" if partition.runner is fusion else "new" if new else "reused"
+            record = _record(info, partition.options, route, adapter,
                              shared_from=_shared_from(adapter, info, partition, args, kwargs, new))
             return _timed(partition.run, record, args, kwargs)
         return partition.run(args, kwargs)
@@ -231,7 +242,9 @@ def failed(error: Exception, adapter: Adapter[F], table: FusionTable[Partition],
         scope = _policy.resolve(None if frame is None else frame.policy, info)
         _repro.annotate(error, adapter.describe, info, own_options, scope, partition.options, script,
                         given_as=adapter.given_as)
-        if frame is None or not frame.fallback or own:
+        if frame is not None and frame.on_error == "torch":
+            return _escape(error, adapter, table, fusion, partition, args, kwargs, stacklevel)
+        if frame is None or frame.on_error != "fallback" or own:
             # A partition at the fusion's own options (its defaults, run shared: `nv_options(share=True)`) has no
             # defaults to fall back to, and its failure is not remembered: the next call tries again, as Thunder's
             # own path would (a transient failure, out of memory say, must not fail every fusion that prints the
@@ -263,6 +276,77 @@ def failed(error: Exception, adapter: Adapter[F], table: FusionTable[Partition],
         return _fall_back(adapter, info, fusion, partition, args, kwargs, table, frame, own_options)
     finally:
         _shared.settle()  # a first execution's failure not remembered above (`_shared.fail`): raised, not shared
+
+
+# CUDA errors after which the context is unusable (nothing more runs in this process) and out-of-memory: no PyTorch
+# run can help; they need an explicit route (run the fusion in PyTorch from its first call) or a smaller step.
+_FATAL = ("out of memory", "illegal memory access", "illegal instruction", "unspecified launch failure",
+          "device-side assert", "misaligned address", "an illegal", "cuda error: launch failed")
+
+
+def _escape(error: Exception, adapter: Adapter[F], table: FusionTable[Partition], fusion: F, partition: Partition,
+            args: tuple[Any, ...], kwargs: dict[str, Any], stacklevel: int) -> Any:
+    """``on_error="torch"``: run the fusion's region in PyTorch after nvFuser failed it under ``partition``'s options,
+    and route later calls with equal inputs and options there; or say in one note why not and re-raise."""
+    info = table.info
+    assert info is not None, "`fusion_table` sets it"
+    text = f"{type(error).__name__}: {error}".lower()
+    why = None
+    key: Any = None
+    region: Callable[..., Any] | None = None
+    if type(error).__name__ == "OutOfMemoryError" or any(word in text for word in _FATAL):
+        why = "CUDA out of memory or a CUDA error that leaves the context unusable (route the fusion explicitly)"
+    else:
+        try:
+            key, make_region = adapter.escape(fusion, args, kwargs)
+            region = table.region
+            if region is None:
+                region = table.region = make_region()
+        except EscapeRefused as refused:
+            why = str(refused)
+        except Exception as problem:  # Thunder's PyTorch executor cannot run the region
+            why = f"Thunder's PyTorch executor cannot run its region ({type(problem).__name__}: {_first_line(problem)})"
+    if why is not None or region is None:
+        _add_note(error, f"nvscope: on_error='torch' could not run {info.id} in PyTorch: {why}")
+        raise error
+    if table.add_route(partition.options, key, region):
+        paths = _repro.repro_paths(error)
+        warnings.warn(f"nvscope: fusion {info.id} failed in nvFuser with options {partition.options.label()} and ran "
+                      f"in PyTorch (on_error='torch'); later calls with these inputs and options go straight to "
+                      f"PyTorch.\n  nvFuser: {_first_line(error)}\n  repro script: "
+                      f"{paths[0] if paths else 'none (NVSCOPE_REPRO=0, or it could not be written)'}",
+                      EscapeWarning, stacklevel=stacklevel)
+    return _run_region(region, info, partition.options, adapter, args)
+
+
+def _route_key(adapter: Adapter[F], fusion: F, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    try:
+        return adapter.escape(fusion, args, kwargs)[0]
+    except Exception:  # no route can match: nvFuser runs it
+        return None
+
+
+def _run_region(region: Callable[..., Any], info: FusionInfo, options: OptionSet, adapter: Adapter[Any],
+                args: tuple[Any, ...]) -> Any:
+    if _SINKS:
+        return _timed(region, _record(info, options, "torch", adapter), *args)
+    return region(*args)
+
+
+def _first_line(error: BaseException) -> str:
+    lines = str(error).strip().splitlines()
+    return lines[0][:300] if lines else type(error).__name__
+
+
+def _add_note(error: BaseException, note: str) -> None:
+    try:
+        error.add_note(note)  # type: ignore[attr-defined,unused-ignore]  # Python >= 3.11
+    except AttributeError:  # Python 3.10: PEP 678's attribute
+        notes = getattr(error, "__notes__", None)
+        try:
+            error.__notes__ = [*(notes if isinstance(notes, list) else []), note]  # type: ignore[attr-defined]
+        except Exception:  # pragma: no cover - an exception type that refuses attributes
+            pass
 
 
 def _script(adapter: Adapter[Any], partition: Partition, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:

@@ -68,11 +68,11 @@ class FusionTable(Generic[T]):
     decides which one a call runs (`resolve`) and remembers which failed (`mark_failed`): the memos it keeps for that
     (``hot``, ``steady``, ``resolved``, ``failed``) are written here only."""
 
-    __slots__ = ("_entries", "_lock", "build", "builds", "evictions", "failed", "hot", "info", "maxsize",
-                 "own_options", "resolved", "steady")
+    __slots__ = ("_entries", "_lock", "_own", "build", "build_own", "builds", "evictions", "failed", "hot", "info",
+                 "maxsize", "own_options", "region", "resolved", "routes", "steady")
 
     def __init__(self, own_options: OptionSet, build: Callable[[OptionSet], T], maxsize: int | None = None, *,
-                 info: FusionInfo | None = None):
+                 info: FusionInfo | None = None, build_own: Callable[[], T] | None = None):
         if maxsize is None:
             # Distinct option sets kept per fusion. A developer A/B-testing a handful of flag combinations stays well
             # below the default (8); each partition holds compiled kernels, so the bound keeps memory finite.
@@ -104,6 +104,13 @@ class FusionTable(Generic[T]):
         # Option sets this fusion failed under (on_error="fallback") -> the failure's text. Kept beyond eviction: a
         # partition built again for one of them starts failed, so it is not compiled again (nor warned about).
         self.failed: dict[OptionSet, str] = {}
+        # on_error="torch": the fusion's own call as a partition (`build_own`: no compile of its own), so that the
+        # lane runs its defaults and catches their failure; the region's PyTorch callable once built; and the routes
+        # to it, (options in force, the inputs' descriptors) -> that callable, for the calls nvFuser failed.
+        self.build_own = build_own
+        self._own: T | None = None
+        self.region: Callable[..., Any] | None = None
+        self.routes: dict[tuple[OptionSet, Any], Callable[..., Any]] = {}
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -152,8 +159,11 @@ class FusionTable(Generic[T]):
             if new and partition.error is None:
                 # It failed under these options before and was evicted since: no second compile attempt, no warning.
                 partition.error = self.failed.get(effective)
+        elif own_options is self.own_options and _policy.escapes(policy) and self.build_own is not None:
+            partition = self.own_partition()
         self.hot = (policy, own_options, partition, innermost)
-        steady = innermost and own_options is self.own_options and partition is not None and partition.error is None
+        steady = (innermost and own_options is self.own_options and partition is not None and partition.error is None
+                  and not self.routes)
         if steady and partition is not None:
             self.steady = (policy, partition, NO_EFFECT if effective == own_options else CHANGED)
         else:
@@ -163,6 +173,26 @@ class FusionTable(Generic[T]):
             # that reset may have come before this store, so undo it here; the lane must not run a failed partition.
             self.steady = NO_STEADY
         return partition, innermost, new
+
+    def own_partition(self) -> T:
+        """The fusion's own call as a partition (`build_own`), built once."""
+        own = self._own
+        if own is None:
+            assert self.build_own is not None
+            with self._lock:
+                own = self._own
+                if own is None:
+                    own = self._own = self.build_own()
+        return own
+
+    def add_route(self, options: OptionSet, key: Any, region: Callable[..., Any]) -> bool:
+        """Calls with inputs ``key`` under ``options`` run ``region`` (PyTorch) from now on; True for the fusion's
+        first route. The lane leaves a fusion with routes to the execution path, which looks them up."""
+        with self._lock:
+            first = not self.routes
+            self.routes[(options, key)] = region
+            self.steady = NO_STEADY
+        return first
 
     def mark_failed(self: FusionTable[Partition], partition: Partition, error: str) -> None:
         """``partition`` failed with ``error`` (its text) under ``on_error="fallback"``: later calls run the fusion's

@@ -36,8 +36,8 @@ from nvscope._core import (
     remember,
     site_of,
 )
-from nvscope._exec import _events, _frontends, _shared
-from nvscope._exec._adapter import Adapter
+from nvscope._exec import _events, _frontends, _shared, _thunder_region
+from nvscope._exec._adapter import Adapter, EscapeRefused
 from nvscope._exec._execute import patch
 from nvscope._exec._fusion_table import TABLE_ATTRIBUTE as _TABLE
 from nvscope._exec._fusion_table import FusionTable
@@ -269,6 +269,23 @@ class ThunderAdapter(Adapter[Wrapper]):
 
     def default(self, fusion: Wrapper, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         return self.original(fusion, *args)
+
+    def own_partition(self, fusion: Wrapper, own_options: OptionSet) -> _frontends.Partition:
+        call = functools.partial(self._run_runner, fusion)  # Thunder's own __call__ on the fusion itself
+
+        def run(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+            return call(*args)
+
+        return _frontends.Partition(fusion, own_options, run)
+
+    def escape(self, fusion: Wrapper, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any]:
+        if _has_dtensor(args):
+            raise EscapeRefused("its inputs are DTensors, which the region's PyTorch form does not take")
+        region = _thunder_region.region_of(fusion.get_fd)
+        if region is None:
+            raise EscapeRefused(f"{thunder_version()} keeps no region (bound symbols, inputs, outputs) in the "
+                                "closure of the fusion's get_fd")
+        return fusion.to_descriptors(args), functools.partial(_thunder_region.compile, *region)
 
     def repro_inputs(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
         return _local_inputs(args)

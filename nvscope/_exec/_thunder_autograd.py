@@ -65,7 +65,7 @@ def make_backward(original: Any) -> Any:
             try:
                 if frame is None:  # an unscoped forward: the thread's own scope, if any
                     return original(ctx, *grads)
-                token = push(frame.policy, frame.fallback, share)
+                token = push(frame.policy, frame.on_error, share)
                 try:
                     return original(ctx, *grads)
                 finally:

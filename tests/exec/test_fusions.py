@@ -484,7 +484,7 @@ def test_a_backward_keeps_its_forwards_explicit_raise_inside_a_fallback_scope(in
 
 
 def test_on_error_is_validated(installed: ThunderDouble) -> None:
-    with pytest.raises(ValueError, match="on_error= takes 'raise' or 'fallback'"):
+    with pytest.raises(ValueError, match="on_error= takes 'raise', 'fallback' or 'torch'"):
         nv_options(enable=FM, on_error="ignore")
 
 

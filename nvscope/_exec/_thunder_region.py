@@ -1,0 +1,69 @@
+"""A Thunder fusion's region as a PyTorch callable, for ``on_error="torch"``.
+
+Thunder builds each fusion's wrapper in ``nvfuserex_impl.create_fusion_definition_wrapper(bsyms, name,
+sorted_unique_inputs, sorted_unique_outputs)``, and its ``get_fd`` is a closure over those three (Thunder 0.2.6 and
+0.2.7.dev): `region_of` reads them there, so a fusion jitted before nvscope was installed has its region too. `compile`
+makes the callable as Thunder's torch.compile executor does (``torch_compile.make_compiled``: a region trace, then
+``transform_for_execution`` with Thunder's PyTorch executor, ``no_autocast`` and ``torch.no_grad``) without
+``torch.compile``: it runs the region's ops eagerly, each as Thunder's PyTorch executor runs it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+__all__ = ["REGION", "compile", "region_of"]
+
+REGION = ("bsyms", "sorted_unique_inputs", "sorted_unique_outputs")  # get_fd's free variables that hold the region
+
+
+def region_of(get_fd: Any) -> tuple[Sequence[Any], Sequence[Any], Sequence[Any]] | None:
+    """``(bound symbols, inputs, outputs)`` of the region behind a wrapper's ``get_fd``, or None if it has none."""
+    function = getattr(get_fd, "__wrapped__", get_fd)
+    code, cells = getattr(function, "__code__", None), getattr(function, "__closure__", None)
+    if code is None or not cells:
+        return None
+    free = dict(zip(code.co_freevars, cells, strict=False))
+    try:
+        bsyms, inputs, outputs = (free[name].cell_contents for name in REGION)
+    except (KeyError, ValueError):  # not there, or an empty cell
+        return None
+    return bsyms, inputs, outputs
+
+
+def compile(bsyms: Sequence[Any], inputs: Sequence[Any], outputs: Sequence[Any]) -> Callable[..., Any]:
+    """The region as a PyTorch callable taking the fusion's inputs and returning its outputs (a list, as nvFuser's
+    execute does)."""
+    import importlib  # Thunder is optional: no import of it that a type checker must resolve
+
+    import torch
+
+    prims = importlib.import_module("thunder.core.prims")
+    traces = importlib.import_module("thunder.core.trace")
+    SigInfo = importlib.import_module("thunder.core.codeutils").SigInfo
+    transform_for_execution = importlib.import_module("thunder.executors.passes").transform_for_execution
+    torchex = importlib.import_module("thunder.executors.torchex")
+    TraceCtx, tracectx = traces.TraceCtx, traces.tracectx
+
+    trace = TraceCtx(None)
+    trace.args = list(inputs)
+    trace.kwargs = {}
+    trace.names = {proxy.name for proxy in inputs}
+    with tracectx(trace):
+        for proxy in inputs:
+            prims.unpack_trivial(proxy, name=proxy.name)
+    trace.bound_symbols += list(bsyms)
+    trace.bound_symbols.append(prims.python_return.bind(list(outputs), output=None))
+    for bsym in trace.bound_symbols:  # every name the region defines, so the trace names nothing twice
+        if bsym.sym == prims.unpack_trivial:
+            continue
+        for inner in (bsym, *bsym.subsymbols):
+            for out in inner.flat_outs:
+                if out is not None and out.name not in trace.names:
+                    trace.add_name(out.name)
+    trace._siginfo = SigInfo("nvscope_region")
+    trace._siginfo.args = [(proxy.name, None) for proxy in inputs]
+    executable = transform_for_execution(trace, executors_list=(torchex.ex,))
+    run = executable.python_callable(include_decorators=False)
+    return torch.no_grad()(torchex.no_autocast(run))  # type: ignore[no-any-return]
