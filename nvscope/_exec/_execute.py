@@ -19,6 +19,7 @@ resolve through a small dict, never through the selectors again.
 from __future__ import annotations
 
 import functools
+import sys
 import threading
 import time
 import warnings
@@ -42,7 +43,7 @@ from nvscope._core import (
 )
 from nvscope._exec import _events, _repro, _shared
 from nvscope._exec._adapter import Adapter, EscapeRefused, F
-from nvscope._exec._frontends import TABLE_LOCK
+from nvscope._exec._frontends import TABLE_LOCK, THUNDER_CALLERS
 from nvscope._exec._fusion_table import FusionTable, Partition
 
 __all__ = ["NO_KWARGS", "Adapter", "execute", "failed", "fusion_table", "lane", "patch", "private_failures"]
@@ -68,6 +69,8 @@ def patch(adapter: Adapter[F], original: Callable[..., Any], keywords: bool = Fa
     sinks = _SINKS
     get_active = ACTIVE.get
     no_dict: dict[str, Any] = {}
+    callers = THUNDER_CALLERS
+    caller = sys._getframe
 
     def with_keywords(fusion: F, *args: Any, **kwargs: Any) -> Any:
         # The lane's unscoped test, written again: an unscoped call (most of them) then calls ``original`` itself
@@ -75,7 +78,8 @@ def patch(adapter: Adapter[F], original: Callable[..., Any], keywords: bool = Fa
         frame = get_active()
         if (frame is None or frame.policy is None) and not sinks:
             return original(fusion, *args, **kwargs)
-        if elsewhere is not None and elsewhere in getattr(fusion, "__dict__", no_dict):  # scoped calls only
+        if elsewhere is not None and (elsewhere in getattr(fusion, "__dict__", no_dict)
+                                      or (callers and caller(1).f_code in callers)):  # scoped or audited calls only
             return original(fusion, *args, **kwargs)
         if not kwargs:
             return positional(fusion, *args)

@@ -39,6 +39,7 @@ __all__ = [
     "FRONTENDS",
     "MIN_VERSION",
     "TABLE_LOCK",
+    "THUNDER_CALLERS",
     "Frontend",
     "Partition",
     "carry",
@@ -86,6 +87,12 @@ def frontend_of(fd_type: type) -> Frontend:
 
 
 # --- a partition's FusionDefinition carries its options ----------------------------------------------------------
+
+# The code of the functions whose ``fd.execute`` calls run a Thunder fusion (Thunder's wrapper ``__call__``, nvFuser's
+# ``execute_with_dtensors`` as Thunder calls it) while Thunder's adapter drives Thunder: those executions are Thunder's
+# adapter's to scope, and the direct adapter, installed beside it, runs them as they are.
+THUNDER_CALLERS: set[Any] = set()
+_state.register(__name__, "THUNDER_CALLERS", THUNDER_CALLERS.clear, step="adapters")
 
 # In the __dict__ of each FusionDefinition a Thunder partition built for an option set: its options. The direct
 # adapter runs such a definition as it is (`nvscope._exec._execute.patch`): Thunder's adapter scoped it already.

@@ -132,6 +132,11 @@ def install() -> bool:
     _patches.apply(_OWNER, function_class, "backward", staticmethod(make_backward(original_backward.__func__)),
                    on_demand=True)
     _installed.append(shape)
+    # With the direct adapter beside it, the definitions Thunder's own call executes are Thunder's: run as they are.
+    _frontends.THUNDER_CALLERS.add(shape.original.__code__)
+    dtensors = getattr(getattr(impl, "execute_with_dtensors", None), "__wrapped__", None)  # nvFuser's, under the patch
+    if hasattr(dtensors, "__code__"):
+        _frontends.THUNDER_CALLERS.add(dtensors.__code__)
     return True
 
 
@@ -152,6 +157,7 @@ def uninstall() -> bool:
 def _drop() -> bool:
     """Undo the Thunder patches and drop every fusion's table (its partitions); returns whether a patch was undone."""
     restored = _patches.restore(_OWNER)
+    _frontends.THUNDER_CALLERS.clear()
     while _installed:
         shape = _installed.pop()
         shape.forget()

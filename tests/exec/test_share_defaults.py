@@ -300,3 +300,23 @@ def test_a_fallback_that_builds_the_shared_defaults_puts_their_first_run_on_the_
             fusion(t())
     assert sorted(e for _, e in compiles(double)) == [(), tuple(FM)]
     assert compiling()[1] - before == 2 * len(layers)  # each fusion's fuse_matmul partition and its defaults'
+
+
+def test_with_both_adapters_a_fusion_the_scope_leaves_alone_runs_its_own_options(double: ThunderDouble) -> None:
+    """Both adapters installed (``nvscope.install()`` then ``nvscope.nvfuser.install()``): a Thunder fusion that a
+    selector leaves out runs Thunder's own call, and its definition's execute is Thunder's, not a direct fusion of the
+    direct adapter's: no options reach it, and an audit lists each fusion once."""
+    assert nvscope.thunder.install() and nvscope.nvfuser.install()
+    layers = [double.make_wrapper(f"nvFusion{i}") for i in range(3)]
+    with audit() as log:
+        for fusion in layers:
+            fusion(t())
+    assert len(log.fusions()) == 3 and all(r.fusion.startswith("forward/") for r in log.records)
+    with nv_options(enable=FM, fusions=lambda info: info.name != "nvFusion1"):
+        for fusion in layers:
+            fusion(t())
+    assert [list(e.enable or ()) for e in double.executions[-3:]] == [FM, [], FM]
+    with pytest.warns(nvscope.NoEffectWarning), nv_options(enable=FM, fusions=~nvscope.phase("forward")):
+        for fusion in layers:
+            fusion(t())
+    assert [list(e.enable or ()) for e in double.executions[-3:]] == [[], [], []]
