@@ -135,8 +135,9 @@ def install() -> bool:
     # With the direct adapter beside it, the definitions Thunder's own call executes are Thunder's: run as they are.
     _frontends.THUNDER_CALLERS.add(shape.original.__code__)
     dtensors = getattr(getattr(impl, "execute_with_dtensors", None), "__wrapped__", None)  # nvFuser's, under the patch
-    if hasattr(dtensors, "__code__"):
-        _frontends.THUNDER_CALLERS.add(dtensors.__code__)
+    code = getattr(dtensors, "__code__", None)
+    if code is not None:
+        _frontends.THUNDER_CALLERS.add(code)
     return True
 
 
