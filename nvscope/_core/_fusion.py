@@ -150,14 +150,14 @@ def _shown(value: object) -> str:
 
 def claim(name: str, phase: Phase, ops: Iterable[str] | None, function: str | None, site: str | None = None, *,
           key: str | None = None) -> FusionInfo:
-    """The identity of a fusion nvscope sees for the first time: the k-th to claim ``<phase>/<name>[@<site>:<key>]``
-    gets ``#k`` (only where nothing else tells them apart; numbering restarts at ``nvscope.uninstall()``, `_ids`).
+    """The identity of a fusion nvscope sees for the first time: the k-th distinct fusion (by its ops) to claim
+    ``<phase>/<name>[@<site>:<key>]`` gets ``#k``, an equal one the same id (only where nothing else tells them
+    apart; numbering restarts at ``nvscope.uninstall()``, `_ids`).
     The adapters call it under `nvscope._exec._frontends.TABLE_LOCK`, once per fusion."""
     info = FusionInfo(name, phase, ops, function, site=site, key=key)  # may raise: then nothing is claimed
-    instance = _ids.next_number(info.id)
+    instance = _ids.number(info.id, info.ops)
     if instance > 1:
         info = FusionInfo(name, phase, info.ops, function, instance=instance, site=site, key=key)
-    _ids.take(info.base(), instance)
     _ids.count(info.id, f"{phase}/{name}")
     return info
 

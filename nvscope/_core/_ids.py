@@ -8,15 +8,16 @@ from collections.abc import Iterable
 
 from nvscope._core import _state
 
-__all__ = ["count", "forget_ids", "next_number", "note_ids", "shares_short_form", "take"]
+__all__ = ["count", "forget_ids", "note_ids", "number", "shares_short_form"]
 
 
-# How many distinct fusions claimed each id without its "#k" so far (`claim`), and the ids seen per short form
-# "<phase>/<name>" (`exact_glob`); the adapters call `claim` under `nvscope._exec._frontends.TABLE_LOCK`, once per
-# fusion. `nvscope.uninstall()` empties both: every fusion seen afterwards is identified afresh, in order of sight, as
-# in a new process (ids with a site or a digest come back the same; only `#k` follows the order), so no two fusions
-# can hold one id.
-_claimed: dict[str, int] = {}
+# Per id without its "#k": the number each distinct fusion got, by what it computes (its ops; `claim`), and the ids
+# seen per short form "<phase>/<name>" (`exact_glob`); the adapters call `claim` under
+# `nvscope._exec._frontends.TABLE_LOCK`, once per fusion. An equal fusion seen again (a step that builds or jits its
+# fusions anew at every call) gets the number the first one got: numbering never grows with the steps.
+# `nvscope.uninstall()` empties both: fusions seen afterwards are numbered afresh, in order of sight, as in a new
+# process.
+_claimed: dict[str, dict[object, int]] = {}
 _shorts: dict[str, set[str]] = {}
 
 
@@ -25,14 +26,14 @@ def count(fusion_id: str, short: str) -> None:
     _shorts.setdefault(short, set()).add(fusion_id)
 
 
-def next_number(base: str) -> int:
-    """The number the next fusion seen afresh with the id ``base`` gets (1: none before it)."""
-    return _claimed.get(base, 0) + 1
-
-
-def take(base: str, instance: int) -> None:
-    """A fusion holds ``instance`` of ``base``."""
-    _claimed[base] = max(_claimed.get(base, 0), instance)
+def number(base: str, computes: object) -> int:
+    """The number of the fusion with the id ``base`` that computes ``computes`` (its ops): the one an equal fusion got
+    before, else the next (1: the first)."""
+    numbers = _claimed.setdefault(base, {})
+    found = numbers.get(computes)
+    if found is None:
+        found = numbers[computes] = max(numbers.values(), default=0) + 1
+    return found
 
 
 def note_ids(ids: Iterable[str]) -> None:
@@ -44,7 +45,8 @@ def note_ids(ids: Iterable[str]) -> None:
         base, mark, number = fusion_id.rpartition("#")
         if not (mark and number.isdigit() and "/" in base):
             base, number = fusion_id, "1"
-        _claimed[base] = max(_claimed.get(base, 0), int(number))
+        numbers = _claimed.setdefault(base, {})
+        numbers.setdefault(("noted", int(number)), int(number))
         count(fusion_id, f"{phase}/{base.partition('/')[2].partition('@')[0]}")
 
 
@@ -60,4 +62,4 @@ _state.register(__name__, "_claimed _shorts", forget_ids, step="ids")
 def shares_short_form(fusion_id: str) -> bool:
     """Whether ``fusion_id`` (one without a site) is also the short form of another fusion's id, or was claimed by
     several fusions (`nvscope._core._fusion.exact_glob`)."""
-    return _claimed.get(fusion_id, 0) > 1 or len(_shorts.get(fusion_id, ())) > 1
+    return len(_claimed.get(fusion_id, ())) > 1 or len(_shorts.get(fusion_id, ())) > 1

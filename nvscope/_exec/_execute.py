@@ -1,19 +1,12 @@
 """Execute one fusion under the active scope: the one path every adapter uses.
 
     the lane (the steady state) -> effective options (`nvscope._core._policy`) -> partition
-    (`nvscope._exec._fusion_table`) -> audit -> run -> annotate / fall back
+    (`nvscope._exec._fusion_table`) -> audit -> run -> annotate / fall back / run in PyTorch (`_escapes`)
 
-An adapter (`nvscope._exec._adapter.Adapter`: Thunder's wrapper shape, or a direct nvFuser frontend) patches its
-framework's per-fusion call with the one lane (`patch`, `lane`): with no scope active in the caller's context and
-no audit listening, the framework's own call; in a scoped loop's steady state, the partition; otherwise `execute`.
-The adapter says only what differs between them: where a fusion's table lives, how a fusion is identified, how a
-partition is built, and how the fusion runs with its defaults or with a partition. Everything that decides (which
-options, which partition, what is recorded, what a failure becomes) is here, once.
-
-A fusion's table (a `FusionTable`) is made the first time nvscope sees the fusion scoped or audited, and keeps the
-fusion's identity (`FusionInfo`), its own options and its memos: the last (policy, own options) it ran under and the
-partition that resolved to, so the steady state of a training loop is one identity test in the `lane`; other pairs
-resolve through a small dict, never through the selectors again.
+An adapter (`nvscope._exec._adapter.Adapter`) patches its framework's per-fusion call with the one lane (`patch`,
+`lane`) and says only what differs between frameworks; everything that decides (which options, which partition,
+what is recorded, what a failure becomes) is here, once. A fusion's table (a `FusionTable`) keeps its identity, its
+own options and its memos, so the steady state of a training loop is one identity test in the `lane`.
 """
 
 from __future__ import annotations
@@ -31,7 +24,6 @@ from nvscope._core import (
     ACTIVE,
     CHANGED,
     NO_EFFECT,
-    EscapeWarning,
     FallbackWarning,
     Frame,
     FusionInfo,
@@ -41,8 +33,8 @@ from nvscope._core import (
     _state,
     note_run,
 )
-from nvscope._exec import _events, _repro, _shared
-from nvscope._exec._adapter import Adapter, EscapeRefused, F
+from nvscope._exec import _escapes, _events, _repro, _shared
+from nvscope._exec._adapter import Adapter, F
 from nvscope._exec._frontends import TABLE_LOCK, THUNDER_CALLERS
 from nvscope._exec._fusion_table import FusionTable, Partition
 
@@ -57,12 +49,10 @@ _state.keep(__name__, "_PRIVATE", "the private_failures blocks open now: each po
 
 def patch(adapter: Adapter[F], original: Callable[..., Any], keywords: bool = False,
           elsewhere: str | None = None) -> Callable[..., Any]:
-    """``adapter``'s patch of its framework's per-fusion call ``original``: Thunder's ``FusionDefinitionWrapper.
-    __call__``, which takes positional arguments only (the patch is the `lane` itself), or nvFuser's
-    ``FusionDefinition.execute`` (``keywords=True``: a call with keyword arguments never has a steady state, so it
-    goes to `execute`; the others to the lane). ``elsewhere`` (with ``keywords``): an attribute that marks, in a
-    fusion's ``__dict__``, one another adapter runs under the scope already (a definition a Thunder partition built):
-    its calls are ``original``'s, not partitioned a second time."""
+    """``adapter``'s patch of ``original``: Thunder's wrapper ``__call__`` (the `lane` itself), or nvFuser's
+    ``FusionDefinition.execute`` (``keywords=True``: calls with keyword arguments go to `execute`). ``elsewhere``
+    (with ``keywords``): the mark of a definition Thunder's adapter scoped already; such calls, and those Thunder's
+    own call makes (`nvscope._exec._frontends.THUNDER_CALLERS`), run as they are."""
     if not keywords:
         return lane(adapter, original)
     positional = lane(adapter, original, depth=1)
@@ -92,15 +82,10 @@ def patch(adapter: Adapter[F], original: Callable[..., Any], keywords: bool = Fa
 def lane(adapter: Adapter[F], original: Callable[..., Any], depth: int = 0) -> Callable[..., Any]:
     """The one lane of ``adapter``'s fusion calls: ``original(fusion, *args)``, the framework's own call, patched.
 
-    With no scope active in the caller's context (or an empty one) and no audit listening, ``original`` behind one
-    ContextVar read and two tests (and the patch is in place only while some scope or audit exists:
-    `nvscope._core._patches.demand`). The steady state of a scoped loop (the fusion's memo holds this scope's
-    partition, nothing listens) runs the partition here, in one call; everything else goes on to `execute`. No lock
-    anywhere: nvFuser's execute binding holds the GIL for the whole call (see `nvscope._exec._frontends`).
-
-    A closure per adapter, its names cells (the cheapest loads), and the one nvscope frame on the steady path before
-    the partition's run: it is Thunder's patch itself. ``depth``: the frames between the caller and the lane (a
-    patch that calls it), so that a failure's warning points at the caller's line."""
+    Unscoped and unaudited: ``original`` behind one ContextVar read and two tests. The steady state of a scoped loop
+    (the fusion's memo holds this scope's partition, nothing listens) runs the partition here, in one call; the rest
+    goes to `execute`. No lock: nvFuser's execute binding holds the GIL for the whole call (`nvscope._exec._frontends`).
+    ``depth``: the frames between the caller and the lane, so that a failure's warning points at the caller's line."""
     table_of = adapter.table_of
     sinks = _SINKS
     get_active = ACTIVE.get
@@ -132,8 +117,7 @@ def lane(adapter: Adapter[F], original: Callable[..., Any], depth: int = 0) -> C
 
 
 def _wraps(patch: Callable[..., Any], original: Callable[..., Any]) -> Callable[..., Any]:
-    """``patch``, named as ``original`` (if it has a name) and unwrapping to it (``__wrapped__``, as
-    ``inspect.unwrap`` and debuggers follow it). Once per patch, at install: never on a call."""
+    """``patch``, named as ``original`` and unwrapping to it (``__wrapped__``); at install, never on a call."""
     return functools.update_wrapper(patch, original, assigned=("__name__",), updated=())
 
 
@@ -198,7 +182,7 @@ def execute(adapter: Adapter[F], fusion: F, frame: Frame | None, args: tuple[Any
     if partition.error is not None and frame is not None and frame.on_error == "fallback":
         return _fall_back(adapter, info, fusion, partition, args, kwargs, table, frame, own_options)
     if table.routes and _policy.escapes(policy):
-        region = table.routes.get((partition.options, _route_key(adapter, fusion, args, kwargs)))
+        region = _escapes.route(adapter, table, fusion, partition, args, kwargs)
         if region is not None:
             return _run_region(region, info, partition.options, adapter, args)
     started = time.perf_counter() if new else 0.0
@@ -221,10 +205,8 @@ def execute(adapter: Adapter[F], fusion: F, frame: Frame | None, args: tuple[Any
 def failed(error: Exception, adapter: Adapter[F], table: FusionTable[Partition], fusion: F, frame: Frame | None,
            partition: Partition, own_options: OptionSet, args: tuple[Any, ...], kwargs: dict[str, Any],
            stacklevel: int = 4) -> Any:
-    """A partition raised: note the options and the repro on the error; re-raise it, or fall back to the defaults.
-
-    ``stacklevel``: the warning's, so that it names the line that called the fusion (4: `failed` called by
-    `execute` called by the patch)."""
+    """A partition raised: note the options and the repro on the error; re-raise it, fall back to the defaults, or
+    run the region in PyTorch. ``stacklevel``: the warning's, naming the line that called the fusion."""
     info = table.info
     assert info is not None, "`fusion_table` sets it"
     own = partition.options == own_options
@@ -282,52 +264,12 @@ def failed(error: Exception, adapter: Adapter[F], table: FusionTable[Partition],
         _shared.settle()  # a first execution's failure not remembered above (`_shared.fail`): raised, not shared
 
 
-# CUDA errors after which the context is unusable (nothing more runs in this process) and out-of-memory: no PyTorch
-# run can help; they need an explicit route (run the fusion in PyTorch from its first call) or a smaller step.
-_FATAL = ("out of memory", "illegal memory access", "illegal instruction", "unspecified launch failure",
-          "device-side assert", "misaligned address", "an illegal", "cuda error: launch failed")
-
-
 def _escape(error: Exception, adapter: Adapter[F], table: FusionTable[Partition], fusion: F, partition: Partition,
             args: tuple[Any, ...], kwargs: dict[str, Any], stacklevel: int) -> Any:
-    """``on_error="torch"``: run the fusion's region in PyTorch after nvFuser failed it under ``partition``'s options,
-    and route later calls with equal inputs and options there; or say in one note why not and re-raise."""
+    region = _escapes.region_for(error, adapter, table, fusion, partition, args, kwargs, stacklevel + 2)
     info = table.info
     assert info is not None, "`fusion_table` sets it"
-    text = f"{type(error).__name__}: {error}".lower()
-    why = None
-    key: Any = None
-    region: Callable[..., Any] | None = None
-    if type(error).__name__ == "OutOfMemoryError" or any(word in text for word in _FATAL):
-        why = "CUDA out of memory or a CUDA error that leaves the context unusable (route the fusion explicitly)"
-    else:
-        try:
-            key, make_region = adapter.escape(fusion, args, kwargs)
-            region = table.region
-            if region is None:
-                region = table.region = make_region()
-        except EscapeRefused as refused:
-            why = str(refused)
-        except Exception as problem:  # Thunder's PyTorch executor cannot run the region
-            why = f"Thunder's PyTorch executor cannot run its region ({type(problem).__name__}: {_first_line(problem)})"
-    if why is not None or region is None:
-        _add_note(error, f"nvscope: on_error='torch' could not run {info.id} in PyTorch: {why}")
-        raise error
-    if table.add_route(partition.options, key, region):
-        paths = _repro.repro_paths(error)
-        warnings.warn(f"nvscope: fusion {info.id} failed in nvFuser with options {partition.options.label()} and ran "
-                      f"in PyTorch (on_error='torch'); later calls with these inputs and options go straight to "
-                      f"PyTorch.\n  nvFuser: {_first_line(error)}\n  repro script: "
-                      f"{paths[0] if paths else 'none (NVSCOPE_REPRO=0, or it could not be written)'}",
-                      EscapeWarning, stacklevel=stacklevel)
     return _run_region(region, info, partition.options, adapter, args)
-
-
-def _route_key(adapter: Adapter[F], fusion: F, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    try:
-        return adapter.escape(fusion, args, kwargs)[0]
-    except Exception:  # no route can match: nvFuser runs it
-        return None
 
 
 def _run_region(region: Callable[..., Any], info: FusionInfo, options: OptionSet, adapter: Adapter[Any],
@@ -335,22 +277,6 @@ def _run_region(region: Callable[..., Any], info: FusionInfo, options: OptionSet
     if _SINKS:
         return _timed(region, _record(info, options, "torch", adapter), *args)
     return region(*args)
-
-
-def _first_line(error: BaseException) -> str:
-    lines = str(error).strip().splitlines()
-    return lines[0][:300] if lines else type(error).__name__
-
-
-def _add_note(error: BaseException, note: str) -> None:
-    try:
-        error.add_note(note)  # type: ignore[attr-defined,unused-ignore]  # Python >= 3.11
-    except AttributeError:  # Python 3.10: PEP 678's attribute
-        notes = getattr(error, "__notes__", None)
-        try:
-            error.__notes__ = [*(notes if isinstance(notes, list) else []), note]  # type: ignore[attr-defined]
-        except Exception:  # pragma: no cover - an exception type that refuses attributes
-            pass
 
 
 def _script(adapter: Adapter[Any], partition: Partition, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:

@@ -368,7 +368,8 @@ def test_a_direct_definition_has_one_id_whichever_module_executes_it_first(front
     assert [r.fusion for r in again.records] == [info.id] and list(frontend.EXECUTIONS[-1].enable) == SFC
 
 
-def test_equal_direct_definitions_are_numbered_by_first_sight_and_a_subclass_keeps_its_class(frontend: Any) -> None:
+def test_equal_direct_definitions_share_one_id_and_a_subclass_keeps_its_class(frontend: Any) -> None:
+    """Twins (equal definitions, both alive) compute the same thing: one fusion, one id, whichever runs first."""
     a, b = define(frontend, "linear"), define(frontend, "linear")
 
     class Solver(frontend.FusionDefinition):  # type: ignore[misc,name-defined]
@@ -382,16 +383,49 @@ def test_equal_direct_definitions_are_numbered_by_first_sight_and_a_subclass_kee
         HELPER.run(a)
         run_here(c)
     digest = log.records[0].info.key
-    test = "test_equal_direct_definitions_are_numbered_by_first_sight_and_a_subclass_keeps_its_class"
+    test = "test_equal_direct_definitions_share_one_id_and_a_subclass_keeps_its_class"
     solver = f"{HERE}:{test}.<locals>.Solver"
-    assert [r.fusion for r in log.records] == [f"call/FusionDefinition@{digest}", f"call/FusionDefinition@{digest}#2",
+    assert [r.fusion for r in log.records] == [f"call/FusionDefinition@{digest}", f"call/FusionDefinition@{digest}",
                                                f"call/Solver@{solver}:{digest}"]
+    since = len(frontend.EXECUTIONS)
+    with nv_options(enable=SFC, fusions=log.records[0].fusion):  # the id reaches both twins
+        run_here(a)
+        run_here(b)
+    assert [list(e.enable) for e in frontend.EXECUTIONS[since:]] == [SFC, SFC]
 
 
-def test_twins_after_uninstall_never_share_an_id(frontend: Any) -> None:
-    """The review's case: ``a`` listed, uninstall and install, then its twin ``b`` seen first: ``b`` takes the first
-    number (as in a new process that runs ``b`` first) and ``a`` the next; no two fusions share an id, and a
-    selector reaches the one that holds it."""
+def test_a_step_that_builds_its_definitions_at_every_call_keeps_their_ids(frontend: Any) -> None:
+    """A definition built anew at every call is the same fusion each time: its id never grows a number, so the id
+    a listing printed selects it in every later call, alive or not (rescue's and bisect's probes depend on it)."""
+    def step() -> Any:
+        return run_here(define(frontend, "linear")), run_here(define(frontend, "add"))
+
+    ids = []
+    for _ in range(4):
+        with audit() as log:
+            step()
+        ids.append([r.fusion for r in log.records])
+    assert ids[0] == ids[1] == ids[2] == ids[3] and len(set(ids[0])) == 2 and "#" not in "".join(ids[0])
+    since = len(frontend.EXECUTIONS)
+    with nv_options(enable=SFC, fusions=ids[0][1]):
+        step()
+    assert [list(e.enable) for e in frontend.EXECUTIONS[since:]] == [[], SFC]
+
+
+def test_one_function_jitted_at_every_call_keeps_its_ids(double: ThunderDouble) -> None:
+    """Thunder: the same function jitted anew at every step (fusions equal in name, inputs and ops): one id each,
+    never numbered; a different fusion under the same name is numbered (`test_one_function_jitted_twice_...`)."""
+    ids = []
+    for _ in range(3):
+        with audit() as log:
+            jitted_encode(double.make_wrapper("nvFusion0"))(t())
+        ids.append([r.fusion for r in log.records])
+    assert ids == [[ENCODE]] * 3
+
+
+def test_twins_after_uninstall_share_their_id(frontend: Any) -> None:
+    """``a`` listed, uninstall and install, then its twin ``b`` seen first: both get the id ``a`` was listed with,
+    and a selector of it reaches both."""
     a, b = define(frontend, "linear"), define(frontend, "linear")
     with audit() as log:
         run_here(a)
@@ -401,12 +435,7 @@ def test_twins_after_uninstall_never_share_an_id(frontend: Any) -> None:
     with audit() as log:
         run_here(b)
         run_here(a)
-    assert [r.fusion for r in log.records] == [listed, f"{listed}#2"]
-    since = len(frontend.EXECUTIONS)
-    with nv_options(enable=SFC, fusions=f"{listed}#2"):
-        run_here(b)
-        run_here(a)
-    assert [list(e.enable) for e in frontend.EXECUTIONS[since:]] == [[], SFC]
+    assert [r.fusion for r in log.records] == [listed, listed]
 
 
 # --- a backward whose forward ran before nvscope was installed (issue 35 item 1, acceptance review) ----------------

@@ -12,12 +12,12 @@ first scope or audit (Thunder), a direct definition executed through this module
 the previous run's fusions still alive and seen again after the fresh ones (direct). In every variant a scope selects
 a random set of fusions by their ids:
 
-* audited, every record carries the listed id of its fusion; a fusion seen afresh while the fusion that held its id
-  before ``nvscope.uninstall()`` is alive gets ``#2`` (selected by that id), and the old one keeps its id;
+* audited, every record carries the listed id of its fusion; an equal fusion seen afresh while the one that held its
+  id before ``nvscope.uninstall()`` is alive gets the same id (equal fusions are one fusion);
 * audited or not, exactly the selected fusions that ran in a scope (for a backward: in its own scope or its
   forward's) executed with the scope's options; except a backward whose forward ran before nvscope was installed,
   which nvscope cannot name after its function: it gets no options from a selector by id, and a NoEffectWarning says
-  why (docs/fusions.md). Equal definitions (twins, numbered by first sight) are outside this model:
+  why (docs/fusions.md). Equal definitions alive together (twins, one id) are outside this model:
   tests/core/test_fusion_ids.py.
 """
 
@@ -311,7 +311,7 @@ def test_each_direct_definition_has_one_id_in_every_run(monkeypatch: pytest.Monk
             VIA_HELPER[0] = False
             check(variant, now, [] if log is None else log.records, frontend.EXECUTIONS[since:], expected)
             with audit() as again:
-                execute_all(survivors)  # seen again after the program's own: the next number, never a held id
+                execute_all(survivors)  # seen again after the program's own: equal definitions, the same id
             # (a program's fusion that ran unscoped and unaudited was never seen, so its survivor may take the id)
-            assert all(r.fusion == f"{ids[op_of(fd)]}#2" or (r.fusion == ids[op_of(fd)] and not variant["audit"])
-                       for r, fd in zip(again.records, survivors, strict=True)), again.records
+            assert all(r.fusion == ids[op_of(fd)] for r, fd in zip(again.records, survivors, strict=True)), \
+                again.records

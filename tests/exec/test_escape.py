@@ -54,6 +54,7 @@ def test_defaults_that_fail_run_in_pytorch_once_warned_then_routed(installed: Th
     repro = text.split("repro script: ")[1].split()[0]
     assert Path(repro).is_file() and Path(repro).suffix == ".py"
     assert isinstance(warning.message, FallbackWarning)  # one filter silences fallbacks of both kinds
+    assert warning.filename == __file__  # it points at the line that called the fusion
     assert installed.region_runs == [(X,), (X,)]
 
 

@@ -1,0 +1,85 @@
+"""``on_error="torch"``: the region of a fusion nvFuser failed runs in PyTorch, and so do later calls with equal
+inputs under the same options (the fusion's table keeps the routes: `nvscope._exec._fusion_table.FusionTable`).
+
+Not escaped, and said in one note on nvFuser's error: out-of-memory and CUDA errors after which the context is
+unusable (no PyTorch run can help), and fusions without a PyTorch form (the adapter's `escape` says why: a direct
+FusionDefinition, DTensor inputs, a Thunder that keeps no region, a region Thunder's PyTorch executor cannot run).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+from nvscope._core import EscapeWarning
+from nvscope._exec import _repro
+from nvscope._exec._adapter import Adapter, EscapeRefused, F
+from nvscope._exec._fusion_table import FusionTable, Partition
+
+__all__ = ["region_for", "route"]
+
+# Lower-case words of errors no PyTorch run can get past in this process.
+FATAL = ("out of memory", "illegal memory access", "illegal instruction", "unspecified launch failure",
+         "device-side assert", "misaligned address", "an illegal", "cuda error: launch failed")
+
+
+def route(adapter: Adapter[F], table: FusionTable[Partition], fusion: F, partition: Partition,
+          args: tuple[Any, ...], kwargs: dict[str, Any]) -> Callable[..., Any] | None:
+    """The PyTorch callable these inputs take under ``partition``'s options, if nvFuser failed them before."""
+    try:
+        key = adapter.escape(fusion, args, kwargs)[0]
+    except Exception:  # no route can match: nvFuser runs it
+        return None
+    return table.routes.get((partition.options, key))
+
+
+def region_for(error: Exception, adapter: Adapter[F], table: FusionTable[Partition], fusion: F,
+               partition: Partition, args: tuple[Any, ...], kwargs: dict[str, Any],
+               stacklevel: int) -> Callable[..., Any]:
+    """The fusion's PyTorch callable, routed for these inputs and options from now on (warned once per fusion), after
+    nvFuser failed with ``error``; or ``error`` raised again with one note saying why it cannot run in PyTorch."""
+    info = table.info
+    assert info is not None, "the execution path's tables know their fusion"
+    text = f"{type(error).__name__}: {error}".lower()
+    why = None
+    key: Any = None
+    region = table.region
+    if type(error).__name__ == "OutOfMemoryError" or any(word in text for word in FATAL):
+        why = "CUDA out of memory or a CUDA error that leaves the context unusable"
+    else:
+        try:
+            key, make_region = adapter.escape(fusion, args, kwargs)
+            if region is None:
+                region = table.region = make_region()
+        except EscapeRefused as refused:
+            why = str(refused)
+        except Exception as problem:  # Thunder's PyTorch executor cannot run the region
+            why = f"Thunder's PyTorch executor cannot run its region ({type(problem).__name__}: {_first_line(problem)})"
+    if why is not None or region is None:
+        _add_note(error, f"nvscope: on_error='torch' could not run {info.id} in PyTorch: {why}")
+        raise error
+    if table.add_route(partition.options, key, region):
+        paths = _repro.repro_paths(error)
+        warnings.warn(f"nvscope: fusion {info.id} failed in nvFuser with options {partition.options.label()} and ran "
+                      "in PyTorch (on_error='torch'); later calls with these inputs and options go straight to "
+                      f"PyTorch.\n  nvFuser: {_first_line(error)}\n  repro script: "
+                      f"{paths[0] if paths else 'none (NVSCOPE_REPRO=0, or it could not be written)'}",
+                      EscapeWarning, stacklevel=stacklevel)
+    return region
+
+
+def _first_line(error: BaseException) -> str:
+    lines = str(error).strip().splitlines()
+    return lines[0][:300] if lines else type(error).__name__
+
+
+def _add_note(error: BaseException, note: str) -> None:
+    try:
+        error.add_note(note)  # type: ignore[attr-defined,unused-ignore]  # Python >= 3.11
+    except AttributeError:  # Python 3.10: PEP 678's attribute
+        notes = getattr(error, "__notes__", None)
+        try:
+            error.__notes__ = [*(notes if isinstance(notes, list) else []), note]  # type: ignore[attr-defined]
+        except Exception:  # pragma: no cover - an exception type that refuses attributes
+            pass
