@@ -91,7 +91,7 @@ def test_default_sharing_compiles_distinct_definitions_same_bits_and_thunders_to
     if repeats:  # nothing to hold the shared steps to: say so rather than pass or fail on it
         pytest.skip(f"Thunder's own warm steps do not repeat bit for bit, so shared steps are not compared: {repeats}")
     # Warm steps only, as tests/gpu/test_shared_gpu.py compares them: nvFuser's first step after a compile is not
-    # held to repeat (CHANGELOG, 2026-12-04).
+    # held to repeat (`git show c3aed5c:CHANGELOG.md`, 2026-12-04).
     differ: dict[str, Any] = {f"shared step {k}": found for k, s in enumerate(shared[1:], 1)
                               if (found := _differences(s, own[0], names))}
     assert not differ, f"default-shared steps not bit-equal to Thunder's own warm step: {differ}"
