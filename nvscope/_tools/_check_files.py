@@ -207,7 +207,8 @@ def scan(path: str) -> Scanned | None:
             return Scanned(notes=(f"not a notebook that can be read ({cut(str(error), 100)}): skipped",))
         return Scanned(notes=(f"not Python that this Python can parse: {cut(str(error), 100)}: skipped",))
     lines = text.splitlines()
-    return Scanned(tuple((use, _allowance(lines, use)) for use in uses), True, tuple(notes))
+    comments = _Comments(text, fmt)
+    return Scanned(tuple((use, _allowance(lines, use, comments)) for use in uses), True, tuple(notes))
 
 
 def _may_hold(data: bytes) -> bool:
@@ -220,7 +221,42 @@ def _may_hold(data: bytes) -> bool:
     return False
 
 
-def _allowance(lines: list[str], use: Use) -> tuple[frozenset[str], str] | None:
+class _Comments:
+    """The comment of a line, where the format tells comments from strings (Python, by its tokens, read the first
+    time a line holds ``nvscope:``; shell, YAML, TOML, Makefiles by their quotes): ``# nvscope: allow`` inside a
+    string literal is no allowance. Other formats (notebooks' JSON lines, Dockerfiles, INI, .env): the whole line."""
+
+    def __init__(self, text: str, fmt: str) -> None:
+        self.text, self.fmt = text, fmt
+        self._python: dict[int, str] | None = None
+
+    def of(self, line: str, number: int) -> str:
+        if self.fmt == "python":
+            if self._python is None:
+                self._python = _python_comments(self.text)
+            return self._python.get(number, "") if self._python is not None else line
+        if self.fmt in ("notebook", "dockerfile", "ini", "env"):
+            return line
+        code = _check_text.strip_comment(line, self.fmt)
+        return line[len(code):] if code else line
+
+
+def _python_comments(text: str) -> dict[int, str]:
+    """The comments of a module by line; a module tokenize cannot read (it parsed): each line whole."""
+    import io
+    import tokenize
+
+    comments: dict[int, str] = {}
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+            if token.type == tokenize.COMMENT:
+                comments[token.start[0]] = token.string
+    except (tokenize.TokenError, SyntaxError):
+        return {number: line for number, line in enumerate(text.splitlines(), 1)}
+    return comments
+
+
+def _allowance(lines: list[str], use: Use, comments: _Comments) -> tuple[frozenset[str], str] | None:
     """The extra kinds a ``# nvscope: allow`` comment allows for a use (``allow[name]``), and its reason: on the
     use's first or last line, or alone on the line above."""
     candidates = [use.line, use.end_line]
@@ -229,9 +265,11 @@ def _allowance(lines: list[str], use: Use) -> tuple[frozenset[str], str] | None:
     for number in candidates:
         if not 1 <= number <= len(lines) or "nvscope:" not in lines[number - 1]:
             continue
-        match = _ALLOW.search(lines[number - 1])
+        match = _ALLOW.search(comments.of(lines[number - 1], number))
         if match is not None:
             extra = frozenset(k.strip() for k in (match["kinds"] or "").split(",") if k.strip())
-            reason = re.sub(r'(\\n)?"?,?\s*$', "", match["reason"]).strip()  # a notebook's JSON line ends `\n",`
+            reason = match["reason"].strip()
+            if comments.fmt == "notebook":
+                reason = re.sub(r'(\\n)?"?,?\s*$', "", reason).strip()  # a notebook's JSON line ends `\n",`
             return extra, reason
     return None
