@@ -12,9 +12,11 @@ nvFuser compile options (``nv_enable_options=``, ``nv_disable_options=``, ``nv_e
 any call or keys of a dict literal; nvFuser's ``_enable_options=``/``_disable_options=``; ``NVFUSER_ENABLE``,
 ``NVFUSER_DISABLE`` and ``NVSCOPE_DEV`` set in ``os.environ`` (item, ``setdefault``, ``update``, ``__setitem__``,
 ``|=``), in any mapping by item assignment, by ``os.putenv``, ``monkeypatch.setenv``/``setitem``,
-``mock.patch.dict``, in an ``env=`` mapping (or ``os.execve``'s), in ``dict(..., NVFUSER_ENABLE=...)``; argument
-lists that run ``nvscope run --enable ...`` or pytest with ``--nv-enable``; shell command strings (``os.system``,
-``shell=True``). Putting back a value read from the same variable sets nothing.
+``mock.patch.dict``, in an ``env=`` mapping (or ``os.execve``'s), in ``dict(..., NVFUSER_ENABLE=...)``, a dict
+literal bound once to a name and given so (``env=env``, ``os.environ.update(CONST)``, ``{**os.environ, **extra}``);
+argument lists that run ``nvscope run --enable ...``, pytest with ``--nv-enable``, ``env NVFUSER_ENABLE=...`` or
+``bash -c SCRIPT``; shell command strings (``os.system``, ``shell=True``). Putting back a value read from the same
+variable sets nothing. A literal parameter default is a value written here, not the caller's.
 """
 
 from __future__ import annotations
@@ -33,7 +35,6 @@ from nvscope._tools._check_values import (
     UNKNOWN,
     Scope,
     Values,
-    literal_defaults,
     params,
 )
 
@@ -49,6 +50,22 @@ _ENV_LAST = frozenset({f"os.{f}" for f in ("execle", "execlpe", "execve", "execv
 _SHELL = frozenset({"os.system", "os.popen", "subprocess.getoutput", "subprocess.getstatusoutput",
                     "asyncio.create_subprocess_shell"})  # their first argument is a shell command line
 _SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh"})  # `-c SCRIPT` in an argument list: a shell line
+
+
+def _literal_defaults(args: ast.arguments) -> dict[str, ast.expr]:
+    """The parameters whose default is a non-empty literal string or list of strings (``enable=("fuse_matmul",)``):
+    a value written here, which reaches what the function sets unless a caller gives another."""
+    positional = [*args.posonlyargs, *args.args]
+    pairs = [*zip(positional[len(positional) - len(args.defaults):], args.defaults, strict=True),
+             *((a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None)]
+    return {arg.arg: default for arg, default in pairs if _literal_option(default)}
+
+
+def _literal_option(node: ast.expr) -> bool:
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, str) and bool(node.value.strip())
+    return isinstance(node, (ast.List, ast.Tuple, ast.Set)) and bool(node.elts) and all(
+        isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts)
 
 
 def _is_thunder_option(name: str) -> bool:
@@ -132,7 +149,7 @@ class _Reader(Values, ast.NodeVisitor):
             fixture = any((self.qualname(d.func if isinstance(d, ast.Call) else d) or "").endswith("fixture")
                           for d in node.decorator_list)
             forwards = not node.name.startswith("test") and not fixture
-        self.scopes.append(Scope(params(node.args), body, forwards, literal_defaults(node.args)))
+        self.scopes.append(Scope(params(node.args), body, forwards, _literal_defaults(node.args)))
         if isinstance(node, ast.Lambda):
             self.visit(node.body)
         else:

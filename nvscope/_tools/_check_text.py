@@ -3,10 +3,10 @@ mappings, ``run:`` steps), TOML and INI configs (pytest's ``addopts``), ``.env``
 
 These are read line by line, not parsed: comments are dropped, lines continued with a backslash are joined, and each
 line is searched for an assignment of ``NVFUSER_ENABLE``, ``NVFUSER_DISABLE`` or ``NVSCOPE_DEV`` in the forms its
-format uses (``export X=...``, ``X=... command``, ``ENV X=...``, ``X := ...``, ``X: ...``, ``- X=...``, ``- name: X``
-with ``value: ...``, ``%env X=...``) and for
-command lines that pass options (``nvscope run --enable ...``, pytest's ``--nv-enable ...``). Reading a variable
-(``$NVFUSER_ENABLE``) is not setting it; a value that holds one (``NVFUSER_ENABLE=$OLD,fma``) is dynamic.
+format uses (``export X=...``, ``X=... command``, ``${X:=...}``, ``ENV X=...``, ``X := ...``, ``X: ...``,
+``- X=...``, ``- name: X`` with ``value: ...``, ``%env X=...``) and for command lines that pass options (``nvscope
+run --enable ...``, pytest's ``--nv-enable ...``). Reading a variable (``$NVFUSER_ENABLE``) is not setting it; a
+value that holds one (``NVFUSER_ENABLE=$OLD,fma``) is dynamic.
 
 A notebook's code cells are Python (read by `_check_python`, all cells as one module, so imports carry over) but
 for its magics: ``%env``/``%set_env`` lines, ``!`` shell lines and ``%%bash`` cells are read here. Lines are reported

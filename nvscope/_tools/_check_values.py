@@ -15,8 +15,7 @@ from collections.abc import Sequence
 
 from nvscope._tools._check_use import ENV_KINDS, env_names
 
-__all__ = ["COMPOUND", "DEPTH", "FORWARDED", "SCOPES", "UNKNOWN", "Lines", "Scope", "Values", "literal_defaults",
-           "params"]
+__all__ = ["COMPOUND", "DEPTH", "FORWARDED", "SCOPES", "UNKNOWN", "Lines", "Scope", "Values", "params"]
 
 SCOPES = frozenset({"nv_options", "with_nv_options", "OptionSet"})  # take (enable, disable)
 _NVSCOPE_NAMES = SCOPES | {"set_development_mode", "dev_mode"}
@@ -106,22 +105,6 @@ COMPOUND = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, a
 def params(args: ast.arguments) -> frozenset[str]:
     every = [*args.posonlyargs, *args.args, *args.kwonlyargs, *filter(None, (args.vararg, args.kwarg))]
     return frozenset(a.arg for a in every)
-
-
-def literal_defaults(args: ast.arguments) -> dict[str, ast.expr]:
-    """The parameters whose default is a non-empty literal string or list of strings (``enable=("fuse_matmul",)``):
-    a value written here, which reaches what the function sets unless a caller gives another."""
-    positional = [*args.posonlyargs, *args.args]
-    pairs = [*zip(positional[len(positional) - len(args.defaults):], args.defaults, strict=True),
-             *((a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None)]
-    return {arg.arg: default for arg, default in pairs if _literal_option(default)}
-
-
-def _literal_option(node: ast.expr) -> bool:
-    if isinstance(node, ast.Constant):
-        return isinstance(node.value, str) and bool(node.value.strip())
-    return isinstance(node, (ast.List, ast.Tuple, ast.Set)) and bool(node.elts) and all(
-        isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts)
 
 
 def _bound_names(targets: Sequence[ast.expr]) -> list[str]:
