@@ -188,9 +188,11 @@ def scan(path: str) -> Scanned | None:
     if b"\0" in data[:8192]:
         return Scanned(notes=("a binary file (it holds NUL bytes): skipped",))
     notes: list[str] = []
+    allowances: dict[int, str] = {}  # Python: the comment of each line that holds `nvscope:`
     try:
         if fmt == "python":
-            uses = _check_python.scan(data, path, shell=lambda line: _check_text.scan(line, "shell"))
+            uses = _check_python.scan(data, path, shell=lambda line: _check_text.scan(line, "shell"),
+                                      allowances=allowances)
             text = data.decode("utf-8", "replace")
         else:
             text = data.decode("utf-8-sig")
@@ -207,7 +209,7 @@ def scan(path: str) -> Scanned | None:
             return Scanned(notes=(f"not a notebook that can be read ({cut(str(error), 100)}): skipped",))
         return Scanned(notes=(f"not Python that this Python can parse: {cut(str(error), 100)}: skipped",))
     lines = text.splitlines()
-    comments = _Comments(text, fmt)
+    comments = _Comments(allowances, fmt)
     return Scanned(tuple((use, _allowance(lines, use, comments)) for use in uses), True, tuple(notes))
 
 
@@ -222,38 +224,20 @@ def _may_hold(data: bytes) -> bool:
 
 
 class _Comments:
-    """The comment of a line, where the format tells comments from strings (Python, by its tokens, read the first
-    time a line holds ``nvscope:``; shell, YAML, TOML, Makefiles by their quotes): ``# nvscope: allow`` inside a
-    string literal is no allowance. Other formats (notebooks' JSON lines, Dockerfiles, INI, .env): the whole line."""
+    """The comment of a line, where the format tells comments from strings (Python by its tokens, from
+    `_check_python.scan`; shell, YAML, TOML, Makefiles by their quotes): ``# nvscope: allow`` inside a string literal
+    is no allowance. Other formats (notebooks' JSON lines, Dockerfiles, INI, .env): the whole line."""
 
-    def __init__(self, text: str, fmt: str) -> None:
-        self.text, self.fmt = text, fmt
-        self._python: dict[int, str] | None = None
+    def __init__(self, python: dict[int, str], fmt: str) -> None:
+        self.python, self.fmt = python, fmt
 
     def of(self, line: str, number: int) -> str:
         if self.fmt == "python":
-            if self._python is None:
-                self._python = _python_comments(self.text)
-            return self._python.get(number, "") if self._python is not None else line
+            return self.python.get(number, line)
         if self.fmt in ("notebook", "dockerfile", "ini", "env"):
             return line
         code = _check_text.strip_comment(line, self.fmt)
         return line[len(code):] if code else line
-
-
-def _python_comments(text: str) -> dict[int, str]:
-    """The comments of a module by line; a module tokenize cannot read (it parsed): each line whole."""
-    import io
-    import tokenize
-
-    comments: dict[int, str] = {}
-    try:
-        for token in tokenize.generate_tokens(io.StringIO(text).readline):
-            if token.type == tokenize.COMMENT:
-                comments[token.start[0]] = token.string
-    except (tokenize.TokenError, SyntaxError):
-        return {number: line for number, line in enumerate(text.splitlines(), 1)}
-    return comments
 
 
 def _allowance(lines: list[str], use: Use, comments: _Comments) -> tuple[frozenset[str], str] | None:

@@ -26,7 +26,7 @@ import sys
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
-from nvscope._tools._check_use import DEV, ENV_KINDS, THUNDER, Use, command_options, env_names
+from nvscope._tools._check_use import DEV, ENV_KINDS, THUNDER, Use, command_options, comments, env_names
 from nvscope._tools._check_values import (
     COMPOUND,
     DEPTH,
@@ -350,13 +350,16 @@ class _Reader(Values, ast.NodeVisitor):
     visit_List = visit_Tuple = _argv
 
 
-def scan(source: bytes | str, filename: str = "<unknown>",
-         shell: Callable[[str], list[Use]] | None = None) -> list[Use]:
+def scan(source: bytes | str, filename: str = "<unknown>", shell: Callable[[str], list[Use]] | None = None,
+         allowances: dict[int, str] | None = None) -> list[Use]:
     """Every `Use` in one module's source; ``shell`` reads the command lines it gives a shell (``os.system(...)``;
-    `nvscope._tools._check_text`, which imports this module for notebooks, passes its reader). Raises SyntaxError
-    (or ValueError for null bytes) for what Python cannot parse."""
+    `nvscope._tools._check_text`, which imports this module for notebooks, passes its reader); ``allowances``, if
+    given, gets the comment of each line that holds ``nvscope:`` (`comments`). Raises SyntaxError (or ValueError for
+    null bytes) for what Python cannot parse."""
     tree = ast.parse(source, filename)  # under the usual recursion limit: the parser's recursion is in C
     text = source if isinstance(source, str) else source.decode("utf-8", "replace")
+    if allowances is not None and "nvscope:" in text:
+        allowances.update(comments(tree, text))
     # The reader takes a few Python frames per level of the tree. Python frames use no C stack since 3.11; before,
     # each takes some and a limit as high as 20,000 lets a deep tree overflow the C stack (a segfault on 3.10), so
     # there it stays within what the C stack holds (a deeper tree is then a RecursionError: a note, not a crash).

@@ -274,8 +274,11 @@ class Values:
     def _lookup(self, name: str) -> ast.expr | str:
         """The one literal-or-expression bound to ``name`` as seen here, or a hole (`UNKNOWN`, `FORWARDED`)."""
         for scope in reversed(self.scopes):
-            if name in scope.params:  # the caller's value, or the literal default the function fills in
-                return scope.defaults.get(name) or (FORWARDED if scope.forwards else UNKNOWN)
+            if name in scope.params:  # the caller's value, or the literal default (unless the body rebinds it)
+                default = scope.defaults.get(name)
+                if default is not None and name not in scope.assigned:
+                    return default
+                return FORWARDED if scope.forwards else UNKNOWN
             values = scope.assigned.get(name)
             if values is not None:
                 value = values[0]

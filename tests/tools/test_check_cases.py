@@ -114,10 +114,15 @@ def test_a_literal_default_is_a_setting_a_callers_value_plumbing(tmp_path: Path)
 
         def forward(enable=None, disable=()):
             return nv_options(enable=enable, disable=disable)
+
+        def rebound(enable=("fast_math",)):
+            enable = [e for e in enable if e]
+            return nv_options(enable=enable)
         """)
     result = run(tmp_path)
     assert [(line, options, kind) for _, line, _, options, kind in found(result)] == [
-        (5, ("enable:fuse_matmul",), "option"), (9, ("disable:fma",), "option"), (12, (), "plumbing")]
+        (5, ("enable:fuse_matmul",), "option"), (9, ("disable:fma",), "option"), (12, (), "plumbing"),
+        (16, (), "plumbing")]  # the body rebinds the parameter: not the default that reaches the call
     assert [f.line for f in result.failing] == [5, 9]
 
 
@@ -205,14 +210,21 @@ def test_an_allowance_inside_a_string_literal_allows_nothing(tmp_path: Path) -> 
         # nvscope: allow
         """; os.environ["NVFUSER_DISABLE"] = "fma"
         os.environ["NVFUSER_DISABLE"] = "kernel_reuse"  # nvscope: allow a real comment, "quoted"
+        class Step:
+            HELP = """
+            # nvscope: allow
+            """
+            os.environ["NVFUSER_DISABLE"] = "fma"
+        x = ("""
+        """); os.environ["NVFUSER_ENABLE"] = "fast_math"  # nvscope: allow after a string
         ''')
     write(tmp_path, "run.sh", 'echo "# nvscope: allow"; export NVFUSER_ENABLE=fast_math\n'
                               "export NVFUSER_DISABLE=fma  # nvscope: allow real\n")
     result = run(tmp_path)
     assert [(f.path, f.line, f.allowed) for f in result.findings] == [
-        ("mod.py", 2, None), ("mod.py", 5, None), ("mod.py", 6, "comment"), ("run.sh", 1, None),
-        ("run.sh", 2, "comment")]
-    assert [f.reason for f in result.findings if f.allowed] == ['a real comment, "quoted"', "real"]
+        ("mod.py", 2, None), ("mod.py", 5, None), ("mod.py", 6, "comment"), ("mod.py", 11, None),
+        ("mod.py", 13, "comment"), ("run.sh", 1, None), ("run.sh", 2, "comment")]
+    assert [f.reason for f in result.findings if f.allowed] == ['a real comment, "quoted"', "after a string", "real"]
 
 
 def test_a_tree_with_no_file_to_read_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
