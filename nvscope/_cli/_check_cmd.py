@@ -79,6 +79,9 @@ def command(ns: argparse.Namespace) -> int:
     from nvscope._core import cut
     from nvscope._tools import ConfigError, check
 
+    if ns.format == "github" and ns.json == "-":
+        return _error("--format github and --json - both print to standard output: write the JSON to a file "
+                      "(--json report.json)")
     try:
         result = check(ns.paths or ["."], strict=ns.strict, config=ns.config, nvfuser=ns.nvfuser)
     except FileNotFoundError as error:  # the message names the fix

@@ -83,7 +83,8 @@ class Note:
 @dataclass(frozen=True)
 class CheckResult:
     """What `check` found. ``findings`` holds every finding, allowed and plumbing ones too (`failing` the rest);
-    ``files`` the files a reader reads, ``read`` those whose bytes could hold a finding (parsed)."""
+    ``files`` the files a reader reads, ``read`` those whose bytes could hold a finding (parsed); ``paths`` the
+    paths checked, as given."""
 
     findings: tuple[Finding, ...]
     notes: tuple[Note, ...]
@@ -92,6 +93,7 @@ class CheckResult:
     nvfuser: str
     config: str | None
     strict: bool
+    paths: tuple[str, ...] = ()
 
     @property
     def failing(self) -> tuple[Finding, ...]:
@@ -114,7 +116,11 @@ class CheckResult:
 
     def summary(self) -> str:
         """The one summary line, e.g. ``nvscope check: 2 failing (1 option, 1 name), 3 allowed, 1 plumbing; 40 files
-        (4 read), 0 notes``."""
+        (4 read), 0 notes``; with no file to read, says so (a typo in a path, or a folder of other files)."""
+        if not self.files:
+            where = ", ".join(cut(p, 100) for p in self.paths) or "the paths given"
+            return (f"nvscope check: no files to check in {where}: none is Python, a notebook, a shell script, a "
+                    "Dockerfile, a Makefile, YAML, TOML, INI or .env (or all are excluded); nothing failing")
         counts = self.counts()
         by_kind = counts["by_kind"]
         assert isinstance(by_kind, dict)
@@ -297,7 +303,7 @@ def check(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]] = (".
                                 Finding(**{**finding.__dict__, "allowed": allowed, "reason": reason}))
     findings.sort(key=lambda f: (f.path, f.line, f.col, KINDS.index(f.kind)))
     return CheckResult(tuple(findings), tuple(notes), files, read, names.describe,
-                       None if config_path is None else str(config_path), strict)
+                       None if config_path is None else str(config_path), strict, tuple(roots))
 
 
 def _allowed(finding: Finding, comment: tuple[frozenset[str], str] | None, relative: str | None,

@@ -188,9 +188,11 @@ def scan(path: str) -> Scanned | None:
     if b"\0" in data[:8192]:
         return Scanned(notes=("a binary file (it holds NUL bytes): skipped",))
     notes: list[str] = []
+    allowances: dict[int, str] = {}  # Python: the comment of each line that holds `nvscope:`
     try:
         if fmt == "python":
-            uses = _check_python.scan(data, path, shell=lambda line: _check_text.scan(line, "shell"))
+            uses = _check_python.scan(data, path, shell=lambda line: _check_text.scan(line, "shell"),
+                                      allowances=allowances)
             text = data.decode("utf-8", "replace")
         else:
             text = data.decode("utf-8-sig")
@@ -207,7 +209,8 @@ def scan(path: str) -> Scanned | None:
             return Scanned(notes=(f"not a notebook that can be read ({cut(str(error), 100)}): skipped",))
         return Scanned(notes=(f"not Python that this Python can parse: {cut(str(error), 100)}: skipped",))
     lines = text.splitlines()
-    return Scanned(tuple((use, _allowance(lines, use)) for use in uses), True, tuple(notes))
+    comments = _Comments(allowances, fmt)
+    return Scanned(tuple((use, _allowance(lines, use, comments)) for use in uses), True, tuple(notes))
 
 
 def _may_hold(data: bytes) -> bool:
@@ -220,7 +223,24 @@ def _may_hold(data: bytes) -> bool:
     return False
 
 
-def _allowance(lines: list[str], use: Use) -> tuple[frozenset[str], str] | None:
+class _Comments:
+    """The comment of a line, where the format tells comments from strings (Python by its tokens, from
+    `_check_python.scan`; shell, YAML, TOML, Makefiles by their quotes): ``# nvscope: allow`` inside a string literal
+    is no allowance. Other formats (notebooks' JSON lines, Dockerfiles, INI, .env): the whole line."""
+
+    def __init__(self, python: dict[int, str], fmt: str) -> None:
+        self.python, self.fmt = python, fmt
+
+    def of(self, line: str, number: int) -> str:
+        if self.fmt == "python":
+            return self.python.get(number, line)
+        if self.fmt in ("notebook", "dockerfile", "ini", "env"):
+            return line
+        code = _check_text.strip_comment(line, self.fmt)
+        return line[len(code):] if code else line
+
+
+def _allowance(lines: list[str], use: Use, comments: _Comments) -> tuple[frozenset[str], str] | None:
     """The extra kinds a ``# nvscope: allow`` comment allows for a use (``allow[name]``), and its reason: on the
     use's first or last line, or alone on the line above."""
     candidates = [use.line, use.end_line]
@@ -229,9 +249,11 @@ def _allowance(lines: list[str], use: Use) -> tuple[frozenset[str], str] | None:
     for number in candidates:
         if not 1 <= number <= len(lines) or "nvscope:" not in lines[number - 1]:
             continue
-        match = _ALLOW.search(lines[number - 1])
+        match = _ALLOW.search(comments.of(lines[number - 1], number))
         if match is not None:
             extra = frozenset(k.strip() for k in (match["kinds"] or "").split(",") if k.strip())
-            reason = re.sub(r'(\\n)?"?,?\s*$', "", match["reason"]).strip()  # a notebook's JSON line ends `\n",`
+            reason = match["reason"].strip()
+            if comments.fmt == "notebook":
+                reason = re.sub(r'(\\n)?"?,?\s*$', "", reason).strip()  # a notebook's JSON line ends `\n",`
             return extra, reason
     return None

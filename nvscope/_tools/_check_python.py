@@ -12,9 +12,11 @@ nvFuser compile options (``nv_enable_options=``, ``nv_disable_options=``, ``nv_e
 any call or keys of a dict literal; nvFuser's ``_enable_options=``/``_disable_options=``; ``NVFUSER_ENABLE``,
 ``NVFUSER_DISABLE`` and ``NVSCOPE_DEV`` set in ``os.environ`` (item, ``setdefault``, ``update``, ``__setitem__``,
 ``|=``), in any mapping by item assignment, by ``os.putenv``, ``monkeypatch.setenv``/``setitem``,
-``mock.patch.dict``, in an ``env=`` mapping (or ``os.execve``'s), in ``dict(..., NVFUSER_ENABLE=...)``; argument
-lists that run ``nvscope run --enable ...`` or pytest with ``--nv-enable``; shell command strings (``os.system``,
-``shell=True``). Putting back a value read from the same variable sets nothing.
+``mock.patch.dict``, in an ``env=`` mapping (or ``os.execve``'s), in ``dict(..., NVFUSER_ENABLE=...)``, a dict
+literal bound once to a name and given so (``env=env``, ``os.environ.update(CONST)``, ``{**os.environ, **extra}``);
+argument lists that run ``nvscope run --enable ...``, pytest with ``--nv-enable``, ``env NVFUSER_ENABLE=...`` or
+``bash -c SCRIPT``; shell command strings (``os.system``, ``shell=True``). Putting back a value read from the same
+variable sets nothing. A literal parameter default is a value written here, not the caller's.
 """
 
 from __future__ import annotations
@@ -24,8 +26,17 @@ import sys
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
-from nvscope._tools._check_use import DEV, ENV_KINDS, THUNDER, Use, command_options, env_names
-from nvscope._tools._check_values import COMPOUND, FORWARDED, SCOPES, UNKNOWN, Scope, Values, params
+from nvscope._tools._check_use import DEV, ENV_KINDS, THUNDER, Use, command_options, comments, env_names
+from nvscope._tools._check_values import (
+    COMPOUND,
+    DEPTH,
+    FORWARDED,
+    SCOPES,
+    UNKNOWN,
+    Scope,
+    Values,
+    params,
+)
 
 __all__ = ["scan"]
 
@@ -38,6 +49,23 @@ _ENV_LAST = frozenset({f"os.{f}" for f in ("execle", "execlpe", "execve", "execv
                                            "spawnvpe", "posix_spawn", "posix_spawnp")})
 _SHELL = frozenset({"os.system", "os.popen", "subprocess.getoutput", "subprocess.getstatusoutput",
                     "asyncio.create_subprocess_shell"})  # their first argument is a shell command line
+_SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh"})  # `-c SCRIPT` in an argument list: a shell line
+
+
+def _literal_defaults(args: ast.arguments) -> dict[str, ast.expr]:
+    """The parameters whose default is a non-empty literal string or list of strings (``enable=("fuse_matmul",)``):
+    a value written here, which reaches what the function sets unless a caller gives another."""
+    positional = [*args.posonlyargs, *args.args]
+    pairs = [*zip(positional[len(positional) - len(args.defaults):], args.defaults, strict=True),
+             *((a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None)]
+    return {arg.arg: default for arg, default in pairs if _literal_option(default)}
+
+
+def _literal_option(node: ast.expr) -> bool:
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, str) and bool(node.value.strip())
+    return isinstance(node, (ast.List, ast.Tuple, ast.Set)) and bool(node.elts) and all(
+        isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts)
 
 
 def _is_thunder_option(name: str) -> bool:
@@ -50,7 +78,7 @@ class _Reader(Values, ast.NodeVisitor):
         super().__init__(tree, text)
         self.shell = shell
         self.uses: list[Use] = []
-        self.env_dicts: dict[int, str] = {}  # id of a dict literal that is an environment -> the construct
+        self.env_dicts: set[int] = set()  # ids of the dict literals reported as environments
 
     def visit_body(self, body: list[ast.stmt]) -> None:
         """Visit the statements of a body that hold a word a finding needs; compound ones header and body apart."""
@@ -97,7 +125,9 @@ class _Reader(Values, ast.NodeVisitor):
         """One environment variable set: NVFUSER_ENABLE's names, or NVSCOPE_DEV turning development mode on."""
         if self.restores(value, variable):
             return  # os.environ["X"] = old, old read from X before: puts back what was there
-        text = UNKNOWN if value is None else self.text(value)
+        self._env_text(node, construct, variable, UNKNOWN if value is None else self.text(value), appends)
+
+    def _env_text(self, node: ast.AST, construct: str, variable: str, text: str, appends: bool = False) -> None:
         holes = "".join(c for c in text if c in (UNKNOWN, FORWARDED)) + (UNKNOWN if appends else "")
         if ENV_KINDS[variable] == DEV:
             options = [] if holes else list(env_names(variable, text))
@@ -119,7 +149,7 @@ class _Reader(Values, ast.NodeVisitor):
             fixture = any((self.qualname(d.func if isinstance(d, ast.Call) else d) or "").endswith("fixture")
                           for d in node.decorator_list)
             forwards = not node.name.startswith("test") and not fixture
-        self.scopes.append(Scope(params(node.args), body, forwards))
+        self.scopes.append(Scope(params(node.args), body, forwards, _literal_defaults(node.args)))
         if isinstance(node, ast.Lambda):
             self.visit(node.body)
         else:
@@ -179,8 +209,9 @@ class _Reader(Values, ast.NodeVisitor):
             isinstance(func, ast.Name) and func.id == "dict")
         if patch and len(args) >= 2:
             self._mark(args[1], "mock.patch.dict")
-        elif environment and args and isinstance(args[0], ast.Dict) and attribute == "update":
-            self._mark(args[0], f"{receiver}.update")
+        elif environment and args and attribute == "update" and (
+                isinstance(args[0], ast.Dict) or receiver.startswith("os.environ") or "env" in receiver.lower()):
+            self._mark(args[0], f"{receiver}.update")  # a literal into any mapping; a name into an environment
         if name in _ENV_LAST and args:  # os.execve(path, argv, env), os.spawnle(mode, path, ..., env)
             self._mark(args[2] if name.startswith("os.posix_spawn") and len(args) >= 3 else args[-1], f"{name} env")
         shell = any(k.arg == "shell" and isinstance(k.value, ast.Constant) and k.value.value for k in node.keywords)
@@ -206,7 +237,7 @@ class _Reader(Values, ast.NodeVisitor):
             elif _is_thunder_option(arg):
                 self._switch(keyword, "Thunder compile option", keyword.value, True, arg, THUNDER)
 
-    def _shell(self, node: ast.Call, command: ast.expr) -> None:
+    def _shell(self, node: ast.expr, command: ast.expr) -> None:
         """A shell command line given as a string (``os.system("NVFUSER_ENABLE=... python t.py")``): read as a line
         of a shell script, its parts not known here as variables (dynamic)."""
         if self.shell is None:
@@ -216,25 +247,30 @@ class _Reader(Values, ast.NodeVisitor):
         self.uses += [Use(node.lineno, node.col_offset + 1, end, use.construct, use.options, use.dynamic,
                           use.plumbing, use.per_call, use.detail) for use in self.shell(text)]
 
-    def _mark(self, value: ast.expr, construct: str) -> None:
-        """Remember that a dict literal (or one spread into it) is an environment being set."""
-        if isinstance(value, ast.Dict):
-            self.env_dicts[id(value)] = construct
-            for key, item in zip(value.keys, value.values, strict=True):
-                if key is None:
-                    self._mark(item, construct)
+    def _mark(self, value: ast.expr, construct: str, depth: int = 0) -> None:
+        """A dict that is an environment being set: a literal, a name bound once to one (``env=ENV``), and those
+        spread into it (``{**os.environ, **extra}``). Its variables are reported where it is written, once."""
+        if isinstance(value, ast.Name) and depth < DEPTH:
+            bound = self._lookup(value.id)
+            if isinstance(bound, ast.Dict):
+                self._mark(bound, construct, depth + 1)
+        if not isinstance(value, ast.Dict) or id(value) in self.env_dicts:
+            return
+        self.env_dicts.add(id(value))
+        for key, item in zip(value.keys, value.values, strict=True):
+            if key is None:
+                self._mark(item, construct, depth + 1)
+            elif (variable := self.env_key(key)) is not None:
+                self._env(key, construct, variable, item)
 
     def visit_Dict(self, node: ast.Dict) -> None:
-        construct = self.env_dicts.get(id(node))
-        if construct is None and any(k is None and (self.qualname(v) or "").startswith("os.environ")
-                                     for k, v in zip(node.keys, node.values, strict=True)):
-            construct = "{**os.environ, ...}"
+        if id(node) not in self.env_dicts and any(k is None and (self.qualname(v) or "").startswith("os.environ")
+                                                  for k, v in zip(node.keys, node.values, strict=True)):
+            self._mark(node, "{**os.environ, ...}")
         for key, value in zip(node.keys, node.values, strict=True):
-            if not isinstance(key, ast.Constant) or not isinstance(key.value, str):
+            if not isinstance(key, ast.Constant) or not isinstance(key.value, str) or key.value in ENV_KINDS:
                 continue
-            if construct is not None and key.value in ENV_KINDS:
-                self._env(key, construct, key.value, value)
-            elif isinstance(value, ast.Constant) and isinstance(value.value, str):
+            if isinstance(value, ast.Constant) and isinstance(value.value, str):
                 continue  # {"nv_enable_linear": "what it does"}: a table of names, not compile options
             elif key.value in _THUNDER_LISTS:
                 found, holes = self.names(value)
@@ -280,18 +316,50 @@ class _Reader(Values, ast.NodeVisitor):
         if found is not None:
             construct, options, dynamic = found
             self._add(node, construct, list(options), UNKNOWN if dynamic else "")
+        self._argv_env(node.elts, words)
         self.generic_visit(node)
+
+    def _argv_env(self, elements: list[ast.expr], words: list[str | None]) -> None:
+        """Settings in an argument list: ``["env", "NVFUSER_ENABLE=a", "python", ...]`` (the assignments after
+        ``env`` and its flags) and ``["bash", "-c", "NVFUSER_ENABLE=a python ..."]`` (the script, read as a shell
+        line)."""
+        for i, word in enumerate(words):
+            program = None if word is None else word.rsplit("/", 1)[-1]
+            if program == "env":
+                j = i + 1
+                while j < len(words) and (flag := words[j]) is not None and flag.startswith("-"):
+                    j += 2 if flag in ("-u", "--unset", "-C", "--chdir", "-S", "--split-string") else 1
+                for element in elements[j:]:
+                    text = self.text(element) if not isinstance(element, ast.Starred) else UNKNOWN
+                    variable, equals, value = text.partition("=")
+                    if not equals or not variable.isidentifier():
+                        break  # the command env runs
+                    if variable in ENV_KINDS:
+                        self._env_text(element, "env command", variable, value)
+                return
+            if program in _SHELLS:
+                for j in range(i + 1, len(words)):
+                    flag = words[j]
+                    if flag is None or not flag.startswith("-") or flag.startswith("--"):
+                        break
+                    if "c" in flag and j + 1 < len(elements) and not isinstance(elements[j + 1], ast.Starred):
+                        self._shell(elements[j + 1], elements[j + 1])  # sh -c SCRIPT, bash -lc SCRIPT
+                        break
+                return
 
     visit_List = visit_Tuple = _argv
 
 
-def scan(source: bytes | str, filename: str = "<unknown>",
-         shell: Callable[[str], list[Use]] | None = None) -> list[Use]:
+def scan(source: bytes | str, filename: str = "<unknown>", shell: Callable[[str], list[Use]] | None = None,
+         allowances: dict[int, str] | None = None) -> list[Use]:
     """Every `Use` in one module's source; ``shell`` reads the command lines it gives a shell (``os.system(...)``;
-    `nvscope._tools._check_text`, which imports this module for notebooks, passes its reader). Raises SyntaxError
-    (or ValueError for null bytes) for what Python cannot parse."""
+    `nvscope._tools._check_text`, which imports this module for notebooks, passes its reader); ``allowances``, if
+    given, gets the comment of each line that holds ``nvscope:`` (`comments`). Raises SyntaxError (or ValueError for
+    null bytes) for what Python cannot parse."""
     tree = ast.parse(source, filename)  # under the usual recursion limit: the parser's recursion is in C
     text = source if isinstance(source, str) else source.decode("utf-8", "replace")
+    if allowances is not None and "nvscope:" in text:
+        allowances.update(comments(tree, text))
     # The reader takes a few Python frames per level of the tree. Python frames use no C stack since 3.11; before,
     # each takes some and a limit as high as 20,000 lets a deep tree overflow the C stack (a segfault on 3.10), so
     # there it stays within what the C stack holds (a deeper tree is then a RecursionError: a note, not a crash).

@@ -3,10 +3,10 @@ mappings, ``run:`` steps), TOML and INI configs (pytest's ``addopts``), ``.env``
 
 These are read line by line, not parsed: comments are dropped, lines continued with a backslash are joined, and each
 line is searched for an assignment of ``NVFUSER_ENABLE``, ``NVFUSER_DISABLE`` or ``NVSCOPE_DEV`` in the forms its
-format uses (``export X=...``, ``X=... command``, ``ENV X=...``, ``X := ...``, ``X: ...``, ``- X=...``, ``- name: X``
-with ``value: ...``, ``%env X=...``) and for
-command lines that pass options (``nvscope run --enable ...``, pytest's ``--nv-enable ...``). Reading a variable
-(``$NVFUSER_ENABLE``) is not setting it; a value that holds one (``NVFUSER_ENABLE=$OLD,fma``) is dynamic.
+format uses (``export X=...``, ``X=... command``, ``${X:=...}``, ``ENV X=...``, ``X := ...``, ``X: ...``,
+``- X=...``, ``- name: X`` with ``value: ...``, ``%env X=...``) and for command lines that pass options (``nvscope
+run --enable ...``, pytest's ``--nv-enable ...``). Reading a variable (``$NVFUSER_ENABLE``) is not setting it; a
+value that holds one (``NVFUSER_ENABLE=$OLD,fma``) is dynamic.
 
 A notebook's code cells are Python (read by `_check_python`, all cells as one module, so imports carry over) but
 for its magics: ``%env``/``%set_env`` lines, ``!`` shell lines and ``%%bash`` cells are read here. Lines are reported
@@ -23,7 +23,7 @@ from types import MappingProxyType
 from nvscope._tools import _check_python
 from nvscope._tools._check_use import DEV, ENV_KINDS, Use, command_options, env_names
 
-__all__ = ["FORMATS", "file_format", "scan", "scan_notebook"]
+__all__ = ["FORMATS", "file_format", "scan", "scan_notebook", "strip_comment"]
 
 FORMATS = ("python", "notebook", "shell", "dockerfile", "make", "yaml", "toml", "ini", "env")
 
@@ -37,6 +37,9 @@ _NAMES: Mapping[str, str] = MappingProxyType({"dockerfile": "dockerfile", "conta
                                               "makefile": "make", "gnumakefile": "make", ".env": "env",
                                               ".envrc": "shell", ".flake8": "ini"})
 
+# A variant of a named file: a separator and anything after the name.
+_NAMED = re.compile(r"(dockerfile|containerfile|makefile|gnumakefile)[._-]")
+_NOT_VARIANTS = frozenset({".py", ".pyw", ".ipynb", ".md", ".rst", ".txt", ".adoc", ".html"})  # makefile_gen.py
 _VARIABLE = "|".join(ENV_KINDS)
 # A value: quoted, or up to a blank, a shell operator, a quote or a closing bracket (`["NVFUSER_ENABLE=a", ...]`);
 # p2p_protocol(put): arguments in a value.
@@ -44,6 +47,8 @@ _VALUE = r"(\"[^\"]*\"|'[^']*'|(?:[^\s;&|()`'\"\]}]|\([^\s()]*\))*)"
 # X=value, export X=value, X := value (make), X = "value" (TOML, INI): not $X, ${X}, X==value.
 _ASSIGN = re.compile(rf"(?<![\w${{/.-])(export\s+|readonly\s+|local\s+|declare\s+(?:-\w+\s+)*)?({_VARIABLE})"
                      rf"(\s*(?:[:?+]?=)(?!=)\s*){_VALUE}")
+# ${X:=value} and ${X=value}: the shell's default, assigned when X is unset (`: "${NVFUSER_DISABLE:=fma}"`).
+_DEFAULT = re.compile(rf"\$\{{({_VARIABLE}):?=((?:[^{{}}]|\$\{{[^{{}}]*\}})*)\}}")
 _DOCKER_ENV = re.compile(rf"^\s*ENV\s+({_VARIABLE})\s+(?!=)(.*)$", re.IGNORECASE)  # ENV X value (legacy form)
 _YAML_KEY = re.compile(rf"^\s*(?:-\s+)?[\"']?({_VARIABLE})[\"']?\s*:\s+(.*)$")
 _YAML_FLOW = re.compile(rf"[{{,]\s*[\"']?({_VARIABLE})[\"']?\s*:\s*(\"[^\"]*\"|'[^']*'|[^,}}]*)")  # env: {X: a}
@@ -75,11 +80,12 @@ def file_format(name: str, head: bytes = b"") -> str | None:
     lower = name.lower()
     if lower in _NAMES:
         return _NAMES[lower]
-    if lower.startswith(("dockerfile.", "containerfile.")):
-        return "dockerfile"
+    dot = lower.rfind(".")
+    named = _NAMED.match(lower)
+    if named is not None and (dot < 0 or lower[dot:] not in _NOT_VARIANTS):
+        return _NAMES[named[1]]  # Dockerfile.cuda, Dockerfile-gpu, Dockerfile_cuda, Makefile.inc
     if lower.startswith(".env."):
         return "env"
-    dot = lower.rfind(".")
     if dot > 0:
         return _SUFFIXES.get(lower[dot:])
     first = head.split(b"\n", 1)[0]
@@ -91,7 +97,7 @@ def file_format(name: str, head: bytes = b"") -> str | None:
     return None
 
 
-def _strip_comment(line: str, fmt: str) -> str:
+def strip_comment(line: str, fmt: str) -> str:
     """The line without its comment: whole-line comments always; ``#`` after a blank, outside quotes, where the
     format has inline comments."""
     stripped = line.lstrip()
@@ -117,7 +123,7 @@ def _logical_lines(text: str, fmt: str) -> list[tuple[int, int, str]]:
     pending: list[str] = []
     start = 0
     for number, raw in enumerate(text.splitlines(), 1):
-        line = _strip_comment(raw, fmt)
+        line = strip_comment(raw, fmt)
         if not pending:
             start = number
         if line.rstrip().endswith("\\") and fmt != "ini":
@@ -190,6 +196,10 @@ def _line_uses(first: int, last: int, text: str, fmt: str) -> list[Use]:
             use = _value_use(first, match.start(2) + 1, last, f"{kind} {how}".replace(".env variable", ".env"),
                              match[2], match[4])
             uses += [use] if use is not None else []
+        if "${" in text:
+            for match in _DEFAULT.finditer(text):
+                use = _value_use(first, match.start(1) + 1, last, f"{kind} default", match[1], match[2])
+                uses += [use] if use is not None else []
     if "nvscope" in text or "--nv-" in text:
         found = command_options(_words(text))
         if found is not None:
@@ -315,7 +325,7 @@ def scan_notebook(raw: str, note: Callable[[str], None]) -> list[Use]:
             magic_env = _MAGIC_ENV.match(line)
             if shell_cell or line.lstrip().startswith("!"):
                 text = line.lstrip()[1:] if not shell_cell else line
-                uses += [_moved(u, at(k)) for u in _line_uses(1, 1, _strip_comment(text, "shell"), "notebook")]
+                uses += [_moved(u, at(k)) for u in _line_uses(1, 1, strip_comment(text, "shell"), "notebook")]
                 python.append("")
             elif magic_env is not None:
                 use = _value_use(1, magic_env.start(1) + 1, 1, "notebook %env", magic_env[1], magic_env[2])

@@ -7,11 +7,16 @@ INI, .env, notebooks) both produce these, so that the judging is written once.
 
 from __future__ import annotations
 
+import ast
+import bisect
+import io
+import re
+import tokenize
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
-__all__ = ["DEV", "ENV_KINDS", "THUNDER", "Use", "command_options", "env_names"]
+__all__ = ["DEV", "ENV_KINDS", "THUNDER", "Use", "command_options", "comments", "env_names"]
 
 # What an option name in `Use.options` belongs to: nvFuser's two lists, nvscope's development mode, or a Thunder
 # compile option of its nvFuser executor (whose "name" is the option with its value, e.g. nv_enable_linear=True).
@@ -117,3 +122,31 @@ def command_options(words: Sequence[str | None]) -> tuple[str, tuple[tuple[str, 
     if not options and not dynamic:
         return None
     return construct, tuple(options), dynamic
+
+
+def comments(tree: ast.Module, text: str) -> dict[int, str]:
+    """The comment (or ``""``) of each line of a module that holds ``nvscope:``, so that an allowance inside a string
+    literal allows nothing. Only the top-level statements holding such lines are tokenized, each alone (a statement
+    starts a line outside any string); a line between statements is a comment or blank, whole."""
+    lines = io.StringIO(text).readlines()  # split at "\n" only, as line numbers count
+    numbers = sorted({text.count("\n", 0, m.start()) + 1 for m in re.finditer("nvscope:", text)})
+    starts = [min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", ()))]) for node in tree.body]
+    out: dict[int, str] = {}
+    for number in numbers:
+        if number in out:
+            continue
+        i = bisect.bisect_right(starts, number) - 1
+        if i < 0 or number > (tree.body[i].end_lineno or starts[i]):
+            out[number] = lines[number - 1] if number <= len(lines) else ""
+            continue
+        while i > 0 and (tree.body[i - 1].end_lineno or 0) >= starts[i]:
+            i -= 1  # a statement after `;`, or after a string that ends on its line: tokenize from the first
+        first, last = starts[i], tree.body[i].end_lineno or starts[i]
+        out.update(dict.fromkeys(range(first, last + 1), ""))
+        try:
+            for token in tokenize.generate_tokens(io.StringIO("".join(lines[first - 1:last])).readline):
+                if token.type == tokenize.COMMENT:
+                    out[first - 1 + token.start[0]] = token.string
+        except (tokenize.TokenError, SyntaxError):
+            out.update({n: lines[n - 1] for n in range(first, min(last, len(lines)) + 1)})
+    return out

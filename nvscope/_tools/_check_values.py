@@ -15,26 +15,28 @@ from collections.abc import Sequence
 
 from nvscope._tools._check_use import ENV_KINDS, env_names
 
-__all__ = ["COMPOUND", "FORWARDED", "SCOPES", "UNKNOWN", "Lines", "Scope", "Values", "params"]
+__all__ = ["COMPOUND", "DEPTH", "FORWARDED", "SCOPES", "UNKNOWN", "Lines", "Scope", "Values", "params"]
 
 SCOPES = frozenset({"nv_options", "with_nv_options", "OptionSet"})  # take (enable, disable)
 _NVSCOPE_NAMES = SCOPES | {"set_development_mode", "dev_mode"}
 _COPIES = frozenset({"list", "tuple", "set", "frozenset", "sorted"})
 # Holes in a resolved string: a part the reader could not resolve, and a part forwarded from the caller.
 UNKNOWN, FORWARDED = "\0", "\1"
-_DEPTH = 8  # how many names deep a value is followed (a = b; b = [...])
+DEPTH = 8  # how many names deep a value is followed (a = b; b = [...])
 
 
 class Scope:
     """A function's parameters and the values bound to its names (None: bound some other way, e.g. a loop). The
     names are gathered on the first look-up: most functions never need them."""
 
-    __slots__ = ("_assigned", "body", "forwards", "params")
+    __slots__ = ("_assigned", "body", "defaults", "forwards", "params")
 
-    def __init__(self, params: frozenset[str], body: list[ast.stmt], forwards: bool) -> None:
+    def __init__(self, params: frozenset[str], body: list[ast.stmt], forwards: bool,
+                 defaults: dict[str, ast.expr] | None = None) -> None:
         self.params = params
         self.body = body
         self.forwards = forwards  # False for tests and fixtures: their parameters are pytest's, not a caller's
+        self.defaults = defaults or {}  # parameters whose default is a literal option value: a setting
         self._assigned: dict[str, list[ast.expr | None]] | None = None
 
     @property
@@ -124,6 +126,7 @@ class Values:
         # None once a top-level def, class, assignment or import of something else shadows it).
         self.bindings: dict[str, list[tuple[tuple[int, int], str | None]]] = {}
         self.env_keys: dict[str, str] = {}  # a name bound to "NVFUSER_ENABLE" (or the other two) -> that variable
+        env_dicts: list[str] = []  # names bound to a dict literal with such a key: where they are used matters
         imports = Lines(text, ["import", "nvscope", *ENV_KINDS])
         for node in self._pruned(tree.body, imports):
             if isinstance(node, ast.Import):
@@ -145,12 +148,14 @@ class Values:
                 named = self.qualname(node.value)
                 if key is not None:
                     self.env_keys[node.targets[0].id] = key
+                elif isinstance(node.value, ast.Dict) and any(self.env_key(k) for k in node.value.keys):
+                    env_dicts.append(node.targets[0].id)  # ENV = {"NVFUSER_ENABLE": ...}, maybe given as env=ENV
                 elif named is not None and named.partition(".")[0] in ("nvscope", "importlib", "os"):
                     self._bind(node, node.targets[0].id, named)
         self._shadow(tree.body)
         local = [name for name, bound in self.bindings.items()
                  if any(path is not None and path.partition(".")[0] in ("nvscope", "pytest") for _, path in bound)]
-        self.lines = Lines(text, [*WORDS, *local, *self.env_keys])
+        self.lines = Lines(text, [*WORDS, *local, *self.env_keys, *env_dicts])
         self.scopes = [Scope(frozenset(), tree.body, False)]
         self.consumed: set[int] = set()  # ids of calls already reported as part of an enclosing one
 
@@ -189,7 +194,7 @@ class Values:
     def restores(self, node: ast.expr | None, variable: str, depth: int = 0) -> bool:
         """Whether a value is the variable's own value, read before (``old = os.environ.get("X")`` ...
         ``os.environ["X"] = old``): putting it back sets nothing."""
-        if node is None or depth > _DEPTH:
+        if node is None or depth > DEPTH:
             return False
         if isinstance(node, ast.Name):
             bound = self._lookup(node.id)
@@ -269,7 +274,10 @@ class Values:
     def _lookup(self, name: str) -> ast.expr | str:
         """The one literal-or-expression bound to ``name`` as seen here, or a hole (`UNKNOWN`, `FORWARDED`)."""
         for scope in reversed(self.scopes):
-            if name in scope.params:  # the caller's value, even where the function fills in a default
+            if name in scope.params:  # the caller's value, or the literal default (unless the body rebinds it)
+                default = scope.defaults.get(name)
+                if default is not None and name not in scope.assigned:
+                    return default
                 return FORWARDED if scope.forwards else UNKNOWN
             values = scope.assigned.get(name)
             if values is not None:
@@ -293,7 +301,7 @@ class Values:
 
     def text(self, node: ast.expr, depth: int = 0) -> str:
         """A string value, with holes where it is not a literal."""
-        if depth > _DEPTH:
+        if depth > DEPTH:
             return UNKNOWN
         if isinstance(node, ast.Constant):
             value = node.value.decode("latin-1") if isinstance(node.value, bytes) else node.value  # os.environb
@@ -317,7 +325,7 @@ class Values:
 
     def names(self, node: ast.expr, depth: int = 0) -> tuple[list[str], str]:
         """Option names of a per-call list value (a str is one name; else an iterable of str), and the holes."""
-        if depth > _DEPTH:
+        if depth > DEPTH:
             return [], UNKNOWN
         if isinstance(node, ast.Constant) and (node.value is None or node.value is False):
             return [], ""  # nv_enable_options=False: Thunder reads a false value as no options
