@@ -199,7 +199,7 @@ def test_json_dash_is_standard_output_and_doctor_prints_json(tmp_path: Path) -> 
         assert report["ok"] is True and report["failures"] == 0
         assert {"status": "ok", "check": "development mode on (NVSCOPE_DEV=1)", "fix": None} in report["checks"]
     assert not (tmp_path / "-").exists()
-    bad = nvscope_cmd("doctor", "--json", str(tmp_path / "doctor.json"), cwd=tmp_path, NVFUSER_ENABLE="bogus")
+    bad = nvscope_cmd("doctor", f"--json={tmp_path / 'doctor.json'}", cwd=tmp_path, NVFUSER_ENABLE="bogus")
     assert bad.returncode == 1
     assert "FAIL  NVFUSER_ENABLE: unknown nvFuser enable option 'bogus'" in bad.stdout  # the text as before
     report = json.loads((tmp_path / "doctor.json").read_text())
