@@ -393,7 +393,9 @@ def test_run_script(tmp_path: Path) -> None:
         "development mode: True",
         f"main: __main__ {script}",
     ]
-    assert result.stderr.splitlines()[:2] == [
+    assert result.stderr.splitlines()[:3] == [
+        f"nvscope run: note: --enable after {script} goes to the program as its own argument, not to nvscope: put "
+        "nvscope's flags before the script (or `--` before it, to pass them on without this note)",
         f"nvscope run: options {options}",
         "nvscope audit: no nvFuser fusion executed",
     ]
