@@ -10,13 +10,14 @@ import importlib.util
 import os
 import sys
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TextIO
 
 from nvscope._core import cut
 from nvscope._measure import arg, attribute, count, import_script, number, rounds
 
-__all__ = ["COUNT", "POSITIVE", "ROUNDS", "SECONDS", "STDOUT", "TOLERANCE", "add_measuring", "add_no_share",
+__all__ = ["COUNT", "JSON_OUT", "PLOT_OUT", "POSITIVE", "ROUNDS", "SECONDS", "STDOUT", "TABLE_OUT", "TOLERANCE",
+           "add_json_flag", "add_measuring", "add_no_share", "hint_misplaced", "json_flag_words",
            "json_took_the_target", "load_step", "program_output_to_stderr", "said", "split_target", "text_stream",
            "write_json"]
 
@@ -47,6 +48,87 @@ COUNT = arg(count)
 POSITIVE = arg(_at_least_one)
 TOLERANCE = arg(number, float)
 SECONDS = arg(_seconds, _number_word)  # finite, > 0, at most 1e6: inf or 1e300 would overflow subprocess's waits
+
+
+def _json_object(head: bytes) -> bool:
+    import json
+
+    try:
+        return isinstance(json.loads(head.decode("utf-8")), dict)
+    except (UnicodeDecodeError, ValueError):
+        return False
+
+
+def _output(what: str, ours: Callable[[bytes], bool], flag_takes_script: bool = False) -> Callable[[str], str]:
+    """An argparse type for an output path: refuses a path that holds a file nvscope did not write, so that a word
+    the flag took by mistake (a script, notes) is never overwritten. ``ours(content)``: whether an existing file's
+    content looks like an earlier nvscope output of this kind; an empty file may be replaced too.
+    ``flag_takes_script``: a script given as the path (``--json prog.py``) is refused as `json_took_the_target` says."""
+
+    def output(path: str) -> str:
+        if path == STDOUT or not os.path.lexists(path) or os.path.isdir(path):  # a folder: the command says why
+            return path
+        try:
+            with open(path, "rb") as file:
+                content = file.read(64 << 20)
+        except OSError:
+            content = b"?"  # unreadable: not known to be nvscope's
+        if not content.strip() or ours(content):
+            return path
+        script = flag_takes_script and path.endswith(".py") and json_took_the_target(path)  # the script as PATH
+        raise argparse.ArgumentTypeError(script or f"{cut(path, 200)} exists and is not {what}: nvscope replaces only "
+                                                   "its own earlier output; remove the file or give another path")
+
+    return output
+
+
+# Output paths: an existing file is replaced only when it looks like nvscope's earlier output of that kind.
+_JSON = "an earlier nvscope JSON output (a JSON object)"
+JSON_OUT = _output(_JSON, _json_object, flag_takes_script=True)  # --json PATH|- before a target
+_JSON_FILE = _output(_JSON, _json_object)  # --json=PATH of options, doctor and check
+PLOT_OUT = _output("a PNG image", lambda content: content.startswith(b"\x89PNG\r\n\x1a\n"))
+TABLE_OUT = _output("an earlier nvscope profile table", lambda content: content.startswith(b"nvscope profile:"))
+
+
+def add_json_flag(p: argparse.ArgumentParser, help: str) -> None:
+    """``--json`` of the commands whose JSON is optional output (options, doctor, check): a flag, JSON on standard
+    output; ``--json=PATH`` writes PATH. The word after a bare ``--json`` is never its value (``check --json
+    train.py`` checks train.py): `json_flag_words` rewrites the command line before argparse reads it."""
+    p.add_argument("--json", nargs="?", const=STDOUT, type=_JSON_FILE, metavar="=PATH", help=help)
+
+
+def json_flag_words(args: Sequence[str], abbrev: bool) -> list[str]:
+    """A command line of options/doctor/check with each bare ``--json`` (or, with ``abbrev``, its abbreviation) as
+    ``--json=-``, so that argparse's optional value never takes the next word; ``--json -`` stays standard output.
+    Words after ``--`` are left alone."""
+    out: list[str] = []
+    i = 0
+    while i < len(args):
+        word = args[i]
+        if word == "--":
+            out.extend(args[i:])
+            break
+        if word == "--json" or (abbrev and len(word) >= 3 and "--json".startswith(word)):
+            out.append("--json=-")
+            if i + 1 < len(args) and args[i + 1] == STDOUT:
+                i += 1
+        else:
+            out.append(word)
+        i += 1
+    return out
+
+
+def hint_misplaced(command: str, parser: argparse.ArgumentParser, program: str, program_args: list[str]) -> None:
+    """One line on stderr when words after the script (its arguments) are run's own flags: `nvscope run train.py
+    --enable fuse_matmul` gives --enable to train.py, not to nvscope. The program still runs: they may be its own."""
+    own = {flag for action in parser._actions for flag in action.option_strings if flag.startswith("--")}
+    own -= {"--help"}
+    given = list(dict.fromkeys(word.partition("=")[0] for word in program_args if word.partition("=")[0] in own))
+    if given:
+        verb = "go" if len(given) > 1 else "goes"
+        print(f"nvscope {command}: note: {', '.join(given)} after {cut(program, 80)} {verb} to the program as its "
+              f"own argument{'s' * (len(given) > 1)}, not to nvscope: put nvscope's flags before the script (or `--` "
+              "before it, to pass them on without this note)", file=sys.stderr)
 
 
 def add_no_share(p: argparse.ArgumentParser) -> None:

@@ -3,7 +3,7 @@
     nvscope check                         the current folder
     nvscope check src benchmarks --strict
     nvscope check --format github .       annotations for GitHub Actions
-    nvscope check --json report.json .    (or --json - for JSON on stdout)
+    nvscope check --json=report.json .    (or --json for JSON on stdout)
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ from __future__ import annotations
 import argparse
 import sys
 from typing import Any
+
+from nvscope._cli._args import add_json_flag
 
 __all__ = ["add_parser", "command"]
 
@@ -42,7 +44,7 @@ examples:
   nvscope check
   nvscope check --strict src/
   nvscope check --format github --nvfuser ">=0.2.35" .
-  nvscope check --json - . | python -c "import json,sys; print(json.load(sys.stdin)['counts'])"
+  nvscope check --json . | python -c "import json,sys; print(json.load(sys.stdin)['counts'])"
 
 exit codes: 0 nothing failing; 1 findings that are not allowed; 2 a bad command line, path or [tool.nvscope.check]."""
 
@@ -57,8 +59,8 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--strict", action="store_true", help="ignore every allowance (comments and allow globs)")
     p.add_argument("--format", choices=("text", "github", "json"), default="text",
                    help="text (default), GitHub Actions annotations, or JSON on stdout")
-    p.add_argument("--json", nargs="?", const="-", metavar="PATH",
-                   help="also write the result as JSON to PATH (- or nothing: to stdout, the text then to stderr)")
+    add_json_flag(p, "the result as JSON on standard output, the text then on standard error; --json=PATH writes it "
+                     "to PATH instead, the text as usual (an existing file only if it holds JSON)")
     p.add_argument("--config", metavar="PYPROJECT",
                    help="the pyproject.toml whose [tool.nvscope.check] applies (default: the nearest above the first "
                         "PATH that has the table)")
@@ -80,11 +82,16 @@ def command(ns: argparse.Namespace) -> int:
     from nvscope._tools import ConfigError, check
 
     if ns.format == "github" and ns.json == "-":
-        return _error("--format github and --json - both print to standard output: write the JSON to a file "
-                      "(--json report.json)")
+        return _error("--format github and --json both print to standard output: write the JSON to a file "
+                      "(--json=report.json)")
     try:
         result = check(ns.paths or ["."], strict=ns.strict, config=ns.config, nvfuser=ns.nvfuser)
     except FileNotFoundError as error:  # the message names the fix
+        import os
+
+        missing = next((path for path in ns.paths if path.endswith(".json") and not os.path.lexists(path)), None)
+        if ns.json == "-" and missing is not None:  # `--json report.json .`: --json is a flag, --json=PATH a file
+            return _error(f"{error}; to write the JSON to a file: --json={cut(missing, 200)}")
         return _error(str(error))
     except ConfigError as error:
         return _error(str(error))

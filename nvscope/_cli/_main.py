@@ -1,7 +1,7 @@
 """The ``nvscope`` command: list the option catalog, check an installation, run a program under options.
 
-    nvscope options [--enable | --disable] [--json [PATH|-]] [QUERY]
-    nvscope doctor [--require-gpu-stack] [--json [PATH|-]]
+    nvscope options [--enable | --disable] [--json[=PATH]] [QUERY]
+    nvscope doctor [--require-gpu-stack] [--json[=PATH]]
     nvscope run [--enable NAME]... [--disable NAME]... [--fusions GLOB]... [--on-error {raise,fallback}] [--no-audit]
                 [--share-defaults] ([--] script.py | -m module) [args...]
 
@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from nvscope._cli import _child_carry as _carry
+from nvscope._cli._args import JSON_OUT, add_json_flag, hint_misplaced, json_flag_words
 from nvscope._core import _env, catalog, cut, split, version
 
 TYPE_CHECKING = False
@@ -140,8 +141,8 @@ def _parser(prog: str | None = None) -> tuple[argparse.ArgumentParser, dict[str,
                       help="only the enable options (NVFUSER_ENABLE, nv_options(enable=...))")
     kind.add_argument("--disable", dest="kind", action="store_const", const="disable",
                       help="only the disable options (NVFUSER_DISABLE, nv_options(disable=...))")
-    options.add_argument("--json", nargs="?", const="-", metavar="PATH|-",
-                         help="a JSON object instead of the table: to standard output (no PATH, or -) or to PATH")
+    add_json_flag(options, "a JSON object instead of the table, on standard output; --json=PATH writes it to PATH "
+                           "instead (an existing file only if it holds JSON)")
     options.add_argument("query", nargs="?", metavar="QUERY",
                          help="only the options whose name or description holds this text (case ignored)")
     options.add_argument("--probe", action="store_true",
@@ -153,9 +154,8 @@ def _parser(prog: str | None = None) -> tuple[argparse.ArgumentParser, dict[str,
                                  description=_DOCTOR_DESCRIPTION, epilog=_DOCTOR_EPILOG, formatter_class=formatter)
     doctor.add_argument("--require-gpu-stack", action="store_true",
                         help="also fail (exit 1) unless torch with a CUDA device, nvFuser and Thunder all work")
-    doctor.add_argument("--json", nargs="?", const="-", metavar="PATH|-",
-                        help="the checks as a JSON object: to standard output instead of the lines (no PATH, or -), "
-                             "or to PATH as well as the lines")
+    add_json_flag(doctor, "the checks as a JSON object on standard output instead of the lines; --json=PATH writes it "
+                          "to PATH as well as the lines (an existing file only if it holds JSON)")
 
     from nvscope._cli import _search_cmd as _search_cli
 
@@ -186,8 +186,9 @@ def _parser(prog: str | None = None) -> tuple[argparse.ArgumentParser, dict[str,
               "[--no-audit] [--share-defaults] [--json PATH|-] ([--] script.py | -m module) [args...]",
         allow_abbrev=False)
     _run_arguments(listing)
-    listing.add_argument("--json", metavar="PATH|-",
-                         help="also write the listing as JSON to PATH, or with - to standard output at exit")
+    listing.add_argument("--json", metavar="PATH|-", type=JSON_OUT,
+                         help="also write the listing as JSON to PATH (an existing file only if it holds JSON), or "
+                              "with - to standard output at exit")
     return parser, dict(commands.choices)
 
 
@@ -213,6 +214,9 @@ def _run_arguments(run: argparse.ArgumentParser) -> None:
     run.add_argument("script", nargs="?", help="the Python script to run (the rest are its arguments)")
     run.add_argument("args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
 
+
+# the commands whose --json is a flag (--json=PATH writes a file)
+_JSON_FLAG = ("options", "doctor", "check")
 
 # run's (and fusions') options whose value is the next word
 _TAKES_VALUE = ("--enable", "--disable", "--fusions", "--on-error", "--json")
@@ -277,8 +281,11 @@ def _parse(parser: argparse.ArgumentParser, commands: dict[str, argparse.Argumen
         flags = [flag for action in sub._actions for flag in action.option_strings if flag.startswith("--")]
         word = next((w.partition("=")[0] for w in unknown if w.startswith("-")), "")
         near = difflib.get_close_matches(word, flags, n=1, cutoff=0.6) if word else []
-        sub.error(f"unrecognized arguments: {cut(' '.join(unknown), 200)}"
-                  + (f"; did you mean {near[0]}?" if near else ""))
+        hint = f"; did you mean {near[0]}?" if near else ""
+        if not hint and ns.command in _JSON_FLAG and getattr(ns, "json", None) == "-" and \
+                not unknown[0].startswith("-"):
+            hint = f"; to write the JSON to a file: --json={cut(unknown[0], 200)}"
+        sub.error(f"unrecognized arguments: {cut(' '.join(unknown), 200)}{hint}")
     return ns
 
 
@@ -323,7 +330,11 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
                   f"the script itself{f', as in: {fixed}' if fixed else ''} (nvscope runs it with its own Python, "
                   f"{sys.executable})", file=sys.stderr)
             return 2
+        if not (len(args) > len(own) + 1 and args[len(own) + 1] == "--"):  # `-- script.py`: the words are its own
+            hint_misplaced(args[0], commands[args[0]], script or module or "", program_args)
     else:
+        if args and args[0] in _JSON_FLAG:  # their --json is a flag: the next word is never its value
+            args = [args[0], *json_flag_words(args[1:], commands[args[0]].allow_abbrev)]
         ns = _parse(parser, commands, args)
     if ns.command is None:
         parser.print_help(sys.stderr)
@@ -342,10 +353,7 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
 
             if ns.probe:
                 return _options_cmd.probe()
-            json_to, query = ns.json, ns.query
-            if json_to not in (None, "-") and query is None and not _options_cmd.looks_like_a_path(json_to):
-                json_to, query = "-", json_to  # `nvscope options --json matmul`: the query, as JSON
-            return _options_cmd.options(ns.kind, json_to, query)
+            return _options_cmd.options(ns.kind, ns.json, ns.query)
         except BrokenPipeError:  # `nvscope options | head`, `nvscope check --format json | head`: stop quietly,
             devnull = os.open(os.devnull, os.O_WRONLY)  # as Python's docs recommend
             os.dup2(devnull, sys.stdout.fileno())

@@ -7,10 +7,11 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from shlex import quote as shlex_quote
 from typing import Any
 
 from nvscope._cli._args import write_json
-from nvscope._core import OptionInfo, catalog, cut
+from nvscope._core import Catalog, OptionInfo, catalog, cut
 from nvscope._core import _text as _texttable
 
 TYPE_CHECKING = False
@@ -41,7 +42,8 @@ def _nightly_note(option: OptionInfo) -> str:
 
 
 def looks_like_a_path(word: str) -> bool:
-    """`--json WORD` of ``nvscope options``: a file to write (``out.json``, ``dir/x``), or else the QUERY."""
+    """Whether a QUERY that matched nothing reads as a file (``out.json``, ``dir/x``): `--json out.json` meant as
+    ``--json=out.json``."""
     return "." in word or os.sep in word or "/" in word
 
 
@@ -84,8 +86,34 @@ def _use_line(width: int) -> str:
     return "\n".join(lines)
 
 
+def _as_name(query: str) -> str:
+    """A QUERY spelt as an option name: ``fast math``, ``Fast-Math`` -> ``fast_math``."""
+    return "_".join(query.replace("-", " ").split()).casefold()
+
+
 def _matches(option: OptionInfo, query: str) -> bool:
-    return query.casefold() in option.name.casefold() or query.casefold() in option.description.casefold()
+    text = query.casefold()
+    return text in option.name.casefold() or text in option.description.casefold() or \
+        _as_name(query) in option.name.casefold()
+
+
+def _no_match_hint(known: Catalog, kind: Kind | None, query: str) -> str:
+    """What a QUERY that matched nothing was likely meant as: the other list (``--disable fuse_matmul``), or the
+    names it resembles (the catalog's own did-you-mean, as nv_options says it); "" when nothing is close."""
+    name = _as_name(query)
+    if kind is None:
+        close = known.near("enable", name)[0] + known.near("disable", name)[0]
+        return f"; did you mean {' or '.join(close[:3])}?" if close else ""
+    other: Kind = "disable" if kind == "enable" else "enable"
+    article = "an" if other == "enable" else "a"
+    if known.get(other, name) is not None:
+        return f"; it is {article} {other} option: nvscope options --{other} {name}"
+    if any(o.kind == other and _matches(o, query) for o in known.options):
+        return f"; the {other} options have it: nvscope options --{other} {cut(query, 80, shlex_quote)}"
+    close, close_other = known.near(kind, name)
+    if close:
+        return f"; did you mean {' or '.join(close)}?"
+    return f"; did you mean the {other} option {close_other[0]}?" if close_other else ""
 
 
 def options(kind: Kind | None, json_to: str | None, query: str | None = None) -> int:
@@ -100,8 +128,11 @@ def options(kind: Kind | None, json_to: str | None, query: str | None = None) ->
     selected = sorted((o for o in known.options if o.kind in kinds and (query is None or _matches(o, query))),
                       key=lambda o: (kinds.index(o.kind), o.name))
     if query is not None and not selected:
+        to_file = f"; to write the JSON to a file: --json={cut(query, 200)}" if json_to is not None and \
+            looks_like_a_path(query) else ""
         print(f"nvscope options: no {kind or 'enable or disable'} option has {cut(query, 80, repr)} in its name or "
-              "description (`nvscope options` lists them all)", file=sys.stderr)
+              f"description{_no_match_hint(known, kind, query)} (`nvscope options` lists them all){to_file}",
+              file=sys.stderr)
         return 1
     if json_to is not None:
         document = {

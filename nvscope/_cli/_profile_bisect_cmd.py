@@ -21,8 +21,11 @@ from collections.abc import Callable
 from typing import Any
 
 from nvscope._cli._args import (
+    JSON_OUT,
+    PLOT_OUT,
     SECONDS,
     STDOUT,
+    TABLE_OUT,
     add_measuring,
     add_no_share,
     json_took_the_target,
@@ -74,8 +77,9 @@ def _common(p: argparse.ArgumentParser, rounds: int, steps: int, warmup: bool) -
     p.add_argument("--enable", action="append", default=[], metavar="NAME[,NAME...]", help="an enable option")
     p.add_argument("--disable", action="append", default=[], metavar="NAME[,NAME...]", help="a disable option")
     add_measuring(p, rounds, steps, given=True, warmup=warmup)
-    p.add_argument("--json", metavar="PATH|-", help="write the result as JSON to PATH, or with - to standard output "
-                   "(the text and what the script prints then go to standard error)")
+    p.add_argument("--json", metavar="PATH|-", type=JSON_OUT,
+                   help="write the result as JSON to PATH (an existing file only if it holds JSON), or with - to "
+                        "standard output (the text and what the script prints then go to standard error)")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     add_no_share(p)
 
@@ -97,8 +101,10 @@ examples:
     p.add_argument("--fusions", action="append", metavar="GLOB[,GLOB...]",
                    help="profile only the fusions whose id (phase/name, e.g. forward/nvFusion0) matches a glob; "
                         "repeat it or separate globs with commas, as for nvscope run")
-    p.add_argument("--plot", metavar="PATH", help="write a PNG chart of the ratios (needs matplotlib)")
-    p.add_argument("--table", metavar="PATH", help="write the table to a file too")
+    p.add_argument("--plot", metavar="PATH", type=PLOT_OUT,
+                   help="write a PNG chart of the ratios (needs matplotlib; an existing file only if it is a PNG)")
+    p.add_argument("--table", metavar="PATH", type=TABLE_OUT,
+                   help="write the table to a file too (an existing file only if it holds an earlier table)")
     p.add_argument("--schedulers", choices=("kernels", "nvfuser"), default="kernels",
                    help="read schedulers off kernel names (default) or ask nvFuser's PythonProfiler (fragile in "
                         "nvFuser 0.2.35: docs/profile.md)")

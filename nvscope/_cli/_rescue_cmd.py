@@ -16,7 +16,7 @@ import shutil
 import sys
 from typing import Any
 
-from nvscope._cli._args import SECONDS, STDOUT, json_took_the_target, said, text_stream, write_json
+from nvscope._cli._args import JSON_OUT, SECONDS, STDOUT, json_took_the_target, said, text_stream, write_json
 from nvscope._core import cut
 from nvscope._measure import arg, count, number
 
@@ -82,7 +82,8 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--sanitize", action="store_true",
                    help="run every probe under compute-sanitizer --tool memcheck, caching allocator off")
     p.add_argument("--sanitizer", default="compute-sanitizer", help=argparse.SUPPRESS)
-    p.add_argument("--json", metavar="PATH|-", help="write the result as JSON (- : standard output)")
+    p.add_argument("--json", metavar="PATH|-", type=JSON_OUT,
+                   help="write the result as JSON (- : standard output; an existing file only if it holds JSON)")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
 
 

@@ -18,6 +18,8 @@ import traceback
 from typing import Any
 
 from nvscope._cli._args import (
+    JSON_OUT,
+    PLOT_OUT,
     STDOUT,
     add_measuring,
     add_no_share,
@@ -79,9 +81,11 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--candidates", action="append", metavar="NAME[,NAME...]",
                    help="one candidate set (repeat for more); default: `nvscope search --list`")
     add_measuring(p, 30, 5)
-    p.add_argument("--json", metavar="PATH|-", help="write the result as JSON to PATH, or with - to standard output "
-                   "(the table and what the script prints then go to standard error)")
-    p.add_argument("--plot", metavar="PATH", help="write a PNG chart of the ratios (needs matplotlib)")
+    p.add_argument("--json", metavar="PATH|-", type=JSON_OUT,
+                   help="write the result as JSON to PATH (an existing file only if it holds JSON), or with - to "
+                        "standard output (the table and what the script prints then go to standard error)")
+    p.add_argument("--plot", metavar="PATH", type=PLOT_OUT,
+                   help="write a PNG chart of the ratios (needs matplotlib; an existing file only if it is a PNG)")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     add_no_share(p)
     p.add_argument("--list", action="store_true", help="print the default candidates and exit")

@@ -108,10 +108,14 @@ def nvfuser_wheel(torch_version: str, cuda_version: str | None, *, python: tuple
     if python is not None and tuple(python[:2]) not in PYTHONS:
         shown = " and ".join(_dotted(p) for p in PYTHONS)
         either = " or ".join(_dotted(p) for p in PYTHONS)
+        listed = LISTED.get((cuda, torch))  # a name nvscope has seen published, or only how one would be named
+        wheel = (f"the wheel for torch {_dotted(torch)} and CUDA {_dotted(cuda)} is {_name(cuda, torch)}"
+                 if listed is not None and not _older(listed) else
+                 f"nvscope knows no wheel for torch {_dotted(torch)} and CUDA {_dotted(cuda)}; one would be named "
+                 f"{_name(cuda, torch)}: `pip index versions {_name(cuda, torch)}` tells")
         return WheelHint(None, f"nvFuser publishes its wheels for Python {shown} only, and this is Python "
                                f"{_dotted((python[0], python[1]))}, so pip finds none here: use Python {either} "
-                               f"(the wheel for torch {_dotted(torch)} and CUDA {_dotted(cuda)} is "
-                               f"{_name(cuda, torch)})")
+                               f"({wheel})")
 
     if ".dev" in suffix:  # a torch nightly: the stable wheels do not fit it
         if cuda in NIGHTLY:

@@ -316,20 +316,18 @@ class Catalog:
                 f"{name!r} is an nvFuser {other} option, not {_ARTICLE[kind]} option: pass it as "
                 + spelling.format(kind=other, name=name)
             )
-        message = f"unknown nvFuser {kind} option {shown}"
-        if (same := _same_but_case(name, self._by_kind[kind])) is not None:
-            close, close_other = [same], []
-        elif (same := _same_but_case(name, self._by_kind[other])) is not None:
-            close, close_other = [], [same]
-        else:
-            close = _close_matches(name, self._by_kind[kind], n=3, cutoff=0.6)
-            close_other = _close_matches(name, self._by_kind[other], n=1, cutoff=0.75)
-        if close:
-            message += f"; did you mean {' or '.join(repr(c) for c in close)}?"
-        elif close_other:
-            message += f"; did you mean the {other} option {close_other[0]!r}?"
-        message += " (`nvscope options` lists them all)" + self._newer_note(kind, name, spelling)
-        raise UnknownOptionError(message)
+        close, close_other = self.near(kind, name)
+        hint = (f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else
+                f"; did you mean the {other} option {close_other[0]!r}?" if close_other else "")
+        raise UnknownOptionError(f"unknown nvFuser {kind} option {shown}{hint} (`nvscope options` lists them all)"
+                                 + self._newer_note(kind, name, spelling))
+
+    def near(self, kind: Kind, name: str) -> tuple[list[str], list[str]]:
+        """Did-you-mean candidates for ``name``, unknown as a ``kind`` option: (names of that kind, of the other)."""
+        mine, other = self._by_kind[kind], self._by_kind[_OTHER[kind]]
+        if (same := _same_but_case(name, mine) or _same_but_case(name, other)) is not None:
+            return ([same], []) if same in mine else ([], [same])
+        return _close_matches(name, mine, n=3, cutoff=0.6), _close_matches(name, other, n=1, cutoff=0.75)
 
     def _installed(self) -> str:
         return "?" if self.nvfuser is None else str(self.nvfuser.version)

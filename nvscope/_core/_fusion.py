@@ -250,6 +250,14 @@ def _glob(pattern: str) -> Selector:
     if "/" not in text and not text.startswith("*"):
         raise ValueError(f"fusions= got {_glob_shown(pattern)}: fusion ids are '<phase>/<name>' (e.g. "
                          f"'forward/nvFusion0'); use {_glob_shown('*/' + text)} for that name in every phase")
+    phase_part = text.partition("/")[0]
+    if "/" in text and not any(fnmatch.fnmatchcase(known, phase_part) for known in _PHASES):
+        from nvscope._core._catalog import _close_matches
+
+        near = _close_matches(phase_part, _PHASES, n=1, cutoff=0.6)
+        hint = f"; did you mean {_glob_shown(near[0] + text[len(phase_part):])}?" if near else ""
+        raise ValueError(f"fusions= got {_glob_shown(pattern)}, but a fusion id begins with its phase, one of "
+                         f"{', '.join(map(repr, _PHASES))}, and {_glob_shown(phase_part)} matches none{hint}")
     match = re.compile(fnmatch.translate(text)).match
 
     def matches(info: FusionInfo) -> bool:

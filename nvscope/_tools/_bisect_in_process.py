@@ -28,6 +28,7 @@ from nvscope._measure import (
     summarize,
 )
 from nvscope._tools._bisect_drive import Outcome
+from nvscope._tools._no_fusion import no_fusion
 
 __all__ = ["InProcess"]
 
@@ -57,8 +58,9 @@ class InProcess:
             self.runner.reference = self.runner.first_call(self.default)  # a default that raises: the caller's bug
         fusions = list(dict.fromkeys(r.fusion for r in log.records))
         if not fusions:
-            raise ValueError("no nvFuser fusion ran through nvscope in the default run, so no option can reach one: "
-                             "is the function jitted (thunder.jit) or built on nvFuser's FusionDefinition?")
+            raise ValueError(no_fusion("no nvFuser fusion ran through nvscope in the default run, so no option can "
+                                       "reach one: is the function jitted (thunder.jit) or built on nvFuser's "
+                                       "FusionDefinition?"))
         out = self.runner.invoke()
         again = compare_leaves(self.runner.reference, self.runner.snapshot(out), self.tolerance)
         if callable(self.checks) and self.checks(out):

@@ -41,6 +41,7 @@ from nvscope._exec import scripts_named_in
 from nvscope._measure import Compiles, number, progress_printer
 from nvscope._tools._bisect_drive import Outcome, drive
 from nvscope._tools._bisect_report import BisectResult
+from nvscope._tools._no_fusion import no_fusion
 
 __all__ = ["bisect_program"]
 
@@ -218,6 +219,6 @@ def _list_fusions(program: list[str], module: bool, timeout: float, python: str,
                            f"to bisect: it must succeed without options and fail with them\n{done.stderr[-2000:]}")
     fusions = list(report["fusions"])
     if not fusions:
-        raise RuntimeError("no nvFuser fusion ran through nvscope in the program without options, so no option can "
-                           "reach one: does it use thunder.jit or nvFuser's FusionDefinition?")
+        raise RuntimeError(no_fusion("no nvFuser fusion ran through nvscope in the program without options, so no "
+                                     "option can reach one: does it use thunder.jit or nvFuser's FusionDefinition?"))
     return fusions, Compiles.from_dict(report["compiles"])

@@ -73,6 +73,7 @@ from nvscope._measure import (
     summarize,
 )
 from nvscope._measure import _checks as checks
+from nvscope._tools._no_fusion import no_fusion
 from nvscope._tools._profile_report import ProfileResult, ProfileRow
 
 __all__ = ["NO_FUSION", "PROFILES", "profile"]
@@ -311,7 +312,7 @@ def _first(runner: Runner, v: Variant, clock: _Clock) -> _FirstCall:
     finally:
         clock.segments = clock.wall = clock.outputs = None
     if v.stage == "default" and not log.records:  # nothing to profile: said before the step runs again
-        raise ValueError(NO_FUSION.format(tool="profile"))
+        raise ValueError(no_fusion(NO_FUSION.format(tool="profile")))
     repeat: dict[str, Numerics] = {}
     if v.stage == "default":  # once more: a fusion whose own defaults move between calls has no reference outputs
         again: dict[str, list[list[tuple[str, Any]]]] = {}

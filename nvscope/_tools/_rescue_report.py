@@ -11,6 +11,7 @@ from typing import Any
 
 from nvscope._core import OptionSet
 from nvscope._measure import LoadableResult, nv_options_line, options_dict, options_from, spec
+from nvscope._tools._no_fusion import no_fusion
 from nvscope._tools._rescue_search import Attempt
 
 __all__ = ["NO_FUSION", "Failure", "FusionRescue", "RescueResult", "facts", "issue_text", "location_of"]
@@ -157,7 +158,7 @@ class RescueResult(LoadableResult):
             lines.append("nothing to rescue: the step runs under nvFuser's defaults"
                          + (" and matches its reference" if "reference" in self.checks else ""))
         elif self.no_fusion and self.unattributed is None:
-            lines.append(NO_FUSION)
+            lines.append(no_fusion(NO_FUSION))
         for r in self.rescues:
             where = f" at {r.failure.location}" if r.failure.location else ""
             lines.append(f"{r.fusion}: {KINDS.get(r.failure.kind, r.failure.kind)}{where}: {r.failure.line[:200]}")
@@ -200,7 +201,7 @@ class RescueResult(LoadableResult):
             return f"NOT rescued: {u.fusion} fails again with the cures found (partial map above)"
         if u is not None:
             what = _OUTSIDE.get(u.kind, f"{KINDS.get(u.kind, u.kind)} outside any fusion")
-            return (f"NOT rescued: {what}; nothing to search" + (f" ({NO_FUSION})" if self.no_fusion else "")
+            return (f"NOT rescued: {what}; nothing to search" + (f" ({no_fusion(NO_FUSION)})" if self.no_fusion else "")
                     + (" (the cures found so far are above)" if self.groups() else ""))
         if self.proved is False:
             return "NOT rescued: every failing fusion has a cure, but the final run with all of them failed"

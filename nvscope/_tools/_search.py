@@ -55,6 +55,7 @@ from nvscope._measure import (
     summarize,
 )
 from nvscope._measure import _checks as checks
+from nvscope._tools._no_fusion import no_fusion
 from nvscope._tools._search_report import SearchResult, SearchRow
 
 __all__ = ["search"]
@@ -123,7 +124,7 @@ def search(fn: Callable[..., Any], /, *args: Any, candidates: Iterable[object] |
         say(f"{_count(len(singles), 'candidate')}; each variant's first call compiles (seconds each)")
         default_leaves = runner.first_call(default)  # a default that fails is the caller's bug: it propagates
         if not default.fusions:  # refused as profile and bisect refuse it, before any candidate compiles
-            raise ValueError(NO_FUSION)
+            raise ValueError(no_fusion(NO_FUSION))
         runner.reference = default_leaves
         default.numerics = compare_leaves(default_leaves, runner.snapshot(runner.invoke()), tolerance)
         per_call, overhead = runner.calibrate()

@@ -54,6 +54,7 @@ from nvscope._measure import (
     summarize,
 )
 from nvscope._measure import _checks as checks
+from nvscope._tools._no_fusion import no_fusion
 from nvscope._tools._profile import NO_FUSION, PROFILES, profile
 from nvscope._tools._profile_report import ProfileResult
 
@@ -336,5 +337,5 @@ def _default_runs(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[st
         with audit() as log:
             runner.invoke()
     if not log.records:
-        raise ValueError(NO_FUSION.format(tool="search_fusions"))
+        raise ValueError(no_fusion(NO_FUSION.format(tool="search_fusions")))
     return compiles_of(log.records, began)

@@ -53,7 +53,7 @@ def test_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (["src", ""], "an empty path names no file or folder"),
     (["--nvfuser", "", "."], "nvfuser = '' (--nvfuser) is not a version range"),
     (["--nvfuser", " ", "."], "is not a version range"),
-    (["--json", "no/such/dir/out.json", "."], "--json no/such/dir/out.json: cannot write it"),
+    (["--json=no/such/dir/out.json", "."], "--json no/such/dir/out.json: cannot write it"),
 ])
 def test_usage_errors_exit_2_with_one_line(capsys: pytest.CaptureFixture[str], args: list[str],
                                            message: str) -> None:
@@ -114,7 +114,7 @@ def test_json_to_stdout_and_to_a_file(tmp_path: Path, capsys: pytest.CaptureFixt
     assert document["findings"][0] | {"message": ""} == {
         "path": "bench.py", "line": 2, "col": 1, "construct": "nv_options", "options": ["enable:fuse_matmul"],
         "kind": "option", "message": "", "allowed": None, "reason": "", "failing": True}
-    code, out, _ = check(capsys, "--json", "report.json", ".")
+    code, out, _ = check(capsys, "--json=report.json", ".")
     assert code == 1 and out.splitlines()[0].startswith("bench.py:2:1:")  # the text too
     assert json.loads((tmp_path / "report.json").read_text())["counts"]["failing"] == 1
     code, out, _ = check(capsys, "--format", "json", ".")

@@ -199,7 +199,7 @@ def test_json_dash_is_standard_output_and_doctor_prints_json(tmp_path: Path) -> 
         assert report["ok"] is True and report["failures"] == 0
         assert {"status": "ok", "check": "development mode on (NVSCOPE_DEV=1)", "fix": None} in report["checks"]
     assert not (tmp_path / "-").exists()
-    bad = nvscope_cmd("doctor", "--json", str(tmp_path / "doctor.json"), cwd=tmp_path, NVFUSER_ENABLE="bogus")
+    bad = nvscope_cmd("doctor", f"--json={tmp_path / 'doctor.json'}", cwd=tmp_path, NVFUSER_ENABLE="bogus")
     assert bad.returncode == 1
     assert "FAIL  NVFUSER_ENABLE: unknown nvFuser enable option 'bogus'" in bad.stdout  # the text as before
     report = json.loads((tmp_path / "doctor.json").read_text())
@@ -393,7 +393,9 @@ def test_run_script(tmp_path: Path) -> None:
         "development mode: True",
         f"main: __main__ {script}",
     ]
-    assert result.stderr.splitlines()[:2] == [
+    assert result.stderr.splitlines()[:3] == [
+        f"nvscope run: note: --enable after {script} goes to the program as its own argument, not to nvscope: put "
+        "nvscope's flags before the script (or `--` before it, to pass them on without this note)",
         f"nvscope run: options {options}",
         "nvscope audit: no nvFuser fusion executed",
     ]

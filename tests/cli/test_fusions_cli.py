@@ -170,8 +170,8 @@ def test_json_that_took_the_script_says_so(tmp_path: Path) -> None:
     done = nvscope(tmp_path, "fusions", "--json", "prog.py")
     assert done.returncode == 2 and not done.stdout
     assert done.stderr.splitlines()[-1].endswith(
-        "nvscope fusions: error: --json prog.py: did you mean --json - prog.py? (--json takes PATH or - before the "
-        "script)")
+        "--json prog.py: did you mean --json - prog.py? (--json takes PATH or - before the script)")
+    assert (tmp_path / "prog.py").read_text() == textwrap.dedent(PROGRAM)  # refused before anything is written
 
 
 # Two definitions, one broken under fuse_matmul; every other run of the program executes them in the other order.

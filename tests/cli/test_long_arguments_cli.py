@@ -44,7 +44,7 @@ CUT = "... (100"  # `cut`'s mark: the first characters, then how long the text w
     ["rescue", "--json", f"/no/such/dir/{LONG}", "plain.py:step"],
     ["rescue", "--sanitize", "--sanitizer", LONG, "plain.py"],
     ["check", LONG],
-    ["check", "--json", f"/no/such/dir/{LONG}", "plain.py"],
+    ["check", f"--json=/no/such/dir/{LONG}", "plain.py"],
     ["options", f"--{LONG}"],  # an unknown flag
 ])
 def test_a_long_argument_is_cut_in_the_message(argv: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

@@ -53,6 +53,12 @@ def test_no_wheel_is_said_plainly_with_what_to_do() -> None:
     assert "0.2.9" in text and "0.2.23" in text and "nvfuser-cu121-torch25" in text
     assert "source build" in reason("2.8.0a0+5228986c39.nv25.06", "12.9")
     assert "Python 3.10 and 3.12" in reason("2.10.0+cu130", "13.0", python=(3, 11))
+    assert "the wheel for torch 2.10 and CUDA 13.0 is nvfuser-cu130-torch210" in reason("2.10.0+cu130", "13.0",
+                                                                                           python=(3, 11))
+    # On a Python without wheels, a torch newer than the list: the name it would have, not a wheel that is not there.
+    text = reason("2.14.0+cu130", "13.0", python=(3, 11))
+    assert "Python 3.10 and 3.12" in text and "would be named nvfuser-cu130-torch214" in text
+    assert "is nvfuser-cu130-torch214" not in text
     assert "x86_64" in reason("2.10.0+cu130", "13.0", system="Linux", machine="aarch64")
     assert "not a version" in reason("banana", "13.0")
     assert "not one nvscope can read" in reason("2.10.0", "thirteen")

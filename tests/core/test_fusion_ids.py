@@ -477,3 +477,25 @@ def test_a_backward_scoped_alone_after_an_uninstalled_forward_says_why_its_selec
         assert list(double.executions[-1].enable) == SFC
     finally:
         reset_nvscope()
+
+
+@pytest.mark.parametrize(("glob", "hint"), [
+    ("forwad/*", "; did you mean 'forward/*'?"),
+    ("Backward/nvFusion0", "; did you mean 'backward/nvFusion0'?"),
+    ("xyz/*", ""),
+])
+def test_a_glob_whose_phase_matches_no_phase_is_refused(glob: str, hint: str) -> None:
+    """A phase typo selected no fusion, silently: the scope's options then applied nowhere."""
+    with nv_options(enable=["fast_math"]):
+        with pytest.raises(ValueError) as refused:
+            nv_options(enable=["fuse_matmul"], fusions=[glob])
+        assert nvscope.current_options() == OptionSet(enable=["fast_math"])  # the active scope unchanged
+    message = str(refused.value)
+    assert "\n" not in message and message.endswith(f"matches none{hint}")
+    assert message.startswith(f"fusions= got {glob!r}, but a fusion id begins with its phase, one of 'forward', "
+                              "'backward', 'call'")
+
+
+@pytest.mark.parametrize("glob", ["forward/*", "*/nvFusion0", "[fb]*/nvFusion0", "b*/x", "call/*", "*"])
+def test_a_glob_whose_phase_part_matches_a_phase_is_taken(glob: str) -> None:
+    nv_options(enable=["fuse_matmul"], fusions=[glob])

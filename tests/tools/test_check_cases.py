@@ -246,8 +246,8 @@ def test_github_annotations_and_json_on_stdout_are_refused_together(tmp_path: Pa
     for json_flag in (["--json", "-"], ["--json"], ["--json=-"]):
         assert main(["check", "--format", "github", "bench.py", *json_flag]) == 2
         out, err = capsys.readouterr()
-        assert out == "" and err == ("nvscope check: error: --format github and --json - both print to standard "
-                                     "output: write the JSON to a file (--json report.json)\n")
-    assert main(["check", "--format", "github", "--json", "report.json", "bench.py"]) == 1
+        assert out == "" and err == ("nvscope check: error: --format github and --json both print to standard "
+                                     "output: write the JSON to a file (--json=report.json)\n")
+    assert main(["check", "--format", "github", f"--json={tmp_path / 'report.json'}", "bench.py"]) == 1
     assert capsys.readouterr().out.startswith("::error file=bench.py,line=2,col=1,")
     assert (tmp_path / "report.json").is_file()

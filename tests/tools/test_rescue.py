@@ -394,7 +394,9 @@ def test_a_reference_that_raises_is_reported_as_such_and_blames_no_fusion(
         assert result.rescues == ()  # no search: without its reference no probe can be judged
 
 
-def test_a_step_through_which_no_fusion_runs_is_not_healthy(installed: ThunderDouble) -> None:
+def test_a_step_through_which_no_fusion_runs_is_not_healthy(installed: ThunderDouble,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("nvscope._tools._no_fusion.machine_cause", lambda: None)  # a machine that runs fusions
     result = nvscope.rescue(lambda: 1.0, progress=False)
     assert result.no_fusion and not result.healthy and not result.rescued and result.exit_code() == 1
     assert "no nvFuser fusion ran: is the step jitted by thunder.jit with nvFuser (is Thunder installed)?" in \

@@ -550,9 +550,10 @@ def test_plot_without_matplotlib_says_how_to_get_it(work: Workload, monkeypatch:
 
 # --- what the search refuses, and how sure its verdicts are ------------------------------------------------------
 
-def test_a_step_through_which_no_fusion_ran_is_refused(clock: StepClock) -> None:
+def test_a_step_through_which_no_fusion_ran_is_refused(clock: StepClock, monkeypatch: pytest.MonkeyPatch) -> None:
     """As profile and bisect refuse it: no option can reach such a step, so any speed a candidate showed would be
     chance (the issue's plain function ended in a recommendation)."""
+    monkeypatch.setattr("nvscope._tools._no_fusion.machine_cause", lambda: None)  # a machine that runs fusions
     calls: list[OptionSet] = []
 
     def plain() -> float:
