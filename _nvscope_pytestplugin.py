@@ -54,6 +54,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--nv-share-defaults", action="store_true", default=False, dest="nv_share_defaults",
                     help="run each test's call under nv_options(share=True): fusions at their own options share "
                          "compiled definitions (one compile per distinct definition); changes no option.")
+    group.addoption("--nv-on-error", choices=("raise", "fallback", "torch"), default=None, dest="nv_on_error",
+                    help="what a fusion that nvFuser fails does in each test's call (nv_options(on_error=...)): "
+                         "raise, run its defaults (fallback), or run its Thunder region in PyTorch (torch)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -67,11 +70,12 @@ def pytest_configure(config: pytest.Config) -> None:
     enable: list[str] = config.getoption("nv_enable", None) or []
     disable: list[str] = config.getoption("nv_disable", None) or []
     share = bool(config.getoption("nv_share_defaults", False))
-    if not enable and not disable and not share:
+    on_error = config.getoption("nv_on_error", None)
+    if not enable and not disable and not share and on_error is None:
         return
     from nvscope.pytest_plugin import session_scope  # each use of nvscope imports it here, in the hook that needs it
 
-    session = session_scope(enable, disable, share)  # a pytest.UsageError for a bad name
+    session = session_scope(enable, disable, share, on_error)  # a pytest.UsageError for a bad name
     if session is not None:
         config.stash[_SESSION_SCOPE], previous = session
         if session[0].options:  # sharing alone changes no option: development mode was left alone

@@ -148,6 +148,9 @@ class ThunderDouble:
         self.impl.FusionDefinitionWrapper = _wrapper_class(self.impl, drop)  # type: ignore[attr-defined]
         self.impl.execute_with_dtensors = self.fe.execute_with_dtensors  # type: ignore[attr-defined]
         self.impl.annotate_for_profile = self._annotate  # type: ignore[attr-defined]
+        self.impl.create_fusion_definition_wrapper = (  # type: ignore[attr-defined]
+            self._create_without_region if "region" in drop else self._create_fusion_definition_wrapper)
+        self.install_region_modules()
         if lru_cache:
             def create_fd(*args: Any) -> Any:
                 raise AssertionError("not called by the double")
@@ -198,7 +201,6 @@ class ThunderDouble:
         sorted_unique_outputs = [Proxy(f"{name}_out{i}") for i in range(inputs)]
         bsyms = [BoundSymbol(RegionSymbol(eager), (a,), b) for a, b in zip(sorted_unique_inputs,
                                                                              sorted_unique_outputs, strict=True)]
-        self.install_region_modules()
 
         def create_fd(descriptors: tuple[Any, ...]) -> Any:
             with fe.FusionDefinition() as fd:
@@ -216,21 +218,37 @@ class ThunderDouble:
             self.built.append(fd)
             return fd
 
+        options = {"enable_options": [] if enable is None else enable,
+                   "disable_options": [] if disable is None else disable, **fields}
+        return self.impl.create_fusion_definition_wrapper(  # type: ignore[attr-defined]
+            bsyms, name, sorted_unique_inputs, sorted_unique_outputs, create_fd=create_fd, **options)
+
+    def _create_fusion_definition_wrapper(self, bsyms: list[Any], name: str, sorted_unique_inputs: list[Any],
+                                          sorted_unique_outputs: list[Any], *, create_fd: Callable[[Any], Any],
+                                          **fields: Any) -> Any:
+        """Thunder's ``create_fusion_definition_wrapper``: ``get_fd`` an ``lru_cache`` closure over the region."""
         @functools.lru_cache(maxsize=2048)
         def get_fd(input_descriptors: tuple[Any, ...]) -> Any:
             assert bsyms and sorted_unique_inputs and sorted_unique_outputs  # the region, in the closure as in Thunder
             return create_fd(input_descriptors)
 
-        fields = {"use_cache": True, "cache_info": get_fd.cache_info, "cache_clear": get_fd.cache_clear,
-                  "enable_options": [] if enable is None else enable,
-                  "disable_options": [] if disable is None else disable, **fields}
+        fields = {"use_cache": True, "cache_info": get_fd.cache_info, "cache_clear": get_fd.cache_clear, **fields}
+        return self.Wrapper(get_fd, self.to_descriptors, name, **fields)
+
+    def _create_without_region(self, bsyms: list[Any], name: str, sorted_unique_inputs: list[Any],
+                               sorted_unique_outputs: list[Any], *, create_fd: Callable[[Any], Any],
+                               **fields: Any) -> Any:
+        """A Thunder whose ``get_fd`` keeps no region (``drop=("region",)``)."""
+        @functools.lru_cache(maxsize=2048)
+        def get_fd(input_descriptors: tuple[Any, ...]) -> Any:
+            return create_fd(input_descriptors)
+
+        fields = {"use_cache": True, "cache_info": get_fd.cache_info, "cache_clear": get_fd.cache_clear, **fields}
         return self.Wrapper(get_fd, self.to_descriptors, name, **fields)
 
     def install_region_modules(self) -> None:
         """What nvscope's PyTorch form of a region uses of Thunder: traces, two prims, SigInfo, the PyTorch
         executor and ``transform_for_execution`` (which refuses a bound symbol of the kind "unsupported")."""
-        if "thunder.core" in sys.modules and getattr(sys.modules["thunder.core"], "_double", None) is self:
-            return
         names = ("thunder.core", "thunder.core.prims", "thunder.core.trace", "thunder.core.codeutils",
                  "thunder.executors.passes", "thunder.executors.torchex")
         modules = {name: ModuleType(name) for name in names}

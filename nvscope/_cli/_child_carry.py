@@ -10,12 +10,11 @@ directory on ``PYTHONPATH`` instead of a ``.pth`` file, so that nothing has to b
   in development mode, with adapters installing as the child imports Thunder or nvFuser, under an audit; at exit, a
   child that imported Thunder or nvFuser prints its audit summary to stderr, each line tagged with its pid.
 
-``NVSCOPE_RUN`` is a JSON object: ``{"enable": [names], "disable": [names], "audit": true}`` and, when ``nvscope
-run`` was given them, ``"fusions": [globs]`` and ``"on_error": "raise" | "fallback"``; an ``nvscope run`` started in
-such a child adds ``"outer": [{"enable", "disable", "fusions", "on_error"}, ...]``, the runs around it, outermost
-first, which its children enter before its own scope, as nested scopes (each with its own fusion selector). A bad
-value warns once (`ConfigWarning`, naming the fix) and the child runs without options: the hook never stops a child.
-"""
+``NVSCOPE_RUN`` is a JSON object: ``{"enable": [names], "disable": [names], "audit": true}`` and, when ``nvscope run``
+was given them, ``"fusions": [globs]`` and ``"on_error": "raise" | "fallback" | "torch"``; an ``nvscope run`` started in
+such a child adds ``"outer": [{"enable", "disable", "fusions", "on_error"}, ...]``, the runs around it, outermost first,
+which its children enter before its own scope, as nested scopes (each with its own fusion selector). A bad value warns
+once (`ConfigWarning`, naming the fix) and the child runs without options: the hook never stops a child. """
 
 from __future__ import annotations
 
@@ -49,7 +48,7 @@ Settings = _program.Settings
 export = _program.export
 VARIABLE = _program.VARIABLE
 HOOK_DIR = _program.HOOK_DIR
-ON_ERROR = ("raise", "fallback")
+ON_ERROR = ("raise", "fallback", "torch")
 _KEYS = ("enable", "disable", "fusions", "on_error", "audit", "outer")
 _LAYER_KEYS = ("enable", "disable", "fusions", "on_error")
 _FIX = (f"{VARIABLE} is set by `nvscope run` for the Python processes its program starts: unset it, or let "

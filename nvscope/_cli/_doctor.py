@@ -156,6 +156,21 @@ def _check_flag_values(report: _Report) -> None:
         report.line("warn", problem + hint, f"rename it to {near[0]}" if near else "unset it, or correct its name")
 
 
+def _check_escape(report: Any) -> None:
+    """Whether ``nv_options(on_error="torch")`` can run this Thunder's failing fusions in PyTorch."""
+    try:
+        from nvscope._exec import IMPL_MODULE, escape_refusal
+
+        why = escape_refusal(_import_quietly(IMPL_MODULE))
+    except (Exception, SystemExit) as error:
+        why = f"Thunder's nvFuser executor does not import ({type(error).__name__}: {error})"
+    if why is None:
+        report.line("ok", "escape (on_error='torch'): available, a failing Thunder fusion can run in PyTorch")
+    else:
+        report.line("note", f"escape (on_error='torch'): not available with this Thunder: {why}",
+                    "on_error='torch' then raises nvFuser's error as 'raise' does (docs/escape.md)")
+
+
 def _check_share(report: _Report) -> None:
     """``NVSCOPE_SHARE=all``: whether it is in force (read when nvscope was imported) and what its install at import
     could not do (an unsupported Thunder, say: the program's fusions then run Thunder's own path, unshared)."""
@@ -315,6 +330,8 @@ def _checks(report: _Report) -> None:
             report.gpu(f"Thunder adapter: Thunder's nvFuser executor does not import: {type(error).__name__}: "
                        f"{error}", "install an nvFuser that this Thunder supports", status="warn")
 
+    if thunder is not None:
+        _check_escape(report)
     _check_share(report)
 
     # Policy

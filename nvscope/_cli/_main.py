@@ -2,8 +2,8 @@
 
     nvscope options [--enable | --disable] [--json[=PATH]] [QUERY]
     nvscope doctor [--require-gpu-stack] [--json[=PATH]]
-    nvscope run [--enable NAME]... [--disable NAME]... [--fusions GLOB]... [--on-error {raise,fallback}] [--no-audit]
-                [--share-defaults] ([--] script.py | -m module) [args...]
+    nvscope run [--enable NAME]... [--disable NAME]... [--fusions GLOB]... [--on-error {raise,fallback,torch}]
+                [--no-audit] [--share-defaults] ([--] script.py | -m module) [args...]
 
 A tool, not part of the core: it may import everything, and nothing in the core imports it. Heavy packages
 (torch, Thunder, nvFuser) are imported only inside the command that needs them (``doctor``), never here at the top.
@@ -173,8 +173,8 @@ def _parser(prog: str | None = None) -> tuple[argparse.ArgumentParser, dict[str,
     run = commands.add_parser("run", help="run a script or module under nvFuser options, with an audit summary",
                               description=_RUN_DESCRIPTION, epilog=_RUN_EPILOG, formatter_class=formatter,
                               usage="%(prog)s [--enable NAME]... [--disable NAME]... [--fusions GLOB]... "
-                                    "[--on-error {raise,fallback}] [--no-audit] [--share-defaults] ([--] script.py | "
-                                    "-m module) [args...]",
+                                    "[--on-error {raise,fallback,torch}] [--no-audit] [--share-defaults] "
+                                    "([--] script.py | -m module) [args...]",
                               allow_abbrev=False)
     _run_arguments(run)
     listing = commands.add_parser(
@@ -182,7 +182,7 @@ def _parser(prog: str | None = None) -> tuple[argparse.ArgumentParser, dict[str,
         description="Run the program as `nvscope run` does (options optional) and print, at exit, every nvFuser "
                     "fusion it ran: its id (what nv_options(fusions=...) selects by), phase, ops, jitted function "
                     "and number of executions.",
-        usage="%(prog)s [--enable NAME]... [--disable NAME]... [--fusions GLOB]... [--on-error {raise,fallback}] "
+        usage="%(prog)s [--enable NAME]... [--disable NAME]... [--fusions GLOB]... [--on-error {raise,fallback,torch}] "
               "[--no-audit] [--share-defaults] [--json PATH|-] ([--] script.py | -m module) [args...]",
         allow_abbrev=False)
     _run_arguments(listing)
@@ -202,7 +202,7 @@ def _run_arguments(run: argparse.ArgumentParser) -> None:
                           "(nv_options(fusions=...)); repeat it or separate globs with commas; quote it for the shell")
     run.add_argument("--on-error", choices=_carry.ON_ERROR, default=None,
                      help="what a fusion that fails under the options does (nv_options(on_error=...)): raise its "
-                          "error, or run it again with its defaults")
+                          "error, run it again with its defaults, or run its Thunder region in PyTorch")
     run.add_argument("--no-audit", action="store_true",
                      help="do not record fusion executions, and print no summary at exit")
     run.add_argument("--share-defaults", action="store_true",

@@ -71,29 +71,30 @@ if TYPE_CHECKING:
 __all__ = ["header", "item_scopes", "scoped_call", "session_scope"]
 
 
-def session_scope(enable: list[str], disable: list[str],
-                  share: bool = False) -> tuple[nv_options, bool | None] | None:
+def session_scope(enable: list[str], disable: list[str], share: bool = False,
+                  on_error: str | None = None) -> tuple[nv_options, bool | None] | None:
     """The command line's scope and the development mode it replaced (now on), or None when the flags ask nothing.
 
     ``share`` (``--nv-share-defaults``): the scope shares the compiled definitions of the fusions it leaves at their
     own options (``nv_options(share=True)``). Alone it changes no option, so development mode is left as it is (the
     second item is then None, and not to be restored). An unknown name is a `pytest.UsageError`, with the hint in the
-    flags' syntax; so is sharing asked for under ``NVSCOPE_SHARE=0``.
+    flags' syntax; so is sharing asked for under ``NVSCOPE_SHARE=0``. ``on_error`` (``--nv-on-error``): the
+    scope's ``on_error=``; alone it changes no option either.
     """
     enable, disable = split(enable), split(disable)
-    if not enable and not disable and not share:
+    if not enable and not disable and not share and on_error is None:
         return None
     if share and not _env.flag("NVSCOPE_SHARE"):
         raise pytest.UsageError("--nv-share-defaults needs compile sharing, which NVSCOPE_SHARE=0 in the environment "
                                 "turns off: unset NVSCOPE_SHARE, or drop --nv-share-defaults")
     if not enable and not disable:
-        return nv_options(share=True), None
+        return nv_options(share=True if share else None, on_error=on_error), None
     try:
         known = catalog()
         for kind, names in (("enable", enable), ("disable", disable)):
             for name in names:  # first, so that a hint speaks the flags' syntax, not nv_options'
                 known.check(kind, name, spelling="--nv-{kind} {name}")  # type: ignore[arg-type]
-        scope = nv_options(enable, disable, share=True if share else None)
+        scope = nv_options(enable, disable, share=True if share else None, on_error=on_error)
     except (ValueError, TypeError) as error:  # UnknownOptionError is a ValueError
         raise pytest.UsageError(f"--nv-enable/--nv-disable: {error}") from None
     return scope, set_development_mode(True)
@@ -112,6 +113,8 @@ def header(scope: nv_options) -> list[str]:
     if scope.share:
         lines.append("nvscope: fusions at their own options share compiled definitions (--nv-share-defaults, around "
                      "each test)")
+    if scope.on_error is not None:
+        lines.append(f"nvscope: on_error={scope.on_error!r} around each test (--nv-on-error)")
     return lines
 
 

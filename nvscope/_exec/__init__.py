@@ -21,6 +21,7 @@ __all__ = [
     "_shared",
     "_thunder",
     "audit",
+    "escape_refusal",
     "failure_note",
     "fusions",
     "install",
@@ -50,6 +51,7 @@ if TYPE_CHECKING:  # what __getattr__ loads, spelled out for type checkers
     from ._repro import scripts_named_in as scripts_named_in
     from ._thunder_adapter import IMPL_MODULE as IMPL_MODULE
     from ._thunder_autograd import AUTOGRAD_MODULE as AUTOGRAD_MODULE
+    from ._thunder_region import escape_refusal as escape_refusal
 else:  # hidden from type checkers, which then still report a misspelt name
     __getattr__ = lazy_attributes(__name__, {
         "AuditLog": "._audit", "audit": "._audit", "fusions": "._audit",
@@ -61,4 +63,5 @@ else:  # hidden from type checkers, which then still report a misspelt name
         "failure_note": "._repro", "repro_paths": "._repro", "scripts_named_in": "._repro",
         "IMPL_MODULE": "._thunder_adapter",
         "AUTOGRAD_MODULE": "._thunder_autograd",
+        "escape_refusal": "._thunder_region",
     })

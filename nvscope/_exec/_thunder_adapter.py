@@ -103,6 +103,7 @@ class ThunderAdapter(Adapter[Wrapper]):
         self.original = self.wrapper_class.__call__
         self.frontend = _frontends.frontend_of(impl.FusionDefinition)
         self.version_error = version_error
+        self.escape_refusal = _thunder_region.escape_refusal(impl)  # why on_error="torch" cannot run regions, or None
         self.table_of = operator.attrgetter(f"get_fd.{_TABLE}")
         self._tables: weakref.WeakSet[Any] = weakref.WeakSet()  # every get_fd holding a table, for `forget`
         original, quiet = self.original, self.frontend.quiet
@@ -279,6 +280,8 @@ class ThunderAdapter(Adapter[Wrapper]):
         return _frontends.Partition(fusion, own_options, run)
 
     def escape(self, fusion: Wrapper, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any]:
+        if self.escape_refusal is not None:
+            raise EscapeRefused(f"{thunder_version()}: {self.escape_refusal}")
         if _has_dtensor(args):
             raise EscapeRefused("its inputs are DTensors, which the region's PyTorch form does not take")
         region = _thunder_region.region_of(fusion.get_fd)

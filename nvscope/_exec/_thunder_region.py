@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["REGION", "compile", "region_of"]
+__all__ = ["REGION", "compile", "escape_refusal", "region_of"]
 
 REGION = ("bsyms", "sorted_unique_inputs", "sorted_unique_outputs")  # get_fd's free variables that hold the region
 
@@ -30,6 +30,27 @@ def region_of(get_fd: Any) -> tuple[Sequence[Any], Sequence[Any], Sequence[Any]]
     except (KeyError, ValueError):  # not there, or an empty cell
         return None
     return bsyms, inputs, outputs
+
+
+def escape_refusal(impl: Any) -> str | None:
+    """Why this Thunder's fusions cannot run in PyTorch (``on_error="torch"``), or None: read once, at install, from
+    the code of ``create_fusion_definition_wrapper`` (its ``get_fd`` must close over the region) and the modules
+    `compile` uses."""
+    import importlib
+
+    make = getattr(impl, "create_fusion_definition_wrapper", None)
+    code = getattr(make, "__code__", None)
+    inner = [c for c in getattr(code, "co_consts", ()) if getattr(c, "co_name", None) == "get_fd"]
+    if not inner or not set(REGION) <= set(inner[0].co_freevars):
+        return ("its create_fusion_definition_wrapper builds no get_fd over the region (bound symbols, inputs, "
+                "outputs) that nvscope knows")
+    for module in ("thunder.core.prims", "thunder.core.trace", "thunder.core.codeutils", "thunder.executors.passes",
+                   "thunder.executors.torchex"):
+        try:
+            importlib.import_module(module)
+        except Exception as error:
+            return f"{module} does not import ({type(error).__name__}: {error})"
+    return None
 
 
 def compile(bsyms: Sequence[Any], inputs: Sequence[Any], outputs: Sequence[Any]) -> Callable[..., Any]:

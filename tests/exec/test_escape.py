@@ -186,15 +186,20 @@ def test_a_region_pytorch_cannot_run_raises_nvfusers_error_with_one_line(install
     assert "Thunder's PyTorch executor cannot run its region" in line and "\n" not in line
 
 
-def test_a_wrapper_without_a_region_raises_with_one_line(installed: ThunderDouble) -> None:
-    import functools
+def test_a_thunder_without_regions_is_found_at_install_and_its_scopes_still_work(make_double: Any) -> None:
+    import nvscope.thunder
 
-    fusion = installed.make_wrapper("nvFusion0", fails="raise::")
-    built = fusion.get_fd.__wrapped__
-    fusion.get_fd = functools.lru_cache(lambda descriptors: built(descriptors))  # no region in this closure
+    double = make_double(drop=("region",))
+    assert nvscope.thunder.install()  # no traceback, no refusal: only the escape is off
+    fusion = double.make_wrapper("nvFusion0", fails="raise::")
     with nv_options(on_error="torch"), pytest.raises(RuntimeError, match="INTERNAL ASSERT") as raised:
         fusion(X)
-    assert any("keeps no region" in n for n in raised.value.__notes__)
+    [line] = [n for n in raised.value.__notes__ if "on_error='torch'" in n]
+    assert "builds no get_fd over the region" in line and "\n" not in line
+    healthy = double.make_wrapper("nvFusion1")
+    with nv_options(enable=["fuse_matmul"], on_error="torch"):
+        assert healthy(X) == [X * 2]
+    assert double.executions[-1].enable == ["fuse_matmul"]
 
 
 def test_a_direct_fusion_acts_as_raise(fusion_definition_failing: Any) -> None:
