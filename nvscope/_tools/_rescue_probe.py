@@ -22,12 +22,14 @@ fusions' repro scripts.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
 import subprocess
 import sys
 import tempfile
+import threading
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -52,6 +54,8 @@ from nvscope._tools._search_fusions import _Map
 __all__ = ["CHILD", "LOAD", "MARK", "WORKER", "Children", "Plan", "check_target", "observe"]
 
 MARK = "nvscope-rescue: start "
+# A probe's events file: one line per fusion event, ``<event> <fusion id>``, in the order they happened (`Progress`).
+STARTED, ENDED, FAILED = "start", "end", "raise"
 # A child: load the target as the command line would (`LOAD`), then `observe` it and exit. A program (no function)
 # runs as `nvscope run` runs it; a function is imported as `nvscope search` imports it. A worker loads it the same way.
 LOAD = """\
@@ -98,6 +102,38 @@ CHILD = LOAD + 'observe(step, reference, spec, spec.get("tolerance"))\n'
 WORKER = LOAD + "from nvscope._tools._rescue_workers import serve\nserve(observe, step, reference, spec)\n"
 
 
+@dataclasses.dataclass
+class Progress:
+    """What a probe's events file says of its fusions, read after the process is gone: ``started``, each fusion in
+    the order it first started; per fusion the executions that ``ended`` (returned) and ``failed`` (raised).
+    `running`: the fusions started and not finished, the one a process that died or hung was in last."""
+
+    started: list[str] = dataclasses.field(default_factory=list)
+    starts: dict[str, int] = dataclasses.field(default_factory=dict)
+    ended: dict[str, int] = dataclasses.field(default_factory=dict)
+    failed: dict[str, int] = dataclasses.field(default_factory=dict)
+    last: list[str] = dataclasses.field(default_factory=list)  # the fusions in the order of their latest start
+
+    @classmethod
+    def read(cls, path: str) -> Progress:
+        progress = cls()
+        for line in _lines(path):
+            event, _, fusion = line.partition(" ")
+            if event == STARTED:
+                if fusion not in progress.starts:
+                    progress.started.append(fusion)
+                progress.starts[fusion] = progress.starts.get(fusion, 0) + 1
+                progress.last = [f for f in progress.last if f != fusion] + [fusion]
+            elif event in (ENDED, FAILED):
+                counts = progress.ended if event == ENDED else progress.failed
+                counts[fusion] = counts.get(fusion, 0) + 1
+        return progress
+
+    def running(self) -> list[str]:
+        """The fusions started and not finished, the latest started last."""
+        return [f for f in self.last if self.starts[f] > self.ended.get(f, 0) + self.failed.get(f, 0)]
+
+
 class Plan:
     """What one probe runs: per fusion id its options (the others keep their defaults); ``drop_env``: without
     ``NVFUSER_ENABLE``/``NVFUSER_DISABLE`` (the names of the variables to drop); ``validate``: the fusions to check
@@ -125,20 +161,25 @@ class Plan:
 def observe(step: Callable[[], Any], reference: Callable[[], Any] | None, spec: dict[str, Any],
             tolerance: float | None = None) -> dict[str, Any]:
     """Run ``step`` once under the plan in ``spec`` (``groups``: [[options, [ids]], ...]) and say what happened (a
-    JSON-able dict, also written to ``spec["out"]`` when given). ``spec["events"]``: a file that gets each fusion's id
-    before it runs; ``spec["markers"]``: the same on standard output (for the sanitizer's lines);
+    JSON-able dict, also written to ``spec["out"]`` when given). ``spec["events"]``: a file that gets each fusion's start
+    before it runs and its end or raise after (`Progress`); ``spec["markers"]``: the same on standard output (for the sanitizer's lines);
     ``spec["validate"]``: true (every fusion) or the ids to check with nvFuser's validate; ``spec["scripts"]``: the
     directory for repro scripts, written before each fusion's first run with ``spec["prewrite"]``, else when it
     fails. The result's ``failure`` is the first failure in time, ``failed`` every fusion that failed."""
     groups = [(options_from(o), list(ids)) for o, ids in spec.get("groups", ())]
     events: TextIO | None = open(spec["events"], "a", encoding="utf-8") if spec.get("events") else None
+    lock = threading.Lock()  # fusions of several threads log to one file
     caught: list[tuple[str, BaseException]] = []
     fusions: dict[str, dict[str, Any]] = {}
     watch = Watch(spec.get("validate") or (), spec.get("scripts"), bool(spec.get("prewrite")),
                    {f for _, ids in groups for f in ids})
 
+    running = threading.local()  # the fusion this thread runs: an execution inside it is part of it
+
     def seen(record: _events.FusionRecord) -> None:
-        if record.fusion not in fusions:
+        # A definition a fusion executes (Thunder's, met again by the direct adapter installed beside it; validate's
+        # own execute) is that fusion, not another.
+        if getattr(running, "fusion", None) is None and record.fusion not in fusions:
             ops = record.info.ops
             fusions[record.fusion] = {"id": record.fusion, "ops": None if ops is None else sorted(ops),
                                       "own": options_dict(record.options if record.partition == "default"
@@ -148,25 +189,37 @@ def observe(step: Callable[[], Any], reference: Callable[[], Any] | None, spec: 
 
     @contextmanager
     def timer(record: _events.FusionRecord) -> Iterator[None]:
+        if getattr(running, "fusion", None) is not None:
+            yield None
+            return
         if not versions:  # as this process loaded them, before a fault can take the process
             versions.update(loaded_versions())
             if spec.get("versions"):
                 with open(spec["versions"], "w", encoding="utf-8") as file:
                     json.dump(versions, file)
-        if events is not None:
-            events.write(record.fusion + "\n")
-            events.flush()
+        log(STARTED, record.fusion)
         if spec.get("markers"):
             print(MARK + record.fusion, flush=True)
+        running.fusion = record.fusion
         watch.enter(record.fusion, record.info.ops)
         try:
             yield None
         except BaseException as error:
             if not caught:
                 caught.append((record.fusion, error))
+            log(FAILED, record.fusion)
             raise
+        else:
+            log(ENDED, record.fusion)
         finally:
             watch.leave()
+            running.fusion = None
+
+    def log(event: str, fusion: str) -> None:
+        if events is not None:
+            with lock:
+                events.write(f"{event} {fusion}\n")
+                events.flush()
 
     result: dict[str, Any] = {"failure": None, "failed": [], "matched": None, "numerics": "", "repro": []}
     out: Any = None
@@ -178,7 +231,7 @@ def observe(step: Callable[[], Any], reference: Callable[[], Any] | None, spec: 
         # watch_imports: as under `nvscope run`, the adapter installs the moment the step imports Thunder (a
         # program does, after the audit began) even where the program never calls nvscope.thunder.install().
         with dev_mode(True), warnings.catch_warnings(), audit(), _autoinstall.watch_imports(), \
-                _events.listening(seen, timer), program_sharing_suspended(), nv_options(share=False), _Map(groups):
+                _events.listening(seen, timer), program_sharing_suspended(), nv_options(share=False, inherit=False), _Map(groups):
             warnings.simplefilter("ignore")
             try:
                 out = step()
@@ -346,21 +399,25 @@ class Children:
     def verdict(self, spec: dict[str, Any], code: int | None, stdout: str, stderr: str, args: Any) -> dict[str, Any]:
         """What one probe saw: its observation, or for a process that died (``code``: its exit status) or hung
         (None) before it could say, what it left."""
-        started = _lines(spec["events"])
+        progress = Progress.read(spec["events"])
         if os.path.exists(spec["out"]) and code is not None:
             with open(spec["out"], encoding="utf-8") as file:
                 result: dict[str, Any] = json.load(file)
             if "usage" in result:  # the target cannot run as given (`unusable`): the caller's error
                 raise (TypeError if result["error"] == "TypeError" else ValueError)(result["usage"])
-        else:  # it died (or hung) before it could say: the last fusion it started is the one
+        else:  # it died (or hung) before it could say: the fusion it was in (none: it was outside every fusion)
             done = None if code is None else subprocess.CompletedProcess(args, code, stdout, stderr)
             how = "timeout" if code is None else "fault"
-            last = started[-1] if started else None
+            running = progress.running()
+            last = running[-1] if running else None
+            started = progress.started
             # Its repro script was written before it ran (``prewrite``): the fault left no time after.
             script = None if last is None else script_path(self.scripts, last)
             result = {"fusions": [{"id": f, "ops": None, "own": options_dict(OptionSet())}
                                   for f in dict.fromkeys(started)], "matched": None, "numerics": "",
-                      "failure": failure_of(last, how, _detail(done, self.timeout), stderr[-2000:]),
+                      "failure": failure_of(last, how, _detail(done, self.timeout)
+                                            + ("" if last or not started else " (after every fusion had finished)"),
+                                            stderr[-2000:]),
                       "failed": [last] if last else [],
                       "repro": [script] if script and os.path.isfile(script) else [],
                       "versions": _json(spec.get("versions"))}

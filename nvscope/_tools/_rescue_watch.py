@@ -16,7 +16,7 @@ import re
 import sys
 import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from nvscope._core import NVFUSER_MODULES, first_line
@@ -109,6 +109,7 @@ class Watch:
         self.frontends: list[tuple[type, Any]] | None = None  # (class, its own execute or None), once patched
         self.found_validate = False
         self.checked: set[str] = set()  # the fusions validate compared
+        self.unhook: Callable[[], None] | None = None
 
     def wants(self, fusion: str) -> bool:
         return self.validate is True or (not isinstance(self.validate, bool) and fusion in self.validate)
@@ -122,7 +123,12 @@ class Watch:
         self.local.fusion = None
 
     def _patch(self) -> None:
+        from nvscope._exec import _nvfuser
+
         self.frontends = []
+        # The direct adapter (`nvscope.nvfuser.install()`, before the watch or while it lasts) calls the execute it
+        # saved, under the class's: its executions are watched through its hook.
+        self.unhook = _nvfuser.watch_execute(self._wrap)
         for name in NVFUSER_MODULES:  # the frontend Thunder (or the program) loaded by now
             cls: Any = getattr(sys.modules.get(name), "FusionDefinition", None)
             if not (isinstance(cls, type) and callable(getattr(cls, "execute", None))):
@@ -133,6 +139,9 @@ class Watch:
             patched.execute = self._wrap(patched.execute)
 
     def close(self) -> None:
+        if self.unhook is not None:
+            self.unhook()
+            self.unhook = None
         for frontend, own in self.frontends or ():
             cls: Any = frontend
             if getattr(vars(cls).get("execute"), "_nvscope_rescue", False):
