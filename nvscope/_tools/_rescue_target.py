@@ -89,10 +89,10 @@ def findable(spec: dict[str, Any], where: str) -> None:
 
 def imported(spec: dict[str, Any], where: str) -> ModuleType:
     """In a child: the module ``where`` imported (a function's -m); a usage error where it is not there."""
-    import importlib
+    from nvscope._measure import import_program_module
 
     try:
-        return importlib.import_module(where)
+        return import_program_module(where)
     except ModuleNotFoundError as error:  # the module itself, not one it imports
         if not error.name or not (where + ".").startswith(error.name + "."):
             raise

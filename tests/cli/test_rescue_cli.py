@@ -135,3 +135,41 @@ def test_the_search_runs_in_a_worker_unless_fresh_probes(tmp_path: Path, monkeyp
     search = ran[2:5]
     assert len(ran) == 8 and len({c.pid for c in search}) == (3 if fresh else 1)
     assert len({c.pid for c in ran}) == (8 if fresh else 6)
+
+
+_PACKAGE_STEP = """\
+import sys
+sys.path.insert(0, {tests!r})
+import pytest
+from thunder_double import load_frontend
+import nvscope.nvfuser
+
+fe = load_frontend(pytest.MonkeyPatch(), "nvfuser_direct")
+
+
+class TrainFusion(fe.FusionDefinition):  # a subclass: its id names its module and class
+    pass
+
+
+with TrainFusion() as fd:
+    fd.define_tensor(shape=[1], dtype=fe.DataType.Float)
+    fd.ops.slice(0)
+nvscope.nvfuser.install()
+
+
+def step():
+    return fd.execute([1.0])
+"""
+
+
+def test_a_module_targets_fusions_are_named_as_python_dash_m_names_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    chain_program(tmp_path, monkeypatch, 1)  # the tests' folder and the checkout on the children's PYTHONPATH
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "train.py").write_text(_PACKAGE_STEP.format(tests=str(TESTS)))
+    monkeypatch.chdir(tmp_path)
+    assert main(["rescue", "--quiet", "--json", "-", "-m", "pkg.train:step"]) == 0
+    out = capsys.readouterr().out
+    (fusion,) = json.loads(out[out.index("{"):])["fusions"]
+    assert fusion.startswith("call/TrainFusion@train:TrainFusion:"), fusion  # as `python -m pkg.train` names it
