@@ -19,8 +19,8 @@ import operator
 import sys
 import threading
 import weakref
-from types import ModuleType
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
 from nvscope._core import (

@@ -85,12 +85,16 @@ if t["function"] is None:
     reference = None
 else:
     from nvscope._measure import import_script
-    if t["module"]:
-        sys.path.insert(0, os.getcwd())
-        loaded = imported(spec, t["where"])
-    else:
-        sys.path.insert(0, os.path.dirname(os.path.abspath(t["where"])))
-        loaded = import_script(t["where"])
+    from nvscope._tools._rescue_target import broken
+    try:
+        if t["module"]:
+            sys.path.insert(0, os.getcwd())
+            loaded = imported(spec, t["where"])
+        else:
+            sys.path.insert(0, os.path.dirname(os.path.abspath(t["where"])))
+            loaded = import_script(t["where"])
+    except Exception as error:  # the target's import failed (a module it imports is missing, its code raised)
+        broken(spec, t["where"], error)
     try:
         step = named(loaded, t["where"], t["function"])
         reference = named(loaded, t["where"], t["reference"], "the reference: ") if t["reference"] else None
@@ -161,8 +165,9 @@ class Plan:
 def observe(step: Callable[[], Any], reference: Callable[[], Any] | None, spec: dict[str, Any],
             tolerance: float | None = None) -> dict[str, Any]:
     """Run ``step`` once under the plan in ``spec`` (``groups``: [[options, [ids]], ...]) and say what happened (a
-    JSON-able dict, also written to ``spec["out"]`` when given). ``spec["events"]``: a file that gets each fusion's start
-    before it runs and its end or raise after (`Progress`); ``spec["markers"]``: the same on standard output (for the sanitizer's lines);
+    JSON-able dict, also written to ``spec["out"]`` when given). ``spec["events"]``: a file that gets each
+    fusion's start before it runs and its end or raise after (`Progress`); ``spec["markers"]``: its start on standard
+    output (for the sanitizer's lines);
     ``spec["validate"]``: true (every fusion) or the ids to check with nvFuser's validate; ``spec["scripts"]``: the
     directory for repro scripts, written before each fusion's first run with ``spec["prewrite"]``, else when it
     fails. The result's ``failure`` is the first failure in time, ``failed`` every fusion that failed."""
@@ -225,13 +230,15 @@ def observe(step: Callable[[], Any], reference: Callable[[], Any] | None, spec: 
     out: Any = None
     failures: list[dict[str, Any]] = []
     try:
+        # inherit=False: the defaults, not the caller's scope (in process).
         # share=False: the diagnosis sees Thunder's own path, as the user's program runs it, also where the program
         # shares its defaults (an outer share=True scope; NVSCOPE_SHARE=all, suspended in every thread meanwhile): a
         # shared definition is another path.
         # watch_imports: as under `nvscope run`, the adapter installs the moment the step imports Thunder (a
         # program does, after the audit began) even where the program never calls nvscope.thunder.install().
         with dev_mode(True), warnings.catch_warnings(), audit(), _autoinstall.watch_imports(), \
-                _events.listening(seen, timer), program_sharing_suspended(), nv_options(share=False, inherit=False), _Map(groups):
+                _events.listening(seen, timer), program_sharing_suspended(), \
+                nv_options(share=False, inherit=False), _Map(groups):
             warnings.simplefilter("ignore")
             try:
                 out = step()
@@ -404,7 +411,8 @@ class Children:
             with open(spec["out"], encoding="utf-8") as file:
                 result: dict[str, Any] = json.load(file)
             if "usage" in result:  # the target cannot run as given (`unusable`): the caller's error
-                raise (TypeError if result["error"] == "TypeError" else ValueError)(result["usage"])
+                raise {"TypeError": TypeError, "ImportError": ImportError}.get(result["error"], ValueError)(
+                    result["usage"])
         else:  # it died (or hung) before it could say: the fusion it was in (none: it was outside every fusion)
             done = None if code is None else subprocess.CompletedProcess(args, code, stdout, stderr)
             how = "timeout" if code is None else "fault"

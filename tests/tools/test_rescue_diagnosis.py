@@ -96,3 +96,11 @@ def test_the_callers_scope_does_not_reach_the_diagnosis(installed: ThunderDouble
     with pytest.warns(nvscope.NoFusionWarning), nvscope.nv_options(**options):  # none ran under it: so it says
         result = nvscope.rescue(lambda: wrapper(1.0), progress=False)
     assert result.healthy and result.exit_code() == 0
+
+
+def test_an_async_step_is_refused_up_front(installed: ThunderDouble) -> None:
+    async def step() -> None:
+        pass
+
+    with pytest.raises(TypeError, match="async function"):
+        nvscope.rescue(step, progress=False)
