@@ -84,6 +84,10 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--sanitizer", default="compute-sanitizer", help=argparse.SUPPRESS)
     p.add_argument("--json", metavar="PATH|-", help="write the result as JSON (- : standard output)")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    _OPTIONS.update(o for a in p._actions for o in a.option_strings if o.startswith("--"))
+
+
+_OPTIONS: set[str] = set()  # rescue's own options: one after a function target was meant before it
 
 
 def _rate(name: str, value: object) -> float:
@@ -123,7 +127,7 @@ def command(ns: argparse.Namespace) -> int:
         return _error(f"can't open file {said(os.path.abspath(where))}: no such file")
     if ns.reference and not function:
         return _error("--reference needs a function target (script.py:FUNCTION): a program has no result")
-    if function and ns.args[:1] and ns.args[0].startswith("-") and ns.args[0] != "-":
+    if function and ns.args[:1] and ns.args[0].partition("=")[0] in _OPTIONS:
         return _error(f"{said(ns.args[0])} after the target: put nvscope rescue's options before it (nvscope rescue "
                       f"{cut(ns.args[0], 100)} ... {cut(target, 200)}); a function target takes no arguments")
     if function and ns.args:

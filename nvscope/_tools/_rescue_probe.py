@@ -22,10 +22,8 @@ fusions' repro scripts.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -39,6 +37,7 @@ from nvscope._core import OptionSet, _env, dev_mode, first_line, nv_options, pro
 from nvscope._exec import _autoinstall, _events, audit, repro_paths, scripts_named_in
 from nvscope._measure import compare_leaves, flatten_outputs, options_dict, options_from
 from nvscope._tools._bisect_process import _detail
+from nvscope._tools._rescue_events import ENDED, FAILED, MARK, STARTED, Progress, read_json, sanitizer_errors
 from nvscope._tools._rescue_target import check_target
 from nvscope._tools._rescue_watch import (
     NO_VALIDATE,
@@ -53,9 +52,6 @@ from nvscope._tools._search_fusions import _Map
 
 __all__ = ["CHILD", "LOAD", "MARK", "WORKER", "Children", "Plan", "check_target", "observe"]
 
-MARK = "nvscope-rescue: start "
-# A probe's events file: one line per fusion event, ``<event> <fusion id>``, in the order they happened (`Progress`).
-STARTED, ENDED, FAILED = "start", "end", "raise"
 # A child: load the target as the command line would (`LOAD`), then `observe` it and exit. A program (no function)
 # runs as `nvscope run` runs it; a function is imported as `nvscope search` imports it. A worker loads it the same way.
 LOAD = """\
@@ -104,38 +100,6 @@ else:
 CHILD = LOAD + 'observe(step, reference, spec, spec.get("tolerance"))\n'
 # A worker (`nvscope._tools._rescue_workers`): loaded once, then one probe per request.
 WORKER = LOAD + "from nvscope._tools._rescue_workers import serve\nserve(observe, step, reference, spec)\n"
-
-
-@dataclasses.dataclass
-class Progress:
-    """What a probe's events file says of its fusions, read after the process is gone: ``started``, each fusion in
-    the order it first started; per fusion the executions that ``ended`` (returned) and ``failed`` (raised).
-    `running`: the fusions started and not finished, the one a process that died or hung was in last."""
-
-    started: list[str] = dataclasses.field(default_factory=list)
-    starts: dict[str, int] = dataclasses.field(default_factory=dict)
-    ended: dict[str, int] = dataclasses.field(default_factory=dict)
-    failed: dict[str, int] = dataclasses.field(default_factory=dict)
-    last: list[str] = dataclasses.field(default_factory=list)  # the fusions in the order of their latest start
-
-    @classmethod
-    def read(cls, path: str) -> Progress:
-        progress = cls()
-        for line in _lines(path):
-            event, _, fusion = line.partition(" ")
-            if event == STARTED:
-                if fusion not in progress.starts:
-                    progress.started.append(fusion)
-                progress.starts[fusion] = progress.starts.get(fusion, 0) + 1
-                progress.last = [f for f in progress.last if f != fusion] + [fusion]
-            elif event in (ENDED, FAILED):
-                counts = progress.ended if event == ENDED else progress.failed
-                counts[fusion] = counts.get(fusion, 0) + 1
-        return progress
-
-    def running(self) -> list[str]:
-        """The fusions started and not finished, the latest started last."""
-        return [f for f in self.last if self.starts[f] > self.ended.get(f, 0) + self.failed.get(f, 0)]
 
 
 class Plan:
@@ -289,23 +253,6 @@ def observe(step: Callable[[], Any], reference: Callable[[], Any] | None, spec: 
     return result
 
 
-_SUMMARY = re.compile(r"ERROR SUMMARY: (\d+) error")
-
-
-def sanitizer_errors(stdout: str) -> tuple[int | None, dict[str, int]]:
-    """compute-sanitizer's error count (None: no summary line) and the errors per fusion, each counted for the
-    fusion whose start marker (`MARK`) came last before it."""
-    current: str | None = None
-    per: dict[str, int] = {}
-    for line in stdout.splitlines():
-        if line.startswith(MARK):
-            current = line[len(MARK):].strip()
-        elif line.startswith("=========") and re.search(r"Invalid|out of bounds|Out-of-range", line):
-            per[current or "?"] = per.get(current or "?", 0) + 1
-    found = _SUMMARY.findall(stdout)
-    return (int(found[-1]) if found else None), per
-
-
 class Children:
     """Probes in child processes (module docstring). ``target``: {"where", "function", "module", "args",
     "reference"}; ``jobs``: how many workers at most; ``fresh``: no workers (every probe a fresh process)."""
@@ -428,7 +375,7 @@ class Children:
                                             stderr[-2000:]),
                       "failed": [last] if last else [],
                       "repro": [script] if script and os.path.isfile(script) else [],
-                      "versions": _json(spec.get("versions"))}
+                      "versions": read_json(spec.get("versions"))}
         result["repro"] = list(dict.fromkeys([*result["repro"], *scripts_named_in(stderr)]))
         if self.sanitizer is not None:
             total, per = sanitizer_errors(stdout)
@@ -445,20 +392,3 @@ class Children:
                 if os.path.isfile(script):
                     result["repro"] = [script, *result["repro"]]
         return result
-
-
-def _json(path: str | None) -> Any:
-    """What a probe wrote to ``path`` as JSON (its versions, at its first fusion), or {}."""
-    try:
-        with open(path or "", encoding="utf-8") as file:
-            return json.load(file)
-    except (OSError, ValueError):
-        return {}
-
-
-def _lines(path: str) -> list[str]:
-    try:
-        with open(path, encoding="utf-8") as file:
-            return [line.strip() for line in file if line.strip()]
-    except OSError:
-        return []
