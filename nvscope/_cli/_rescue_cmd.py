@@ -17,7 +17,7 @@ import sys
 from typing import Any
 
 from nvscope._cli._args import SECONDS, STDOUT, json_took_the_target, said, text_stream, write_json
-from nvscope._core import cut
+from nvscope._core import _state, cut
 from nvscope._measure import arg, count, number
 
 __all__ = ["add_parser", "command"]
@@ -88,6 +88,7 @@ def add_parser(subparsers: Any) -> None:
 
 
 _OPTIONS: set[str] = set()  # rescue's own options: one after a function target was meant before it
+_state.keep(__name__, "_OPTIONS", "the parser's option names, the same at every add_parser")
 
 
 def _rate(name: str, value: object) -> float:
