@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TextIO
 
 from nvscope._core import cut
-from nvscope._measure import arg, attribute, count, import_script, number, rounds
+from nvscope._measure import arg, attribute, count, import_program_module, import_script, number, rounds
 
 __all__ = ["COUNT", "JSON_OUT", "PLOT_OUT", "POSITIVE", "ROUNDS", "SECONDS", "STDOUT", "TABLE_OUT", "TOLERANCE",
            "add_json_flag", "add_measuring", "add_no_share", "hint_misplaced", "json_flag_words",
@@ -246,7 +246,7 @@ def load_step(ns: argparse.Namespace, where: str, function: str, error: Callable
             if importlib.util.find_spec(where.partition(".")[0]) is None:
                 return error(f"cannot import module {said(where)}: no module named {said(where.partition('.')[0])}",
                              2)
-            loaded = importlib.import_module(where)
+            loaded = import_program_module(where)  # its fusion ids name it as `python -m` does
     except Exception:
         traceback.print_exc()
         return error(f"importing {cut(where, 200)} failed (traceback above)", 1)

@@ -17,7 +17,7 @@ import sys
 from typing import Any
 
 from nvscope._cli._args import JSON_OUT, SECONDS, STDOUT, json_took_the_target, said, text_stream, write_json
-from nvscope._core import cut
+from nvscope._core import _state, cut
 from nvscope._measure import arg, count, number
 
 __all__ = ["add_parser", "command"]
@@ -85,6 +85,11 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--json", metavar="PATH|-", type=JSON_OUT,
                    help="write the result as JSON (- : standard output; an existing file only if it holds JSON)")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    _OPTIONS.update(o for a in p._actions for o in a.option_strings if o.startswith("--"))
+
+
+_OPTIONS: set[str] = set()  # rescue's own options: one after a function target was meant before it
+_state.keep(__name__, "_OPTIONS", "the parser's option names, the same at every add_parser")
 
 
 def _rate(name: str, value: object) -> float:
@@ -109,24 +114,32 @@ def command(ns: argparse.Namespace) -> int:
     if not target:
         return _error(json_took_the_target(ns.json) or
                       "give the target: script.py[:FUNCTION] or -m module[:FUNCTION] (`nvscope rescue --help`)")
-    where, _, function = target.rpartition(":") if ":" in target else (target, "", "")
-    if ":" in target and not where:
+    # A file of that name is the script, colon or not (as `nvscope run` takes it); else the last colon names a function.
+    if ns.module is None and os.path.isfile(target):
+        where, function = target, ""
+    else:
+        where, _, function = target.rpartition(":") if ":" in target else (target, "", "")
+    if where != target and not where:
         return _error(f"{said(target)} names no {'module' if ns.module is not None else 'script'}: write "
                       f"{'-m module' if ns.module is not None else 'script.py'}:{cut(function, 200) or 'FUNCTION'}")
-    if ":" in target and not function:
+    if where != target and not function:
         return _error(f"{said(target)} names no function: write {cut(where, 200)}:FUNCTION, or leave out the colon "
                       "to run the script as a program")
     if ns.module is None and not os.path.isfile(where):
         return _error(f"can't open file {said(os.path.abspath(where))}: no such file")
     if ns.reference and not function:
         return _error("--reference needs a function target (script.py:FUNCTION): a program has no result")
+    if function and ns.args[:1] and ns.args[0].partition("=")[0] in _OPTIONS:
+        return _error(f"{said(ns.args[0])} after the target: put nvscope rescue's options before it (nvscope rescue "
+                      f"{cut(ns.args[0], 100)} ... {cut(target, 200)}); a function target takes no arguments")
     if function and ns.args:
         return _error("arguments after a function target: a function takes none (leave out :FUNCTION to run the "
                       "script as a program with them)")
     if ns.sanitize and shutil.which(ns.sanitizer) is None:
         return _error(f"--sanitize: {cut(ns.sanitizer, 200)} is not on PATH (it comes with the CUDA toolkit)")
-    if ns.json and ns.json != STDOUT and not os.path.isdir(os.path.dirname(os.path.abspath(ns.json))):
-        return _error(f"--json {cut(ns.json, 200)}: the directory does not exist")
+    problem = json_path_problem(ns.json)
+    if problem:
+        return _error(problem)
     candidates = None
     if ns.candidates is not None:
         from nvscope._measure import resolve
@@ -149,12 +162,28 @@ def command(ns: argparse.Namespace) -> int:
                         progress=not ns.quiet, alpha=ns.alpha, repeat=ns.repeat)
     except (ValueError, TypeError, FileNotFoundError) as error:
         return _error(str(error))
+    except ImportError as error:  # the target's import raised in the first child: its code, or what it imports
+        return _error(str(error), 1)
     except KeyboardInterrupt:  # its probes are killed and its scripts removed by now
         return _error("interrupted: no probe is left running", 130)
     print(result.report(_write_issues(result)), file=text_stream(ns.json))
     if ns.json and write_json("rescue", ns.json, result.to_json()):
         return 1
     return result.exit_code()
+
+
+def json_path_problem(path: str | None) -> str | None:
+    """Why ``--json PATH`` cannot take the result, checked before the rescue runs (its result would be lost after
+    it), or None: an empty path, a folder, a folder that does not exist."""
+    if path is None or path == STDOUT:
+        return None
+    if not path.strip():
+        return "--json takes a file path or - (standard output), not an empty string"
+    if os.path.isdir(path):
+        return f"--json {cut(path, 200)} is a folder: give a file path in it (--json {cut(path, 200)}/rescue.json)"
+    if not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+        return f"--json {cut(path, 200)}: the directory does not exist"
+    return None
 
 
 def _write_issues(result: Any) -> dict[str, str]:

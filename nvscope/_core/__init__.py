@@ -78,6 +78,7 @@ from ._site import definition_digest as definition_digest
 from ._site import file_of as file_of
 from ._site import inputs_digest as inputs_digest
 from ._site import program_module as program_module
+from ._site import run_as_program as run_as_program
 from ._site import site_of as site_of
 from ._text import cut as cut
 from ._text import render as render

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import sys
 
-__all__ = ["NOT_IN_SITE", "definition_digest", "file_of", "inputs_digest", "program_module", "site_of"]
+from nvscope._core import _state
+
+__all__ = ["NOT_IN_SITE", "definition_digest", "file_of", "inputs_digest", "program_module", "run_as_program",
+           "site_of"]
 
 # Not in a site: they would make a printed id a glob that selects more than its fusion, or ambiguous to read back.
 NOT_IN_SITE = frozenset("#/*?[] \t\n\r")
@@ -22,10 +25,22 @@ def definition_digest(text: str) -> str:
     return hashlib.blake2b(body.encode("utf-8", "replace"), digest_size=3).hexdigest()
 
 
+# The modules a tool imports as the program a command line named with ``-m`` (`run_as_program`).
+_PROGRAMS: set[str] = set()
+_state.keep(__name__, "_PROGRAMS", "the program this process runs: it stays the program")
+
+
+def run_as_program(module: str) -> None:
+    """``module`` is the program a command line named (``nvscope rescue -m pkg.train:step``): ids name it as
+    ``python -m pkg.train`` does, by its file's stem (`program_module`)."""
+    _PROGRAMS.add(module)
+
+
 def program_module(module: str | None, filename: str | None = None) -> str:
     """A module's name as ids show it: a script's (``__main__``, or the name `nvscope profile`/`bisect`/`search`
-    import it under) is its file's stem, so that ``python train.py`` and ``nvscope profile train.py:step`` agree."""
-    if not module or module == "__main__" or module.startswith("__nvscope"):
+    import it under) is its file's stem, so that ``python train.py`` and ``nvscope profile train.py:step`` agree; so
+    is a module a tool imports as the program (`run_as_program`), as under ``python -m``."""
+    if not module or module == "__main__" or module.startswith("__nvscope") or module in _PROGRAMS:
         path = filename or getattr(sys.modules.get(module or "__main__"), "__file__", None)
         if path:
             module = path.replace("\\", "/").rpartition("/")[2].rpartition(".")[0] or module

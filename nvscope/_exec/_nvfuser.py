@@ -19,6 +19,7 @@ import operator
 import sys
 import threading
 import weakref
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
@@ -124,9 +125,15 @@ class FrontendAdapter(Adapter[Definition]):
     def __init__(self, module: ModuleType) -> None:
         self.module = module
         self.original = module.FusionDefinition.execute
+        self.calls = self.original  # what runs a definition: nvFuser's execute, or a watch's wrapper (`watch_execute`)
+        self.watched()
         self.frontend = _frontends.frontend_of(module.FusionDefinition)
         self.version_error = _frontends.check_version(_version(module))
         self.table_of = operator.attrgetter(_TABLE)  # in the definition's __dict__ (`attach`)
+
+    def watched(self) -> None:
+        """Take up the innermost watch of `watch_execute`, or nvFuser's execute when none is left."""
+        self.calls = _watches[-1](self.original) if _watches else self.original
 
     def patched_execute(self) -> Any:
         # With Thunder's adapter installed too (nvFuser imported before Thunder, or both installed by hand), a
@@ -162,7 +169,7 @@ class FrontendAdapter(Adapter[Definition]):
         return _passed_options(kwargs)
 
     def build(self, fusion: Definition, info: FusionInfo, options: OptionSet) -> _frontends.Partition:
-        execute_with, original, frontend, module = self.frontend.execute, self.original, self.frontend, self.module
+        adapter, execute_with, frontend, module = self, self.frontend.execute, self.frontend, self.module
         definition = repr(fusion)
         share = _shared.enabled()
         # execute's device argument -> (the definition built for it, the call that runs it): a definition runs on the
@@ -187,7 +194,8 @@ class FrontendAdapter(Adapter[Definition]):
                     # call after a refused scoped one compiles.
                     runner, entry = _shared.adopt(runner, options, info.id, definition, device=_device(device),
                                                   share=frontend is _frontends.DIRECT, watch=False, own=own)
-                call = original if entry is None or entry.compiled else first(entry, device)
+                # None: the adapter's `calls`, read at each run (a watch may wrap it: `watch_execute`).
+                call = None if entry is None or entry.compiled else first(entry, device)
                 built = by_device[device] = (runner, call)
                 return built
 
@@ -196,8 +204,8 @@ class FrontendAdapter(Adapter[Definition]):
             refused once its compile failure is remembered), until one completes: then it steps aside."""
 
             def execute_first(fd: Any, *args: Any, **kwargs: Any) -> Any:
-                outputs = _shared.first(entry, original, fd, args, kwargs)
-                by_device[device] = (fd, original)
+                outputs = _shared.first(entry, adapter.calls, fd, args, kwargs)
+                by_device[device] = (fd, None)
                 return outputs
 
             return execute_first
@@ -206,7 +214,7 @@ class FrontendAdapter(Adapter[Definition]):
             device = kwargs.get("device")
             runner, call = by_device.get(device) or definition_for(device, options == _passed_options(kwargs))
             rest = {k: v for k, v in kwargs.items() if k not in _OPTION_KWARGS}
-            return execute_with(call, partition, runner, *args, **rest)
+            return execute_with(call or adapter.calls, partition, runner, *args, **rest)
 
         # The partition's runner gives the definition for a device argument, and the call that runs it.
         partition = _frontends.Partition(definition_for, options, run)
@@ -216,7 +224,7 @@ class FrontendAdapter(Adapter[Definition]):
         return partition.runner(kwargs.get("device"), partition.options == _passed_options(kwargs))[0]
 
     def default(self, fusion: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        return self.original(fusion, *args, **kwargs)
+        return self.calls(fusion, *args, **kwargs)
 
     def repro_inputs(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
         return list(args[0]) if args else list(kwargs.get("inputs", ()))
@@ -225,6 +233,32 @@ class FrontendAdapter(Adapter[Definition]):
 
 
 _adapters: dict[str, FrontendAdapter] = {}
+
+
+# --- a watch on nvFuser's own execute (for nvscope rescue: nvscope._tools._rescue_watch) -------------------------
+# The adapter saved nvFuser's execute when it installed, so a wrapper put on ``FusionDefinition.execute`` later
+# never sees the executions the adapter makes itself (a fusion's defaults, its partitions). `watch_execute` routes
+# them through ``wrap(execute)`` until its undo runs, for adapters installed before the watch or while it lasts.
+_watches: list[Callable[[Any], Any]] = []
+
+
+def watch_execute(wrap: Callable[[Any], Any]) -> Callable[[], None]:
+    """Every nvFuser execute the adapters call goes through ``wrap(execute)`` (the innermost watch) until the
+    returned undo is called."""
+    _watches.append(wrap)
+    for adapter in list(_adapters.values()):
+        adapter.watched()
+
+    def undo() -> None:
+        if wrap in _watches:
+            _watches.remove(wrap)
+        for adapter in list(_adapters.values()):
+            adapter.watched()
+
+    return undo
+
+
+_state.keep(__name__, "_watches", "each watch removes its own (`watch_execute`'s undo)")
 
 
 def install() -> bool:

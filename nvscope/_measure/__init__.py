@@ -39,6 +39,7 @@ __all__ = [
     "flatten_outputs",
     "grad_targets",
     "has_nan",
+    "import_program_module",
     "import_script",
     "install_adapters",
     "kernel_names",
@@ -90,6 +91,7 @@ if TYPE_CHECKING:  # what __getattr__ loads, spelled out for type checkers
     from ._keywords import own_keywords as own_keywords
     from ._keywords import step_keywords as step_keywords
     from ._load import attribute as attribute
+    from ._load import import_program_module as import_program_module
     from ._load import import_script as import_script
     from ._numerics import DEFAULT_TOLERANCES as DEFAULT_TOLERANCES
     from ._numerics import Numerics as Numerics
@@ -131,7 +133,7 @@ else:  # hidden from type checkers, which then still report a misspelt name
         **dict.fromkeys(("Runner", "Stage", "Variant", "compile_clock", "compiles_of", "install_adapters",
                          "progress_printer", "seconds"), "._harness"),
         "kernel_names": "._kernels",
-        **dict.fromkeys(("attribute", "import_script"), "._load"),
+        **dict.fromkeys(("attribute", "import_program_module", "import_script"), "._load"),
         **dict.fromkeys(("own_keywords", "step_keywords"), "._keywords"),
         **dict.fromkeys(("DEFAULT_TOLERANCES", "Numerics", "compare_leaves", "flatten_outputs", "grad_targets",
                          "has_nan", "pair", "raw_max_abs_diff"), "._numerics"),

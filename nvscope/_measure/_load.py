@@ -10,7 +10,7 @@ from typing import Any
 
 from nvscope._core import cut
 
-__all__ = ["SCRIPT_MODULE", "attribute", "import_script"]
+__all__ = ["SCRIPT_MODULE", "attribute", "import_program_module", "import_script"]
 
 SCRIPT_MODULE = "__nvscope_search__"  # the name a script is imported under (fusion ids read it as the file's stem)
 
@@ -28,6 +28,17 @@ def import_script(path: str) -> ModuleType:
         del sys.modules[SCRIPT_MODULE]
         raise
     return module
+
+
+def import_program_module(name: str) -> ModuleType:
+    """Import the module ``name`` a command line named with ``-m`` (``nvscope rescue -m pkg.train:step``), its fusion
+    ids naming it as ``python -m pkg.train`` does (`nvscope._core.run_as_program`)."""
+    import importlib
+
+    from nvscope._core import run_as_program
+
+    run_as_program(name)
+    return importlib.import_module(name)
 
 
 def attribute(module: ModuleType, dotted: str) -> Any:

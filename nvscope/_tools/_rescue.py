@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -35,6 +36,7 @@ from nvscope._measure import _checks, options_from, own_keywords, progress_print
 from nvscope._tools._rescue_probe import Children, Plan, check_target, observe
 from nvscope._tools._rescue_report import Failure, FusionRescue, RescueResult, facts, issue_text
 from nvscope._tools._rescue_search import Attempt, candidates, how_sure, search
+from nvscope._tools._rescue_target import ASYNC_STEP
 from nvscope._tools._rescue_watch import NO_VALIDATE, scripts_directory, tidy
 from nvscope._tools._rescue_workers import signals_interrupt
 
@@ -63,7 +65,9 @@ def _versions(observation: dict[str, Any]) -> dict[str, str]:
 
 
 def _target(step: str, reference: str | None, module: bool, args: list[str]) -> dict[str, Any]:
-    where, _, function = step.rpartition(":") if ":" in step and not step.endswith(":") else (step, "", "")
+    # A file of that name is the script, colon or not (as `nvscope run` takes it); else the last colon names a function.
+    split = ":" in step and not step.endswith(":") and (module or not os.path.isfile(step))
+    where, _, function = step.rpartition(":") if split else (step, "", "")
     if not module and not os.path.isfile(where):
         raise FileNotFoundError(f"can't open file {cut(os.path.abspath(where), 200, repr)}: no such file")
     target = {"where": where, "function": function or None, "module": module, "args": list(args),
@@ -134,6 +138,8 @@ def rescue(step: Callable[[], Any] | str, /, *, reference: Callable[[], Any] | s
         mode, drops = "child processes", [v for v in _ENV if os.environ.get(v)]
     else:
         _checks.step_callable("rescue", step)
+        if inspect.iscoroutinefunction(step):
+            raise TypeError(ASYNC_STEP)
         if sanitize or module or args or fresh_probes:
             raise ValueError("sanitize=, module=, args= and fresh_probes= need a target run in child processes: "
                              "pass 'script.py:FUNCTION' instead of a callable")

@@ -24,10 +24,10 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
+import threading
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -37,6 +37,7 @@ from nvscope._core import OptionSet, _env, dev_mode, first_line, nv_options, pro
 from nvscope._exec import _autoinstall, _events, audit, repro_paths, scripts_named_in
 from nvscope._measure import compare_leaves, flatten_outputs, options_dict, options_from
 from nvscope._tools._bisect_process import _detail
+from nvscope._tools._rescue_events import ENDED, FAILED, MARK, STARTED, Progress, read_json, sanitizer_errors
 from nvscope._tools._rescue_target import check_target
 from nvscope._tools._rescue_watch import (
     NO_VALIDATE,
@@ -51,7 +52,6 @@ from nvscope._tools._search_fusions import _Map
 
 __all__ = ["CHILD", "LOAD", "MARK", "WORKER", "Children", "Plan", "check_target", "observe"]
 
-MARK = "nvscope-rescue: start "
 # A child: load the target as the command line would (`LOAD`), then `observe` it and exit. A program (no function)
 # runs as `nvscope run` runs it; a function is imported as `nvscope search` imports it. A worker loads it the same way.
 LOAD = """\
@@ -81,12 +81,16 @@ if t["function"] is None:
     reference = None
 else:
     from nvscope._measure import import_script
-    if t["module"]:
-        sys.path.insert(0, os.getcwd())
-        loaded = imported(spec, t["where"])
-    else:
-        sys.path.insert(0, os.path.dirname(os.path.abspath(t["where"])))
-        loaded = import_script(t["where"])
+    from nvscope._tools._rescue_target import broken
+    try:
+        if t["module"]:
+            sys.path.insert(0, os.getcwd())
+            loaded = imported(spec, t["where"])
+        else:
+            sys.path.insert(0, os.path.dirname(os.path.abspath(t["where"])))
+            loaded = import_script(t["where"])
+    except Exception as error:  # the target's import failed (a module it imports is missing, its code raised)
+        broken(spec, t["where"], error)
     try:
         step = named(loaded, t["where"], t["function"])
         reference = named(loaded, t["where"], t["reference"], "the reference: ") if t["reference"] else None
@@ -125,20 +129,26 @@ class Plan:
 def observe(step: Callable[[], Any], reference: Callable[[], Any] | None, spec: dict[str, Any],
             tolerance: float | None = None) -> dict[str, Any]:
     """Run ``step`` once under the plan in ``spec`` (``groups``: [[options, [ids]], ...]) and say what happened (a
-    JSON-able dict, also written to ``spec["out"]`` when given). ``spec["events"]``: a file that gets each fusion's id
-    before it runs; ``spec["markers"]``: the same on standard output (for the sanitizer's lines);
+    JSON-able dict, also written to ``spec["out"]`` when given). ``spec["events"]``: a file that gets each
+    fusion's start before it runs and its end or raise after (`Progress`); ``spec["markers"]``: its start on standard
+    output (for the sanitizer's lines);
     ``spec["validate"]``: true (every fusion) or the ids to check with nvFuser's validate; ``spec["scripts"]``: the
     directory for repro scripts, written before each fusion's first run with ``spec["prewrite"]``, else when it
     fails. The result's ``failure`` is the first failure in time, ``failed`` every fusion that failed."""
     groups = [(options_from(o), list(ids)) for o, ids in spec.get("groups", ())]
     events: TextIO | None = open(spec["events"], "a", encoding="utf-8") if spec.get("events") else None
+    lock = threading.Lock()  # fusions of several threads log to one file
     caught: list[tuple[str, BaseException]] = []
     fusions: dict[str, dict[str, Any]] = {}
     watch = Watch(spec.get("validate") or (), spec.get("scripts"), bool(spec.get("prewrite")),
                    {f for _, ids in groups for f in ids})
 
+    running = threading.local()  # the fusion this thread runs: an execution inside it is part of it
+
     def seen(record: _events.FusionRecord) -> None:
-        if record.fusion not in fusions:
+        # A definition a fusion executes (Thunder's, met again by the direct adapter installed beside it; validate's
+        # own execute) is that fusion, not another.
+        if getattr(running, "fusion", None) is None and record.fusion not in fusions:
             ops = record.info.ops
             fusions[record.fusion] = {"id": record.fusion, "ops": None if ops is None else sorted(ops),
                                       "own": options_dict(record.options if record.partition == "default"
@@ -148,37 +158,51 @@ def observe(step: Callable[[], Any], reference: Callable[[], Any] | None, spec: 
 
     @contextmanager
     def timer(record: _events.FusionRecord) -> Iterator[None]:
+        if getattr(running, "fusion", None) is not None:
+            yield None
+            return
         if not versions:  # as this process loaded them, before a fault can take the process
             versions.update(loaded_versions())
             if spec.get("versions"):
                 with open(spec["versions"], "w", encoding="utf-8") as file:
                     json.dump(versions, file)
-        if events is not None:
-            events.write(record.fusion + "\n")
-            events.flush()
+        log(STARTED, record.fusion)
         if spec.get("markers"):
             print(MARK + record.fusion, flush=True)
+        running.fusion = record.fusion
         watch.enter(record.fusion, record.info.ops)
         try:
             yield None
         except BaseException as error:
             if not caught:
                 caught.append((record.fusion, error))
+            log(FAILED, record.fusion)
             raise
+        else:
+            log(ENDED, record.fusion)
         finally:
             watch.leave()
+            running.fusion = None
+
+    def log(event: str, fusion: str) -> None:
+        if events is not None:
+            with lock:
+                events.write(f"{event} {fusion}\n")
+                events.flush()
 
     result: dict[str, Any] = {"failure": None, "failed": [], "matched": None, "numerics": "", "repro": []}
     out: Any = None
     failures: list[dict[str, Any]] = []
     try:
+        # inherit=False: the defaults, not the caller's scope (in process).
         # share=False: the diagnosis sees Thunder's own path, as the user's program runs it, also where the program
         # shares its defaults (an outer share=True scope; NVSCOPE_SHARE=all, suspended in every thread meanwhile): a
         # shared definition is another path.
         # watch_imports: as under `nvscope run`, the adapter installs the moment the step imports Thunder (a
         # program does, after the audit began) even where the program never calls nvscope.thunder.install().
         with dev_mode(True), warnings.catch_warnings(), audit(), _autoinstall.watch_imports(), \
-                _events.listening(seen, timer), program_sharing_suspended(), nv_options(share=False), _Map(groups):
+                _events.listening(seen, timer), program_sharing_suspended(), \
+                nv_options(share=False, inherit=False), _Map(groups):
             warnings.simplefilter("ignore")
             try:
                 out = step()
@@ -227,23 +251,6 @@ def observe(step: Callable[[], Any], reference: Callable[[], Any] | None, spec: 
         with open(spec["out"], "w", encoding="utf-8") as file:
             json.dump(result, file)
     return result
-
-
-_SUMMARY = re.compile(r"ERROR SUMMARY: (\d+) error")
-
-
-def sanitizer_errors(stdout: str) -> tuple[int | None, dict[str, int]]:
-    """compute-sanitizer's error count (None: no summary line) and the errors per fusion, each counted for the
-    fusion whose start marker (`MARK`) came last before it."""
-    current: str | None = None
-    per: dict[str, int] = {}
-    for line in stdout.splitlines():
-        if line.startswith(MARK):
-            current = line[len(MARK):].strip()
-        elif line.startswith("=========") and re.search(r"Invalid|out of bounds|Out-of-range", line):
-            per[current or "?"] = per.get(current or "?", 0) + 1
-    found = _SUMMARY.findall(stdout)
-    return (int(found[-1]) if found else None), per
 
 
 class Children:
@@ -346,24 +353,29 @@ class Children:
     def verdict(self, spec: dict[str, Any], code: int | None, stdout: str, stderr: str, args: Any) -> dict[str, Any]:
         """What one probe saw: its observation, or for a process that died (``code``: its exit status) or hung
         (None) before it could say, what it left."""
-        started = _lines(spec["events"])
+        progress = Progress.read(spec["events"])
         if os.path.exists(spec["out"]) and code is not None:
             with open(spec["out"], encoding="utf-8") as file:
                 result: dict[str, Any] = json.load(file)
             if "usage" in result:  # the target cannot run as given (`unusable`): the caller's error
-                raise (TypeError if result["error"] == "TypeError" else ValueError)(result["usage"])
-        else:  # it died (or hung) before it could say: the last fusion it started is the one
+                raise {"TypeError": TypeError, "ImportError": ImportError}.get(result["error"], ValueError)(
+                    result["usage"])
+        else:  # it died (or hung) before it could say: the fusion it was in (none: it was outside every fusion)
             done = None if code is None else subprocess.CompletedProcess(args, code, stdout, stderr)
             how = "timeout" if code is None else "fault"
-            last = started[-1] if started else None
+            running = progress.running()
+            last = running[-1] if running else None
+            started = progress.started
             # Its repro script was written before it ran (``prewrite``): the fault left no time after.
             script = None if last is None else script_path(self.scripts, last)
             result = {"fusions": [{"id": f, "ops": None, "own": options_dict(OptionSet())}
                                   for f in dict.fromkeys(started)], "matched": None, "numerics": "",
-                      "failure": failure_of(last, how, _detail(done, self.timeout), stderr[-2000:]),
+                      "failure": failure_of(last, how, _detail(done, self.timeout)
+                                            + ("" if last or not started else " (after every fusion had finished)"),
+                                            stderr[-2000:]),
                       "failed": [last] if last else [],
                       "repro": [script] if script and os.path.isfile(script) else [],
-                      "versions": _json(spec.get("versions"))}
+                      "versions": read_json(spec.get("versions"))}
         result["repro"] = list(dict.fromkeys([*result["repro"], *scripts_named_in(stderr)]))
         if self.sanitizer is not None:
             total, per = sanitizer_errors(stdout)
@@ -380,20 +392,3 @@ class Children:
                 if os.path.isfile(script):
                     result["repro"] = [script, *result["repro"]]
         return result
-
-
-def _json(path: str | None) -> Any:
-    """What a probe wrote to ``path`` as JSON (its versions, at its first fusion), or {}."""
-    try:
-        with open(path or "", encoding="utf-8") as file:
-            return json.load(file)
-    except (OSError, ValueError):
-        return {}
-
-
-def _lines(path: str) -> list[str]:
-    try:
-        with open(path, encoding="utf-8") as file:
-            return [line.strip() for line in file if line.strip()]
-    except OSError:
-        return []

@@ -26,6 +26,10 @@ _OUTSIDE: Mapping[str, str] = MappingProxyType({
     "reference": "the reference raised: fix it", "step": "the step fails outside any fusion",
     "numbers": "the step's result differs from its reference while no fusion was found wrong",
     "fault": "the process died before any fusion ran", "timeout": "the step hung before any fusion ran"})
+# A process that died or hung after the fusions that ran had finished: in none of them.
+_AFTER: Mapping[str, str] = MappingProxyType({
+    "fault": "the process died outside every fusion (each fusion that ran had finished)",
+    "timeout": "the step hung outside every fusion (each fusion that ran had finished)"})
 # A step through which no nvFuser fusion ran: nothing was checked.
 NO_FUSION = "no nvFuser fusion ran: is the step jitted by thunder.jit with nvFuser (is Thunder installed)?"
 
@@ -200,7 +204,8 @@ class RescueResult(LoadableResult):
         if u is not None and u.fusion is not None:
             return f"NOT rescued: {u.fusion} fails again with the cures found (partial map above)"
         if u is not None:
-            what = _OUTSIDE.get(u.kind, f"{KINDS.get(u.kind, u.kind)} outside any fusion")
+            what = (_OUTSIDE if self.no_fusion else _AFTER).get(u.kind) or _OUTSIDE.get(
+                u.kind, f"{KINDS.get(u.kind, u.kind)} outside any fusion")
             return (f"NOT rescued: {what}; nothing to search" + (f" ({no_fusion(NO_FUSION)})" if self.no_fusion else "")
                     + (" (the cures found so far are above)" if self.groups() else ""))
         if self.proved is False:

@@ -4,6 +4,7 @@ before any child runs and without running the user's code (a syntax error, a mod
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import sys
@@ -14,7 +15,10 @@ from typing import Any, NoReturn
 from nvscope._core import cut, first_line
 from nvscope._measure import attribute
 
-__all__ = ["check_target", "findable", "imported", "missing_module", "named", "unusable"]
+__all__ = ["ASYNC_STEP", "broken", "check_target", "findable", "imported", "missing_module", "named", "unusable"]
+
+ASYNC_STEP = ("the step is an async function: rescue calls it with no arguments and no event loop; give a plain "
+              "function (def step(): return asyncio.run(train_step()))")
 
 
 def check_target(target: dict[str, Any]) -> None:
@@ -63,6 +67,8 @@ def named(module: Any, where: str, name: str, role: str = "") -> Callable[[], An
         raise ValueError(f"{role}{cut(where, 200)} has no function {cut(name, 200, repr)}")
     if not callable(value):
         raise TypeError(f"{role}{cut(f'{where}:{name}', 200)} is a {type(value).__name__}, not a function")
+    if inspect.iscoroutinefunction(value):
+        raise TypeError(f"{role}{cut(f'{where}:{name}', 200)} is {ASYNC_STEP[len('the step is '):]}")
     return value  # type: ignore[no-any-return]
 
 
@@ -72,6 +78,16 @@ def unusable(spec: dict[str, Any], error: Exception) -> NoReturn:
     if spec.get("out"):
         with open(spec["out"], "w", encoding="utf-8") as file:
             json.dump({"usage": str(error), "error": type(error).__name__}, file)
+    raise SystemExit(3)
+
+
+def broken(spec: dict[str, Any], where: str, error: BaseException) -> NoReturn:
+    """In a child: importing the target ``where`` raised ``error`` (its code, or a module it imports): the parent
+    raises it as an `ImportError` of the target, not as a fusion's fault."""
+    if spec.get("out"):
+        with open(spec["out"], "w", encoding="utf-8") as file:
+            json.dump({"usage": f"importing {cut(where, 200)} failed: {first_line(error, 300)}",
+                       "error": "ImportError"}, file)
     raise SystemExit(3)
 
 
@@ -89,10 +105,10 @@ def findable(spec: dict[str, Any], where: str) -> None:
 
 def imported(spec: dict[str, Any], where: str) -> ModuleType:
     """In a child: the module ``where`` imported (a function's -m); a usage error where it is not there."""
-    import importlib
+    from nvscope._measure import import_program_module
 
     try:
-        return importlib.import_module(where)
+        return import_program_module(where)
     except ModuleNotFoundError as error:  # the module itself, not one it imports
         if not error.name or not (where + ".").startswith(error.name + "."):
             raise

@@ -16,10 +16,10 @@ import re
 import sys
 import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from nvscope._core import NVFUSER_MODULES, first_line
+from nvscope._core import NVFUSER_MODULES, cut, first_line
 
 __all__ = ["NO_VALIDATE", "Watch", "failure_of", "loaded_versions", "script_path", "scripts_directory", "tidy"]
 
@@ -36,9 +36,13 @@ def scripts_directory() -> str:
     """A new directory for one rescue's repro scripts (in ``NVSCOPE_REPRO_DIR`` when set): no rescue overwrites
     another's."""
     base = os.environ.get("NVSCOPE_REPRO_DIR") or None
-    if base:
-        os.makedirs(base, exist_ok=True)
-    return tempfile.mkdtemp(prefix="nvscope-rescue-", dir=base)
+    try:
+        if base:
+            os.makedirs(base, exist_ok=True)
+        return tempfile.mkdtemp(prefix="nvscope-rescue-", dir=base)
+    except OSError as error:  # a file of that name, no permission: `ValueError`, one line
+        raise ValueError(f"NVSCOPE_REPRO_DIR={cut(base or tempfile.gettempdir(), 200)} cannot hold the repro scripts "
+                         f"({error.strerror or error}): set it to a folder you can write to") from None
 
 
 def tidy(directory: str, keep: Sequence[str]) -> None:
@@ -88,9 +92,17 @@ def loaded_versions() -> dict[str, str]:
 
 
 def script_path(directory: str, fusion: str) -> str:
-    """Where a probe writes ``fusion``'s repro script (a fixed name: the parent finds it after a fault)."""
-    return os.path.join(directory, "rescue-" + "".join(c if c.isalnum() or c in "_-." else "_" for c in fusion)
-                        + ".py")
+    """Where a probe writes ``fusion``'s repro script (a fixed name: the parent finds it after a fault). A long id
+    is cut, with a digest of the whole, so that the name (and ``.issue.md`` beside it) fits a file system's limit."""
+    name = "".join(c if c.isalnum() or c in "_-." else "_" for c in fusion)
+    if len(name) > _LONGEST:
+        import hashlib
+
+        name = f"{name[:_LONGEST - 9]}-{hashlib.blake2b(fusion.encode('utf-8', 'replace'), digest_size=4).hexdigest()}"
+    return os.path.join(directory, f"rescue-{name}.py")
+
+
+_LONGEST = 120  # characters of a fusion id in a script's name (names of 255 bytes at most, the .issue.md included)
 
 
 class Watch:
@@ -109,6 +121,7 @@ class Watch:
         self.frontends: list[tuple[type, Any]] | None = None  # (class, its own execute or None), once patched
         self.found_validate = False
         self.checked: set[str] = set()  # the fusions validate compared
+        self.unhook: Callable[[], None] | None = None
 
     def wants(self, fusion: str) -> bool:
         return self.validate is True or (not isinstance(self.validate, bool) and fusion in self.validate)
@@ -122,7 +135,12 @@ class Watch:
         self.local.fusion = None
 
     def _patch(self) -> None:
+        from nvscope._exec import _nvfuser
+
         self.frontends = []
+        # The direct adapter (`nvscope.nvfuser.install()`, before the watch or while it lasts) calls the execute it
+        # saved, under the class's: its executions are watched through its hook.
+        self.unhook = _nvfuser.watch_execute(self._wrap)
         for name in NVFUSER_MODULES:  # the frontend Thunder (or the program) loaded by now
             cls: Any = getattr(sys.modules.get(name), "FusionDefinition", None)
             if not (isinstance(cls, type) and callable(getattr(cls, "execute", None))):
@@ -133,6 +151,9 @@ class Watch:
             patched.execute = self._wrap(patched.execute)
 
     def close(self) -> None:
+        if self.unhook is not None:
+            self.unhook()
+            self.unhook = None
         for frontend, own in self.frontends or ():
             cls: Any = frontend
             if getattr(vars(cls).get("execute"), "_nvscope_rescue", False):

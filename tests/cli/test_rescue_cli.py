@@ -136,3 +136,93 @@ def test_the_search_runs_in_a_worker_unless_fresh_probes(tmp_path: Path, monkeyp
     search = ran[2:5]
     assert len(ran) == 8 and len({c.pid for c in search}) == (3 if fresh else 1)
     assert len({c.pid for c in ran}) == (8 if fresh else 6)
+
+
+_PACKAGE_STEP = """\
+import sys
+sys.path.insert(0, {tests!r})
+import pytest
+from thunder_double import load_frontend
+import nvscope.nvfuser
+
+fe = load_frontend(pytest.MonkeyPatch(), "nvfuser_direct")
+
+
+class TrainFusion(fe.FusionDefinition):  # a subclass: its id names its module and class
+    pass
+
+
+with TrainFusion() as fd:
+    fd.define_tensor(shape=[1], dtype=fe.DataType.Float)
+    fd.ops.slice(0)
+nvscope.nvfuser.install()
+
+
+def step():
+    return fd.execute([1.0])
+"""
+
+
+def test_a_module_targets_fusions_are_named_as_python_dash_m_names_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    chain_program(tmp_path, monkeypatch, 1)  # the tests' folder and the checkout on the children's PYTHONPATH
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "train.py").write_text(_PACKAGE_STEP.format(tests=str(TESTS)))
+    monkeypatch.chdir(tmp_path)
+    assert main(["rescue", "--quiet", "--json", "-", "-m", "pkg.train:step"]) == 0
+    out = capsys.readouterr().out
+    (fusion,) = json.loads(out[out.index("{"):])["fusions"]
+    assert fusion.startswith("call/TrainFusion@train:TrainFusion:"), fusion  # as `python -m pkg.train` names it
+
+
+@pytest.mark.parametrize("argv, message, code", [
+    (["--json", "", "{script}:step"], "--json takes a file path or -", 2),
+    (["--json", "{folder}", "{script}:step"], "is a folder: give a file path in it", 2),
+    (["{script}:step", "--reference", "eager"], "'--reference' after the target: put nvscope rescue's options "
+                                                "before it", 2),
+    (["{script}:later"], "is an async function", 2),
+    (["{broken}:step"], "importing", 1),
+])
+def test_bad_input_is_refused_before_the_rescue_runs(script: Path, argv: list[str], message: str, code: int,
+                                                     tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    add_to(script, "async def later():\n    return step()\n")
+    broken = tmp_path / "broken.py"
+    broken.write_text("import no_such_module_for_rescue\n\ndef step():\n    pass\n")
+    (tmp_path / "out").mkdir()
+    names = {"script": str(script), "folder": str(tmp_path / "out"), "broken": str(broken)}
+    assert main(["rescue", "--quiet", *(a.format(**names) for a in argv)]) == code
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    if "importing" in message:
+        assert "ModuleNotFoundError" in err and "kills the process" not in err
+    assert not list((tmp_path / "out").iterdir())
+
+
+def test_a_repro_folder_that_is_a_file_is_one_line(script: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "afile").write_text("")
+    monkeypatch.setenv("NVSCOPE_REPRO_DIR", str(tmp_path / "afile"))
+    assert main(["rescue", "--quiet", f"{script}:step"]) == 2
+    err = capsys.readouterr().err
+    assert "NVSCOPE_REPRO_DIR=" in err and "set it to a folder" in err and "Traceback" not in err
+
+
+def test_a_script_whose_path_has_a_colon_runs_as_the_program(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "run:01").mkdir()
+    program = tmp_path / "run:01" / "prog.py"
+    program.write_text(chain_program(tmp_path, monkeypatch, 2).read_text())
+    monkeypatch.chdir(tmp_path)
+    assert main(["rescue", "--quiet", "run:01/prog.py"]) == 0
+    assert "nothing to rescue" in capsys.readouterr().out
+
+
+def test_a_fusion_with_a_long_id_gets_a_repro_name_that_fits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    chain_program(tmp_path, monkeypatch, 1)
+    long = "TrainFusion" + "X" * 200  # its id's <module>:<qualname> is past a file name's 255 bytes
+    script = tmp_path / "longid.py"
+    script.write_text(_PACKAGE_STEP.format(tests=str(TESTS)).replace("TrainFusion", long))
+    assert main(["rescue", "--quiet", f"{script}:step"]) == 0
+    assert "nothing to rescue" in capsys.readouterr().out
