@@ -4,7 +4,7 @@ its compile key.
 A scope's *policy* is what the ContextVar holds for it (`nvscope._core._scope.Frame.policy`):
 
 * an `OptionSet` when no scope in the stack has a selector: every fusion gets it (the common case, and the fast one);
-* a `Policy` otherwise: the scopes' layers, outermost first, each ``(options, selector, inherit)``.
+* a `Policy` otherwise: the scopes' layers, outermost first, each ``(options, selector, inherit, run)``.
 
 For one fusion (`effective_split`), lowest to highest:
 
@@ -43,13 +43,14 @@ from nvscope._core._errors import NvscopeError
 from nvscope._core._fusion import FusionInfo, Selector
 from nvscope._core._optionset import EMPTY, OptionSet
 
-__all__ = ["Policy", "compose", "effective_split", "escapes", "escaping", "over", "resolve", "sharing"]
+__all__ = ["Policy", "compose", "effective_split", "escapes", "escaping", "over", "resolve", "routed", "sharing"]
 
-Layer = tuple[OptionSet, "Selector | None", bool]
+Layer = tuple[OptionSet, "Selector | None", bool, "str | None"]
 
 
 class Policy:
-    """Scopes with selectors: ``layers`` outermost first, each ``(options, selector or None, inherit)``.
+    """Scopes with selectors or routes: ``layers`` outermost first, each ``(options, selector or None, inherit,
+    run)`` (``run``: "torch" or "nvfuser" for the fusions the layer selects, None: as below).
 
     Hashed and compared by identity (interned by `over`), so it costs one identity test as a memo key.
     """
@@ -63,9 +64,9 @@ class Policy:
 
     def __repr__(self) -> str:
         parts = []
-        for options, chosen, inherit in self.layers:
+        for options, chosen, inherit, run in self.layers:
             where = f" for fusions={chosen!r}" if chosen is not None else ""
-            cut = " (inherit=False)" if not inherit else ""
+            cut = (" (inherit=False)" if not inherit else "") + (f" run={run!r}" if run is not None else "")
             parts.append(f"{options!r}{where}{cut}")
         extra = (", share=True" if self.share else "") + (", on_error='torch'" if self.escape else "")
         return f"Policy({'; '.join(parts)}{extra})"
@@ -96,7 +97,7 @@ def escaping(policy: OptionSet | Policy | None) -> Policy:
             return policy
         layers, share = policy.layers, policy.share
     else:
-        layers, share = (() if policy is None else ((policy, None, True),)), False
+        layers, share = (() if policy is None else ((policy, None, True, None),)), False
     key = ("torch", layers, share)
     escaped = _interned.get(key)
     if escaped is None:
@@ -110,45 +111,45 @@ def escaping(policy: OptionSet | Policy | None) -> Policy:
 
 
 def over(parent: OptionSet | Policy | None, own: OptionSet, chosen: Selector | None,
-         inherit: bool, share: bool | None = None) -> OptionSet | Policy | None:
+         inherit: bool, share: bool | None = None, run: str | None = None) -> OptionSet | Policy | None:
     """The policy of a scope (``own`` options for the fusions ``chosen`` selects) entered over ``parent``.
 
     None stands for "no options for any fusion" (the hot path tests it with ``is``). ``share``: the scope's
-    ``share=`` (None: as ``parent``).
+    ``share=`` (None: as ``parent``); ``run``: its ``run=`` (None: as ``parent``).
     """
     shared = sharing(parent) if share is None else share
     if shared:
-        return _interned_policy(parent, own, chosen, inherit, True)
+        return _interned_policy(parent, own, chosen, inherit, True, run=run)
     if isinstance(parent, Policy) and parent.share:  # share=False over a sharing parent: its layers, not sharing
         parent = _unshared(parent)
-    if chosen is None and not isinstance(parent, Policy):
+    if run is None and chosen is None and not isinstance(parent, Policy):
         merged = own if not inherit or parent is None else parent.override(own)
         return merged if merged else None
-    if chosen is None and not inherit:
+    if run is None and chosen is None and not inherit:
         return own if own else None  # cuts every layer below, selective ones too
-    return _interned_policy(parent, own, chosen, inherit, False)
+    return _interned_policy(parent, own, chosen, inherit, False, run=run)
 
 
 def _unshared(parent: Policy) -> OptionSet | Policy | None:
     """``parent``'s layers without its sharing: an `OptionSet` where no layer selects (the fast case), else a Policy."""
-    if all(chosen is None for _, chosen, _ in parent.layers):
+    if all(chosen is None and run is None for _, chosen, _, run in parent.layers):
         merged: OptionSet | Policy | None = None
-        for options, _, inherit in parent.layers:
+        for options, _, inherit, _ in parent.layers:
             merged = over(merged, options, None, inherit, False)
         return merged
     return _interned_policy(None, EMPTY, None, True, False, parent.layers)
 
 
 def _interned_policy(parent: OptionSet | Policy | None, own: OptionSet, chosen: Selector | None, inherit: bool,
-                     share: bool, layers: tuple[Layer, ...] | None = None) -> Policy:
+                     share: bool, layers: tuple[Layer, ...] | None = None, run: str | None = None) -> Policy:
     if layers is None:
         if isinstance(parent, Policy):
             below = parent.layers
         elif parent is None:
             below = ()
         else:
-            below = ((parent, None, True),)
-        layers = (*below, (own, chosen, inherit))
+            below = ((parent, None, True, None),)
+        layers = (*below, (own, chosen, inherit, run))
     key = (parent, own, chosen, inherit, share, layers)
     policy = _interned.get(key)
     if policy is None:
@@ -174,8 +175,8 @@ def compose(outer: OptionSet | Policy | None, inner: OptionSet | Policy | None,
     if isinstance(inner, OptionSet):
         return over(outer, inner, None, True, share)
     result = outer
-    for options, chosen, inherit in inner.layers:
-        result = over(result, options, chosen, inherit, share)
+    for options, chosen, inherit, run in inner.layers:
+        result = over(result, options, chosen, inherit, share, run)
     return result
 
 
@@ -191,12 +192,28 @@ def _layered(policy: OptionSet | Policy | None, info: FusionInfo | None) -> tupl
     if isinstance(policy, OptionSet):
         return policy, policy
     result = below = EMPTY
-    for options, chosen, inherit in policy.layers:
+    for options, chosen, inherit, _ in policy.layers:
         below = result
         if chosen is not None and (info is None or not _matches(chosen, info)):
             continue
         result = result.override(options) if inherit else options
     return result, below
+
+
+def routed(policy: OptionSet | Policy | None, info: FusionInfo) -> bool:
+    """Whether ``policy`` sends this fusion to PyTorch (``nv_options(run="torch")``): the innermost layer that selects
+    it and says ``run=`` decides; ``inherit=False`` starts again from nvFuser."""
+    if not isinstance(policy, Policy) or all(run is None for *_, run in policy.layers):
+        return False  # (no selector is matched again: a scope's selector runs once per fusion)
+    torch = False
+    for _, chosen, inherit, run in policy.layers:
+        if chosen is not None and not _matches(chosen, info):
+            continue
+        if not inherit:
+            torch = False
+        if run is not None:
+            torch = run == "torch"
+    return torch
 
 
 def _matches(chosen: Selector, info: FusionInfo) -> bool:

@@ -65,6 +65,7 @@ __all__ = [
 ]
 
 _ON_ERROR = (None, "raise", "fallback", "torch")
+_RUN = (None, "torch", "nvfuser")
 
 
 # Called (without arguments) before each non-empty scope is entered: the layers above register through `on_enter`
@@ -112,6 +113,10 @@ class nv_options(ScopeDecorator):
     instead (`EscapeWarning`; docs/escape.md); ``"raise"`` re-raises (the default, when no enclosing scope chose).
     ``__enter__`` returns the options that reach every fusion.
 
+    ``run="torch"``: the Thunder fusions this scope selects run their region in PyTorch from their first call,
+    whatever nvFuser would do (the cure for faults, hangs and wrong numbers no exception reports; docs/escape.md);
+    ``run="nvfuser"`` sends them back inside it.
+
     ``share=True``: the fusions this scope leaves at their own options (no options of its own, or not selected, or
     gated out) run through nvscope too, one compiled definition per (printed definition, inputs, options, device)
     shared by every fusion that prints it, as scoped fusions already do; so a deep model's defaults compile once per
@@ -122,17 +127,19 @@ class nv_options(ScopeDecorator):
     share: it keeps no per-entry state, so it can be entered nested in itself and from many threads at once.
     """
 
-    __slots__ = ("_inherit", "_on_error", "_options", "_selector", "_share")
+    __slots__ = ("_inherit", "_on_error", "_options", "_run", "_selector", "_share")
 
     def __init__(self, enable: Iterable[str] | str | OptionSet = (), disable: Iterable[str] | str = (), *,
                  inherit: bool = True, fusions: object = None, on_error: str | None = None,
-                 share: bool | None = None) -> None:
+                 share: bool | None = None, run: str | None = None) -> None:
         if not isinstance(inherit, bool):
             raise TypeError(f"inherit= takes True or False, not {inherit!r}")
         if share is not None and not isinstance(share, bool):
             raise TypeError(f"share= takes True, False or None, not {cut(repr(share), 40)}")
         if on_error not in _ON_ERROR:
             raise ValueError(f"on_error= takes 'raise', 'fallback' or 'torch', not {on_error!r}")
+        if run not in _RUN:
+            raise ValueError(f"run= takes 'torch' (the selected fusions run in PyTorch) or 'nvfuser', not {run!r}")
         if isinstance(enable, OptionSet):
             if disable:
                 raise TypeError("nv_options(an OptionSet) takes no disable=: the OptionSet holds both lists")
@@ -148,6 +155,7 @@ class nv_options(ScopeDecorator):
         self._inherit = inherit
         self._on_error = on_error
         self._share = share
+        self._run = run
         if share and not _env.flag("NVSCOPE_SHARE"):  # as `nvscope run --share-defaults` refuses it, said once
             _warn_share_off()
 
@@ -170,6 +178,11 @@ class nv_options(ScopeDecorator):
         return self._on_error
 
     @property
+    def run(self) -> str | None:
+        """Where the fusions this scope selects run: "torch", "nvfuser", or None (as the enclosing scope)."""
+        return self._run
+
+    @property
     def share(self) -> bool | None:
         """Whether fusions this scope leaves alone share compiled definitions (None: as the enclosing scope)."""
         return self._share
@@ -182,6 +195,8 @@ class nv_options(ScopeDecorator):
             extra += f", on_error={self._on_error!r}"
         if self._share is not None:
             extra += f", share={self._share!r}"
+        if self._run is not None:
+            extra += f", run={self._run!r}"
         return (f"nv_options(enable={sorted(self._options.enable)!r}, "
                 f"disable={sorted(self._options.disable)!r}{extra})")
 
@@ -196,7 +211,7 @@ class nv_options(ScopeDecorator):
     def _frame(self, parent: Frame | None, check: bool) -> Frame:
         """This scope's frame over ``parent``, after the policy check and the enter hooks (which may raise)."""
         own = self._options
-        if own or self._share or self._on_error == "torch":
+        if own or self._share or self._on_error == "torch" or self._run is not None:
             if check and own:  # sharing changes no option: nothing to warn about
                 _devmode.check_scope(own)  # may raise (strict mode): nothing has been entered yet
             for hook in ENTER_HOOKS:
@@ -207,12 +222,13 @@ class nv_options(ScopeDecorator):
         own = self._options
         below = None if parent is None else parent.policy
         merged: OptionSet | _policy.Policy | None
-        if self._selector is None and self._share is None and not isinstance(below, _policy.Policy):
+        if self._selector is None and self._share is None and self._run is None and \
+                not isinstance(below, _policy.Policy):
             # _policy.over, inlined: it is hot
             policy = below.override(own) if self._inherit and below is not None else own
             merged = policy if policy else None
         else:
-            merged = _policy.over(below, own, self._selector, self._inherit, self._share)
+            merged = _policy.over(below, own, self._selector, self._inherit, self._share, self._run)
         on_error = self._on_error
         if on_error is None and parent is not None:
             on_error = parent.on_error
@@ -259,7 +275,7 @@ _state.register(__name__, "_SHARE_OFF_WARNED", _SHARE_OFF_WARNED.clear, step="ca
 
 def with_nv_options(enable: Iterable[str] | str | OptionSet = (), disable: Iterable[str] | str = (), *,
                     inherit: bool = True, fusions: object = None, on_error: str | None = None,
-                    share: bool | None = None) -> Callable[[F], F]:
+                    share: bool | None = None, run: str | None = None) -> Callable[[F], F]:
     """Decorator: run the function (or coroutine, generator, async generator) body under these options.
 
     Names are validated once, when the decorator is built. See `nv_options` for the merge rules. A generator's body
@@ -271,4 +287,4 @@ def with_nv_options(enable: Iterable[str] | str | OptionSet = (), disable: Itera
         # `@with_nv_options` without parentheses hands the function itself over as enable=.
         raise TypeError(f"with_nv_options needs its arguments: write @with_nv_options(enable=[...]) (with "
                         f"parentheses) above {getattr(enable, '__qualname__', 'the function')}, not @with_nv_options")
-    return nv_options(enable, disable, inherit=inherit, fusions=fusions, on_error=on_error, share=share)
+    return nv_options(enable, disable, inherit=inherit, fusions=fusions, on_error=on_error, share=share, run=run)

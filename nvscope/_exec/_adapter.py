@@ -80,8 +80,12 @@ class Adapter(Generic[F]):
 
     def escape(self, fusion: F, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Callable[[], Any]]:
         """For ``on_error="torch"``: the key of these inputs (calls with an equal key take the same route) and a
-        builder of the fusion's PyTorch callable. Raises `EscapeRefused` (its message says why, in a few words)
-        where the fusion has no PyTorch form."""
+        builder of the fusion's PyTorch callable (`region`). Raises `EscapeRefused` (its message says why, in a few
+        words) where these inputs cannot run in PyTorch."""
+        return None, lambda: self.region(fusion)
+
+    def region(self, fusion: F) -> Callable[..., Any]:
+        """The fusion's PyTorch callable (its region, run eagerly), or `EscapeRefused` saying why it has none."""
         raise EscapeRefused("a direct nvFuser FusionDefinition has no Thunder region to run in PyTorch")
 
 

@@ -140,7 +140,10 @@ def fusion_table(adapter: Adapter[F], fusion: F, args: tuple[Any, ...],
             def build_own() -> Partition:
                 return adapter.own_partition(fusion, own_options)
 
-            table = FusionTable(own_options, build, info=info, build_own=build_own)
+            def build_region() -> Callable[..., Any]:
+                return adapter.region(fusion)
+
+            table = FusionTable(own_options, build, info=info, build_own=build_own, build_region=build_region)
             adapter.attach(fusion, table)
         return table
 
@@ -188,7 +191,8 @@ def execute(adapter: Adapter[F], fusion: F, frame: Frame | None, args: tuple[Any
     started = time.perf_counter() if new else 0.0
     try:
         if _SINKS:
-            route: _events.Route = "default" if partition.runner is fusion else "new" if new else "reused"
+            route: _events.Route = ("default" if partition.runner is fusion else "torch"
+                                    if partition.runner is table.region else "new" if new else "reused")
             record = _record(info, partition.options, route, adapter,
                              shared_from=_shared_from(adapter, info, partition, args, kwargs, new))
             return _timed(partition.run, record, args, kwargs)

@@ -61,6 +61,22 @@ class Partition:
         self.run = run
 
 
+def _region(table: FusionTable[Any]) -> Callable[..., Any]:
+    from nvscope._core import NvscopeError
+    from nvscope._exec._adapter import EscapeRefused
+
+    fusion = "this fusion" if table.info is None else table.info.id
+    if table.build_region is None:
+        raise NvscopeError(f"nv_options(run='torch') cannot run {fusion} in PyTorch: its adapter has no PyTorch form")
+    try:
+        return table.build_region()
+    except EscapeRefused as why:
+        raise NvscopeError(f"nv_options(run='torch') cannot run {fusion} in PyTorch: {why}") from None
+    except Exception as error:  # Thunder's PyTorch executor cannot run the region
+        raise NvscopeError(f"nv_options(run='torch') cannot run {fusion} in PyTorch: Thunder's PyTorch executor "
+                           f"cannot run its region ({type(error).__name__}: {str(error)[:200]})") from None
+
+
 class FusionTable(Generic[T]):
     """``options -> cache`` for one fusion; ``build(options)`` makes a missing entry.
 
@@ -68,11 +84,12 @@ class FusionTable(Generic[T]):
     decides which one a call runs (`resolve`) and remembers which failed (`mark_failed`): the memos it keeps for that
     (``hot``, ``steady``, ``resolved``, ``failed``) are written here only."""
 
-    __slots__ = ("_entries", "_lock", "_own", "build", "build_own", "builds", "evictions", "failed", "hot", "info",
-                 "maxsize", "own_options", "region", "resolved", "routes", "steady")
+    __slots__ = ("_entries", "_lock", "_own", "_torch", "build", "build_own", "build_region", "builds", "evictions",
+                 "failed", "hot", "info", "maxsize", "own_options", "region", "resolved", "routes", "steady")
 
     def __init__(self, own_options: OptionSet, build: Callable[[OptionSet], T], maxsize: int | None = None, *,
-                 info: FusionInfo | None = None, build_own: Callable[[], T] | None = None):
+                 info: FusionInfo | None = None, build_own: Callable[[], T] | None = None,
+                 build_region: Callable[[], Callable[..., Any]] | None = None):
         if maxsize is None:
             # Distinct option sets kept per fusion. A developer A/B-testing a handful of flag combinations stays well
             # below the default (8); each partition holds compiled kernels, so the bound keeps memory finite.
@@ -100,7 +117,7 @@ class FusionTable(Generic[T]):
         # only while the innermost scope decided the fusion's options and the entry has not failed; else `NO_STEADY`.
         # One tuple, so that a thread never reads one part of another thread's update.
         self.steady: tuple[Any, T | None, int] = NO_STEADY
-        self.resolved: dict[tuple[Any, OptionSet], tuple[OptionSet | None, bool]] = {}
+        self.resolved: dict[tuple[Any, OptionSet], tuple[OptionSet | None, bool, bool]] = {}
         # Option sets this fusion failed under (on_error="fallback") -> the failure's text. Kept beyond eviction: a
         # partition built again for one of them starts failed, so it is not compiled again (nor warned about).
         self.failed: dict[OptionSet, str] = {}
@@ -109,6 +126,9 @@ class FusionTable(Generic[T]):
         # to it, (options in force, the inputs' descriptors) -> that callable, for the calls nvFuser failed.
         self.build_own = build_own
         self._own: T | None = None
+        # run="torch": the region's PyTorch callable (`build_region`, shared with on_error="torch") as a partition.
+        self.build_region = build_region
+        self._torch: Partition | None = None
         self.region: Callable[..., Any] | None = None
         self.routes: dict[tuple[OptionSet, Any], Callable[..., Any]] = {}
 
@@ -145,14 +165,17 @@ class FusionTable(Generic[T]):
             # Under sharing (`nvscope._core._policy.sharing`), the fusion's own options run in a partition too: its
             # definition is then shared (nvscope._exec._shared), unless NVSCOPE_SHARE=0 turned sharing off.
             alone = options == own_options and not (_policy.sharing(policy) and _shared.enabled())
-            memo = (None if alone else options, innermost)
+            memo = (None if alone else options, innermost, _policy.routed(policy, info))
             if len(resolved) >= _MAX_RESOLVED:
                 resolved.clear()
             resolved[key] = memo
-        effective, innermost = memo
+        effective, innermost, torch = memo
         partition: Partition | None = None
         new = False
-        if effective is not None:
+        if torch:
+            partition = self.torch_partition()
+            effective = None
+        elif effective is not None:
             if refusal is not None:
                 raise refusal
             partition, new = self.get(effective)
@@ -165,7 +188,7 @@ class FusionTable(Generic[T]):
         steady = (innermost and own_options is self.own_options and partition is not None and partition.error is None
                   and not self.routes)
         if steady and partition is not None:
-            self.steady = (policy, partition, NO_EFFECT if effective == own_options else CHANGED)
+            self.steady = (policy, partition, NO_EFFECT if effective == own_options and not torch else CHANGED)
         else:
             self.steady = NO_STEADY
         if steady and partition is not None and partition.error is not None:
@@ -173,6 +196,25 @@ class FusionTable(Generic[T]):
             # that reset may have come before this store, so undo it here; the lane must not run a failed partition.
             self.steady = NO_STEADY
         return partition, innermost, new
+
+    def torch_partition(self: FusionTable[Partition]) -> Partition:
+        """The fusion's region in PyTorch as a partition (``run="torch"``), built once: an `NvscopeError` says in one
+        line why it cannot be."""
+        torch = self._torch
+        if torch is None:
+            with self._lock:
+                torch = self._torch
+                if torch is None:
+                    region = self.region
+                    if region is None:
+                        region = self.region = _region(self)
+                    run = region
+
+                    def routed(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+                        return run(*args)
+
+                    torch = self._torch = Partition(region, self.own_options, routed)
+        return torch
 
     def own_partition(self) -> T:
         """The fusion's own call as a partition (`build_own`), built once."""

@@ -280,15 +280,18 @@ class ThunderAdapter(Adapter[Wrapper]):
         return _frontends.Partition(fusion, own_options, run)
 
     def escape(self, fusion: Wrapper, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any]:
-        if self.escape_refusal is not None:
-            raise EscapeRefused(f"{thunder_version()}: {self.escape_refusal}")
         if _has_dtensor(args):
             raise EscapeRefused("its inputs are DTensors, which the region's PyTorch form does not take")
+        return fusion.to_descriptors(args), functools.partial(self.region, fusion)
+
+    def region(self, fusion: Wrapper) -> Any:
+        if self.escape_refusal is not None:
+            raise EscapeRefused(f"{thunder_version()}: {self.escape_refusal}")
         region = _thunder_region.region_of(fusion.get_fd)
         if region is None:
             raise EscapeRefused(f"{thunder_version()} keeps no region (bound symbols, inputs, outputs) in the "
                                 "closure of the fusion's get_fd")
-        return fusion.to_descriptors(args), functools.partial(_thunder_region.compile, *region)
+        return _thunder_region.compile(*region)
 
     def repro_inputs(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
         return _local_inputs(args)

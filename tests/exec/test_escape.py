@@ -240,3 +240,54 @@ def test_on_error_torch_alone_installs_the_adapter(double: ThunderDouble) -> Non
     fusion = double.make_wrapper("nvFusion6", fails="raise::", eager="wrong")
     with nv_options(on_error="torch"), pytest.warns(EscapeWarning):
         assert fusion(X) == [X * 3]
+
+
+# --- run="torch": an explicit route, from the first call ------------------------------------------------------------
+
+def test_run_torch_sends_the_selected_fusions_to_pytorch_from_their_first_call(installed: ThunderDouble) -> None:
+    first = installed.make_wrapper("nvFusion0", eager="wrong")
+    second = installed.make_wrapper("nvFusion1", eager="wrong")
+    with nvscope.audit() as log, nv_options(fusions="forward/nvFusion0", run="torch"):
+        assert first(X) == [X * 3] and second(X) == [X * 2]  # the first in PyTorch, the second in nvFuser
+        assert first(X) == [X * 3]
+    assert [(r.fusion, r.route) for r in log.records] == [
+        ("forward/nvFusion0", "torch"), ("forward/nvFusion1", "default"), ("forward/nvFusion0", "torch")]
+    assert len(installed.executions) == 1  # nvFuser ran the second fusion only
+    assert first(X) == [X * 2]  # outside the scope: nvFuser again
+
+
+def test_run_nvfuser_inside_run_torch_and_inherit_false_send_it_back(installed: ThunderDouble) -> None:
+    fusion = installed.make_wrapper("nvFusion0", eager="wrong")
+    with nv_options(run="torch"):
+        assert fusion(X) == [X * 3]
+        with nv_options(run="nvfuser"):
+            assert fusion(X) == [X * 2]
+        with nv_options(enable=["fuse_matmul"], inherit=False):
+            assert fusion(X) == [X * 2]
+        with pytest.warns(nvscope.NoEffectWarning), nv_options(enable=["fuse_matmul"]):
+            assert fusion(X) == [X * 3]  # options do not undo the route: they changed nothing
+
+
+def test_run_torch_reaches_backward_fusions(installed: ThunderDouble) -> None:
+    torch = pytest.importorskip("torch")
+    model, _, _ = installed.make_model()
+    x = torch.ones(2, requires_grad=True)
+    with nvscope.audit() as log:
+        with nv_options(fusions=nvscope.phase("backward"), run="torch"):
+            y = model(x)
+        y.sum().backward()
+    assert [(r.fusion.split("@")[0], r.route) for r in log.records] == [("forward/nvFusion0", "default"),
+                                                                       ("backward/nvFusion1", "torch")]
+
+
+def test_run_torch_without_a_pytorch_form_says_so_in_one_line(fusion_definition_failing: Any) -> None:
+    with nv_options(run="torch"), pytest.raises(nvscope.NvscopeError) as raised:
+        fusion_definition_failing.execute([1.0])
+    assert str(raised.value) == ("nv_options(run='torch') cannot run call/FusionDefinition@"
+                                 f"{str(raised.value).split('@')[1].split()[0]} in PyTorch: a direct nvFuser "
+                                 "FusionDefinition has no Thunder region to run in PyTorch")
+
+
+def test_run_is_validated() -> None:
+    with pytest.raises(ValueError, match="run= takes 'torch'"):
+        nv_options(run="eager")
