@@ -132,18 +132,10 @@ def fusion_table(adapter: Adapter[F], fusion: F, args: tuple[Any, ...],
         if table is None:
             info = adapter.identify(fusion, args, kwargs)
 
-            def build(options: OptionSet) -> Partition:
-                return adapter.build(fusion, info, options)
-
             own_options = adapter.own_options(fusion, NO_KWARGS)
-
-            def build_own() -> Partition:
-                return adapter.own_partition(fusion, own_options)
-
-            def build_region() -> Callable[..., Any]:
-                return adapter.region(fusion)
-
-            table = FusionTable(own_options, build, info=info, build_own=build_own, build_region=build_region)
+            table = FusionTable(own_options, functools.partial(adapter.build, fusion, info), info=info,
+                                build_own=functools.partial(adapter.own_partition, fusion, own_options),
+                                build_region=functools.partial(adapter.region, fusion))
             adapter.attach(fusion, table)
         return table
 
