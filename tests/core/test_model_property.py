@@ -11,7 +11,9 @@ options (through the execution path and its per-fusion memo, audited or not). Tw
 ``nvFusion0`` (two jitted functions): the second nvscope sees is ``forward/nvFusion0#2``, and globs select either by
 number or both by name. Another fusion breaks under
 ``fuse_matmul``: it must raise, or run its defaults when the innermost scope that sets ``on_error=`` says
-``"fallback"`` (whatever that scope's selector or ``inherit=``). Contexts copied along the way (as an asyncio task's)
+``"fallback"``, or run its region in PyTorch when it says ``"torch"`` (whatever that scope's selector or
+``inherit=``). A fusion that the scopes route (``run="torch"``, the innermost selecting scope that sets ``run=``
+deciding, ``inherit=False`` starting again from nvFuser) runs its region in PyTorch without nvFuser. Contexts copied along the way (as an asyncio task's)
 keep the scopes they were copied in after those exit here: fusions run in them get those scopes' options, while the
 adapters' patches come and go with the scopes that exist (`nvscope._core._patches.demand`).
 """
@@ -167,7 +169,9 @@ class ScopeMachine(RuleBasedStateMachine):
         self.wrappers = {}
         for (name, number), (ops, (enable, disable)) in RUNS.items():
             breaks = "fuse_matmul" if (name, number) == BREAKS else None
-            wrapper = self.double.make_wrapper(name, sorted(enable), sorted(disable), breaks, ops=ops or ())
+            # Its region (PyTorch) computes 3 * x, nvFuser 2 * x: the result tells which ran.
+            wrapper = self.double.make_wrapper(name, sorted(enable), sorted(disable), breaks, ops=ops or (),
+                                               eager="wrong")
             if ops is None:
                 wrapper.last_used = Unprintable()  # what nvscope reads a fusion's ops from when it first sees it
             with audit() as log:  # nvscope sees it now: its identity is computed before any scope
@@ -202,10 +206,27 @@ class ScopeMachine(RuleBasedStateMachine):
         chosen = [scope.share for scope in self.model if scope.share is not None]
         return bool(chosen) and bool(chosen[-1])
 
-    def falls_back(self) -> bool:
+    def on_error(self) -> str:
         """The model's on_error: the innermost scope that sets one decides; "raise" when none does."""
         chosen = [scope.on_error for scope in self.model if scope.on_error is not None]
-        return bool(chosen) and chosen[-1] == "fallback"
+        return chosen[-1] if chosen else "raise"
+
+    def falls_back(self) -> bool:
+        return self.on_error() == "fallback"
+
+    def routed(self, fusion: nvscope.FusionInfo) -> bool:
+        """The model's ``run=``: from the outermost scope in, a scope whose selector misses the fusion is skipped;
+        ``inherit=False`` starts again from nvFuser; a scope that sets ``run=`` decides for the fusions it selects."""
+        torch = False
+        for scope in self.model:
+            predicate = _predicates[id(scope)]
+            if predicate is not None and not predicate(fusion):
+                continue
+            if not scope.inherit:
+                torch = False
+            if scope.run is not None:
+                torch = scope.run == "torch"
+        return torch
 
     def run_fusions(self, audited: bool) -> None:
         """Each of the double's fusions runs with the model's options for it, gated, over its compile-time ones."""
@@ -213,12 +234,22 @@ class ScopeMachine(RuleBasedStateMachine):
             fusion = nvscope.FusionInfo(name, "forward", ops, instance=number)
             expected = laid_over(static, gated(resolve(self.model, fusion), ops))
             broken = (name, number) == BREAKS and "fuse_matmul" in expected[0]
+            x = Tensor((1.0,))
+            ran_before = len(self.double.executions)
             with audit() if audited else nullcontext() as log:
+                if self.routed(fusion) or (broken and self.on_error() == "torch"):
+                    assert self.wrappers[name, number](x) == [x * 3], fusion  # its region, in PyTorch
+                    if self.routed(fusion):
+                        assert len(self.double.executions) == ran_before, fusion  # nvFuser never ran it
+                    if log is not None:
+                        record = log.records[-1]
+                        assert record.info == fusion and record.route == "torch", (fusion, record)
+                    continue
                 if broken and not self.falls_back():
                     with pytest.raises(RuntimeError, match="INTERNAL ASSERT"):
-                        self.wrappers[name, number](Tensor((1.0,)))
+                        self.wrappers[name, number](x)
                     continue
-                self.wrappers[name, number](Tensor((1.0,)))
+                assert self.wrappers[name, number](x) == [x * 2], fusion
             execution = self.double.executions[-1]
             ran = static if broken else expected  # a fusion that fell back ran its defaults
             assert (frozenset(execution.enable), frozenset(execution.disable)) == ran, (fusion, execution)
@@ -245,17 +276,19 @@ class ScopeMachine(RuleBasedStateMachine):
         inherit=st.booleans(),
         as_str=st.booleans(),
         chosen=st.sampled_from(["none"] * 3 + sorted(SELECTORS)),  # unselective scopes as often as not
-        on_error=st.sampled_from([None, None, "raise", "fallback"]),
+        on_error=st.sampled_from([None, None, "raise", "fallback", "torch"]),
         share=st.sampled_from([None, None, True, False]),
+        run=st.sampled_from([None, None, None, "torch", "nvfuser"]),
     )
     def make_scope(self, enable: list[str], disable: list[str], inherit: bool, as_str: bool,
-                   chosen: str, on_error: str | None = None, share: bool | None = None) -> nv_options:
+                   chosen: str, on_error: str | None = None, share: bool | None = None,
+                   run: str | None = None) -> nv_options:
         disable = [name for name in disable if name not in enable]  # one scope takes a name in one list only
         before = current_options()
         enable_arg: Any = enable[0] if as_str and len(enable) == 1 else enable
         value, predicate = SELECTORS[chosen]
         scope = nv_options(enable=enable_arg, disable=tuple(disable), inherit=inherit, fusions=value,
-                           on_error=on_error, share=share)
+                           on_error=on_error, share=share, run=run)
         _predicates[id(scope)] = predicate
         assert scope.options == OptionSet(enable, disable)
         assert current_options() == before  # construction enters nothing

@@ -264,6 +264,10 @@ def test_run_nvfuser_inside_run_torch_and_inherit_false_send_it_back(installed: 
             assert fusion(X) == [X * 2]
         with nv_options(enable=["fuse_matmul"], inherit=False):
             assert fusion(X) == [X * 2]
+        with nv_options(enable=["fuse_matmul"], fusions="forward/*", inherit=False):
+            assert fusion(X) == [X * 2]  # a selective inherit=False: for the fusions it selects only
+        with nv_options(fusions="backward/*", inherit=False):
+            assert fusion(X) == [X * 3]
         with pytest.warns(nvscope.NoEffectWarning), nv_options(enable=["fuse_matmul"]):
             assert fusion(X) == [X * 3]  # options do not undo the route: they changed nothing
 
