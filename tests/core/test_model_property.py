@@ -2,20 +2,20 @@
 
 The model is the stack of entered scopes; what a fusion gets is computed from it by a reference resolver written
 here from the documented rules, not from nvscope's code: from the outermost scope in, a scope whose ``fusions=``
-selector (a reference predicate here) does not match the fusion is skipped; ``inherit=False`` starts again from
-its own options; otherwise its options are laid over what is below, a name it requests the other way replacing the
-outer request. After every step ``current_options()`` (scopes that reach every fusion) and ``current_options(info)``
-for a few fusions must equal the model's, and so must what three fusions of the Thunder double execute with: the
-model's options for them, less those the catalog's gates say cannot affect them, laid over their compile-time
-options (through the execution path and its per-fusion memo, audited or not). Two of them share Thunder's name
-``nvFusion0`` (two jitted functions): the second nvscope sees is ``forward/nvFusion0#2``, and globs select either by
-number or both by name. Another fusion breaks under
-``fuse_matmul``: it must raise, or run its defaults when the innermost scope that sets ``on_error=`` says
-``"fallback"``, or run its region in PyTorch when it says ``"torch"`` (whatever that scope's selector or
-``inherit=``). A fusion that the scopes route (``run="torch"``, the innermost selecting scope that sets ``run=``
-deciding, ``inherit=False`` starting again from nvFuser) runs its region in PyTorch without nvFuser. Contexts copied along the way (as an asyncio task's)
-keep the scopes they were copied in after those exit here: fusions run in them get those scopes' options, while the
-adapters' patches come and go with the scopes that exist (`nvscope._core._patches.demand`).
+selector (a reference predicate here) does not match the fusion is skipped; ``inherit=False`` starts again from its
+own options; otherwise its options are laid over what is below, a name it requests the other way replacing the outer
+request. After every step ``current_options()`` (scopes that reach every fusion) and ``current_options(info)`` for a
+few fusions must equal the model's, and so must what three fusions of the Thunder double execute with: the model's
+options for them, less those the catalog's gates say cannot affect them, laid over their compile-time options
+(through the execution path and its per-fusion memo, audited or not). Two of them share Thunder's name ``nvFusion0``
+(two jitted functions): the second nvscope sees is ``forward/nvFusion0#2``, and globs select either by number or
+both by name. Another fusion breaks under ``fuse_matmul``: it must raise, or run its defaults when the innermost
+scope that sets ``on_error=`` says ``"fallback"``, or run its region in PyTorch when it says ``"torch"`` (whatever
+that scope's selector or ``inherit=``). A fusion that the scopes route (``run="torch"``, the innermost selecting
+scope that sets ``run=`` deciding, ``inherit=False`` starting again from nvFuser) runs its region in PyTorch without
+nvFuser. Contexts copied along the way (as an asyncio task's) keep the scopes they were copied in after those exit
+here: fusions run in them get those scopes' options, while the adapters' patches come and go with the scopes that
+exist (`nvscope._core._patches.demand`).
 """
 
 from __future__ import annotations
