@@ -1,6 +1,8 @@
 """GPU: `nvscope.bisect` on two known problems; prints summary lines and writes each result under --out.
 
     source .gpu/activate.sh && python benchmarks/bisect_gpu.py --out "$NVSCOPE_RESULTS" [--part assert,numerics]
+    (``.gpu/activate.sh``: the team's device machine's set-up, which installs the GPU stack from a folder of
+    wheels; on your own machine, set the stack up as in docs/install-gpu.md and leave the ``source`` out.)
 
 * ``assert``: nvFuser's INTERNAL ASSERT at csrc/scheduler/runtime_info.h:69, from the bf16 Linear-GELU-Linear
   training step jitted with ``nv_enable_linear=True, nv_enable_matmul=True`` under ``enable=["fuse_matmul"],

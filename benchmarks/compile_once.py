@@ -1,6 +1,8 @@
 """GPU: the first scoped training step compiles each distinct fusion definition once (issue 26), measured.
 
     source .gpu/activate.sh && python benchmarks/compile_once.py --out "$NVSCOPE_RESULTS" [--workloads llama2x2,...]
+    (``.gpu/activate.sh``: the team's device machine's set-up, which installs the GPU stack from a folder of
+    wheels; on your own machine, set the stack up as in docs/install-gpu.md and leave the ``source`` out.)
 
 Workloads (Thunder's own test models, fp32, forward + backward, ``thunder.jit(model)`` with no other option):
 ``llama2x2`` and ``llama2x8`` (``thunder/tests/llama2_model.py``: dim 256, 8 heads, 2 or 8 layers, vocabulary 32000,

@@ -4,6 +4,8 @@
         [--nanogpt] [--modes plain,shared] [--rounds 20]
     python benchmarks/defaults_shared.py --profile-row --out DIR [--before-root /path/to/earlier/checkout]
     python benchmarks/defaults_shared.py --summarize DIR/defaults_shared-*.json   # one table from several runs
+    (``.gpu/activate.sh``: the team's device machine's set-up, which installs the GPU stack from a folder of
+    wheels; on your own machine, set the stack up as in docs/install-gpu.md and leave the ``source`` out.)
 
 Workloads (Thunder's own test models, fp32, forward + backward, ``thunder.jit(model)`` with no other option, from
 tests/gpu/workloads.py): Llama-2 (``thunder/tests/llama2_model.py``, ``--layers`` x ``--dim``, default 8 x 256,

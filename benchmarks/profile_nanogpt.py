@@ -1,6 +1,8 @@
 """GPU: `nvscope.profile` of Thunder's nanoGPT training step under two performance options of the catalog.
 
     source .gpu/activate.sh && python benchmarks/profile_nanogpt.py --out "$NVSCOPE_RESULTS" [--options tma_pointwise]
+    (``.gpu/activate.sh``: the team's device machine's set-up, which installs the GPU stack from a folder of
+    wheels; on your own machine, set the stack up as in docs/install-gpu.md and leave the ``source`` out.)
 
 The model: ``thunder.tests.nanogpt_model.GPT`` with 4 layers x 768 (12 heads), GPT-2's vocabulary, by default float32,
 batch 4 x 256 tokens (tests/gpu/workloads.py's nanoGPT); ``--dtype bfloat16 --batch 8 --seq 512`` is not the default

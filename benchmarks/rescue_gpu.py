@@ -2,6 +2,8 @@
 
     source .gpu/activate.sh && python benchmarks/rescue_gpu.py --out "$NVSCOPE_RESULTS" [--part llama_bf16,...]
     NVSCOPE_GPU_THUNDER=next NVSCOPE_GPU_NVFUSER=0.2.35 source .gpu/activate.sh && python benchmarks/rescue_gpu.py ...
+    (``.gpu/activate.sh``: the team's device machine's set-up, which installs the GPU stack from a folder of
+    wheels; on your own machine, set the stack up as in docs/install-gpu.md and leave the ``source`` out.)
 
 Parts (each writes ``rescue_<part>.py`` (the step), ``rescue_<part>.json``, ``rescue_<part>.log`` (the command's
 stderr, its progress lines, streamed into the file line by line with the seconds since the start, so a run cut by a

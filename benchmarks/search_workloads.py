@@ -1,6 +1,8 @@
 """GPU: `nvscope.search` on two real workloads; prints each ranked table and writes its JSON and PNG chart.
 
     source .gpu/activate.sh && python benchmarks/search_workloads.py --out "$OUT" [--quick] [--workload mlp|block]
+    (``.gpu/activate.sh``: the team's device machine's set-up, which installs the GPU stack from a folder of
+    wheels; on your own machine, set the stack up as in docs/install-gpu.md and leave the ``source`` out.)
 
 Workloads, each a training step (forward + backward) searched with ``backward=True`` and its parameters' gradients
 compared against the default's:

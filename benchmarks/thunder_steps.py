@@ -2,6 +2,8 @@
 compile-time options with the same option set; and the first step of each way to get those options.
 
     source .gpu/activate.sh && python benchmarks/thunder_steps.py [--rounds 40] [--steps 60] [--no-fresh]
+    (``.gpu/activate.sh``: the team's device machine's set-up, which installs the GPU stack from a folder of
+    wheels; on your own machine, set the stack up as in docs/install-gpu.md and leave the ``source`` out.)
 
 A small MLP (6 residual blocks, hidden 256, batch 8, fp32) forward + backward: a dozen small fusions per step, so
 host dispatch dominates and any per-fusion cost of the hook shows.

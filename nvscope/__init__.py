@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
-from nvscope._core._catalog import Catalog, OptionInfo, catalog
+from nvscope._core._catalog_cache import catalog
 from nvscope._core._decorators import bind
 from nvscope._core._devmode import dev_mode, development_mode, is_development_mode, set_development_mode
 from nvscope._core._errors import (
@@ -39,6 +39,7 @@ from nvscope._exec._events import FusionRecord
 
 TYPE_CHECKING = False  # not typing's: `import nvscope` does not import typing (see nvscope/_core/_record.py)
 if TYPE_CHECKING:  # what __getattr__ loads on first use, spelled out for type checkers
+    from nvscope._core._catalog import Catalog, OptionInfo
     from nvscope._measure._kernels import kernel_names
     from nvscope._tools._bisect import bisect
     from nvscope._tools._bisect_report import BisectResult
@@ -111,6 +112,8 @@ __all__ = [
 
 # Loaded on first use so that `import nvscope` stays light: name -> (module, attribute).
 _LAZY = MappingProxyType({
+    "Catalog": ("nvscope._core._catalog", "Catalog"),
+    "OptionInfo": ("nvscope._core._catalog", "OptionInfo"),
     "compare": ("nvscope._tools._compare", "compare"),
     "CompareResult": ("nvscope._tools._compare", "CompareResult"),
     "kernel_names": ("nvscope._measure._kernels", "kernel_names"),

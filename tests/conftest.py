@@ -59,6 +59,27 @@ def _repro_scripts_in_pytests_tmp(tmp_path_factory: pytest.TempPathFactory) -> I
 
 
 @pytest.fixture(autouse=True)
+def _temporary_directory_in_pytests_tmp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Each test's temporary directory (``TMPDIR`` and ``tempfile.tempdir``, so its child processes' too) is a new
+    one of pytest's (cleaned up by pytest), apart from the test's ``tmp_path``: what the tools make there by default
+    (``nvscope-repro-*``, ``nvscope-rescue-*``, nvFuser's ``nvfuser_kernel_db``, torch's caches) never lands in the
+    machine's (tests/test_temporary_files.py)."""
+    import os
+    import tempfile
+
+    before, cached = os.environ.get("TMPDIR"), tempfile.tempdir
+    os.environ["TMPDIR"] = tempfile.tempdir = str(tmp_path_factory.mktemp("tmp"))
+    try:
+        yield
+    finally:
+        tempfile.tempdir = cached
+        if before is None:
+            os.environ.pop("TMPDIR", None)
+        else:
+            os.environ["TMPDIR"] = before
+
+
+@pytest.fixture(autouse=True)
 def _no_scope_leaks() -> Iterator[None]:
     """Every test starts and ends with no active scope in the main thread."""
     from nvscope._core._scope import ACTIVE

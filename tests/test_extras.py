@@ -45,3 +45,13 @@ def test_the_test_extra_brings_numpy_for_torch() -> None:
     # Without numpy, torch warns "Failed to initialize NumPy: No module named 'numpy'" in every test run.
     assert "numpy" in extra("test")
 
+
+
+def test_the_readmes_test_command_runs_in_parallel_with_what_the_extras_bring() -> None:
+    """The README's test command spreads the suite over the cores with pytest-xdist, which the test and dev extras
+    bring; both legs of .ci/run run that command."""
+    command = "python -m pytest -n auto"
+    assert f'python -m pip install -e ".[test]" && {command}' in (REPO / "README.md").read_text()
+    assert "pytest-xdist" in extra("test") and "pytest-xdist" in extra("dev")
+    ci = [line for line in (REPO / ".ci" / "run").read_text().splitlines() if "python -m pytest" in line]
+    assert len(ci) == 2 and all(command in line for line in ci), ci

@@ -198,6 +198,14 @@ def types_only(path: pathlib.Path) -> set[str]:
             for node in top.body if isinstance(node, ast.ImportFrom) for a in node.names}
 
 
+def type_sources(path: pathlib.Path) -> dict[str, tuple[str, str]]:
+    """Where each name of `types_only` comes from: its (relative) module and the name there."""
+    tree = ast.parse(path.read_text())
+    return {a.asname or a.name: ("." * node.level + (node.module or ""), a.name) for top in tree.body
+            if isinstance(top, ast.If) and getattr(top.test, "id", "") == "TYPE_CHECKING"
+            for node in top.body if isinstance(node, ast.ImportFrom) for a in node.names}
+
+
 def interface(path: pathlib.Path) -> set[str]:
     """What a layer's ``__init__`` offers the layers above: its ``__all__``, else its explicit re-exports (``from ._x
     import a as a``, also under ``if TYPE_CHECKING:``) and the names it assigns."""
@@ -257,8 +265,13 @@ def test_the_interfaces_name_what_exists() -> None:
             if name.startswith("_"):
                 assert f"nvscope.{layer_name}.{name}" in MODULES, f"nvscope.{layer_name} offers no module {name}"
                 importlib.import_module(f"nvscope.{layer_name}.{name}")
-            elif name not in types_only(PACKAGE / layer_name / "__init__.py") or hasattr(package, "__getattr__"):
+            elif name not in types_only(PACKAGE / layer_name / "__init__.py"):
                 getattr(package, name)
+            elif hasattr(package, "__getattr__"):  # offered lazily: resolves to the defining module's object
+                module, attribute = type_sources(PACKAGE / layer_name / "__init__.py")[name]
+                source = importlib.import_module(module, package.__name__)
+                if hasattr(source, attribute):  # else a type alias (a Literal) that exists for type checkers only
+                    assert getattr(package, name) is getattr(source, attribute), (layer_name, name)
 
 
 def test_naming_the_interfaces_loads_nothing() -> None:

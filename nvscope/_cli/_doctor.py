@@ -241,7 +241,9 @@ def _checks(report: _Report) -> None:
     # torch and CUDA
     torch: Any = None
     if importlib.util.find_spec("torch") is None:
-        report.gpu("torch not installed (nvFuser and Thunder need it)", "pip install torch (a CUDA build)")
+        from nvscope._cli._wheels import torch_hint
+
+        report.gpu("torch not installed (nvFuser and Thunder need it)", torch_hint())
     else:
         try:
             torch = _import_quietly("torch")

@@ -22,7 +22,7 @@ from typing import NamedTuple
 from nvscope._exec import MIN_VERSION
 
 __all__ = ["LISTED", "NIGHTLY", "PYTHONS", "THUNDER", "WheelHint", "install_hint", "mismatch", "nvfuser_wheel",
-           "thunder_hint"]
+           "thunder_hint", "torch_hint"]
 
 # (CUDA, torch) -> the newest nvFuser version under nvfuser-cu<CUDA>-torch<torch>, as PyPI listed them in 2026
 # (up to nvFuser 0.2.36). Read from PyPI's list of projects; nvfuser-cu128-torch28 and nvfuser-cu130-torch210 were
@@ -53,6 +53,10 @@ MIN_NVFUSER = MIN_VERSION  # the first nvFuser with per-call options
 # 'align_as'"). docs/install-gpu.md lists the combinations known to work; pyproject's thunder extra asks for this one.
 THUNDER = "0.2.7.dev20260201"
 THUNDER_TORCH_BELOW = (2, 13)
+# The torch to install where none is: the newest that nvFuser publishes wheels for (LISTED) and that Thunder imports
+# with. A bare `pip install torch` (or Thunder's own requirement) takes PyPI's newest, with which Thunder does not
+# import; pyproject's thunder extra pins the same.
+TORCH_PIN = "torch==2.10.*"
 
 _TORCH = re.compile(r"(\d+)\.(\d+)(?:\.\d+)?([^+]*)(?:\+(.*))?")
 _CUDA = re.compile(r"(\d+)\.(\d)(?:\.\d+)*")
@@ -197,14 +201,21 @@ def thunder_hint(torch_version: str, installed: bool = True) -> str:
     known = "docs/install-gpu.md lists the torch, nvFuser and Thunder builds known to work together"
     if match is None or (int(match[1]), int(match[2])) < THUNDER_TORCH_BELOW:
         if not installed:
-            return f"pip install --pre \"lightning-thunder=={THUNDER}\"  (the Thunder known to run nvFuser's newest " \
-                   f"wheels; {known})"
+            torch = "" if match else f' "{TORCH_PIN}"'  # else pip would take PyPI's newest torch for Thunder
+            return f"pip install --pre \"lightning-thunder=={THUNDER}\"{torch}  (the Thunder known to run nvFuser's " \
+                   f"newest wheels{', with the torch they are built for' if torch else ''}; {known})"
         return f"install a Thunder release that supports torch {torch_version}, or a torch that this Thunder " \
                f"supports ({known})"
     newest = max(t for _, t in LISTED)
     return (f"Thunder 0.2.6 and 0.2.7.dev do not import with torch {_dotted(THUNDER_TORCH_BELOW)} or newer (this is "
             f"torch {torch_version}): install torch {_dotted(newest)} for your CUDA (nvFuser's newest wheels are "
             f"built for it), then pip install --pre \"lightning-thunder=={THUNDER}\" ({known})")
+
+
+def torch_hint() -> str:
+    """The doctor's fix line where no torch is installed: the pinned torch (`TORCH_PIN`), not PyPI's newest."""
+    return (f"pip install \"{TORCH_PIN}\"  (a CUDA build: the newest torch that nvFuser publishes wheels for and "
+            "that Thunder imports with; then `nvscope doctor` names the nvFuser wheel)")
 
 
 def install_hint() -> str:
@@ -218,8 +229,8 @@ def install_hint() -> str:
     import warnings
 
     if importlib.util.find_spec("torch") is None:
-        return ("install a CUDA build of torch first: nvFuser publishes one wheel per torch and CUDA version; then "
-                "`nvscope doctor` prints the pip install line for it")
+        return (f"install a CUDA build of torch first: nvFuser publishes one wheel per torch and CUDA version: "
+                f"pip install \"{TORCH_PIN}\"; then `nvscope doctor` prints the pip install line for nvFuser")
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

@@ -6,8 +6,6 @@ knows no Thunder or nvFuser object and imports nothing from the layers above (te
 # test_layers.py). Everything here loads with `import nvscope` anyway, so it is imported eagerly. Modules named as
 # themselves are namespaces (``_patches.apply(...)``, ``_env.flag(...)``): state read at each use, or a family of
 # verbs whose names only mean something beside their module's.
-from . import _catalog
-from . import _catalog_probe as _catalog_probe
 from . import _env as _env
 from . import _fusion as _fusion
 from . import _patches as _patches
@@ -15,13 +13,7 @@ from . import _policy as _policy
 from . import _scope as _scope
 from . import _state as _state
 from . import _text as _text
-from ._catalog import NVFUSER_MODULES as NVFUSER_MODULES
-from ._catalog import Catalog as Catalog
-from ._catalog import OptionInfo as OptionInfo
-from ._catalog import catalog as catalog
-from ._catalog import installed_nvfuser as installed_nvfuser
-from ._catalog_data import NIGHTLY_DATES as NIGHTLY_DATES
-from ._catalog_data import VERSIONS as VERSIONS
+from ._catalog_cache import catalog as catalog
 from ._decorators import bind as bind
 from ._devmode import dev_mode as dev_mode
 from ._devmode import development_mode as development_mode
@@ -56,6 +48,7 @@ from ._fusion import remember as remember
 from ._ids import note_ids as note_ids
 from ._lazy import lazy_attributes as lazy_attributes
 from ._optionset import EMPTY as EMPTY
+from ._optionset import NVFUSER_MODULES as NVFUSER_MODULES
 from ._optionset import OptionSet as OptionSet
 from ._optionset import process_options_shell as process_options_shell
 from ._record import Record as Record
@@ -87,10 +80,29 @@ from ._validate import shown as shown
 from ._validate import split as split
 from ._version import version as version
 
-bundled_options = _catalog._bundled  # the catalog as shipped, whatever nvFuser is installed (check reads it)
-close_matches = _catalog._close_matches  # the did-you-mean of option names, for keywords too
-
 TYPE_CHECKING = False  # not typing's: `import nvscope` does not import typing (see nvscope/_core/_record.py)
-if TYPE_CHECKING:  # types only (Literals)
+if TYPE_CHECKING:
+    from . import _catalog as _catalog
+    from . import _catalog_probe as _catalog_probe
+    from ._catalog import Catalog as Catalog
     from ._catalog import Kind as Kind
+    from ._catalog import OptionInfo as OptionInfo
+    from ._catalog import installed_nvfuser as installed_nvfuser
+    from ._catalog_data import NIGHTLY_DATES as NIGHTLY_DATES
+    from ._catalog_data import VERSIONS as VERSIONS
     from ._fusion import Phase as Phase
+
+    bundled_options = _catalog._bundled
+    close_matches = _catalog._close_matches
+else:
+    # The option table and its class load on first use (`catalog()` loads them on its first call): `import nvscope`
+    # does not read the table. `_catalog` and `_catalog_probe`, named as namespaces, load through the import system.
+    __getattr__ = lazy_attributes(__name__, {
+        "Catalog": "._catalog",
+        "OptionInfo": "._catalog",
+        "bundled_options": "._catalog:_bundled",  # the catalog as shipped, whatever nvFuser is installed (check)
+        "close_matches": "._catalog:_close_matches",  # the did-you-mean of option names, for keywords too
+        "installed_nvfuser": "._catalog",
+        "NIGHTLY_DATES": "._catalog_data",
+        "VERSIONS": "._catalog_data",
+    })

@@ -24,6 +24,7 @@ from types import MappingProxyType
 
 from nvscope._core import _catalog_data, _env, _state
 from nvscope._core._errors import NvscopeWarning, UnknownOptionError
+from nvscope._core._optionset import NVFUSER_MODULES
 from nvscope._core._record import Record
 
 TYPE_CHECKING = False
@@ -40,7 +41,6 @@ __all__ = [
     "Kind",
     "OptionInfo",
     "UnknownOptionError",
-    "catalog",
     "installed_nvfuser",
 ]
 
@@ -198,8 +198,6 @@ def _close_matches(name: str, names: Iterable[str], n: int, cutoff: float) -> li
     return [by_lower[match] for match in difflib.get_close_matches(name.lower(), by_lower, n=n, cutoff=cutoff)]
 
 
-# nvFuser's Python frontend modules, newest first: the one list (install, doctor and the catalog probe look for them).
-NVFUSER_MODULES = ("nvfuser_direct", "nvfuser")
 
 
 class Catalog:
@@ -376,22 +374,6 @@ class Catalog:
                       NvscopeWarning, stacklevel=user_stacklevel())
 
 
-@functools.cache
-def catalog() -> Catalog:
-    """The catalog for the installed nvFuser (or the whole bundled table when none is installed). Cached."""
-    return Catalog(_bundled(), installed_nvfuser())
-
-
-def _reset_cache() -> None:
-    """Forget the cached catalog, installed version and probe (for tests that fake an installation)."""
-    catalog.cache_clear()
-    installed_nvfuser.cache_clear()
-    with _noted_lock:
-        _noted.clear()
-    from nvscope._core import _catalog_probe as _probe
-
-    _probe.reset()
-
-
-_state.keep(__name__, "catalog installed_nvfuser _noted", "the installed nvFuser, its options and the names already "
-            "noted about them: uninstall changes no installation; `_reset_cache` forgets them for tests that fake one")
+_state.keep(__name__, "installed_nvfuser _noted", "the installed nvFuser, its options and the names already "
+            "noted about them: uninstall changes no installation; `nvscope._core._catalog_cache._reset_cache` "
+            "forgets them for tests that fake one")

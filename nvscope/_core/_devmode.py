@@ -157,7 +157,7 @@ def warn_no_effect(scope: object, options: OptionSet, chosen: object) -> None:
     both could be why). Python's warning filters make it once per scope text and line (the default action), as for
     every warning here.
     """
-    from nvscope._core._catalog import catalog
+    from nvscope._core._catalog_cache import catalog
 
     gated = []
     for kind, names in (("enable", options.enable_list()), ("disable", options.disable_list())):

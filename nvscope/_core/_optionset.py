@@ -17,10 +17,12 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import ClassVar
 
-__all__ = ["EMPTY", "NVFUSER_VARIABLES", "OptionSet", "process_options_shell"]
+__all__ = ["EMPTY", "NVFUSER_MODULES", "NVFUSER_VARIABLES", "OptionSet", "process_options_shell"]
 
 _VARIABLES: Mapping[str, str] = MappingProxyType({"NVFUSER_ENABLE": "enable", "NVFUSER_DISABLE": "disable"})
 NVFUSER_VARIABLES = tuple(_VARIABLES)  # the variables nvFuser reads its options from, for a whole process
+# nvFuser's Python frontend modules, newest first: the one list (install, doctor and the catalog probe look for them).
+NVFUSER_MODULES = ("nvfuser_direct", "nvfuser")
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 _EXAMPLE = "'NVFUSER_ENABLE=fuse_matmul NVFUSER_DISABLE=matmul_expr_eval'"
 

@@ -38,7 +38,7 @@ from __future__ import annotations
 import threading
 
 from nvscope._core import _state
-from nvscope._core._catalog import catalog
+from nvscope._core._catalog_cache import catalog
 from nvscope._core._errors import NvscopeError
 from nvscope._core._fusion import FusionInfo, Selector
 from nvscope._core._optionset import EMPTY, OptionSet

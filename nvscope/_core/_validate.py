@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from nvscope._core._catalog import catalog
+from nvscope._core._catalog_cache import catalog
 from nvscope._core._errors import UnknownOptionError
 from nvscope._core._text import cut
 

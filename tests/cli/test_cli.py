@@ -21,7 +21,9 @@ STATUSES = ("ok    ", "note  ", "warn  ", "FAIL  ", "fix:  ")
 
 
 def nvscope_cmd(*args: str, cwd: Path, path: Sequence[Path] = (), **env: str) -> subprocess.CompletedProcess[str]:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("NVSCOPE_", "PYTHON", "NVFUSER_"))}
+    # No COLUMNS or LINES either (pytest-xdist's workers set them): a test that wants a width passes COLUMNS.
+    clean = {k: v for k, v in os.environ.items()
+             if not k.startswith(("NVSCOPE_", "PYTHON", "NVFUSER_")) and k not in ("COLUMNS", "LINES")}
     clean["PYTHONPATH"] = os.pathsep.join(str(p) for p in (*path, REPO))
     clean.update(env)
     return subprocess.run([sys.executable, "-m", "nvscope", *args], env=clean, cwd=cwd, capture_output=True,

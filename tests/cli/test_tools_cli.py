@@ -274,6 +274,10 @@ def test_bisect_subprocess_probes_share_a_kernel_db_of_their_own(script: Path, t
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     monkeypatch.setenv("NVFUSER_ENABLE", "id_model")
     monkeypatch.delenv("NVSCOPE_REPRO_DIR", raising=False)
+    temporary = tmp_path / "tmp"  # the temporary directory, this bisect's and its runs': left in the test's own
+    temporary.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temporary))
+    monkeypatch.setattr(tempfile, "tempdir", str(temporary))
     result = bisect_program([str(wrapper)], enable=["fuse_matmul", "fast_math"], timeout=120, progress=False,
                             kernel_db=kernel_db)
     assert result.reproduced and result.fusions == ("forward/nvFusion2",)

@@ -135,7 +135,8 @@ def test_a_thunder_that_does_not_import_gets_the_combination_known_to_work(tmp_p
     older = _install.thunder_hint("2.10.0+cu130")  # the import failed for another reason: no claim about torch
     assert older.startswith("install a Thunder release that supports torch 2.10.0+cu130") and "2.13" not in older
     # The extra installs that Thunder (a pre-release named in the requirement: pip needs no --pre for it).
-    assert f'thunder = ["lightning-thunder>={_install.THUNDER}"]' in (ROOT / "pyproject.toml").read_text()
+    assert f'thunder = ["lightning-thunder>={_install.THUNDER}", "{_install.TORCH_PIN}"]' in \
+        (ROOT / "pyproject.toml").read_text()
     # What `nvscope doctor` prints for a Thunder that raises on import, next to the installed torch.
     site = tmp_path / "site"
     (site / "thunder").mkdir(parents=True)
@@ -157,7 +158,9 @@ def test_without_thunder_the_fix_is_a_thunder_that_imports_with_the_installed_to
     assert newer == _install.thunder_hint("2.14.0+cu130")  # the same line as for one that fails to import
     older = _install.thunder_hint("2.10.0+cu130", installed=False)
     assert older.startswith(f'pip install --pre "lightning-thunder=={_install.THUNDER}"  (') and "2.13" not in older
-    assert _install.thunder_hint("(not importable)", installed=False) == older
+    # No torch: the line pins the torch too, else pip takes PyPI's newest, with which this Thunder does not import.
+    bare = _install.thunder_hint("(not importable)", installed=False)
+    assert bare.startswith(f'pip install --pre "lightning-thunder=={_install.THUNDER}" "{_install.TORCH_PIN}"  (')
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NVSCOPE_", "NVFUSER_", "PYTHON"))}
     done = subprocess.run([sys.executable, "-m", "nvscope", "doctor"], capture_output=True, text=True, timeout=120,
                           env={**env, "PYTHONPATH": str(ROOT)}, cwd=tmp_path)
@@ -192,6 +195,38 @@ def test_install_hint_without_torch(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("importlib.util.find_spec", lambda name, package=None: None if name == "torch" else
                         real(name, package))
     assert _install.install_hint().startswith("install a CUDA build of torch first")
+    assert f'pip install "{_install.TORCH_PIN}"' in _install.install_hint()
+
+
+def test_the_pinned_torch_is_one_thunder_imports_with_and_nvfuser_has_wheels_for() -> None:
+    """The torch that the thunder extra and the doctor's lines pin: below the first torch Thunder does not import
+    with, and the newest nvFuser publishes wheels for (a bare `pip install torch` takes PyPI's newest)."""
+    pinned = tuple(int(part) for part in _install.TORCH_PIN.removeprefix("torch==").removesuffix(".*").split("."))
+    assert pinned < _install.THUNDER_TORCH_BELOW and pinned == max(t for _, t in _install.LISTED)
+    hint = _install.nvfuser_wheel(f"{pinned[0]}.{pinned[1]}.0+cu130", "13.0", python=(3, 12), system="Linux",
+                                  machine="x86_64")
+    assert hint.command == f"pip install nvfuser-cu130-torch{pinned[0]}{pinned[1]}"
+
+
+def test_doctor_without_torch_or_thunder_pins_the_torch_thunder_imports_with(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """In a bare virtualenv, doctor's fix lines lead to a torch and Thunder that import together: not the bare
+    `pip install torch`, which takes PyPI's newest (Thunder does not import with torch 2.13 or newer)."""
+    import importlib.util
+
+    from nvscope._cli._doctor import doctor
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr("importlib.util.find_spec", lambda name, package=None: None if name.split(".")[0] in (
+        "torch", "thunder", "nvfuser", "nvfuser_direct") else real(name, package))
+    doctor(require_gpu_stack=False)
+    lines = capsys.readouterr().out.splitlines()
+    at = lines.index("note  torch not installed (nvFuser and Thunder need it)")
+    assert lines[at + 1].startswith(f'fix:  pip install "{_install.TORCH_PIN}"  (a CUDA build')
+    at = lines.index("note  Thunder not installed (nvscope also works with nvFuser directly)")
+    assert lines[at + 1].startswith(f'fix:  pip install --pre "lightning-thunder=={_install.THUNDER}" '
+                                    f'"{_install.TORCH_PIN}"')
+    assert not any(line.startswith("fix:  pip install torch") for line in lines)
 
 
 # --- the version: one source --------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from packaging.version import Version
 import nvscope
 from nvscope import UnknownOptionError, nv_options
 from nvscope._core import _catalog as option_catalog
+from nvscope._core import _catalog_cache
 from nvscope._core import _catalog_data as data
 from nvscope._core import _catalog_probe as _probe
 
@@ -22,11 +23,11 @@ EFFECTS = {"codegen", "runtime", "debug"}
 @pytest.fixture
 def fresh_catalog() -> Iterator[None]:
     """Forget the cached catalog before and after the test (for tests that fake an nvFuser installation)."""
-    option_catalog._reset_cache()
+    _catalog_cache._reset_cache()
     try:
         yield
     finally:
-        option_catalog._reset_cache()
+        _catalog_cache._reset_cache()
 
 
 def fake_nvfuser(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dist_info: str) -> None:
@@ -38,7 +39,7 @@ def fake_nvfuser(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dist_info: str
     for name in ("nvfuser", "nvfuser_direct"):
         monkeypatch.delitem(sys.modules, name, raising=False)
     monkeypatch.syspath_prepend(str(site))
-    option_catalog._reset_cache()
+    _catalog_cache._reset_cache()
 
 
 # --- content -------------------------------------------------------------------------------------------------------
@@ -390,7 +391,7 @@ def test_installed_nvfuser_from_an_imported_module(monkeypatch: pytest.MonkeyPat
     module = types.ModuleType("nvfuser_direct")
     module.version = lambda: "0.2.24"  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "nvfuser_direct", module)
-    option_catalog._reset_cache()
+    _catalog_cache._reset_cache()
     found = option_catalog.installed_nvfuser()
     assert found is not None and found.version == Version("0.2.24")
     assert "fast_math" not in nvscope.catalog().names("enable")
@@ -470,7 +471,7 @@ def test_reset_cache_forgets_the_fake_installation(tmp_path: Path, monkeypatch: 
     fake_nvfuser(tmp_path, monkeypatch, "nvfuser-0.2.24.dist-info")
     assert nvscope.catalog().nvfuser is not None
     monkeypatch.undo()
-    option_catalog._reset_cache()
+    _catalog_cache._reset_cache()
     assert nvscope.catalog().nvfuser is None
     nv_options(enable=["fast_math"])
 

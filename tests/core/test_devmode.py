@@ -472,6 +472,20 @@ def test_import_is_light(tmp_path: Path) -> None:
     assert result.stdout == "[]\n"
 
 
+def test_import_leaves_the_option_table_to_its_first_use(tmp_path: Path) -> None:
+    """The catalog's table and class load at the first `catalog()` (or name check), not at ``import nvscope``."""
+    result = run_script(tmp_path, """\
+        import sys
+        import nvscope
+        table = ("nvscope._core._catalog", "nvscope._core._catalog_data", "nvscope._core._catalog_probe")
+        print([m for m in table if m in sys.modules])
+        print(nvscope.catalog().get("enable", "fuse_matmul").name, nvscope.OptionInfo.__name__)
+        print([m for m in table[:2] if m not in sys.modules])
+    """)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "[]\nfuse_matmul OptionInfo\n[]\n"
+
+
 def test_scopes_do_not_import_heavy_modules(tmp_path: Path) -> None:
     result = run_script(tmp_path, """\
         import sys
