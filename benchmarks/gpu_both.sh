@@ -4,12 +4,12 @@
 # Not yet run in this form: a device call of 2026-12-05 ran both builds' tests/gpu whole, one pytest each beside
 # rescue_gpu.py, and was cut after 31 of the tests (benchmarks/results/gpu_tests-2026-12-05-1c7cad1-cut.txt).
 # Both builds' full tests/gpu in one device call, each split in four processes on pinned cores, and Thunder's
-# test_nvfuser.py under NVSCOPE_SHARE=all (next). Logs under /tmp/o; a summary and a tarball of the logs to $OUT.
+# test_nvfuser.py under NVSCOPE_SHARE=all (next), and plain and under --nv-on-error torch (both builds). Logs under /tmp/o; a summary and a tarball of the logs to $OUT.
 set -u
 O=/tmp/o; R="$OUT"; mkdir -p $O "$R"
 (source .gpu/activate.sh; NVSCOPE_GPU_THUNDER=next source .gpu/activate.sh) > $O/activate.log 2>&1
 echo "activated $(date +%T), code $(cat .gpu/commit 2>/dev/null)" >> $O/activate.log
-G1="tests/gpu/test_shared_gpu.py tests/gpu/test_nvfuser_gpu.py"
+G1="tests/gpu/test_shared_gpu.py tests/gpu/test_nvfuser_gpu.py tests/gpu/test_escape_gpu.py"
 G2="tests/gpu/test_defaults_shared_gpu.py tests/gpu/test_rescue_gpu.py"
 G3="tests/gpu/test_tools_gpu.py tests/gpu/test_stress_gpu.py tests/gpu/test_failures_gpu.py"
 G4="tests/gpu/test_thunder_gpu.py tests/gpu/test_distributed_gpu.py tests/gpu/test_fusions_gpu.py tests/gpu/test_search_gpu.py"
@@ -23,8 +23,11 @@ for b in next 0.2.6; do
   done
 done
 LOG_TAG=suite taskset -c 12-15 bash benchmarks/gpu_run.sh next thunder-suite-shared > $O/run-suite.out 2>&1 &
+# Thunder's own suite, plain and under --nv-on-error torch, both builds (sharing cores with the groups above).
+LOG_TAG=torch taskset -c 0-3 bash benchmarks/gpu_run.sh next thunder-suite-torch > $O/run-next-torch.out 2>&1 &
+LOG_TAG=torch taskset -c 8-11 bash benchmarks/gpu_run.sh 0.2.6 thunder-suite-torch > $O/run-0.2.6-torch.out 2>&1 &
 wait $(jobs -p | grep -v "^$saver$")
 kill $saver 2>/dev/null
-{ for f in $O/gpu-*.log; do echo "##### $f"; grep -E "passed|failed|error|== |nvscope default sharing" $f | tail -8; done; } > "$R/summary.txt"
+{ for f in $O/gpu-*.log; do echo "##### $f"; grep -E "^(FAILED|ERROR)|passed|failed|error|== |-- flags|nvscope default sharing" $f | tail -40; done; } > "$R/summary.txt"
 tar czf "$R/logs.tgz" -C $O . 2>/dev/null
 cat $O/activate.log "$R/summary.txt"

@@ -7,7 +7,8 @@
 #   rescue (benchmarks/rescue_gpu.py; RESCUE_ARGS, e.g. "--part llama_bf16 --jobs 2"),
 #   defaults (benchmarks/defaults_shared.py: the defaults' first step shared, issue 38; DEFAULTS_ARGS, e.g.
 #   "--layers 2,16 --modes shared" or "--profile-row --before-root /tmp/before"),
-#   thunder-suite-shared (Thunder's own test_nvfuser.py, every test under default sharing: NVSCOPE_SHARE=all)
+#   thunder-suite-shared (Thunder's own test_nvfuser.py, every test under default sharing: NVSCOPE_SHARE=all),
+#   thunder-suite-torch (the same file plain, then every test under pytest --nv-on-error torch)
 # LOG_TAG names the log and the failures file ($OUT/gpu-BUILD-TAG.log, failures-BUILD-TAG.txt), so two calls on one
 # build at once (e.g. tests/gpu split in two by TESTS_PATHS) keep theirs apart; TESTS_ARGS adds pytest arguments.
 # tests: each failure is written to $OUT/failures-BUILD.txt as it happens (tests/gpu/conftest.py), so a run cut by
@@ -86,6 +87,15 @@ PY
   (cd /tmp && NVSCOPE_DEV=1 NVSCOPE_SHARE=all PYTHONPATH="$out:$PYTHONPATH" timeout 300 python -m pytest \
     "$site/thunder/tests/test_nvfuser.py" -q -p no:cacheprovider -p nvscope.pytest_plugin -p nvscope_share_report \
     -W ignore::DeprecationWarning 2>&1) | tee -a "$log" | tail -6
+fi
+if part thunder-suite-torch; then
+  step "Thunder's own test_nvfuser.py, plain, then every test under --nv-on-error torch"
+  for flags in "" "--nv-on-error torch"; do
+    echo "-- flags: ${flags:-(none)}" | tee -a "$log"
+    (cd /tmp && NVSCOPE_DEV=1 timeout 300 python -m pytest "$site/thunder/tests/test_nvfuser.py" -q -rfE \
+      -p no:cacheprovider -p nvscope.pytest_plugin $flags -W ignore::DeprecationWarning 2>&1) | tee -a "$log" \
+      | grep -E "^(FAILED|ERROR)|passed|failed" | tail -30
+  done
 fi
 if [[ $parts == *distributed* ]]; then
   step "examples/ddp_train.py (2 ranks)"

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from nvscope._exec._direct import Frontend
     from nvscope._exec._fusion_table import FusionTable, Partition
 
-__all__ = ["Adapter", "EscapeRefused", "F"]
+__all__ = ["Adapter", "F"]
 
 F = TypeVar("F")
 
@@ -86,8 +86,6 @@ class Adapter(Generic[F]):
 
     def region(self, fusion: F) -> Callable[..., Any]:
         """The fusion's PyTorch callable (its region, run eagerly), or `EscapeRefused` saying why it has none."""
+        from nvscope._exec._fusion_table import EscapeRefused
+
         raise EscapeRefused("a direct nvFuser FusionDefinition has no Thunder region to run in PyTorch")
-
-
-class EscapeRefused(Exception):
-    """Why a fusion cannot run in PyTorch (``on_error="torch"``): its message, one short clause."""

@@ -14,8 +14,8 @@ from typing import Any
 
 from nvscope._core import EscapeWarning
 from nvscope._exec import _repro
-from nvscope._exec._adapter import Adapter, EscapeRefused, F
-from nvscope._exec._fusion_table import FusionTable, Partition
+from nvscope._exec._adapter import Adapter, F
+from nvscope._exec._fusion_table import EscapeRefused, FusionTable, Partition
 
 __all__ = ["region_for", "route"]
 

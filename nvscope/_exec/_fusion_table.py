@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
     from nvscope._core import FusionInfo
 
-__all__ = ["NO_STEADY", "TABLE_ATTRIBUTE", "FusionTable", "Partition"]
+__all__ = ["NO_STEADY", "TABLE_ATTRIBUTE", "EscapeRefused", "FusionTable", "Partition"]
 
 # Where an adapter keeps a fusion's table: on Thunder's get_fd (an lru_cache wrapper, which has a __dict__), in a
 # FusionDefinition's __dict__. One name, so that either adapter's uninstall finds what the other left.
@@ -61,9 +61,12 @@ class Partition:
         self.run = run
 
 
+class EscapeRefused(Exception):
+    """Why a fusion cannot run in PyTorch (``on_error="torch"``, ``run="torch"``): its message, one short clause."""
+
+
 def _region(table: FusionTable[Any]) -> Callable[..., Any]:
     from nvscope._core import NvscopeError
-    from nvscope._exec._adapter import EscapeRefused
 
     fusion = "this fusion" if table.info is None else table.info.id
     if table.build_region is None:

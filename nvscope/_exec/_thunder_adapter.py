@@ -37,10 +37,10 @@ from nvscope._core import (
     site_of,
 )
 from nvscope._exec import _events, _frontends, _shared, _thunder_region
-from nvscope._exec._adapter import Adapter, EscapeRefused
+from nvscope._exec._adapter import Adapter
 from nvscope._exec._execute import patch
 from nvscope._exec._fusion_table import TABLE_ATTRIBUTE as _TABLE
-from nvscope._exec._fusion_table import FusionTable
+from nvscope._exec._fusion_table import EscapeRefused, FusionTable
 
 __all__ = ["SHAPES", "ThunderAdapter", "jitted_function"]
 

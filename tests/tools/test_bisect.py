@@ -238,6 +238,7 @@ def test_a_direct_fusion_definition_program_in_process(monkeypatch: pytest.Monke
             with fe.FusionDefinition() as fd:
                 fd.define_tensor(shape=[1], dtype=fe.DataType.Float)
                 fd.ops.linear(0)
+                fd.define_scalar(i)  # three definitions: equal ones would be one fusion (docs/fusions.md)
                 if i == 1:
                     fd.define_scalar(fe.BREAKS_WITH + "fuse_matmul")
             fds.append(fd)

@@ -372,10 +372,10 @@ def test_a_direct_fusion_definition_program_in_process(monkeypatch: pytest.Monke
     fe = load_frontend(monkeypatch, "nvfuser_direct")
     try:
         fds = []
-        for _ in range(2):
+        for op in ("linear", "matmul"):  # two definitions: equal ones would be one fusion (docs/fusions.md)
             with fe.FusionDefinition() as fd:
                 fd.define_tensor(shape=[1], dtype=fe.DataType.Float)
-                fd.ops.linear(0)
+                getattr(fd.ops, op)(0)
             fds.append(fd)
 
         def step(x: float) -> float:
