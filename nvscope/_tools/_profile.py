@@ -171,7 +171,7 @@ def profile(fn: Callable[..., Any], /, *args: Any, enable: Any = (), disable: An
     scope = nv_options(enable, disable, fusions=fusions, on_error="fallback")  # validated before anything runs
     options = scope.options
     if not isinstance(torch, bool):
-        raise TypeError(f"profile(torch=) takes True or False, not {cut(repr(torch), 40)}")
+        raise TypeError(f"profile: torch= takes True or False, not {cut(repr(torch), 40)}")
     if not options and not torch:
         raise ValueError("profile() needs the options to profile: enable=[...] and/or disable=[...], or torch=True "
                          "(each fusion in PyTorch)")
