@@ -48,7 +48,8 @@ Import a script (or a module, with -m) and profile one of its functions per nvFu
 runs (by id, e.g. backward/nvFusion3), its GPU time under the defaults and under the options (paired randomized
 rounds, median ratio with a 95% interval), the schedulers nvFuser chose for its segments in each case, its compile
 time, and whether its outputs under the options match the defaults'. A fusion that fails under the options is a row
-that says so (it runs again with its defaults, so the profile goes on). Prints a ranked table; --json, --plot and
+that says so (it runs again with its defaults, so the profile goes on). With --torch, each fusion's region in PyTorch
+too, timed and compared the same way: where nvFuser loses to eager. Prints a ranked table; --json, --plot and
 --table save the result."""
 
 _BISECT = """\
@@ -94,6 +95,7 @@ def add_parsers(subparsers: Any) -> None:
 
 examples:
   nvscope profile --enable fast_math bench.py:step
+  nvscope profile --torch bench.py:step
   nvscope profile --enable fuse_matmul --disable matmul_expr_eval --backward --params model \\
       --json profile.json --plot profile.png --table profile.txt train.py:loss""",
                               formatter_class=_FORMATTER, allow_abbrev=False)
@@ -105,6 +107,10 @@ examples:
                    help="write a PNG chart of the ratios (needs matplotlib; an existing file only if it is a PNG)")
     p.add_argument("--table", metavar="PATH", type=TABLE_OUT,
                    help="write the table to a file too (an existing file only if it holds an earlier table)")
+    p.add_argument("--torch", action="store_true",
+                   help="also run each fusion's region in PyTorch (nv_options(run='torch')) and time it against "
+                        "nvFuser's defaults, with its outputs compared; alone, without --enable/--disable, it "
+                        "profiles PyTorch against the defaults")
     p.add_argument("--schedulers", choices=("kernels", "nvfuser"), default="kernels",
                    help="read schedulers off kernel names (default) or ask nvFuser's PythonProfiler (fragile in "
                         "nvFuser 0.2.35: docs/profile.md)")
@@ -151,8 +157,12 @@ def command(ns: argparse.Namespace) -> int:
     if ns.target is None and ns.module is None:
         return _error(name, json_took_the_target(ns.json) or f"give the target (`nvscope {name} --help`)")
     enable, disable = _names(ns.enable), _names(ns.disable)
-    if not enable and not disable:
-        return _error(name, "give the options: --enable NAME and/or --disable NAME")
+    torch = getattr(ns, "torch", False)
+    if not enable and not disable and not torch:
+        return _error(name, "give the options: --enable NAME and/or --disable NAME" +
+                      (" (or --torch: each fusion in PyTorch)" if name == "profile" else ""))
+    if torch and not enable and not disable and getattr(ns, "plot", None):
+        return _error(name, "--plot charts the options' ratios: give --enable/--disable too, or leave --plot out")
     fusions = getattr(ns, "fusions", None)
     if fusions is not None:
         from nvscope._core import split
@@ -226,7 +236,8 @@ def _load_and_run(ns: argparse.Namespace, enable: list[str], disable: list[str],
         from nvscope._tools import profile
 
         def run() -> Any:
-            return profile(fn, fusions=ns.fusions, warmup=ns.warmup, schedulers=ns.schedulers, **common)
+            return profile(fn, fusions=ns.fusions, warmup=ns.warmup, schedulers=ns.schedulers, torch=ns.torch,
+                           **common)
     else:
         from nvscope._tools import bisect
 

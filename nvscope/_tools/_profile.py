@@ -26,11 +26,9 @@ The method (docs/profile.md), built on the search's runner and statistics:
 from __future__ import annotations
 
 import random
-import sys
 import time
 import warnings
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import replace
 from typing import Any, NamedTuple
@@ -39,6 +37,7 @@ from nvscope._core import (
     FallbackWarning,
     NoEffectWarning,
     NoFusionWarning,
+    NvscopeError,
     OptionSet,
     _state,
     cut,
@@ -54,18 +53,14 @@ from nvscope._measure import (
     RatioSummary,
     Runner,
     Segment,
-    SegmentRecorder,
-    Timer,
     Variant,
     compare_leaves,
     compile_clock,
     compiles_of,
     confirm,
     flagged,
-    flatten_outputs,
     install_adapters,
     median,
-    now,
     progress_printer,
     recorder,
     step_callable,
@@ -74,6 +69,7 @@ from nvscope._measure import (
 )
 from nvscope._measure import _checks as checks
 from nvscope._tools._no_fusion import no_fusion
+from nvscope._tools._profile_clock import _Clock
 from nvscope._tools._profile_report import ProfileResult, ProfileRow
 
 __all__ = ["NO_FUSION", "PROFILES", "profile"]
@@ -89,62 +85,11 @@ NO_FUSION = ("{tool}: no nvFuser fusion ran through nvscope when the step ran wi
              "nvFuser's FusionDefinition, and is the step run in this process?")
 
 
-class _Clock:
-    """The per-fusion timing hook (an entry of ``_events.TIMERS``) and what it collects, switched per pass."""
-
-    def __init__(self, timer: Timer, rec: SegmentRecorder | None) -> None:
-        self.timer, self.recorder = timer, rec  # the runner's timer: CUDA events once the default used CUDA
-        self.times: dict[str, list[Any]] | None = None  # per fusion: the timer's pending intervals, while timing
-        self.segments: dict[str, tuple[Segment, ...]] | None = None  # first execution's segments, while first calls
-        self.wall: dict[str, float] | None = None  # ms per fusion (synchronised), while first calls
-        self.outputs: dict[str, list[list[tuple[str, Any]]]] | None = None  # output copies per execution
-        self.capture: str | None = None  # capture only this fusion's outputs (None: every fusion's)
-
-    def __call__(self, record: Any) -> Any:
-        return self._measure(record.fusion)
-
-    def _keep(self, fusion: str, pending: list[Any]) -> Callable[[Any], None] | None:
-        if self.outputs is None or (self.capture is not None and fusion != self.capture):
-            return None
-        return pending.append  # copied once the fusion's segments and wall time are taken: the copies are not its own
-
-    @contextmanager
-    def _measure(self, fusion: str) -> Iterator[Callable[[Any], None] | None]:
-        torch = sys.modules.get("torch")
-        if torch is not None and not (self.timer.cuda or (self.wall is not None and torch.cuda.is_initialized())):
-            torch = None  # CUDA events while timing a CUDA step; a synchronised wall clock in first calls that use it
-        with ExitStack() as stack:
-            segments = None
-            if self.segments is not None and self.recorder is not None and fusion not in self.segments:
-                segments = stack.enter_context(self.recorder.record())
-            if self.wall is not None and torch is not None:
-                torch.cuda.synchronize()
-            mark = self.timer.mark() if self.times is not None else None
-            began = now()
-            pending: list[Any] = []
-            yield self._keep(fusion, pending)
-            if self.times is not None:
-                self.times.setdefault(fusion, []).append(self.timer.since(mark))
-            if self.wall is not None:
-                if torch is not None:
-                    torch.cuda.synchronize()
-                self.wall[fusion] = self.wall.get(fusion, 0.0) + (now() - began) * 1e3
-        if segments is not None and self.segments is not None:
-            self.segments[fusion] = tuple(segments) if segments else None  # type: ignore[assignment]
-        if pending and self.outputs is not None:
-            calls = self.outputs.setdefault(fusion, [])
-            calls.append(flatten_outputs(pending[0], f"execution{len(calls)}.out"))
-
-    def per_call(self, steps: int) -> dict[str, float]:
-        """ms per step of each fusion in the block just timed (the device has been synchronised)."""
-        times, self.times = self.times or {}, {}
-        return {fusion: sum(map(Timer.ms, values)) / steps for fusion, values in times.items()}
-
-
 def profile(fn: Callable[..., Any], /, *args: Any, enable: Any = (), disable: Any = (), fusions: object = None,
             rounds: int = 20, steps_per_round: int = 1, warmup: int = 2, tolerance: float | None = None,
             backward: bool = False, module: Any = None, seed: int = 0, progress: bool = True,
-            schedulers: str = "kernels", share_defaults: bool = True, **kwargs: Any) -> ProfileResult:
+            schedulers: str = "kernels", share_defaults: bool = True, torch: bool = False,
+            **kwargs: Any) -> ProfileResult:
     """Profile ``fn(*args, **kwargs)`` fusion by fusion under ``enable``/``disable`` against the defaults.
 
     ``fusions``: only these fusions get the options (a glob over ids, a list, a callable or a selector, as
@@ -154,6 +99,8 @@ def profile(fn: Callable[..., Any], /, *args: Any, enable: Any = (), disable: An
     PythonProfiler (``"nvfuser"``: compile times too; fragile in nvFuser 0.2.35, see `nvscope._measure._schedulers`).
     ``share_defaults``: as for `nvscope.search` (the step runs in ``nv_options(share=True)``; the result's
     ``default_compiles``/``options_compiles`` say what each first call compiled).
+    ``torch=True``: each fusion's region in PyTorch too (``nv_options(run="torch")``), timed and compared with the
+    defaults as the options are, so that a row shows where nvFuser loses to eager; without options, PyTorch alone.
     Runs in development mode; no scope and no timing hook stays behind.
     """
     from nvscope._exec import _events
@@ -166,8 +113,11 @@ def profile(fn: Callable[..., Any], /, *args: Any, enable: Any = (), disable: An
     recorder(schedulers)  # validates the choice before anything runs
     scope = nv_options(enable, disable, fusions=fusions, on_error="fallback")  # validated before anything runs
     options = scope.options
-    if not options:
-        raise ValueError("profile() needs the options to profile: enable=[...] and/or disable=[...]")
+    if not isinstance(torch, bool):
+        raise TypeError(f"profile: torch= takes True or False, not {cut(repr(torch), 40)}")
+    if not options and not torch:
+        raise ValueError("profile() needs the options to profile: enable=[...] and/or disable=[...], or torch=True "
+                         "(each fusion in PyTorch)")
 
     say = progress_printer("profile", progress)
 
@@ -176,8 +126,14 @@ def profile(fn: Callable[..., Any], /, *args: Any, enable: Any = (), disable: An
                     share=share_defaults)
     default, variant = Variant("default", OptionSet(), "default"), Variant("options", options, "candidate")
     variant.scope = scope
+    eager = Variant("torch", OptionSet(), "candidate")  # the selected fusions' regions in PyTorch
     clock = _Clock(runner.timer, recorder(schedulers))  # no recorder on CPU or without nvFuser
     notes: list[str] = []
+    variants, compared = [default], {}  # the variants timed; per compared one, the fusions whose ratio it gets
+    under, step_numerics, broken, numerics = None, None, {}, {}
+    torch_numerics: dict[str, Numerics] = {}
+    torch_errors: dict[str, str] = {}
+    torch_step_numerics = None
     # Timers run with a sink. Its fallbacks are its own (private_failures): the user's later scopes try the options
     # afresh, and warn.
     with _events.listening(_listen, clock), dev_mode(True), private_failures(), runner.sharing(), \
@@ -188,80 +144,108 @@ def profile(fn: Callable[..., Any], /, *args: Any, enable: Any = (), disable: An
         base = _first(runner, default, clock)
         _selected(base.infos, scope)
         runner.timer.detect()  # CUDA events (the clock's too) once the default used CUDA, as the search decides
-        under = _first(runner, variant, clock)
         runner.reference = base.leaves
-        step_numerics = compare_leaves(base.leaves, under.leaves, tolerance)
         chosen = [i for i in base.infos if scope.fusions is None or scope.fusions(i)]
-        broken = under.errors
-        say(f"{len(base.infos)} fusions ran; {len(chosen)} selected; the options broke {len(broken)} of them; first "
-            f"calls: defaults {base.compiles}; options {under.compiles}")
-        working = [i for i in chosen if i.id not in broken]  # a broken one ran its defaults: nothing to compare
-        numerics = _isolated(runner, clock, options, working, under.counts, base.outputs, tolerance, say)
-        if broken:  # time the options where they work: the broken ones run their defaults in both variants
-            kept = [exact_glob(i.id) for i in chosen if i.id not in broken]
-            variant.scope = nv_options(options, fusions=kept, on_error="fallback") if kept else \
-                nv_options(options, fusions=lambda info: False)
-        say(f"timing default and options x {rounds} rounds x {steps_per_round} calls, per fusion")
+        if options:
+            under = _first(runner, variant, clock)
+            step_numerics = compare_leaves(base.leaves, under.leaves, tolerance)
+            broken = under.errors
+            say(f"{len(base.infos)} fusions ran; {len(chosen)} selected; the options broke {len(broken)} of them; "
+                f"first calls: defaults {base.compiles}; options {under.compiles}")
+            working = [i for i in chosen if i.id not in broken]  # a broken one ran its defaults: nothing to compare
+            numerics = _isolated(runner, clock, working, base.outputs, tolerance, say, under.counts,
+                                 lambda f: nv_options(options, fusions=[f], on_error="fallback"))[0]
+            if broken:  # time the options where they work: the broken ones run their defaults in both variants
+                kept = [exact_glob(i.id) for i in chosen if i.id not in broken]
+                variant.scope = nv_options(options, fusions=kept, on_error="fallback") if kept else \
+                    nv_options(options, fusions=lambda info: False)
+            variants.append(variant)
+            compared["options"] = [i.id for i in working]
+        if torch:  # fusion by fusion first: one without a PyTorch form (or failing there) is left in nvFuser
+            torch_numerics, torch_errors = _isolated(runner, clock, chosen, base.outputs, tolerance, say, None,
+                                                     lambda f: nv_options(fusions=[f], run="torch"))
+            ok = [i.id for i in chosen if i.id not in torch_errors]
+            say(f"{len(ok)} of {len(chosen)} selected fusions run in PyTorch")
+            if ok:
+                eager.scope = nv_options(fusions=[exact_glob(f) for f in ok], run="torch")
+                torch_step_numerics = compare_leaves(base.leaves, _first(runner, eager, clock).leaves, tolerance)
+                variants.append(eager)
+                compared["torch"] = ok
+        say(f"timing {' and '.join(v.label for v in variants)} x {rounds} rounds x {steps_per_round} calls, "
+            "per fusion")
         rng = random.Random(seed)
-        fusion_times, step_times = _rounds(runner, clock, default, variant, rounds, rng)
-        ratios, step = _verdicts(runner, clock, default, variant, rounds, rng, [i.id for i in working],
-                                 (fusion_times, step_times), notes)
+        fusion_times, step_times = _rounds(runner, clock, variants, rounds, rng)
+        ratios, steps = _verdicts(runner, clock, variants, rounds, rng, compared, (fusion_times, step_times), notes)
     rows = []
     for info in chosen:
         f = info.id
-        d, o = fusion_times["default"].get(f), fusion_times["options"].get(f)
+        d, o, e = (fusion_times.get(v, {}).get(f) for v in ("default", "options", "torch"))
         rows.append(ProfileRow(
             f, info.phase, tuple(info.ops or ()), base.counts.get(f, 0), median(d) if d else None,
-            median(o) if o else None, ratios.get(f),
-            base.segments.get(f), under.segments.get(f), base.wall.get(f), under.wall.get(f), numerics.get(f),
-            broken.get(f), under.counts.get(f, 0) > 0, base.repeat.get(f)))
+            median(o) if o else None, ratios.get("options", {}).get(f),
+            base.segments.get(f), None if under is None else under.segments.get(f), base.wall.get(f),
+            None if under is None else under.wall.get(f), numerics.get(f), broken.get(f),
+            under is None or under.counts.get(f, 0) > 0, base.repeat.get(f), torch_profiled=torch,
+            torch_ms=median(e) if e else None, torch_ratio=ratios.get("torch", {}).get(f),
+            torch_numerics=torch_numerics.get(f), torch_error=torch_errors.get(f), options_profiled=bool(options)))
     if default.numerics is not None and not default.numerics.ok:
         notes.append(f"the default is not repeatable ({default.numerics.detail}): output differences may be its own")
     if clock.recorder is None:
         notes.append("no schedulers: they need CUDA and nvFuser (`nvscope._measure._schedulers`)")
     result = ProfileResult(tuple(rows), options, runner.timer.name, rounds,
-                           steps_per_round, warmup, tolerance, seed, time.perf_counter() - began, step, step_numerics,
-                           None if clock.recorder is None else clock.recorder.source, tuple(notes),
-                           _shared.compiling()[0] - compiled, base.compiles, under.compiles)
+                           steps_per_round, warmup, tolerance, seed, time.perf_counter() - began, steps.get("options"),
+                           step_numerics, None if clock.recorder is None else clock.recorder.source, tuple(notes),
+                           _shared.compiling()[0] - compiled, base.compiles, None if under is None else under.compiles,
+                           torch=torch, torch_step=steps.get("torch"), torch_step_numerics=torch_step_numerics)
     say(f"done in {result.elapsed_s:.1f} s")
     return result
 
 
-def _verdicts(runner: Runner, clock: _Clock, default: Variant, variant: Variant, rounds: int, rng: random.Random,
-              fusions: list[str], first: tuple[dict[str, dict[str, list[float]]], dict[str, list[float]]],
-              notes: list[str]) -> tuple[dict[str, RatioSummary], RatioSummary]:
-    """Each fusion's ratio and the whole step's from the rounds ``first`` (the fusions' intervals one family, the
-    step's one of `PROFILES`), then every verdict among them confirmed in as many fresh rounds (`confirm`): a
-    chance verdict must miss in both. The fresh rounds run only when some ratio has a verdict."""
+def _verdicts(runner: Runner, clock: _Clock, variants: list[Variant], rounds: int, rng: random.Random,
+              compared: dict[str, list[str]],
+              first: tuple[dict[str, dict[str, list[float]]], dict[str, list[float]]],
+              notes: list[str]) -> tuple[dict[str, dict[str, RatioSummary]], dict[str, RatioSummary]]:
+    """Per compared variant (``"options"``, ``"torch"``), each fusion's ratio to the default and the whole step's
+    from the rounds ``first`` (a variant's fusion intervals one family, each step's one of `PROFILES`), then every
+    verdict among them confirmed in as many fresh rounds of all the variants (`confirm`): a chance verdict must miss
+    in both. The fresh rounds run only when some ratio has a verdict."""
     fusion_times, step_times = first
-    paired = {f: _paired(fusion_times, f, rounds) for f in fusions}
-    family = PROFILES.get() * max(1, sum(pair is not None for pair in paired.values()))  # the verdicts judged together
-    ratios = {f: summarize(*pair, comparisons=family) for f, pair in paired.items() if pair is not None}
-    step = summarize(step_times["options"], step_times["default"], comparisons=PROFILES.get())
-    again = [f for f, r in ratios.items() if flagged(r)]
-    if not again and not flagged(step):
-        return ratios, step
-    k = len(again) + flagged(step)  # the confirmations' family
+    ratios: dict[str, dict[str, RatioSummary]] = {}
+    steps: dict[str, RatioSummary] = {}
+    for name, fusions in compared.items():
+        paired = {f: _paired(fusion_times, f, rounds, name) for f in fusions}
+        family = PROFILES.get() * max(1, sum(pair is not None for pair in paired.values()))  # judged together
+        ratios[name] = {f: summarize(*pair, comparisons=family) for f, pair in paired.items() if pair is not None}
+        steps[name] = summarize(step_times[name], step_times["default"], comparisons=PROFILES.get())
+    again = [(name, f) for name, judged in ratios.items() for f, r in judged.items() if flagged(r)]
+    whole = [name for name, step in steps.items() if flagged(step)]
+    if not again and not whole:
+        return ratios, steps
+    k = len(again) + len(whole)  # the confirmations' family
     runner.say(f"confirming {k} verdict{'s' * (k != 1)} in {rounds} fresh rounds")
-    fresh, fresh_step = _rounds(runner, clock, default, variant, rounds, rng)
-    for f in again:
-        pair = _paired(fresh, f, rounds)  # None: it did not run in every fresh round, so nothing confirms it
-        ratios[f] = confirm(ratios[f], *pair, comparisons=k) if pair else replace(
-            ratios[f], verdict="no difference detected", screened=ratios[f].comparisons)
-    lost = [f for f in again if not flagged(ratios[f])]
-    if flagged(step):
-        step = confirm(step, fresh_step["options"], fresh_step["default"], comparisons=k)
-        lost += [] if flagged(step) else ["the whole step"]
+    fresh, fresh_step = _rounds(runner, clock, variants, rounds, rng)
+    for name, f in again:
+        pair = _paired(fresh, f, rounds, name)  # None: it did not run in every fresh round, so nothing confirms it
+        ratios[name][f] = confirm(ratios[name][f], *pair, comparisons=k) if pair else replace(
+            ratios[name][f], verdict="no difference detected", screened=ratios[name][f].comparisons)
+    lost = [_named(name, f) for name, f in again if not flagged(ratios[name][f])]
+    for name in whole:
+        steps[name] = confirm(steps[name], fresh_step[name], fresh_step["default"], comparisons=k)
+        lost += [] if flagged(steps[name]) else [_named(name, "the whole step")]
     notes.append(f"{k} verdict{'s' * (k != 1)} of the first {rounds} rounds timed again in {rounds} fresh rounds "
                  f"(simultaneous 95% over the {k}), where a verdict stands only if both agree: "
                  + (f"not confirmed, so no difference detected: {', '.join(lost)}" if lost else "all confirmed"))
-    return ratios, step
+    return ratios, steps
 
 
-def _paired(fusion_times: dict[str, dict[str, list[float]]], fusion: str,
-            rounds: int) -> tuple[list[float], list[float]] | None:
-    """The fusion's (options, default) ms per round, where both ran in every round: one ratio per round."""
-    d, o = fusion_times["default"].get(fusion), fusion_times["options"].get(fusion)
+def _named(variant: str, what: str) -> str:
+    return what if variant == "options" else f"{what} in PyTorch"
+
+
+def _paired(fusion_times: dict[str, dict[str, list[float]]], fusion: str, rounds: int,
+            variant: str = "options") -> tuple[list[float], list[float]] | None:
+    """The fusion's (variant, default) ms per round, where both ran in every round: one ratio per round."""
+    d, o = fusion_times["default"].get(fusion), fusion_times.get(variant, {}).get(fusion)
     timed = d is not None and o is not None and len(d) == len(o) == rounds and all(x > 0 for x in (*d, *o))
     return (o, d) if timed else None  # type: ignore[return-value]
 
@@ -349,34 +333,44 @@ def _error_line(text: str) -> str:
     return "\n".join(x for x in (cut(first, 300), note[0] if note else "", script) if x)
 
 
-def _isolated(runner: Runner, clock: _Clock, options: OptionSet, chosen: list[Any], reached: dict[str, int],
-              reference: dict[str, list[list[tuple[str, Any]]]], tolerance: float | None,
-              say: Callable[[str], None]) -> dict[str, Any]:
-    """Per fusion: its outputs with only it under the options, against its outputs under the defaults."""
-    numerics = {}
+def _isolated(runner: Runner, clock: _Clock, chosen: list[Any], reference: dict[str, list[list[tuple[str, Any]]]],
+              tolerance: float | None, say: Callable[[str], None], reached: dict[str, int] | None,
+              scope: Callable[[str], nv_options]) -> tuple[dict[str, Any], dict[str, str]]:
+    """Per fusion: its outputs with only it under ``scope(its glob)`` (the options, or PyTorch), against its outputs
+    under the defaults; and the fusions for which that step failed, with why. ``reached``: the executions the options
+    reached per fusion (those they did not reach, or that have no reference outputs, are skipped); None: every one
+    runs (PyTorch: whether it can is part of the answer)."""
+    numerics, errors = {}, {}
     for info in chosen:
-        if not reached.get(info.id) or info.id not in reference:
+        if reached is not None and (not reached.get(info.id) or info.id not in reference):
             continue  # the options did not reach it (catalog gates), or it broke under them
         outputs: dict[str, list[list[tuple[str, Any]]]] = {}
         clock.outputs, clock.capture = outputs, info.id
         try:
-            with nv_options(options, fusions=[exact_glob(info.id)], on_error="fallback"):
+            with scope(exact_glob(info.id)):
                 runner.invoke()
         except Exception as error:
-            say(f"{info.id}: the step failed with only this fusion under the options: {first_line(error)}")
+            if reached is None and isinstance(error, NvscopeError):  # run="torch" refused it: no PyTorch form
+                errors[info.id] = f"no PyTorch form: {cut(str(error).split(' in PyTorch: ', 1)[-1], 200)}"
+            else:
+                say(f"{info.id}: the step failed with only this fusion changed: {first_line(error)}")
+                errors[info.id] = f"failed: {first_line(error)}"
             continue
         finally:
             clock.outputs = clock.capture = None
-        numerics[info.id] = compare_leaves(_flat(reference[info.id]), _flat(outputs.get(info.id, [])), tolerance)
-    return numerics
+        if info.id in reference:
+            numerics[info.id] = compare_leaves(_flat(reference[info.id]), _flat(outputs.get(info.id, [])), tolerance)
+    return numerics, errors
 
 
-def _rounds(runner: Runner, clock: _Clock, default: Variant, variant: Variant, rounds: int,
+def _rounds(runner: Runner, clock: _Clock, variants: list[Variant], rounds: int,
             rng: random.Random) -> tuple[dict[str, dict[str, list[float]]], dict[str, list[float]]]:
-    fusion_times: dict[str, dict[str, list[float]]] = {"default": {}, "options": {}}
-    step_times: dict[str, list[float]] = {"default": [], "options": []}
+    """``rounds`` rounds of every variant, in a random order each, ``steps`` calls each: per variant's label, each
+    fusion's ms per step and the step's, one per round."""
+    fusion_times: dict[str, dict[str, list[float]]] = {v.label: {} for v in variants}
+    step_times: dict[str, list[float]] = {v.label: [] for v in variants}
     for _ in range(rounds):
-        order = [("default", default), ("options", variant)]
+        order = [(v.label, v) for v in variants]
         rng.shuffle(order)
         for name, v in order:
             clock.times = {}

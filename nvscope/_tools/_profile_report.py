@@ -26,6 +26,22 @@ from nvscope._measure import (
     options_dict,
     options_from,
 )
+from nvscope._tools._profile_cells import (
+    _compile,
+    _intervals,
+    _label,
+    _ms,
+    _names,
+    _outputs_cell,
+    _plot_label,
+    _ratio,
+    _ratio_dict,
+    _row_dict,
+    _scheduler_change,
+    _schedulers,
+    _segments,
+    _timed_cells,
+)
 
 __all__ = ["ProfileResult", "ProfileRow"]
 
@@ -48,6 +64,11 @@ class ProfileRow:
     whether the options reached it (False: the catalog says none of them can change a fusion holding its ops, so it
     kept its default kernels). ``default_repeat``: this fusion's outputs in a second call of the step under the
     defaults against the first's; where they moved, its defaults are not repeatable and ``numerics`` means nothing.
+
+    With ``torch_profiled`` (``profile(torch=True)``) the same for the fusion's region in PyTorch
+    (``nv_options(run="torch")``): ``torch_ms``, ``torch_ratio`` (PyTorch/default: > 1 where nvFuser's defaults are
+    faster), ``torch_numerics``, and ``torch_error`` where it could not run there (no PyTorch form, or it failed).
+    ``options_profiled``: False for a profile of PyTorch alone (no options: their fields are empty).
     """
 
     fusion: str
@@ -65,6 +86,12 @@ class ProfileRow:
     error: str | None = None
     reached: bool = True
     default_repeat: Numerics | None = None
+    torch_profiled: bool = False
+    torch_ms: float | None = None
+    torch_ratio: RatioSummary | None = None
+    torch_numerics: Numerics | None = None
+    torch_error: str | None = None
+    options_profiled: bool = True
 
     @property
     def interval(self) -> tuple[float, float] | None:
@@ -96,37 +123,45 @@ class ProfileRow:
         return None if self.options_ms is None else self.options_ms - self.default_ms
 
     @property
+    def torch_interval(self) -> tuple[float, float] | None:
+        """The interval of `torch_ratio`, or None when it was not timed."""
+        return None if self.torch_ratio is None else (self.torch_ratio.low, self.torch_ratio.high)
+
+    @property
+    def torch_delta_ms(self) -> float | None:
+        """Time per step PyTorch saves (< 0) or costs (> 0) on this fusion against nvFuser's defaults."""
+        if self.default_ms is None or self.torch_ratio is None:
+            return None
+        return self.default_ms * (self.torch_ratio.median - 1)
+
+    @property
+    def torch_status(self) -> str | None:
+        """In PyTorch: "no PyTorch form", "failed", "default not repeatable", "outputs differ", "not timed", or the
+        timing verdict (PyTorch against nvFuser's defaults); None where PyTorch was not profiled."""
+        if not self.torch_profiled:
+            return None
+        if self.torch_error is not None:
+            return "no PyTorch form" if self.torch_error.startswith("no PyTorch form") else "failed"
+        return self._judged(self.torch_numerics, self.torch_ratio)
+
+    @property
     def status(self) -> str:
         """"failed", "not reached", "default not repeatable", "outputs differ", "not timed", or the timing
-        verdict."""
+        verdict; "no options" in a profile of PyTorch alone."""
+        if not self.options_profiled:
+            return "no options"
         if self.error is not None:
             return "failed"
         if not self.reached:
             return "not reached"
+        return self._judged(self.numerics, self.ratio)
+
+    def _judged(self, numerics: Numerics | None, ratio: RatioSummary | None) -> str:
         if self.default_repeat is not None and not self.default_repeat.ok:
             return "default not repeatable"
-        if self.numerics is not None and not self.numerics.ok:
+        if numerics is not None and not numerics.ok:
             return "outputs differ"
-        return "not timed" if self.ratio is None else self.ratio.verdict
-
-
-def _names(segments: tuple[Segment, ...] | None) -> tuple[str, ...] | None:
-    return None if segments is None else tuple(s.scheduler for s in segments)
-
-
-def _compile(segments: tuple[Segment, ...] | None) -> float | None:
-    times = [s.compile_ms for s in segments or () if s.compile_ms is not None]
-    return sum(times) if times else None
-
-
-def _ms(value: float | None) -> str:
-    return "-" if value is None else f"{value:.4g}"
-
-
-def _schedulers(segments: tuple[Segment, ...] | None) -> str:
-    if segments is None:
-        return "?"
-    return "+".join(s.scheduler for s in segments) or "(none)"
+        return "not timed" if ratio is None else ratio.verdict
 
 
 @dataclass(frozen=True)
@@ -152,6 +187,9 @@ class ProfileResult(LoadableResult):
     compile_s: float | None = None  # seconds in first executions of new partitions (nvscope._exec._shared.compiling)
     default_compiles: Compiles | None = None
     options_compiles: Compiles | None = None
+    torch: bool = False  # each fusion's region in PyTorch profiled too (`ProfileRow.torch_ms` and the rest)
+    torch_step: RatioSummary | None = None  # the whole step with the fusions that can in PyTorch, against the default
+    torch_step_numerics: Numerics | None = None
 
     def __getitem__(self, fusion: str) -> ProfileRow:
         for row in self.rows:
@@ -161,7 +199,13 @@ class ProfileResult(LoadableResult):
 
     def ranked(self) -> list[ProfileRow]:
         """Timed fusions the options reached, by the time they save per step (most saved first); then those they
-        did not reach; then failed or untimed ones."""
+        did not reach; then failed or untimed ones. Without options, by the time PyTorch saves per step (where
+        nvFuser loses most first), then the fusions PyTorch could not run or that were not timed."""
+        if not self.options:
+            timed_in_torch = sorted((r for r in self.rows if r.torch_error is None and r.torch_ratio is not None),
+                                    key=lambda r: r.torch_delta_ms if r.torch_delta_ms is not None else math.inf)
+            return [*timed_in_torch, *(r for r in self.rows if r not in timed_in_torch)]
+
         def timed(r: ProfileRow) -> bool:  # a paired ratio: the difference of two medians ranks nothing
             return r.error is None and r.ratio is not None
 
@@ -173,58 +217,77 @@ class ProfileResult(LoadableResult):
     def table(self) -> str:
         """The ranked table, then how it was measured and the notes."""
         label = _label(self.options)
+        opts, torch = bool(self.options), self.torch
         width = min(40, max(len("fusion"), *(len(r.fusion) + 4 for r in self.rows))) if self.rows else 10
         # nvFuser's compile time where its profiler gave one; else the fusion's wall time in each first call, which
         # holds the compile (the kernel-name source has no compile time of its own).
         compiled = any(r.compile_ms["default"] is not None or r.compile_ms["options"] is not None for r in self.rows)
         first_column = "compile ms" if compiled else "1st call ms"
         sched = min(60, max(32, *(len(_scheduler_change(r)) for r in self.rows))) if self.rows else 32
-        header = (f"{'fusion':<{width}} {'default':>8} {'options':>8} {'ratio':>6} {'interval':>13}  "
-                  f"{'verdict':<22} {'schedulers default -> options':<{sched}} {first_column:>15}  outputs")
-        lines = [f"nvscope profile: {label} against the defaults, per fusion (ms per step)", header,
-                 "-" * len(header)]
+        header = (f"{'fusion':<{width}} {'default':>8} "
+                  + (f"{'options':>8} {'ratio':>6} {'interval':>13}  {'verdict':<22} " if opts else "")
+                  + (f"{'torch':>8} {'ratio':>6} {'interval':>13}  {'verdict':<22} " if torch else "")
+                  + f"{'schedulers default -> options' if opts else 'schedulers':<{sched}} {first_column:>15}  "
+                    "outputs")
+        what = f"{label} and PyTorch" if opts and torch else label if opts else "PyTorch"
+        lines = [f"nvscope profile: {what} against {'the' if opts else 'nvFuser' + chr(39) + 's'} defaults, per "
+                 "fusion (ms per step)", header, "-" * len(header)]
         for rank, row in enumerate(self.ranked(), 1):
             name = f"{rank:>2} {row.fusion}"
             name = name if len(name) <= width else name[: width - 1] + "~"
-            if row.error is not None:
-                lines.append(f"{name:<{width}} {_ms(row.default_ms):>8} {'-':>8} FAILED under the options (ran with "
-                             f"its defaults instead): {row.error.splitlines()[0]}")
+            failed = None if row.error is None else (f"FAILED under the options (ran with its defaults instead): "
+                                                     f"{row.error.splitlines()[0]}")
+            if failed is not None and not torch:
+                lines.append(f"{name:<{width}} {_ms(row.default_ms):>8} {'-':>8} {failed}")
                 continue
-            r = row.ratio
-            cells = ("-", "", "not timed") if r is None else (f"{r.median:.3f}", f"{r.low:.3f}-{r.high:.3f}",
-                                                                r.verdict if row.reached else "not reached")
-            schedulers = _scheduler_change(row)
+            cells = ""
+            if opts:
+                cells += _timed_cells(row.options_ms, row.ratio, "FAILED" if failed else
+                                      None if row.reached else "not reached")
+            if torch:
+                cells += _timed_cells(row.torch_ms, row.torch_ratio, None if row.torch_error is None else
+                                      "NO PYTORCH FORM" if row.torch_status == "no PyTorch form" else
+                                      "FAILED in PyTorch")
+            schedulers = _scheduler_change(row) if opts else _schedulers(row.default_segments)
             pair = row.compile_ms if compiled else {"default": row.default_first_ms, "options": row.options_first_ms}
-            compile_cell = (f"{_ms(pair['default'])}/{_ms(pair['options'])}"
+            compile_cell = (f"{_ms(pair['default'])}" + (f"/{_ms(pair['options'])}" if opts else "")
                             if pair["default"] is not None or pair["options"] is not None else "-")
-            n, again = row.numerics, row.default_repeat
-            outputs = "-" if n is None else ("match" if n.ok else f"DIFFER: {n.detail}")
-            if again is not None and not again.ok:
-                outputs = f"DEFAULT NOT REPEATABLE: {again.detail}"
-            lines.append(f"{name:<{width}} {_ms(row.default_ms):>8} {_ms(row.options_ms):>8} {cells[0]:>6} "
-                         f"{cells[1]:>13}  {cells[2]:<22} {schedulers:<{sched}} {compile_cell:>15}  {outputs}")
+            outputs = [failed or _outputs_cell(row, row.numerics)] if opts else []
+            if torch:
+                cell = row.torch_error if row.torch_error is not None else _outputs_cell(row, row.torch_numerics)
+                outputs.append(f"torch: {cell.splitlines()[0]}" if opts else cell.splitlines()[0])
+            lines.append(f"{name:<{width}} {_ms(row.default_ms):>8} {cells}{schedulers:<{sched}} "
+                         f"{compile_cell:>15}  {'; '.join(outputs)}")
         tolerance = ("per dtype: " + ", ".join(f"{k} {v:g}" for k, v in DEFAULT_TOLERANCES.items())
                      if self.tolerance is None else f"{self.tolerance:g}")
-        if self.step is not None:
-            s = self.step
-            numerics = "" if self.step_numerics is None else (
-                "; outputs and gradients " + ("within tolerance" if self.step_numerics.ok else
-                                              f"OVER TOLERANCE ({self.step_numerics.detail})"))
-            lines += ["", f"whole step: ratio {s.median:.3f} ({s.low:.3f}-{s.high:.3f}), {s.verdict}{numerics}"]
+        for step, step_numerics, where in ((self.step, self.step_numerics, ""),
+                                           (self.torch_step, self.torch_step_numerics, " in PyTorch")):
+            if step is not None:
+                numerics = "" if step_numerics is None else (
+                    "; outputs and gradients " + ("within tolerance" if step_numerics.ok else
+                                                  f"OVER TOLERANCE ({step_numerics.detail})"))
+                lines += ["", f"whole step{where}: ratio {step.median:.3f} ({step.low:.3f}-{step.high:.3f}), "
+                              f"{step.verdict}{numerics}"]
+        pairs = "default/options" if opts else "default"
+        ratio_of = " and ".join((["options/default"] if opts else []) + (["torch/default"] if torch else []))
         lines += [
             "",
             f"times: each fusion's {self.timer} time per step, summed over its executions, in {self.rounds} "
             f"randomized paired rounds of {self.steps_per_round} step{'s' * (self.steps_per_round != 1)} per variant "
-            "(median; ratio options/default per round, its median; < 1 is faster)",
-            f"interval: {self._intervals()}",
-            ("compile ms (default/options): nvFuser's compile time of the fusion's segments in each variant's first "
-             "call" if compiled else "1st call ms (default/options): the fusion's wall time in each variant's first "
+            f"(median; ratio {ratio_of} per round, its median; < 1 is faster)",
+            f"interval: {_intervals(self)}",
+            (f"compile ms ({pairs}): nvFuser's compile time of the fusion's segments in each variant's first "
+             "call" if compiled else f"1st call ms ({pairs}): the fusion's wall time in each variant's first "
              "call, compile included (device synchronised around it)"),
             f"schedulers: nvFuser's segments in each variant's first call (one list where the options kept the "
             f"same), from "
             f"{self.schedulers_from or 'nothing here (no CUDA or no nvFuser): ?'}",
-            f"outputs: each fusion's outputs with only that fusion under the options, against the defaults; "
-            f"tolerance on max|diff| / max|default| {tolerance}",
+            *([f"outputs: each fusion's outputs with only that fusion under the options, against the defaults; "
+               f"tolerance on max|diff| / max|default| {tolerance}"] if opts else []),
+            *([f"torch: the fusion's region run in PyTorch (nv_options(run='torch'), Thunder's PyTorch executor, "
+               f"eager); its outputs with only that fusion in PyTorch, against the defaults; tolerance {tolerance}; "
+               "a ratio > 1 is where nvFuser's defaults beat PyTorch, < 1 where nvFuser loses to eager"]
+              if torch else []),
             *(["not reached: none of the options can change a fusion holding its ops (the catalog's gates), so it "
                "kept its default kernels"] if any(not r.reached for r in self.rows) else []),
             *([] if self.compile_s is None else [
@@ -240,17 +303,6 @@ class ProfileResult(LoadableResult):
         ]
         return "\n".join(lines)
 
-    def _intervals(self) -> str:
-        """How the intervals were made: the fusions' family, each interval's own confidence, the confirmation."""
-        ratio = next((r.ratio for r in self.rows if r.ratio is not None), None)
-        n = 0 if ratio is None else ratio.screened or ratio.comparisons  # the first rounds' family
-        confidence = (f"simultaneous 95% over the {n} fusion ratios judged together (each at {100 - 5 / n:.4g}%)"
-                      if n > 1 else "95% (one fusion ratio)" if n else "simultaneous 95%")
-        return ("the median's, between two order statistics of the ratios (the sign test's interval, exact for any "
-                f"distribution); {confidence}; each verdict timed again in fresh rounds and kept only "
-                "where both agree (the row then shows the fresh rounds' ratio; a note says which): a chance 'faster' "
-                "or 'slower' on any fusion needs two chance misses, however many fusions the step runs")
-
     def __str__(self) -> str:
         return self.table()
 
@@ -265,6 +317,8 @@ class ProfileResult(LoadableResult):
             "step_numerics": numerics_dict(self.step_numerics), "schedulers_from": self.schedulers_from,
             "notes": list(self.notes), "compile_s": self.compile_s, "default_compiles":
             compiles_dict(self.default_compiles), "options_compiles": compiles_dict(self.options_compiles),
+            "torch": self.torch, "torch_step": _ratio_dict(self.torch_step),
+            "torch_step_numerics": numerics_dict(self.torch_step_numerics),
             "rows": [_row_dict(r) for r in self.rows],
         }
 
@@ -274,13 +328,16 @@ class ProfileResult(LoadableResult):
             r["fusion"], r["phase"], tuple(r["ops"]), r["calls"], r["default_ms"], r["options_ms"],
             _ratio(r["ratio"]), _segments(r["default_segments"]), _segments(r["options_segments"]),
             r["default_first_ms"], r["options_first_ms"], numerics_from(r["numerics"]), r["error"], r["reached"],
-            numerics_from(r.get("default_repeat")))
+            numerics_from(r.get("default_repeat")), r.get("torch_profiled", False), r.get("torch_ms"),
+            _ratio(r.get("torch_ratio")), numerics_from(r.get("torch_numerics")), r.get("torch_error"),
+            r.get("options_profiled", True))
             for r in data["rows"])
         return cls(rows, options_from(data["options"]), data["timer"], data["rounds"], data["steps_per_round"],
                    data["warmup"], data["tolerance"], data["seed"], data["elapsed_s"], _ratio(data["step"]),
                    numerics_from(data["step_numerics"]), data["schedulers_from"], tuple(data["notes"]),
                    data.get("compile_s"), Compiles.from_dict(data.get("default_compiles")),
-                   Compiles.from_dict(data.get("options_compiles")))
+                   Compiles.from_dict(data.get("options_compiles")), data.get("torch", False),
+                   _ratio(data.get("torch_step")), numerics_from(data.get("torch_step_numerics")))
 
     # --- chart -----------------------------------------------------------------------------------------------------
 
@@ -331,49 +388,3 @@ class ProfileResult(LoadableResult):
         fig.suptitle(textwrap.fill(title or f"nvscope profile: {_label(self.options)}", 90), fontsize=9)
         fig.savefig(path, dpi=130)
         return path
-
-
-def _scheduler_change(r: ProfileRow) -> str:
-    """``default -> options``, or the one list where the options kept the same schedulers."""
-    default, options = _schedulers(r.default_segments), _schedulers(r.options_segments)
-    return default if options == default else f"{default} -> {options}"
-
-
-def _plot_label(r: ProfileRow) -> str:
-    return f"{r.fusion} [{_scheduler_change(r)}]"
-
-
-def _label(options: OptionSet) -> str:
-    from nvscope._measure import spec
-
-    return spec(options) or "(no options)"
-
-
-def _ratio(data: dict[str, Any] | None) -> RatioSummary | None:
-    return None if data is None else RatioSummary.from_dict(data)
-
-
-def _ratio_dict(ratio: RatioSummary | None) -> dict[str, Any] | None:
-    return None if ratio is None else ratio.as_dict()
-
-
-def _segments_dict(segments: tuple[Segment, ...] | None) -> list[dict[str, Any]] | None:
-    return None if segments is None else [
-        {"segment_id": s.segment_id, "scheduler": s.scheduler, "kernel": s.kernel, "compile_ms": s.compile_ms,
-         "time_ms": s.time_ms} for s in segments]
-
-
-def _segments(data: list[dict[str, Any]] | None) -> tuple[Segment, ...] | None:
-    return None if data is None else tuple(Segment(**s) for s in data)
-
-
-def _row_dict(r: ProfileRow) -> dict[str, Any]:
-    return {
-        "fusion": r.fusion, "phase": r.phase, "ops": list(r.ops), "calls": r.calls, "status": r.status,
-        "default_ms": r.default_ms, "options_ms": r.options_ms, "ratio": _ratio_dict(r.ratio),
-        "schedulers": {k: None if v is None else list(v) for k, v in r.schedulers.items()},
-        "compile_ms": r.compile_ms, "default_segments": _segments_dict(r.default_segments),
-        "options_segments": _segments_dict(r.options_segments), "default_first_ms": r.default_first_ms,
-        "options_first_ms": r.options_first_ms, "numerics": numerics_dict(r.numerics), "error": r.error,
-        "reached": r.reached, "default_repeat": numerics_dict(r.default_repeat),
-    }

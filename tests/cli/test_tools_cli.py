@@ -98,6 +98,32 @@ def test_profile_a_script_function_writes_table_json_and_chart(script: Path,
     assert paths["png"].stat().st_size > 1000
 
 
+def test_profile_torch_alone(script: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = script.with_name("profile.json")
+    code = main(["profile", "--torch", "--rounds", "5", "--quiet", "--json", str(out), f"{script}:step"])
+    stdout, stderr = capsys.readouterr()
+    assert code == 0, stderr
+    assert stdout.startswith("nvscope profile: PyTorch against nvFuser's defaults, per fusion")
+    data = json.loads(out.read_text())
+    assert data["torch"] is True and data["options"] == {"enable": [], "disable": []}
+    assert all(r["torch_ratio"] is not None and r["torch_numerics"]["ok"] for r in data["rows"]), data["rows"]
+
+
+def test_profile_torch_beside_the_options(script: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["profile", "--enable", "fuse_matmul", "--torch", "--rounds", "5", "--quiet", f"{script}:step"])
+    stdout, stderr = capsys.readouterr()
+    assert code == 0, stderr
+    assert stdout.startswith("nvscope profile: fuse_matmul and PyTorch against the defaults")
+    assert "FAILED under the options" in stdout and "torch: match" in stdout
+
+
+def test_profile_torch_alone_has_no_chart(script: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["profile", "--torch", "--plot", str(script.with_name("p.png")), f"{script}:step"])
+    assert code == 2
+    assert capsys.readouterr().err.strip() == ("nvscope profile: error: --plot charts the options' ratios: give "
+                                               "--enable/--disable too, or leave --plot out")
+
+
 @pytest.mark.parametrize(("argv", "message"), [
     (["bisect", "--enable", "fast_maht", "nope.py:step"], "unknown nvFuser enable option 'fast_maht'"),
     (["profile", "nope.py:step"], "give the options"),

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import thunder_double
 from noisy_double import StepClock
 from thunder_double import ThunderDouble, reset_nvscope
 
@@ -34,7 +35,7 @@ class Model:
     cannot decide a verdict."""
 
     def __init__(self, double: ThunderDouble, monkeypatch: pytest.MonkeyPatch, behaviour: dict[int, dict[str, Any]],
-                 breaks: dict[int, str] | None = None, n: int = 4) -> None:
+                 breaks: dict[int, str] | None = None, n: int = 4, eager: dict[int, str] | None = None) -> None:
         fe = double.fe
         original = fe.FusionDefinition.execute
 
@@ -54,9 +55,24 @@ class Model:
             return [o * b.get("scale", 1.0) for o in outputs] if on else outputs
 
         monkeypatch.setattr(fe.FusionDefinition, "execute", execute)
-        breaks = breaks or {}
-        self.wrappers = [double.make_wrapper(f"nvFusion{k}", ops=("linear", f"tag{k}"), breaks_with=breaks.get(k))
-                         for k in range(n)]
+        regions: list[Any] = []
+
+        class TimedRegion(thunder_double.RegionSymbol):
+            """Fusion k's region in PyTorch takes ``behaviour[k]["torch"]`` seconds (1 ms if not said)."""
+
+            def __init__(self, kind: str, name: str | None = None) -> None:
+                super().__init__(kind, name)
+                self.tag = len(regions)  # the wrappers are made in order, one input (one region symbol) each
+                regions.append(self)
+
+            def __call__(self, x: Any) -> Any:
+                clock.advance(behaviour.get(self.tag, {}).get("torch", 0.001))
+                return super().__call__(x)
+
+        monkeypatch.setattr(thunder_double, "RegionSymbol", TimedRegion)
+        breaks, eager = breaks or {}, eager or {}
+        self.wrappers = [double.make_wrapper(f"nvFusion{k}", ops=("linear", f"tag{k}"), breaks_with=breaks.get(k),
+                                             eager=eager.get(k, "double")) for k in range(n)]
 
     def __call__(self, x: float) -> float:
         for wrapper in self.wrappers:
@@ -491,3 +507,65 @@ def test_a_verdict_the_fresh_rounds_do_not_repeat_is_dropped(monkeypatch: pytest
     assert f"not confirmed, so no difference detected: {row.fusion}, the whole step" in note
     data = json.loads(result.to_json())
     assert data["rows"][0]["ratio"]["screened"] == 1 and ProfileResult.from_json(result.to_json()) == result
+
+
+# --- torch=True: each fusion's region in PyTorch beside nvFuser's defaults ------------------------------------------
+
+def test_the_pytorch_column_ratios_outputs_and_a_fusion_without_a_pytorch_form(double: ThunderDouble,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    behaviour = {0: {"sleep": 0.004, "torch": 0.002},  # nvFuser loses to eager here: PyTorch x0.5
+                 1: {"sleep": 0.002, "torch": 0.004},  # PyTorch x2
+                 2: {"option": "fast_math", "sleep": 0.004, "factor": 0.5}}  # the options' own column still works
+    model = Model(double, monkeypatch, behaviour, n=5, eager={3: "wrong", 4: "unsupported"})
+    result = profile(model, 1.0, enable=["fast_math"], torch=True, **TIMED)
+    eager_wins, nvfuser_wins, options, wrong, formless = (result[f"forward/nvFusion{k}"] for k in range(5))
+    assert eager_wins.torch_ratio is not None and eager_wins.torch_status == "faster"
+    assert eager_wins.torch_ratio.median == pytest.approx(0.5, 0.2) and eager_wins.torch_ms == pytest.approx(2, 0.5)
+    assert nvfuser_wins.torch_status == "slower" and nvfuser_wins.torch_ratio.median == pytest.approx(2, 0.2)
+    assert eager_wins.torch_interval == (eager_wins.torch_ratio.low, eager_wins.torch_ratio.high)
+    assert eager_wins.torch_ratio.screened == 4  # the four fusions that ran in PyTorch: one family of their own
+    assert options.status == "faster" and options.torch_numerics is not None and options.torch_numerics.ok
+    # eager="wrong": its region computes 3x where nvFuser computes 2x, so its outputs differ; nvFuser's do not.
+    assert wrong.torch_status == "outputs differ" and wrong.torch_numerics is not None
+    assert wrong.torch_numerics.max_rel_diff == pytest.approx(0.5) and wrong.status != "outputs differ"
+    # A region Thunder's PyTorch executor cannot run: the row says so, the profile went on.
+    assert formless.torch_status == "no PyTorch form" and formless.torch_ratio is None
+    assert formless.torch_error is not None and "cannot run its region" in formless.torch_error
+    assert formless.ratio is not None  # still timed under the options
+    assert result.torch_step is not None and result.torch_step_numerics is not None
+    assert not result.torch_step_numerics.ok  # the "wrong" region moved the step's output
+    table = result.table()
+    assert table.splitlines()[0] == ("nvscope profile: fast_math and PyTorch against the defaults, per fusion (ms per "
+                                     "step)")
+    assert " torch  ratio " in table.splitlines()[1] and "NO PYTORCH FORM" in table and "torch: DIFFER" in table
+    assert "whole step in PyTorch: ratio" in table
+    data = json.loads(result.to_json())
+    assert data["rows"][4]["torch_status"] == "no PyTorch form" and data["rows"][0]["torch_ratio"]["median"] < 1
+    assert ProfileResult.from_json(result.to_json()) == result
+
+
+def test_pytorch_alone_against_the_defaults(double: ThunderDouble, monkeypatch: pytest.MonkeyPatch) -> None:
+    model = Model(double, monkeypatch, {2: {"sleep": 0.004, "torch": 0.001}}, n=3)
+    result = profile(model, 1.0, torch=True, **TIMED)
+    assert {tuple(ex.enable or ()) for ex in double.executions} == {()}  # no options anywhere
+    assert result.ranked()[0].fusion == "forward/nvFusion2"  # where nvFuser loses most, first
+    row = result["forward/nvFusion2"]
+    assert row.status == "no options" and row.ratio is None and row.torch_status == "faster"
+    assert result.step is None and result.torch_step is not None and result.options_compiles is None
+    table = result.table()
+    assert table.splitlines()[0] == "nvscope profile: PyTorch against nvFuser's defaults, per fusion (ms per step)"
+    assert "options" not in table.splitlines()[1] and "ratio torch/default per round" in table
+    assert ProfileResult.from_json(result.to_json()) == result
+
+
+def test_torch_is_checked_before_anything_runs() -> None:
+    calls = []
+
+    def step() -> None:
+        calls.append(1)
+
+    with pytest.raises(TypeError, match="torch= takes True or False"):
+        profile(step, torch="yes")
+    with pytest.raises(ValueError, match="or torch=True"):
+        profile(step)
+    assert calls == []
