@@ -321,7 +321,8 @@ class Proxy:
 
 class RegionSymbol:
     """A region's op: "double" computes ``2 * x`` (what the frontend double's fusions compute); "wrong" ``3 * x``;
-    "unsupported" is one Thunder's PyTorch executor has no implementation for."""
+    "unsupported" is one Thunder's PyTorch executor has no implementation for; "nvfuser_only" one it leaves in the
+    trace, which fails when run (as the nvFuser executor's own sdpa symbol does)."""
 
     def __init__(self, kind: str, name: str | None = None) -> None:
         self.kind = kind
@@ -332,6 +333,9 @@ class RegionSymbol:
             return 2 * x
         if self.kind == "wrong":
             return 3 * x
+        if self.kind == "nvfuser_only":
+            raise TypeError("_scaled_dot_product_flash_attention_forward() missing 2 required keyword-only "
+                            "arguments: 'fd' and 'lc_to_nv_map'")
         raise AssertionError(f"a {self.kind} symbol does not run")
 
     def bind(self, *args: Any, output: Any) -> BoundSymbol:

@@ -17,7 +17,7 @@ from nvscope._exec import _repro
 from nvscope._exec._adapter import Adapter, F
 from nvscope._exec._fusion_table import EscapeRefused, FusionTable, Partition
 
-__all__ = ["region_for", "route"]
+__all__ = ["region_for", "route", "unusable", "warn"]
 
 # Lower-case words of errors no PyTorch run can get past in this process.
 FATAL = ("out of memory", "illegal memory access", "illegal instruction", "unspecified launch failure",
@@ -35,10 +35,10 @@ def route(adapter: Adapter[F], table: FusionTable[Partition], fusion: F, partiti
 
 
 def region_for(error: Exception, adapter: Adapter[F], table: FusionTable[Partition], fusion: F,
-               partition: Partition, args: tuple[Any, ...], kwargs: dict[str, Any],
-               stacklevel: int) -> Callable[..., Any]:
-    """The fusion's PyTorch callable, routed for these inputs and options from now on (warned once per fusion), after
-    nvFuser failed with ``error``; or ``error`` raised again with one note saying why it cannot run in PyTorch."""
+               partition: Partition, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Callable[..., Any], bool]:
+    """The fusion's PyTorch callable, routed for these inputs and options from now on, after nvFuser failed with
+    ``error``, and whether it is the fusion's first route (to warn of, once it ran: `warn`); or ``error`` raised
+    again with one note saying why it cannot run in PyTorch."""
     info = table.info
     assert info is not None, "the execution path's tables know their fusion"
     text = f"{type(error).__name__}: {error}".lower()
@@ -47,6 +47,8 @@ def region_for(error: Exception, adapter: Adapter[F], table: FusionTable[Partiti
     region = table.region
     if type(error).__name__ == "OutOfMemoryError" or any(word in text for word in FATAL):
         why = "CUDA out of memory or a CUDA error that leaves the context unusable"
+    elif table.region_failed is not None:
+        why = table.region_failed
     else:
         try:
             key, make_region = adapter.escape(fusion, args, kwargs)
@@ -59,14 +61,30 @@ def region_for(error: Exception, adapter: Adapter[F], table: FusionTable[Partiti
     if why is not None or region is None:
         _add_note(error, f"nvscope: on_error='torch' could not run {info.id} in PyTorch: {why}")
         raise error
-    if table.add_route(partition.options, key, region):
-        paths = _repro.repro_paths(error)
-        warnings.warn(f"nvscope: fusion {info.id} failed in nvFuser with options {partition.options.label()} and ran "
-                      "in PyTorch (on_error='torch'); later calls with these inputs and options go straight to "
-                      f"PyTorch.\n  nvFuser: {_first_line(error)}\n  repro script: "
-                      f"{paths[0] if paths else 'none (NVSCOPE_REPRO=0, or it could not be written)'}",
-                      EscapeWarning, stacklevel=stacklevel)
-    return region
+    return region, table.add_route(partition.options, key, region)
+
+
+def warn(error: Exception, table: FusionTable[Partition], partition: Partition, stacklevel: int) -> None:
+    """The fusion's one `EscapeWarning`: its id, nvFuser's first error line, the repro script."""
+    info = table.info
+    paths = _repro.repro_paths(error)
+    warnings.warn(f"nvscope: fusion {'?' if info is None else info.id} failed in nvFuser with options "
+                  f"{partition.options.label()} and ran in PyTorch (on_error='torch'); later calls with these inputs "
+                  f"and options go straight to PyTorch.\n  nvFuser: {_first_line(error)}\n  repro script: "
+                  f"{paths[0] if paths else 'none (NVSCOPE_REPRO=0, or it could not be written)'}",
+                  EscapeWarning, stacklevel=stacklevel + 1)
+
+
+def unusable(error: Exception, table: FusionTable[Partition], problem: Exception) -> Exception:
+    """nvFuser's ``error``, noted, after the region's first PyTorch run failed with ``problem``: the fusion's routes
+    go, and later failures of it are raised at once (``table.region_failed``)."""
+    why = f"its region does not run in PyTorch ({type(problem).__name__}: {_first_line(problem)})"
+    with table.lock:
+        table.region_failed = why
+        table.routes.clear()
+    info = table.info
+    _add_note(error, f"nvscope: on_error='torch' could not run {'it' if info is None else info.id} in PyTorch: {why}")
+    return error
 
 
 def _first_line(error: BaseException) -> str:

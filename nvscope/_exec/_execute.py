@@ -262,10 +262,20 @@ def failed(error: Exception, adapter: Adapter[F], table: FusionTable[Partition],
 
 def _escape(error: Exception, adapter: Adapter[F], table: FusionTable[Partition], fusion: F, partition: Partition,
             args: tuple[Any, ...], kwargs: dict[str, Any], stacklevel: int) -> Any:
-    region = _escapes.region_for(error, adapter, table, fusion, partition, args, kwargs, stacklevel + 2)
+    region, first = _escapes.region_for(error, adapter, table, fusion, partition, args, kwargs)
     info = table.info
     assert info is not None, "`fusion_table` sets it"
-    return _run_region(region, info, partition.options, adapter, args)
+    if table.region_ran:
+        outputs = _run_region(region, info, partition.options, adapter, args)
+    else:
+        try:  # its first run: a region Thunder's PyTorch executor left a symbol in that only nvFuser runs fails here
+            outputs = _run_region(region, info, partition.options, adapter, args)
+        except Exception as problem:
+            raise _escapes.unusable(error, table, problem) from problem
+        table.region_ran = True
+    if first:
+        _escapes.warn(error, table, partition, stacklevel + 1)
+    return outputs
 
 
 def _run_region(region: Callable[..., Any], info: FusionInfo, options: OptionSet, adapter: Adapter[Any],

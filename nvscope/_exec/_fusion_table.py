@@ -88,7 +88,8 @@ class FusionTable(Generic[T]):
     (``hot``, ``steady``, ``resolved``, ``failed``) are written here only."""
 
     __slots__ = ("_entries", "_lock", "_own", "_torch", "build", "build_own", "build_region", "builds", "evictions",
-                 "failed", "hot", "info", "maxsize", "own_options", "region", "resolved", "routes", "steady")
+                 "failed", "hot", "info", "maxsize", "own_options", "region", "region_failed", "region_ran",
+                 "resolved", "routes", "steady")
 
     def __init__(self, own_options: OptionSet, build: Callable[[OptionSet], T], maxsize: int | None = None, *,
                  info: FusionInfo | None = None, build_own: Callable[[], T] | None = None,
@@ -133,6 +134,8 @@ class FusionTable(Generic[T]):
         self.build_region = build_region
         self._torch: Partition | None = None
         self.region: Callable[..., Any] | None = None
+        self.region_ran = False  # it ran in PyTorch once (on_error="torch"): later failures of it are its own
+        self.region_failed: str | None = None  # why its first PyTorch run failed: no later escape tries it
         self.routes: dict[tuple[OptionSet, Any], Callable[..., Any]] = {}
 
     def __len__(self) -> int:
@@ -229,6 +232,10 @@ class FusionTable(Generic[T]):
                 if own is None:
                     own = self._own = self.build_own()
         return own
+
+    @property
+    def lock(self) -> threading.RLock:
+        return self._lock
 
     def add_route(self, options: OptionSet, key: Any, region: Callable[..., Any]) -> bool:
         """Calls with inputs ``key`` under ``options`` run ``region`` (PyTorch) from now on; True for the fusion's

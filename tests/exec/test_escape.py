@@ -186,6 +186,16 @@ def test_a_region_pytorch_cannot_run_raises_nvfusers_error_with_one_line(install
     assert "Thunder's PyTorch executor cannot run its region" in line and "\n" not in line
 
 
+def test_a_region_that_fails_its_first_pytorch_run_raises_nvfusers_error(installed: ThunderDouble) -> None:
+    fusion = installed.make_wrapper("nvFusion0", fails="raise::", eager="nvfuser_only")
+    for _ in range(2):  # the second time without trying the region again
+        with nv_options(on_error="torch"), pytest.raises(RuntimeError, match="INTERNAL ASSERT") as raised:
+            fusion(X)
+        [line] = [n for n in raised.value.__notes__ if "on_error='torch'" in n]
+        assert "its region does not run in PyTorch (TypeError: _scaled_dot_product" in line
+    assert len(installed.region_runs) == 1
+
+
 def test_a_thunder_without_regions_is_found_at_install_and_its_scopes_still_work(make_double: Any) -> None:
     import nvscope.thunder
 
