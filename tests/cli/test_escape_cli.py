@@ -64,21 +64,13 @@ def test_marked_raise(monkeypatch):
 """
 
 
-@pytest.fixture
-def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
-    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
-    for name in list(os.environ):
-        if name.startswith(("NVSCOPE_", "NVFUSER_")):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(map(str, (TESTS, REPO))))
-    return pytester
 
 
-def test_pytest_nv_on_error_torch_and_a_marker_inside_it(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(PLUGIN_TESTS)
-    result = pytester.runpytest_subprocess("-p", "_nvscope_pytestplugin", "-p", "no:cacheprovider",
+def test_pytest_nv_on_error_torch_and_a_marker_inside_it(plugin_pytester: pytest.Pytester) -> None:
+    plugin_pytester.makepyfile(PLUGIN_TESTS)
+    result = plugin_pytester.runpytest_subprocess("-p", "_nvscope_pytestplugin", "-p", "no:cacheprovider",
                                            "--nv-on-error", "torch")
     result.assert_outcomes(passed=2)
     assert "nvscope: on_error='torch' around each test (--nv-on-error)" in result.stdout.lines
-    plain = pytester.runpytest_subprocess("-p", "_nvscope_pytestplugin", "-p", "no:cacheprovider")
+    plain = plugin_pytester.runpytest_subprocess("-p", "_nvscope_pytestplugin", "-p", "no:cacheprovider")
     plain.assert_outcomes(passed=1, failed=1)  # without the flag the fusion's error fails test_plain

@@ -162,20 +162,12 @@ TESTS_UNDER_THE_PLUGIN = """
 """
 
 
-@pytest.fixture
-def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
-    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
-    for name in list(os.environ):
-        if name.startswith(("NVSCOPE_", "NVFUSER_")):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(map(str, (TESTS, REPO))))
-    return pytester
 
 
 @pytest.mark.parametrize("flags", [(), ("--nv-share-defaults",)])
-def test_pytest_share_defaults_flag_and_marker(pytester: pytest.Pytester, flags: tuple[str, ...]) -> None:
-    pytester.makepyfile(TESTS_UNDER_THE_PLUGIN)
-    result = pytester.runpytest_subprocess("-p", "_nvscope_pytestplugin", "-p", "no:cacheprovider", *flags)
+def test_pytest_share_defaults_flag_and_marker(plugin_pytester: pytest.Pytester, flags: tuple[str, ...]) -> None:
+    plugin_pytester.makepyfile(TESTS_UNDER_THE_PLUGIN)
+    result = plugin_pytester.runpytest_subprocess("-p", "_nvscope_pytestplugin", "-p", "no:cacheprovider", *flags)
     result.assert_outcomes(passed=4)
     header = [line for line in result.stdout.lines if line.startswith("nvscope:")]
     assert header == (["nvscope: fusions at their own options share compiled definitions (--nv-share-defaults, "
@@ -183,11 +175,11 @@ def test_pytest_share_defaults_flag_and_marker(pytester: pytest.Pytester, flags:
     assert "DevelopmentModeWarning" not in result.stdout.str()
 
 
-def test_pytest_share_defaults_under_share_0_is_a_usage_error(pytester: pytest.Pytester,
+def test_pytest_share_defaults_under_share_0_is_a_usage_error(plugin_pytester: pytest.Pytester,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NVSCOPE_SHARE", "0")
-    pytester.makepyfile("def test_never(): raise AssertionError('ran')")
-    result = pytester.runpytest_subprocess("-p", "_nvscope_pytestplugin", "--nv-share-defaults")
+    plugin_pytester.makepyfile("def test_never(): raise AssertionError('ran')")
+    result = plugin_pytester.runpytest_subprocess("-p", "_nvscope_pytestplugin", "--nv-share-defaults")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--nv-share-defaults needs compile sharing, which NVSCOPE_SHARE=0*"])
 
