@@ -27,6 +27,7 @@ import dataclasses
 import functools
 import inspect
 import os
+import re
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -247,18 +248,11 @@ def _drive(probe: Probe, say: Callable[[str], None], mode: str, checks: tuple[st
     if env:
         notes.append(f"the environment sets {env.as_shell()}: those options apply to every fusion and cannot be "
                      "taken away per fusion" + ("" if drops else " (in-process probes cannot run without them)"))
-    while seen["failure"] is not None:
-        failure = seen["failure"]
-        fusion = failure["fusion"]
-        if fusion in plan:  # a cure that does not hold in this run: said on that fusion
-            again = f"it failed again with its cure, in the run with the cures so far: {failure['line'][:200]}"
-            rescues = [dataclasses.replace(r, sure=again) if r.fusion == fusion else r for r in rescues]
-            doubts.append(f"{fusion}: {again}")
-            break
-        if fusion is None:  # nothing to search on: say so
-            unattributed = Failure(fusion, failure["kind"], failure["line"], failure.get("detail", ""))
-            break
-        say(f"{fusion}: {failure['kind']}: {failure['line'][:160]}")
+    routable: dict[str, dict[str, Any]] = {}  # fusions that raised and ran in PyTorch: cured by options or routed
+
+    def rescue_one(fusion: str, failure: dict[str, Any], seen: dict[str, Any]) -> FusionRescue:
+        """The search for one failing fusion (the cures so far in ``plan``), its cure confirmed."""
+        say(f"{fusion}: {failure['kind']}: {_line(failure['line'])[:160]}")
         causes = []
         for variable in drops:  # does the environment's option cause it?
             if not _fails_at(probe([Plan(plan, (variable,), validate and [fusion])])[0], fusion):
@@ -268,7 +262,7 @@ def _drive(probe: Probe, say: Callable[[str], None], mode: str, checks: tuple[st
         sets = candidates(fused["ops"], taken, max_set_size, f"{failure['line']}\n{failure.get('detail', '')}") \
             if given is None else [o for o in given if len(o.enable) + len(o.disable) <= max_set_size
                                    and o.only(_gate(fused["ops"])) == o]
-        repro: list[str] = list(seen.get("repro", []))  # the defaults' failure first
+        repro: list[str] = list(failure.get("repro") or seen.get("repro", []))  # the defaults' failure first
 
         def cures(batch: list[OptionSet], fusion: str = fusion, repro: list[str] = repro, fresh: bool = False
                   ) -> list[tuple[bool, str]]:
@@ -319,38 +313,97 @@ def _drive(probe: Probe, say: Callable[[str], None], mode: str, checks: tuple[st
                        "no number of runs proves a cure of a failure that did not fail again"))
             if not sure.startswith("proven"):
                 doubts.append(f"{fusion}: {sure}")
-        rescue_ = FusionRescue(fusion, Failure(fusion, failure["kind"], failure["line"], failure.get("detail", "")),
-                               cure, tuple(attempts), tuple(causes), out_of_budget, tuple(dict.fromkeys(repro))[:1],
-                               sure=sure)
-        rescues.append(rescue_)
-        if cure is None:
-            say(f"{fusion}: no cure" + (" (time budget spent)" if out_of_budget else ""))
-            break
-        plan[fusion] = cure
-        say(f"{fusion}: cured by {cure.label()}; running the step again with the cures so far")
+        return FusionRescue(fusion, Failure(fusion, failure["kind"], _line(failure["line"]), failure.get("detail", "")),
+                            cure, tuple(attempts), tuple(causes), out_of_budget, tuple(dict.fromkeys(repro))[:1],
+                            sure=sure)
+
+    def run_again() -> dict[str, Any]:
+        nonlocal clean
         seen = probe([Plan(plan, validate=validate)])[0]
-        clean = 1 if seen["failure"] is None else 0
+        clean = 1 if _clean(seen, set(routable)) else 0
         for f in seen["fusions"]:
             info.setdefault(f["id"], f)
             if f["id"] not in fusions:
                 fusions.append(f["id"])
+        return seen
+
+    # 1. Failures the escape cannot get past (faults, hangs, wrong numbers, memory errors, the step outside its
+    # fusions), one after another; a fusion that raised and ran in PyTorch is kept for after the route's proof.
+    stopped = False
+    while (failure := _next_failure(seen, plan, routable, stopped)) is not None:
+        fusion = failure["fusion"]
+        if fusion in plan:  # a cure that does not hold in this run: said on that fusion
+            again = f"it failed again with its cure, in the run with the cures so far: {failure['line'][:200]}"
+            rescues = [dataclasses.replace(r, sure=again) if r.fusion == fusion else r for r in rescues]
+            doubts.append(f"{fusion}: {again}")
+            stopped = True
+            break
+        if fusion is None:  # nothing to search on: say so
+            unattributed = Failure(fusion, failure["kind"], failure["line"], failure.get("detail", ""))
+            stopped = True
+            break
+        rescue_ = rescue_one(fusion, failure, seen)
+        rescues.append(rescue_)
+        if rescue_.cure is None:
+            say(f"{fusion}: no cure" + (" (time budget spent)" if rescue_.out_of_budget else ""))
+            stopped = True
+            break
+        plan[fusion] = rescue_.cure
+        say(f"{fusion}: cured by {rescue_.cure.label()}; running the step again with the cures so far")
+        seen = run_again()
+    routed: dict[str, str] = {}  # per fusion the route proved for, its cost
+    if routable and not stopped:
+        # 2. The route first, so that a usable line does not wait for the search: the whole step, fresh, with the
+        # fusions that raise in PyTorch (and the option cures so far), against the reference if one is given.
+        say(f"{', '.join(routable)}: raised and ran in PyTorch; proving that route (on_error='torch')")
+        proof_run = run_again()
+        if clean:
+            routed = {f: _cost(proof_run, f) for f in routable}
+            say("usable now: " + RescueResult(tuple(fusions), tuple(
+                [*rescues, *(FusionRescue(f, Failure(f, "raise", ""), None, route=True) for f in routable)])).line())
+        else:
+            bad = _route_failure(proof_run, set(routable))
+            notes.append(f"the PyTorch route was not proven: {bad[:300]}")
+            say(f"the route fails: {bad[:160]}")
+        # 3. Option cures, within the budget: a fusion with one keeps nvFuser; one without is routed.
+        for fusion, failure in list(routable.items()):
+            rescue_ = rescue_one(fusion, failure, {})
+            if rescue_.cure is not None:
+                plan[fusion] = rescue_.cure
+                say(f"{fusion}: cured by {rescue_.cure.label()}")
+            elif fusion in routed:
+                rescue_ = dataclasses.replace(rescue_, route=True, cost=routed[fusion])
+                say(f"{fusion}: routed to PyTorch")
+            else:
+                say(f"{fusion}: no cure, and the route did not pass")
+            rescues.append(rescue_)
+        routes = {r.fusion for r in rescues if r.route}
+        if any(r.cure is not None for r in rescues if r.fusion in routable):
+            seen = probe([Plan(plan, validate=validate)])[0]  # the combined line: the proof's first run
+            clean = 1 if _clean(seen, routes) else 0
+        else:
+            seen, clean = proof_run, (1 if _clean(proof_run, routes) else 0)
+        routable = {f: v for f, v in routable.items() if f in routes}
+    order = {f: i for i, f in enumerate(fusions)}
+    rescues.sort(key=lambda r: order.get(r.fusion, len(order)))
     proved, proof = None, ""
     if doubts:  # a run more proves nothing a statistical proof did not
         proved, proof = False, doubts[0]
-    elif plan and all(r.cure is not None for r in rescues) and unattributed is None:
+    elif (plan or routed) and rescues and all(r.rescued for r in rescues) and unattributed is None:
         more = confirm + 1 - clean  # the clean re-run with every cure is the proof's first run
         say(f"proving the map: {more} more runs" if more else "proved by the run with every cure")
         finals = [seen] * clean + (probe([Plan(plan, validate=validate)] * more) if more else [])
-        bad = [o["failure"] for o in finals if o["failure"] is not None]
-        proved = not bad
+        broken = [_route_failure(o, set(routable)) for o in finals if not _clean(o, set(routable))]
+        proved = not broken
         proof = (f"{len(finals)} runs clean" + (", matching the reference" if "reference" in checks else "")
-                 if proved else f"{len(bad)} of {len(finals)} runs failed: {bad[0]['line'][:200]}")
+                 + (f" ({len(routable)} fusion{'s' * (len(routable) != 1)} in PyTorch)" if routable else "")
+                 if proved else f"{len(broken)} of {len(finals)} runs failed: {broken[0][:200]}")
     versions = _versions(seen)
     rescues = [_with_issue(r, versions) for r in rescues]
     if any(r.env_cause for r in rescues):
         notes.append("a fusion fails only with an NVFUSER_* variable of the environment: change it (its options "
                      "reach every fusion); the cure shown, if any, works with it set")
-    if any(r.cure is None for r in rescues):
+    if any(not r.rescued for r in rescues):
         notes.append("on_error='fallback' is no rescue here: it falls back to the defaults, which are what fails")
     if validate and seen.get("validate") == NO_VALIDATE:
         notes.append("the installed nvFuser frontend has no FusionDefinition.validate: wrong numbers are checked "
@@ -363,6 +416,62 @@ def _drive(probe: Probe, say: Callable[[str], None], mode: str, checks: tuple[st
                           time.monotonic() - began, tuple(notes), versions)
     say("done: " + ("nothing to rescue" if result.healthy else "rescued" if result.rescued else "not rescued"))
     return result
+
+
+def _failures(observation: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every failure of a probe, in the order they came (a model's probe may give only the first)."""
+    failure = observation["failure"]
+    return list(observation.get("failures") or ([failure] if failure is not None else []))
+
+
+def _escaped(observation: dict[str, Any], failure: dict[str, Any]) -> bool:
+    """Whether ``failure`` is a fusion that raised and ran in PyTorch (``on_error="torch"``) in that probe."""
+    return failure["kind"] == "raise" and failure["fusion"] in observation.get("escaped", ())
+
+
+def _next_failure(seen: dict[str, Any], plan: dict[str, OptionSet], routable: dict[str, dict[str, Any]],
+                  stopped: bool) -> dict[str, Any] | None:
+    """The first failure the escape cannot get past, not yet cured; the fusions that raised and ran in PyTorch are
+    added to ``routable`` on the way (a reference that differs while some ran there: the route's proof judges it)."""
+    out = None
+    for failure in _failures(seen):
+        fusion = failure["fusion"]
+        if _escaped(seen, failure) and fusion not in plan:
+            routable.setdefault(fusion, failure)
+        elif failure["kind"] == "numbers" and fusion is None and seen.get("escaped"):
+            continue
+        elif out is None:
+            out = failure
+    return None if stopped else out
+
+
+def _clean(observation: dict[str, Any], routes: set[str]) -> bool:
+    """Whether a run with the cures so far is clean: no failure but fusions of ``routes`` that ran in PyTorch, and
+    the reference matched where one was given."""
+    return observation.get("matched") is not False and all(
+        _escaped(observation, f) and f["fusion"] in routes for f in _failures(observation))
+
+
+def _route_failure(observation: dict[str, Any], routes: set[str]) -> str:
+    """What kept a run from being clean (`_clean`), in a line."""
+    for failure in _failures(observation):
+        if not (_escaped(observation, failure) and failure["fusion"] in routes):
+            return (f"{failure['fusion']}: " if failure["fusion"] else "") + _line(failure["line"])
+    return f"the step's result differs from its reference: {observation.get('numerics', '')}"
+
+
+def _cost(observation: dict[str, Any], fusion: str) -> str:
+    """What a routed fusion costs, as the route's proof measured it: nvFuser never ran it, so its PyTorch time
+    against the whole step's (one call, its first: building the region included)."""
+    ms, step = (observation.get("torch_ms") or {}).get(fusion), observation.get("step_ms")
+    if ms is None or not step:
+        return "not measured"
+    return f"{ms:.2f} ms in PyTorch, {100 * ms / step:.0f}% of the step's {step:.1f} ms (one run, its first call)"
+
+
+def _line(line: str) -> str:
+    """A failure's first line without the note nvscope adds under a scope."""
+    return re.sub(r" \(nvscope: [^()]*(\([^()]*\)[^()]*)*\)$", "", line)
 
 
 def _with_issue(rescue_: FusionRescue, versions: dict[str, str]) -> FusionRescue:

@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -106,18 +107,20 @@ class Plan:
     """What one probe runs: per fusion id its options (the others keep their defaults); ``drop_env``: without
     ``NVFUSER_ENABLE``/``NVFUSER_DISABLE`` (the names of the variables to drop); ``validate``: the fusions to check
     with nvFuser's validate (True: every one); ``fresh``: in a fresh process (False: a search probe, which a
-    long-lived worker may run; a cure's confirmation and the proof must hold in a fresh process)."""
+    long-lived worker may run; a cure's confirmation and the proof must hold in a fresh process); ``escape``: under
+    ``on_error="torch"``, so that a fusion that raises runs in PyTorch and the step goes on to the next ones."""
 
-    __slots__ = ("drop_env", "fresh", "options", "validate")
+    __slots__ = ("drop_env", "escape", "fresh", "options", "validate")
 
     def __init__(self, options: dict[str, OptionSet], drop_env: Sequence[str] = (),
-                 validate: bool | Sequence[str] = True, fresh: bool = True) -> None:
-        self.options, self.drop_env, self.fresh = dict(options), tuple(drop_env), fresh
+                 validate: bool | Sequence[str] = True, fresh: bool = True, escape: bool = True) -> None:
+        self.options, self.drop_env, self.fresh, self.escape = dict(options), tuple(drop_env), fresh, escape
         self.validate = validate if isinstance(validate, bool) else list(validate)
 
     def spec(self) -> dict[str, Any]:
         """The plan as `observe` reads it."""
-        return {"groups": [[options_dict(o), ids] for o, ids in self.groups()], "validate": self.validate}
+        return {"groups": [[options_dict(o), ids] for o, ids in self.groups()], "validate": self.validate,
+                "escape": self.escape}
 
     def groups(self) -> list[tuple[OptionSet, list[str]]]:
         grouped: dict[OptionSet, list[str]] = {}
@@ -138,7 +141,8 @@ def observe(step: Callable[[], Any], reference: Callable[[], Any] | None, spec: 
     groups = [(options_from(o), list(ids)) for o, ids in spec.get("groups", ())]
     events: TextIO | None = open(spec["events"], "a", encoding="utf-8") if spec.get("events") else None
     lock = threading.Lock()  # fusions of several threads log to one file
-    caught: list[tuple[str, BaseException]] = []
+    caught: list[tuple[str, BaseException]] = []  # each fusion's first exception, in the order they came
+    torch_s: dict[str, float] = {}  # per fusion that escaped, the seconds its region ran in PyTorch
     fusions: dict[str, dict[str, Any]] = {}
     watch = Watch(spec.get("validate") or (), spec.get("scripts"), bool(spec.get("prewrite")),
                    {f for _, ids in groups for f in ids})
@@ -171,15 +175,18 @@ def observe(step: Callable[[], Any], reference: Callable[[], Any] | None, spec: 
             print(MARK + record.fusion, flush=True)
         running.fusion = record.fusion
         watch.enter(record.fusion, record.info.ops)
+        began = time.perf_counter()
         try:
             yield None
         except BaseException as error:
-            if not caught:
+            if all(f != record.fusion for f, _ in caught):
                 caught.append((record.fusion, error))
             log(FAILED, record.fusion)
             raise
         else:
             log(ENDED, record.fusion)
+            if record.route == "torch":  # nvFuser raised and the region ran in PyTorch (on_error="torch")
+                torch_s[record.fusion] = torch_s.get(record.fusion, 0.0) + time.perf_counter() - began
         finally:
             watch.leave()
             running.fusion = None
@@ -190,9 +197,13 @@ def observe(step: Callable[[], Any], reference: Callable[[], Any] | None, spec: 
                 events.write(f"{event} {fusion}\n")
                 events.flush()
 
-    result: dict[str, Any] = {"failure": None, "failed": [], "matched": None, "numerics": "", "repro": []}
+    result: dict[str, Any] = {"failure": None, "failed": [], "matched": None, "numerics": "", "repro": [],
+                              "escaped": []}
     out: Any = None
     failures: list[dict[str, Any]] = []
+    escape = {"on_error": "torch"} if spec.get("escape") else {}
+    step_s = 0.0
+    outside: dict[str, Any] | None = None  # the step's failure outside every fusion
     try:
         # inherit=False: the defaults, not the caller's scope (in process).
         # share=False: the diagnosis sees Thunder's own path, as the user's program runs it, also where the program
@@ -201,28 +212,40 @@ def observe(step: Callable[[], Any], reference: Callable[[], Any] | None, spec: 
         # watch_imports: as under `nvscope run`, the adapter installs the moment the step imports Thunder (a
         # program does, after the audit began) even where the program never calls nvscope.thunder.install().
         with dev_mode(True), warnings.catch_warnings(), audit(), _autoinstall.watch_imports(), \
-                _events.listening(seen, timer), program_sharing_suspended(), \
-                nv_options(share=False, inherit=False), _Map(groups):
+                _events.listening(seen, timer), program_sharing_suspended(), _routes_forgotten(), _detached(), \
+                nv_options(share=False, inherit=False, **escape), _Map(groups):
             warnings.simplefilter("ignore")
+            began = time.perf_counter()
             try:
                 out = step()
             except BaseException as error:  # a SystemExit of a program is its failure too
                 if isinstance(error, KeyboardInterrupt):
                     raise
-                if caught:
-                    fusion, inner = caught[0]
-                    failures.append(failure_of(fusion, "raise", first_line(inner, 400), str(inner)[:2000]))
-                    result["repro"] = list(repro_paths(inner))
-                elif not (isinstance(error, SystemExit) and not error.code):
-                    result["failure"] = failure_of(None, "step", first_line(error, 400))
+                if not any(f not in torch_s for f, _ in caught) and not (
+                        isinstance(error, SystemExit) and not error.code):
+                    outside = failure_of(None, "step", first_line(error, 400))
             finally:
+                step_s = time.perf_counter() - began
                 watch.close()
+            # Every fusion that raised (those that escaped to PyTorch, and the one that ended the step), in order.
+            for fusion, inner in caught:
+                failures.append({**failure_of(fusion, "raise", first_line(inner, 400), str(inner)[:2000]),
+                                 "repro": [*([watch.written[fusion]] if fusion in watch.written else []),
+                                           *repro_paths(inner)]})
+                result["repro"] += list(repro_paths(inner))
+            result["escaped"] = [f for f, _ in caught if f in torch_s]
         failures[:0] = watch.wrong  # a fusion's wrong numbers come before the raise that ended the step
         if failures:
             result["failure"] = failures[0]
             result["failed"] = list(dict.fromkeys(f["fusion"] for f in failures))
+        if outside is not None:
+            failures.append(outside)
+            result["failure"] = result["failure"] or outside
+        if failures:
+            result["failures"] = failures
             result["repro"] = [*(watch.written[f] for f in result["failed"] if f in watch.written), *result["repro"]]
         if reference is not None:
+            judged = True
             try:
                 expected = reference()
             except BaseException as error:
@@ -231,17 +254,24 @@ def observe(step: Callable[[], Any], reference: Callable[[], Any] | None, spec: 
                 # The reference's own failure, before any fusion's: no probe can be judged without it (nothing to
                 # search), and no fusion is blamed for it.
                 result["failure"] = failure_of(None, "reference", first_line(error, 400))
-                expected = None
-            if result["failure"] is None:
+                result["failures"] = [result["failure"]]
+                expected, judged = None, False
+            # The step ran to its end (fusions that raised ran in PyTorch): its result is judged.
+            if judged and all(f in result["escaped"] for f in result["failed"]) and (
+                    result["failure"] is None or result["failure"]["kind"] == "raise"):
                 numerics = compare_leaves(flatten_outputs(expected, "out"), flatten_outputs(out, "out"), tolerance)
                 result["matched"], result["numerics"] = numerics.ok, numerics.detail
                 if not numerics.ok:
-                    result["failure"] = failure_of(None, "numbers", f"the step's result differs from its "
-                                                                  f"reference: {numerics.detail}")
+                    differs = failure_of(None, "numbers", f"the step's result differs from its reference: "
+                                                          f"{numerics.detail}")
+                    result["failure"] = result["failure"] or differs
+                    result["failures"] = [*result.get("failures", ()), differs]
     finally:
         if events is not None:
             events.close()
     result["fusions"] = list(fusions.values())
+    result["torch_ms"] = {f: s * 1e3 for f, s in torch_s.items()}
+    result["step_ms"] = step_s * 1e3
     result["versions"] = versions or loaded_versions()
     result["validated"] = sorted(watch.checked)
     result["unvalidated"] = dict(watch.skipped)
@@ -251,6 +281,40 @@ def observe(step: Callable[[], Any], reference: Callable[[], Any] | None, spec: 
         with open(spec["out"], "w", encoding="utf-8") as file:
             json.dump(result, file)
     return result
+
+
+@contextmanager
+def _detached() -> Iterator[None]:
+    """No scope around the probe's own (in process, the caller's): what ran in the probe is not reported to it."""
+    from nvscope._core._frames import enter_frame, reset
+
+    token = enter_frame(None)
+    try:
+        yield
+    finally:
+        reset(token)
+
+
+@contextmanager
+def _routes_forgotten() -> Iterator[None]:
+    """The PyTorch routes that ``on_error="torch"`` adds while a probe runs, forgotten at its end: the next probe
+    in this process (in process, a worker's) must see nvFuser fail again, not a route remembered from this one."""
+    from nvscope._exec._fusion_table import FusionTable
+
+    added: list[tuple[Any, Any]] = []
+    original = FusionTable.add_route
+
+    def add_route(table: Any, options: OptionSet, key: Any, region: Callable[..., Any]) -> bool:
+        added.append((table, (options, key)))
+        return original(table, options, key, region)
+
+    FusionTable.add_route = add_route  # type: ignore[method-assign,assignment]
+    try:
+        yield
+    finally:
+        FusionTable.add_route = original  # type: ignore[method-assign]
+        for table, key in added:
+            table.routes.pop(key, None)
 
 
 class Children:
