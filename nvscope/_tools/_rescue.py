@@ -195,8 +195,7 @@ def _reached(observation: dict[str, Any], fusion: str) -> bool:
 
 
 def _failed_there(observation: dict[str, Any], fusion: str) -> bool:
-    failure = observation["failure"]
-    return fusion in observation.get("failed", ()) or (failure is not None and failure["fusion"] == fusion)
+    return fusion in observation.get("failed", ()) or any(f["fusion"] == fusion for f in _failures(observation))
 
 
 def _runs(probe: Probe, plans: list[Plan], jobs: int) -> list[dict[str, Any]]:
@@ -205,12 +204,17 @@ def _runs(probe: Probe, plans: list[Plan], jobs: int) -> list[dict[str, Any]]:
 
 
 def _failure_rate(probe: Probe, plan: dict[str, OptionSet], fusion: str, validate: bool, first: int, most: int,
-                  jobs: int) -> tuple[int, int]:
+                  jobs: int, ran: dict[str, Any] | None = None) -> tuple[int, int]:
     """How often the step with the cures so far fails at ``fusion`` in fresh runs after the one that found it:
     (failures, runs that reached it). ``first`` runs; when the fusion did not fail in each, ``most`` in all, which
     measure its rate. Runs that stop before the fusion count for neither."""
     failed = reached = done = 0
     planned = first
+    if ran is not None:  # a fresh run of the defaults made already (the route's proof): the first of them
+        done, reached = 1, int(_reached(ran, fusion))
+        failed = int(_reached(ran, fusion) and _failed_there(ran, fusion))
+        if done == first and not failed == reached == done:
+            planned = max(most, first)
     while done < planned:
         for seen in _runs(probe, [Plan(plan, validate=validate)] * min(jobs, planned - done), jobs):
             done += 1
@@ -250,8 +254,10 @@ def _drive(probe: Probe, say: Callable[[str], None], mode: str, checks: tuple[st
                      "taken away per fusion" + ("" if drops else " (in-process probes cannot run without them)"))
     routable: dict[str, dict[str, Any]] = {}  # fusions that raised and ran in PyTorch: cured by options or routed
 
-    def rescue_one(fusion: str, failure: dict[str, Any], seen: dict[str, Any]) -> FusionRescue:
-        """The search for one failing fusion (the cures so far in ``plan``), its cure confirmed."""
+    def rescue_one(fusion: str, failure: dict[str, Any], seen: dict[str, Any],
+                   ran: dict[str, Any] | None = None) -> FusionRescue:
+        """The search for one failing fusion (the cures so far in ``plan``), its cure confirmed; ``ran``: a fresh
+        run of the defaults made already, the first of those that say whether the failure repeats."""
         say(f"{fusion}: {failure['kind']}: {_line(failure['line'])[:160]}")
         causes = []
         for variable in drops:  # does the environment's option cause it?
@@ -293,7 +299,7 @@ def _drive(probe: Probe, say: Callable[[str], None], mode: str, checks: tuple[st
             return (*search(sets, cures, jobs=jobs, confirm=wanted, budget_s=max(remaining, 0),
                             again=functools.partial(cures, fresh=True)), needed, rate)
 
-        failed, reached = _failure_rate(probe, plan, fusion, validate, 1, repeat, jobs)
+        failed, reached = _failure_rate(probe, plan, fusion, validate, 1, repeat, jobs, ran)
         cure, attempts, out_of_budget, needed, rate = searched(failed, reached)
         last = attempts
         if 0 < failed == reached and any(a.detail.startswith("confirm") and not a.cured for a in attempts):
@@ -367,7 +373,7 @@ def _drive(probe: Probe, say: Callable[[str], None], mode: str, checks: tuple[st
             say(f"the route fails: {bad[:160]}")
         # 3. Option cures, within the budget: a fusion with one keeps nvFuser; one without is routed.
         for fusion, failure in list(routable.items()):
-            rescue_ = rescue_one(fusion, failure, {})
+            rescue_ = rescue_one(fusion, failure, {}, proof_run)
             if rescue_.cure is not None:
                 plan[fusion] = rescue_.cure
                 say(f"{fusion}: cured by {rescue_.cure.label()}")
@@ -381,6 +387,13 @@ def _drive(probe: Probe, say: Callable[[str], None], mode: str, checks: tuple[st
         if any(r.cure is not None for r in rescues if r.fusion in routable):
             seen = probe([Plan(plan, validate=validate)])[0]  # the combined line: the proof's first run
             clean = 1 if _clean(seen, routes) else 0
+            for failure in _failures(seen):  # a cure that does not hold in this run: said on that fusion
+                if failure["fusion"] in plan:
+                    again = f"it failed again with its cure, in the run with the cures so far: {failure['line'][:200]}"
+                    rescues = [dataclasses.replace(r, sure=again) if r.fusion == failure["fusion"] else r
+                               for r in rescues]
+                    doubts.append(f"{failure['fusion']}: {again}")
+                    break
         else:
             seen, clean = proof_run, (1 if _clean(proof_run, routes) else 0)
         routable = {f: v for f, v in routable.items() if f in routes}

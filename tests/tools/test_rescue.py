@@ -314,7 +314,7 @@ def test_ctrl_c_during_a_workers_probe_leaves_no_process_behind(tmp_path: Path,
         over.set()
         pressing.join()
     pids = starts(tmp_path)
-    assert len(pids) == 3  # the diagnosis, its check and the worker
+    assert len(pids) == 3  # the diagnosis, the route's proof (the check of the defaults too) and the worker
     for pid in pids:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
