@@ -97,6 +97,7 @@ def test_a_healthy_step_answers_nothing_to_rescue(script: Path, capsys: pytest.C
 def test_a_fusion_without_a_cure_exits_1_with_json_on_stdout(script: Path, monkeypatch: pytest.MonkeyPatch,
                                                              capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv("FAILS", "1=raise::")
+    monkeypatch.setenv("EAGER", "1=unsupported")  # no PyTorch route either
     code = main(["rescue", "--candidates=-resize_scheduler", "--json", "-", str(script)])
     captured = capsys.readouterr()
     data = json.loads(captured.out)
