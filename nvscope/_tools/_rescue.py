@@ -368,35 +368,37 @@ def _drive(probe: Probe, say: Callable[[str], None], mode: str, checks: tuple[st
             say("usable now: " + RescueResult(tuple(fusions), tuple(
                 [*rescues, *(FusionRescue(f, Failure(f, "raise", ""), None, route=True) for f in routable)])).line())
         else:
-            bad = _route_failure(proof_run, set(routable))
-            notes.append(f"the PyTorch route was not proven: {bad[:300]}")
-            say(f"the route fails: {bad[:160]}")
+            say(f"the route fails: {_route_failure(proof_run, set(routable))[:160]}")
         # 3. Option cures, within the budget: a fusion with one keeps nvFuser; one without is routed.
-        for fusion, failure in list(routable.items()):
-            rescue_ = rescue_one(fusion, failure, {}, proof_run)
-            if rescue_.cure is not None:
-                plan[fusion] = rescue_.cure
-                say(f"{fusion}: cured by {rescue_.cure.label()}")
-            elif fusion in routed:
-                rescue_ = dataclasses.replace(rescue_, route=True, cost=routed[fusion])
-                say(f"{fusion}: routed to PyTorch")
-            else:
-                say(f"{fusion}: no cure, and the route did not pass")
-            rescues.append(rescue_)
-        routes = {r.fusion for r in rescues if r.route}
-        if any(r.cure is not None for r in rescues if r.fusion in routable):
+        found = [rescue_one(fusion, failure, {}, proof_run) for fusion, failure in list(routable.items())]
+        plan.update((r.fusion, r.cure) for r in found if r.cure is not None)
+        remaining = {r.fusion for r in found if r.cure is None}
+        if len(remaining) < len(found):
             seen = probe([Plan(plan, validate=validate)])[0]  # the combined line: the proof's first run
-            clean = 1 if _clean(seen, routes) else 0
+            if not routed and remaining and _clean(seen, remaining):  # the route holds once the others are cured
+                routed = {f: _cost(seen, f) for f in remaining}
             for failure in _failures(seen):  # a cure that does not hold in this run: said on that fusion
                 if failure["fusion"] in plan:
                     again = f"it failed again with its cure, in the run with the cures so far: {failure['line'][:200]}"
-                    rescues = [dataclasses.replace(r, sure=again) if r.fusion == failure["fusion"] else r
-                               for r in rescues]
+                    found = [dataclasses.replace(r, sure=again) if r.fusion == failure["fusion"] else r
+                             for r in found]
                     doubts.append(f"{failure['fusion']}: {again}")
                     break
         else:
-            seen, clean = proof_run, (1 if _clean(proof_run, routes) else 0)
-        routable = {f: v for f, v in routable.items() if f in routes}
+            seen = proof_run
+        if remaining - set(routed):
+            notes.append(f"the PyTorch route was not proven: {_route_failure(seen, remaining)[:300]}")
+        for r in found:
+            if r.cure is not None:
+                say(f"{r.fusion}: cured by {r.cure.label()}")
+            elif r.fusion in routed:
+                say(f"{r.fusion}: routed to PyTorch")
+            else:
+                say(f"{r.fusion}: no cure, and the route did not pass")
+        rescues += [dataclasses.replace(r, route=True, cost=routed[r.fusion]) if r.cure is None and r.fusion in routed
+                    else r for r in found]
+        routable = {f: v for f, v in routable.items() if f in remaining and f in routed}
+        clean = 1 if _clean(seen, set(routable)) else 0
     order = {f: i for i, f in enumerate(fusions)}
     rescues.sort(key=lambda r: order.get(r.fusion, len(order)))
     proved, proof = None, ""

@@ -140,10 +140,10 @@ def test_rescue_matches_the_reference_model(fusions: list[tuple[str, list[frozen
             tries.setdefault(list(p.options)[-1], []).append(list(p.options.values())[-1])
     assert tries == {f: tried for f, tried in searched.items() if tried}
     # The diagnosis; per failing fusion one more run of the defaults with the cures so far (it fails again: the
-    # model's failures are deterministic; for those that raise, the route's proof is that run), and 5 (repeat=5) where a set cured once and failed its confirmation (a
-    # flaky failure would do that); each confirmation; a re-run after each cure of a fault or wrong numbers; the
-    # route's proof (where a fusion raised), a run of the combined line (where such a fusion has an option cure);
-    # the proof.
+    # model's failures are deterministic; for those that raise, the route's proof is that run), and 5 (repeat=5)
+    # where a set cured once and failed its confirmation (a flaky failure would do that); each confirmation; a re-
+    # run after each cure of a fault or wrong numbers; the route's proof (where a fusion raised), a run of the
+    # combined line (where such a fusion has an option cure); the proof.
     doubted = sum(any(a.detail.startswith("confirm") and not a.cured for a in r.attempts) for r in result.rescues)
     how = {f"forward/f{i}": f[0] for i, f in enumerate(fusions) if f is not None}
     raising = [e for e in expected if how[e[0]] == "raise"]
