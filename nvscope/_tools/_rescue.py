@@ -27,7 +27,6 @@ import dataclasses
 import functools
 import inspect
 import os
-import re
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -35,7 +34,18 @@ from typing import Any
 from nvscope._core import OptionSet, cut
 from nvscope._measure import _checks, options_from, own_keywords, progress_printer
 from nvscope._tools._rescue_probe import Children, Plan, check_target, observe
-from nvscope._tools._rescue_report import Failure, FusionRescue, RescueResult, facts, issue_text
+from nvscope._tools._rescue_report import Failure, FusionRescue, RescueResult, with_issue
+from nvscope._tools._rescue_route import (
+    clean_run,
+    cost,
+    fails_at,
+    failure_rate,
+    failures_of,
+    first_line_of,
+    next_failure,
+    route_failure,
+    runs,
+)
 from nvscope._tools._rescue_search import Attempt, candidates, how_sure, search
 from nvscope._tools._rescue_target import ASYNC_STEP
 from nvscope._tools._rescue_watch import NO_VALIDATE, scripts_directory, tidy
@@ -45,7 +55,6 @@ __all__ = ["rescue"]
 
 Probe = Callable[[list[Plan]], list[dict[str, Any]]]
 _ENV = ("NVFUSER_ENABLE", "NVFUSER_DISABLE")
-_FACTS = "# nvscope rescue found:"  # the first line of the report's header on a repro script
 _MOST_RUNS = 64  # the most runs a flaky failure's cure is given to prove itself; past that it is said not proven
 
 
@@ -177,52 +186,8 @@ def _on_path(program: str) -> bool:
     return shutil.which(program) is not None
 
 
-def _fails_at(observation: dict[str, Any], fusion: str) -> bool:
-    """Whether ``fusion`` failed in the probe (another fusion's wrong numbers do not hide its own), or never ran (a
-    probe that stopped before it proves no cure), or the step failed with no fusion named (its result against the
-    reference: options that turn an exception into wrong numbers cure nothing)."""
-    failure = observation["failure"]
-    return (not _reached(observation, fusion) or _failed_there(observation, fusion)
-            or (failure is not None and failure["fusion"] is None))
-
-
 def _candidates(n: int) -> str:
     return f"{n} candidate{'s' * (n != 1)}"
-
-
-def _reached(observation: dict[str, Any], fusion: str) -> bool:
-    return any(f["id"] == fusion for f in observation["fusions"])
-
-
-def _failed_there(observation: dict[str, Any], fusion: str) -> bool:
-    return fusion in observation.get("failed", ()) or any(f["fusion"] == fusion for f in _failures(observation))
-
-
-def _runs(probe: Probe, plans: list[Plan], jobs: int) -> list[dict[str, Any]]:
-    """The plans' observations, ``jobs`` probes at a time (a target's probes start at once)."""
-    return [o for i in range(0, len(plans), jobs) for o in probe(plans[i:i + jobs])]
-
-
-def _failure_rate(probe: Probe, plan: dict[str, OptionSet], fusion: str, validate: bool, first: int, most: int,
-                  jobs: int, ran: dict[str, Any] | None = None) -> tuple[int, int]:
-    """How often the step with the cures so far fails at ``fusion`` in fresh runs after the one that found it:
-    (failures, runs that reached it). ``first`` runs; when the fusion did not fail in each, ``most`` in all, which
-    measure its rate. Runs that stop before the fusion count for neither."""
-    failed = reached = done = 0
-    planned = first
-    if ran is not None:  # a fresh run of the defaults made already (the route's proof): the first of them
-        done, reached = 1, int(_reached(ran, fusion))
-        failed = int(_reached(ran, fusion) and _failed_there(ran, fusion))
-        if done == first and not failed == reached == done:
-            planned = max(most, first)
-    while done < planned:
-        for seen in _runs(probe, [Plan(plan, validate=validate)] * min(jobs, planned - done), jobs):
-            done += 1
-            reached += _reached(seen, fusion)
-            failed += _reached(seen, fusion) and _failed_there(seen, fusion)
-        if done == first and not failed == reached == done:
-            planned = max(most, first)
-    return failed, reached
 
 
 def _drive(probe: Probe, say: Callable[[str], None], mode: str, checks: tuple[str, ...], env: OptionSet,
@@ -239,7 +204,7 @@ def _drive(probe: Probe, say: Callable[[str], None], mode: str, checks: tuple[st
     if "memcheck" in checks and seen["failure"] is None and repeat > 1:
         # A clean memcheck run of a flaky fault proves little: repeat it until one is not clean.
         say(f"memcheck found nothing: {repeat - 1} more runs")
-        rerun = _runs(probe, [Plan(plan, validate=validate)] * (repeat - 1), jobs)
+        rerun = runs(probe, [Plan(plan, validate=validate)] * (repeat - 1), jobs)
         seen = next((o for o in rerun if o["failure"] is not None), seen)
         if seen["failure"] is None:
             notes.append(f"memcheck found no error in {repeat} runs of the defaults (repeat= for more; a fault that "
@@ -258,10 +223,10 @@ def _drive(probe: Probe, say: Callable[[str], None], mode: str, checks: tuple[st
                    ran: dict[str, Any] | None = None) -> FusionRescue:
         """The search for one failing fusion (the cures so far in ``plan``), its cure confirmed; ``ran``: a fresh
         run of the defaults made already, the first of those that say whether the failure repeats."""
-        say(f"{fusion}: {failure['kind']}: {_line(failure['line'])[:160]}")
+        say(f"{fusion}: {failure['kind']}: {first_line_of(failure['line'])[:160]}")
         causes = []
         for variable in drops:  # does the environment's option cause it?
-            if not _fails_at(probe([Plan(plan, (variable,), validate and [fusion])])[0], fusion):
+            if not fails_at(probe([Plan(plan, (variable,), validate and [fusion])])[0], fusion):
                 causes.append(variable)
         fused = info.get(fusion) or {"ops": None, "own": {}}
         taken = options_from(fused.get("own") or {}) | env
@@ -276,7 +241,7 @@ def _drive(probe: Probe, say: Callable[[str], None], mode: str, checks: tuple[st
                               for options in batch])
             out = []
             for options, observed in zip(batch, seen_now, strict=True):
-                bad = _fails_at(observed, fusion)
+                bad = fails_at(observed, fusion)
                 repro.extend(observed.get("repro", []))
                 say(f"  {fusion} with {options.label()}: {'still fails' if bad else 'cured'}")
                 stopped = "the step ended before the fusion ran"  # a program that exits early: no verdict on it
@@ -299,12 +264,12 @@ def _drive(probe: Probe, say: Callable[[str], None], mode: str, checks: tuple[st
             return (*search(sets, cures, jobs=jobs, confirm=wanted, budget_s=max(remaining, 0),
                             again=functools.partial(cures, fresh=True)), needed, rate)
 
-        failed, reached = _failure_rate(probe, plan, fusion, validate, 1, repeat, jobs, ran)
+        failed, reached = failure_rate(probe, plan, fusion, validate, 1, repeat, jobs, ran)
         cure, attempts, out_of_budget, needed, rate = searched(failed, reached)
         last = attempts
         if 0 < failed == reached and any(a.detail.startswith("confirm") and not a.cured for a in attempts):
             # A set cured one run and failed the next: a deterministic failure does not do that, a flaky one does.
-            extra = _failure_rate(probe, plan, fusion, validate, repeat, repeat, jobs)
+            extra = failure_rate(probe, plan, fusion, validate, repeat, repeat, jobs)
             failed, reached = failed + extra[0], reached + extra[1]
             if failed < reached:
                 cure, last, out_of_budget, needed, rate = searched(failed, reached)
@@ -319,14 +284,14 @@ def _drive(probe: Probe, say: Callable[[str], None], mode: str, checks: tuple[st
                        "no number of runs proves a cure of a failure that did not fail again"))
             if not sure.startswith("proven"):
                 doubts.append(f"{fusion}: {sure}")
-        return FusionRescue(fusion, Failure(fusion, failure["kind"], _line(failure["line"]), failure.get("detail", "")),
-                            cure, tuple(attempts), tuple(causes), out_of_budget, tuple(dict.fromkeys(repro))[:1],
-                            sure=sure)
+        return FusionRescue(fusion, Failure(fusion, failure["kind"], first_line_of(failure["line"]),
+                                            failure.get("detail", "")), cure, tuple(attempts), tuple(causes),
+                            out_of_budget, tuple(dict.fromkeys(repro))[:1], sure=sure)
 
     def run_again() -> dict[str, Any]:
         nonlocal clean
         seen = probe([Plan(plan, validate=validate)])[0]
-        clean = 1 if _clean(seen, set(routable)) else 0
+        clean = 1 if clean_run(seen, set(routable)) else 0
         for f in seen["fusions"]:
             info.setdefault(f["id"], f)
             if f["id"] not in fusions:
@@ -336,7 +301,7 @@ def _drive(probe: Probe, say: Callable[[str], None], mode: str, checks: tuple[st
     # 1. Failures the escape cannot get past (faults, hangs, wrong numbers, memory errors, the step outside its
     # fusions), one after another; a fusion that raised and ran in PyTorch is kept for after the route's proof.
     stopped = False
-    while (failure := _next_failure(seen, plan, routable, stopped)) is not None:
+    while (failure := next_failure(seen, plan, routable, stopped)) is not None:
         fusion = failure["fusion"]
         if fusion in plan:  # a cure that does not hold in this run: said on that fusion
             again = f"it failed again with its cure, in the run with the cures so far: {failure['line'][:200]}"
@@ -364,20 +329,20 @@ def _drive(probe: Probe, say: Callable[[str], None], mode: str, checks: tuple[st
         say(f"{', '.join(routable)}: raised and ran in PyTorch; proving that route (on_error='torch')")
         proof_run = run_again()
         if clean:
-            routed = {f: _cost(proof_run, f) for f in routable}
+            routed = {f: cost(proof_run, f) for f in routable}
             say("usable now: " + RescueResult(tuple(fusions), tuple(
                 [*rescues, *(FusionRescue(f, Failure(f, "raise", ""), None, route=True) for f in routable)])).line())
         else:
-            say(f"the route fails: {_route_failure(proof_run, set(routable))[:160]}")
+            say(f"the route fails: {route_failure(proof_run, set(routable))[:160]}")
         # 3. Option cures, within the budget: a fusion with one keeps nvFuser; one without is routed.
         found = [rescue_one(fusion, failure, {}, proof_run) for fusion, failure in list(routable.items())]
         plan.update((r.fusion, r.cure) for r in found if r.cure is not None)
         remaining = {r.fusion for r in found if r.cure is None}
         if len(remaining) < len(found):
             seen = probe([Plan(plan, validate=validate)])[0]  # the combined line: the proof's first run
-            if not routed and remaining and _clean(seen, remaining):  # the route holds once the others are cured
-                routed = {f: _cost(seen, f) for f in remaining}
-            for failure in _failures(seen):  # a cure that does not hold in this run: said on that fusion
+            if not routed and remaining and clean_run(seen, remaining):  # the route holds once the others are cured
+                routed = {f: cost(seen, f) for f in remaining}
+            for failure in failures_of(seen):  # a cure that does not hold in this run: said on that fusion
                 if failure["fusion"] in plan:
                     again = f"it failed again with its cure, in the run with the cures so far: {failure['line'][:200]}"
                     found = [dataclasses.replace(r, sure=again) if r.fusion == failure["fusion"] else r
@@ -387,7 +352,7 @@ def _drive(probe: Probe, say: Callable[[str], None], mode: str, checks: tuple[st
         else:
             seen = proof_run
         if remaining - set(routed):
-            notes.append(f"the PyTorch route was not proven: {_route_failure(seen, remaining)[:300]}")
+            notes.append(f"the PyTorch route was not proven: {route_failure(seen, remaining)[:300]}")
         for r in found:
             if r.cure is not None:
                 say(f"{r.fusion}: cured by {r.cure.label()}")
@@ -398,7 +363,7 @@ def _drive(probe: Probe, say: Callable[[str], None], mode: str, checks: tuple[st
         rescues += [dataclasses.replace(r, route=True, cost=routed[r.fusion]) if r.cure is None and r.fusion in routed
                     else r for r in found]
         routable = {f: v for f, v in routable.items() if f in remaining and f in routed}
-        clean = 1 if _clean(seen, set(routable)) else 0
+        clean = 1 if clean_run(seen, set(routable)) else 0
     order = {f: i for i, f in enumerate(fusions)}
     rescues.sort(key=lambda r: order.get(r.fusion, len(order)))
     proved, proof = None, ""
@@ -408,13 +373,13 @@ def _drive(probe: Probe, say: Callable[[str], None], mode: str, checks: tuple[st
         more = confirm + 1 - clean  # the clean re-run with every cure is the proof's first run
         say(f"proving the map: {more} more runs" if more else "proved by the run with every cure")
         finals = [seen] * clean + (probe([Plan(plan, validate=validate)] * more) if more else [])
-        broken = [_route_failure(o, set(routable)) for o in finals if not _clean(o, set(routable))]
+        broken = [route_failure(o, set(routable)) for o in finals if not clean_run(o, set(routable))]
         proved = not broken
         proof = (f"{len(finals)} runs clean" + (", matching the reference" if "reference" in checks else "")
                  + (f" ({len(routable)} fusion{'s' * (len(routable) != 1)} in PyTorch)" if routable else "")
                  if proved else f"{len(broken)} of {len(finals)} runs failed: {broken[0][:200]}")
     versions = _versions(seen)
-    rescues = [_with_issue(r, versions) for r in rescues]
+    rescues = [with_issue(r, versions) for r in rescues]
     if any(r.env_cause for r in rescues):
         notes.append("a fusion fails only with an NVFUSER_* variable of the environment: change it (its options "
                      "reach every fusion); the cure shown, if any, works with it set")
@@ -432,79 +397,3 @@ def _drive(probe: Probe, say: Callable[[str], None], mode: str, checks: tuple[st
     say("done: " + ("nothing to rescue" if result.healthy else "rescued" if result.rescued else "not rescued"))
     return result
 
-
-def _failures(observation: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every failure of a probe, in the order they came (a model's probe may give only the first)."""
-    failure = observation["failure"]
-    return list(observation.get("failures") or ([failure] if failure is not None else []))
-
-
-def _escaped(observation: dict[str, Any], failure: dict[str, Any]) -> bool:
-    """Whether ``failure`` is a fusion that raised and ran in PyTorch (``on_error="torch"``) in that probe."""
-    return failure["kind"] == "raise" and failure["fusion"] in observation.get("escaped", ())
-
-
-def _next_failure(seen: dict[str, Any], plan: dict[str, OptionSet], routable: dict[str, dict[str, Any]],
-                  stopped: bool) -> dict[str, Any] | None:
-    """The first failure the escape cannot get past, not yet cured; the fusions that raised and ran in PyTorch are
-    added to ``routable`` on the way (a reference that differs while some ran there: the route's proof judges it)."""
-    out = None
-    for failure in _failures(seen):
-        fusion = failure["fusion"]
-        if _escaped(seen, failure) and fusion not in plan:
-            routable.setdefault(fusion, failure)
-        elif failure["kind"] == "numbers" and fusion is None and seen.get("escaped"):
-            continue
-        elif out is None:
-            out = failure
-    return None if stopped else out
-
-
-def _clean(observation: dict[str, Any], routes: set[str]) -> bool:
-    """Whether a run with the cures so far is clean: no failure but fusions of ``routes`` that ran in PyTorch, and
-    the reference matched where one was given."""
-    return observation.get("matched") is not False and all(
-        _escaped(observation, f) and f["fusion"] in routes for f in _failures(observation))
-
-
-def _route_failure(observation: dict[str, Any], routes: set[str]) -> str:
-    """What kept a run from being clean (`_clean`), in a line."""
-    for failure in _failures(observation):
-        if not (_escaped(observation, failure) and failure["fusion"] in routes):
-            return (f"{failure['fusion']}: " if failure["fusion"] else "") + _line(failure["line"])
-    return f"the step's result differs from its reference: {observation.get('numerics', '')}"
-
-
-def _cost(observation: dict[str, Any], fusion: str) -> str:
-    """What a routed fusion costs, as the route's proof measured it: nvFuser never ran it, so its PyTorch time
-    against the whole step's (one call, its first: building the region included)."""
-    ms, step = (observation.get("torch_ms") or {}).get(fusion), observation.get("step_ms")
-    if ms is None or not step:
-        return "not measured"
-    return f"{ms:.2f} ms in PyTorch, {100 * ms / step:.0f}% of the step's {step:.1f} ms (one run, its first call)"
-
-
-def _line(line: str) -> str:
-    """A failure's first line without the note nvscope adds under a scope."""
-    return re.sub(r" \(nvscope: [^()]*(\([^()]*\)[^()]*)*\)$", "", line)
-
-
-def _with_issue(rescue_: FusionRescue, versions: dict[str, str]) -> FusionRescue:
-    """The rescue with its issue text; its repro script (the definition and inputs) gets the rest of the report in
-    its header: what went wrong, the versions, the failing and passing options."""
-    import dataclasses
-
-    definition = ""
-    for path in rescue_.repro_scripts[:1]:
-        try:
-            with open(path, encoding="utf-8") as file:
-                definition = file.read()
-            if os.path.basename(path).startswith("rescue-") and _FACTS not in definition:
-                header = [f"{_FACTS} {rescue_.failure.kind}: {rescue_.failure.line[:300]}",
-                          *(f"# {line}" for line in facts(rescue_, versions))]
-                definition = "\n".join(header) + "\n" + definition
-                with open(path, "w", encoding="utf-8") as file:
-                    file.write(definition)
-        except OSError:
-            pass
-    return dataclasses.replace(rescue_, issue=issue_text(rescue_, definition, versions))

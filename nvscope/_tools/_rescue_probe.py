@@ -3,8 +3,9 @@ Thunder's own path, observed fusion by fusion.
 
 `observe` runs in the process that runs the step: an audit, and around each fusion execution a timer that writes
 its id to ``events`` before it runs (so a fault that kills the process is attributed to the fusion running) and
-catches the first exception raised inside a fusion (attributed to that fusion's id, compile or run). The step's
-result is compared with the reference's when one is given (`nvscope._measure._numerics`, tolerances by dtype).
+catches each fusion's exception (compile or run; with the plan's ``escape``, ``on_error="torch"``, the fusion then
+runs in PyTorch and the step goes on, so one run names every fusion that raises). The step's result is compared
+with the reference's when one is given (`nvscope._measure._numerics`, tolerances by dtype).
 
 `Children` runs probes in child processes, ``jobs`` at a time, each in its own process group with a time limit: a
 search probe (`Plan` ``fresh=False``) of a function target in one of ``jobs`` long-lived workers
@@ -16,8 +17,7 @@ Ctrl-C (or any error) kills every child's and worker's group before it propagate
 runs under ``compute-sanitizer --tool memcheck`` with PyTorch's caching allocator off, and the errors it prints are
 attributed to the fusion whose start marker came last before them.
 
-Each probe runs under a watch (`nvscope._tools._rescue_watch`): nvFuser's validate per fusion, and the
-fusions' repro scripts.
+Each probe runs under a watch (`nvscope._tools._rescue_watch`): nvFuser's validate per fusion, the repro scripts.
 """
 
 from __future__ import annotations
@@ -39,12 +39,14 @@ from nvscope._exec import _autoinstall, _events, audit, repro_paths, scripts_nam
 from nvscope._measure import compare_leaves, flatten_outputs, options_dict, options_from
 from nvscope._tools._bisect_process import _detail
 from nvscope._tools._rescue_events import ENDED, FAILED, MARK, STARTED, Progress, read_json, sanitizer_errors
-from nvscope._tools._rescue_target import check_target
+from nvscope._tools._rescue_target import Plan, check_target
 from nvscope._tools._rescue_watch import (
     NO_VALIDATE,
     Watch,
+    detached,
     failure_of,
     loaded_versions,
+    routes_forgotten,
     script_path,
     scripts_directory,
 )
@@ -101,32 +103,6 @@ else:
 CHILD = LOAD + 'observe(step, reference, spec, spec.get("tolerance"))\n'
 # A worker (`nvscope._tools._rescue_workers`): loaded once, then one probe per request.
 WORKER = LOAD + "from nvscope._tools._rescue_workers import serve\nserve(observe, step, reference, spec)\n"
-
-
-class Plan:
-    """What one probe runs: per fusion id its options (the others keep their defaults); ``drop_env``: without
-    ``NVFUSER_ENABLE``/``NVFUSER_DISABLE`` (the names of the variables to drop); ``validate``: the fusions to check
-    with nvFuser's validate (True: every one); ``fresh``: in a fresh process (False: a search probe, which a
-    long-lived worker may run; a cure's confirmation and the proof must hold in a fresh process); ``escape``: under
-    ``on_error="torch"``, so that a fusion that raises runs in PyTorch and the step goes on to the next ones."""
-
-    __slots__ = ("drop_env", "escape", "fresh", "options", "validate")
-
-    def __init__(self, options: dict[str, OptionSet], drop_env: Sequence[str] = (),
-                 validate: bool | Sequence[str] = True, fresh: bool = True, escape: bool = True) -> None:
-        self.options, self.drop_env, self.fresh, self.escape = dict(options), tuple(drop_env), fresh, escape
-        self.validate = validate if isinstance(validate, bool) else list(validate)
-
-    def spec(self) -> dict[str, Any]:
-        """The plan as `observe` reads it."""
-        return {"groups": [[options_dict(o), ids] for o, ids in self.groups()], "validate": self.validate,
-                "escape": self.escape}
-
-    def groups(self) -> list[tuple[OptionSet, list[str]]]:
-        grouped: dict[OptionSet, list[str]] = {}
-        for fusion, options in self.options.items():
-            grouped.setdefault(options, []).append(fusion)
-        return list(grouped.items())
 
 
 def observe(step: Callable[[], Any], reference: Callable[[], Any] | None, spec: dict[str, Any],
@@ -201,7 +177,6 @@ def observe(step: Callable[[], Any], reference: Callable[[], Any] | None, spec: 
                               "escaped": []}
     out: Any = None
     failures: list[dict[str, Any]] = []
-    escape = {"on_error": "torch"} if spec.get("escape") else {}
     step_s = 0.0
     outside: dict[str, Any] | None = None  # the step's failure outside every fusion
     try:
@@ -212,8 +187,8 @@ def observe(step: Callable[[], Any], reference: Callable[[], Any] | None, spec: 
         # watch_imports: as under `nvscope run`, the adapter installs the moment the step imports Thunder (a
         # program does, after the audit began) even where the program never calls nvscope.thunder.install().
         with dev_mode(True), warnings.catch_warnings(), audit(), _autoinstall.watch_imports(), \
-                _events.listening(seen, timer), program_sharing_suspended(), _routes_forgotten(), _detached(), \
-                nv_options(share=False, inherit=False, **escape), _Map(groups):
+                _events.listening(seen, timer), program_sharing_suspended(), routes_forgotten(), detached(), \
+                nv_options(share=False, inherit=False, on_error="torch" if spec.get("escape") else None), _Map(groups):
             warnings.simplefilter("ignore")
             began = time.perf_counter()
             try:
@@ -245,7 +220,6 @@ def observe(step: Callable[[], Any], reference: Callable[[], Any] | None, spec: 
             result["failures"] = failures
             result["repro"] = [*(watch.written[f] for f in result["failed"] if f in watch.written), *result["repro"]]
         if reference is not None:
-            judged = True
             try:
                 expected = reference()
             except BaseException as error:
@@ -255,9 +229,9 @@ def observe(step: Callable[[], Any], reference: Callable[[], Any] | None, spec: 
                 # search), and no fusion is blamed for it.
                 result["failure"] = failure_of(None, "reference", first_line(error, 400))
                 result["failures"] = [result["failure"]]
-                expected, judged = None, False
+                expected = None
             # The step ran to its end (fusions that raised ran in PyTorch): its result is judged.
-            if judged and all(f in result["escaped"] for f in result["failed"]) and (
+            if all(f in result["escaped"] for f in result["failed"]) and (
                     result["failure"] is None or result["failure"]["kind"] == "raise"):
                 numerics = compare_leaves(flatten_outputs(expected, "out"), flatten_outputs(out, "out"), tolerance)
                 result["matched"], result["numerics"] = numerics.ok, numerics.detail
@@ -281,40 +255,6 @@ def observe(step: Callable[[], Any], reference: Callable[[], Any] | None, spec: 
         with open(spec["out"], "w", encoding="utf-8") as file:
             json.dump(result, file)
     return result
-
-
-@contextmanager
-def _detached() -> Iterator[None]:
-    """No scope around the probe's own (in process, the caller's): what ran in the probe is not reported to it."""
-    from nvscope._core._frames import enter_frame, reset
-
-    token = enter_frame(None)
-    try:
-        yield
-    finally:
-        reset(token)
-
-
-@contextmanager
-def _routes_forgotten() -> Iterator[None]:
-    """The PyTorch routes that ``on_error="torch"`` adds while a probe runs, forgotten at its end: the next probe
-    in this process (in process, a worker's) must see nvFuser fail again, not a route remembered from this one."""
-    from nvscope._exec._fusion_table import FusionTable
-
-    added: list[tuple[Any, Any]] = []
-    original = FusionTable.add_route
-
-    def add_route(table: Any, options: OptionSet, key: Any, region: Callable[..., Any]) -> bool:
-        added.append((table, (options, key)))
-        return original(table, options, key, region)
-
-    FusionTable.add_route = add_route  # type: ignore[method-assign,assignment]
-    try:
-        yield
-    finally:
-        FusionTable.add_route = original  # type: ignore[method-assign]
-        for table, key in added:
-            table.routes.pop(key, None)
 
 
 class Children:
@@ -447,10 +387,11 @@ class Children:
             if total is None:
                 result["failure"] = result["failure"] or failure_of(None, "step", "compute-sanitizer printed no "
                                                                   "ERROR SUMMARY", stdout[-1000:])
-            elif total and result["failure"] is None:
-                fusion = next(iter(per), None)
+            elif total and all(f["fusion"] in result.get("escaped", ()) for f in result.get("failures", ())):
+                fusion = next(iter(per), None)  # (a run where fusions escaped to PyTorch: after their raises)
                 result["failure"] = failure_of(None if fusion == "?" else fusion, "memory",
                                              f"compute-sanitizer memcheck: {total} errors", stdout[-2000:])
+                result["failures"] = [result["failure"], *result.get("failures", ())]
                 result["failed"] = [f for f in per if f != "?"]
                 script = script_path(self.scripts, fusion) if fusion and fusion != "?" else ""
                 if os.path.isfile(script):

@@ -3,6 +3,8 @@ whole step; the text of an nvFuser issue. Plain data with ``to_json()``/``from_j
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -14,7 +16,7 @@ from nvscope._measure import LoadableResult, nv_options_line, options_dict, opti
 from nvscope._tools._no_fusion import no_fusion
 from nvscope._tools._rescue_search import Attempt
 
-__all__ = ["NO_FUSION", "Failure", "FusionRescue", "RescueResult", "facts", "issue_text", "location_of"]
+__all__ = ["NO_FUSION", "Failure", "FusionRescue", "RescueResult", "facts", "issue_text", "location_of", "with_issue"]
 
 _LOCATION = re.compile(r"(csrc/[\w./-]+\.(?:cpp|h|cu|cuh|hpp):\d+)")
 KINDS: Mapping[str, str] = MappingProxyType({
@@ -284,3 +286,24 @@ def issue_text(rescue: FusionRescue, definition: str, versions: dict[str, str]) 
         lines += ["", "```python", definition.strip(), "```"]
     lines += ["", "A rescue found for these input shapes says nothing of other shapes."]
     return "\n".join(lines)
+
+
+_FACTS = "# nvscope rescue found:"  # the first line of the report's header on a repro script
+
+def with_issue(rescue_: FusionRescue, versions: dict[str, str]) -> FusionRescue:
+    """The rescue with its issue text; its repro script (the definition and inputs) gets the rest of the report in
+    its header: what went wrong, the versions, the failing and passing options."""
+    definition = ""
+    for path in rescue_.repro_scripts[:1]:
+        try:
+            with open(path, encoding="utf-8") as file:
+                definition = file.read()
+            if os.path.basename(path).startswith("rescue-") and _FACTS not in definition:
+                header = [f"{_FACTS} {rescue_.failure.kind}: {rescue_.failure.line[:300]}",
+                          *(f"# {line}" for line in facts(rescue_, versions))]
+                definition = "\n".join(header) + "\n" + definition
+                with open(path, "w", encoding="utf-8") as file:
+                    file.write(definition)
+        except OSError:
+            pass
+    return dataclasses.replace(rescue_, issue=issue_text(rescue_, definition, versions))
