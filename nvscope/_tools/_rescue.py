@@ -4,21 +4,25 @@
     result = nvscope.rescue("train.py:step", jobs=4)          # probes in child processes: faults too
     print(result.report())                                    # per fusion: what went wrong, its cure; the line
 
-1. The step runs once as the user's program runs it (Thunder's own path, no scope; `nvscope._tools._rescue_probe`):
-   the first fusion that raises, or kills the process, or (with ``sanitize``) writes out of bounds is named by id;
-   the step's result is compared with ``reference`` when one is given. With ``sanitize`` a clean run is repeated
-   (``repeat`` runs in all): a clean run of a flaky fault proves little.
-2. For that fusion, candidate option sets (`nvscope._tools._rescue_search`) are tried on it alone (every other
+1. The step runs once as the user's program runs it (Thunder's own path, no options; `nvscope._tools._rescue_probe`)
+   under ``on_error="torch"``: each fusion that raises runs its region in PyTorch and the step goes on, so one run
+   names every fusion that raises; a fusion that kills the process, or (with ``sanitize``) writes out of bounds, or
+   computes wrong numbers (nvFuser's validate) is named by id too; the step's result is compared with ``reference``
+   when one is given. With ``sanitize`` a clean run is repeated (``repeat`` runs in all).
+2. The failures the escape cannot get past (faults, hangs, wrong numbers, memory errors) come first, one after
+   another: for each, candidate option sets (`nvscope._tools._rescue_search`) are tried on it alone (every other
    fusion keeps its defaults; the cures found so far stay on theirs), ``jobs`` probes at a time (for a function
-   target, in ``jobs`` long-lived workers that reuse what they compiled: `nvscope._tools._rescue_workers`); the
-   first that cures is confirmed by repeating it in a fresh process. Before the search the defaults run once more:
-   a failure that repeats is taken as deterministic (one run); one that does not is flaky, its rate is measured in
-   ``repeat`` runs, and a cure must pass as many runs as make it a proof at ``alpha`` over every candidate planned
-   (`nvscope._tools._rescue_search.runs_needed`), else it is reported as not statistically proven. With
-   ``NVFUSER_ENABLE``/``NVFUSER_DISABLE`` set (probes in child processes), one probe in a fresh process without
-   each variable says whether it is the cause.
-3. With that cure in place the step runs again: the next failing fusion is searched, until the step runs clean or a
-   fusion has no cure. A final run (repeated) proves the whole map.
+   target, in ``jobs`` long-lived workers: `nvscope._tools._rescue_workers`); the first that cures is confirmed in a
+   fresh process. Before the search the defaults run once more: a failure that repeats is taken as deterministic;
+   one that does not is flaky, its rate is measured in ``repeat`` runs, and a cure must pass as many runs as make it
+   a proof at ``alpha`` over every candidate planned (`nvscope._tools._rescue_search.runs_needed`). With
+   ``NVFUSER_ENABLE``/``NVFUSER_DISABLE`` set (probes in child processes), one probe in a fresh process without each
+   variable says whether it is the cause. The step runs again with each cure, until only fusions that raise are
+   left or a fusion has no cure.
+3. The PyTorch route for the fusions that raise (`nvscope._tools._rescue_route`): one fresh run of the whole step
+   with them in PyTorch (and the cures so far) proves it, against the reference, before any search (it is also their
+   check of the defaults); then each is searched for an option cure within the budget; one without is routed. A
+   final run (repeated) proves the combined line.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import dataclasses
 import functools
 import inspect
 import os
+import shutil
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -138,7 +143,7 @@ def rescue(step: Callable[[], Any] | str, /, *, reference: Callable[[], Any] | s
         target = _target(step, reference, module, list(args))
         if target["function"] is None and reference is not None:
             raise ValueError("reference= needs a function target (script.py:FUNCTION): a program has no result")
-        if sanitize and not _on_path(sanitizer):
+        if sanitize and shutil.which(sanitizer) is None:
             raise FileNotFoundError(f"{sanitizer}: not found on PATH (it comes with the CUDA toolkit); leave out "
                                     "sanitize to rescue without it")
         scripts = scripts_directory()
@@ -178,12 +183,6 @@ def _gate(ops: list[str] | None) -> Callable[[str, str], bool]:
 
     known = catalog()
     return lambda kind, name: ops is None or known.can_affect(kind, name, ops)
-
-
-def _on_path(program: str) -> bool:
-    import shutil
-
-    return shutil.which(program) is not None
 
 
 def _candidates(n: int) -> str:
