@@ -259,7 +259,7 @@ def failure_of(fusion: str | None, kind: str, line: str, detail: str = "") -> di
 @contextmanager
 def detached() -> Iterator[None]:
     """No scope around the probe's own (in process, the caller's): what ran in the probe is not reported to it."""
-    from nvscope._core._frames import enter_frame, reset
+    from nvscope._core import enter_frame, reset
 
     token = enter_frame(None)
     try:
@@ -272,7 +272,7 @@ def detached() -> Iterator[None]:
 def routes_forgotten() -> Iterator[None]:
     """The PyTorch routes that ``on_error="torch"`` adds while a probe runs, forgotten at its end: the next probe
     in this process (in process, a worker's) must see nvFuser fail again, not a route remembered from this one."""
-    from nvscope._exec._fusion_table import FusionTable
+    from nvscope._exec import FusionTable
 
     added: list[tuple[Any, Any]] = []
     original = FusionTable.add_route
