@@ -437,7 +437,8 @@ def chain_program(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, n: int) -> Pa
 def chain_script(n: int = 4, ops: tuple[str, ...] = ("slice",)) -> str:
     """A script whose ``step()`` runs ``n`` Thunder-double fusions one after the other (``x = 1.0`` doubled by each)
     and whose ``eager()`` is the step's reference (``2 ** n``). ``FAILS="1=raise::-resize_scheduler;3=..."`` in the
-    environment marks fusions that go wrong under their defaults (`make_wrapper`'s ``fails``); run as a program it
+    environment marks fusions that go wrong under their defaults (`make_wrapper`'s ``fails``), ``EAGER="1=wrong"``
+    their regions' kind (``eager``: the PyTorch route's numbers, or "unsupported": no route); run as a program it
     calls ``step()``. For tests that run it in child processes (its directory goes on ``sys.path``)."""
     return f'''\
 import os, sys
@@ -450,7 +451,9 @@ MONKEYPATCH = pytest.MonkeyPatch()
 double = ThunderDouble(MONKEYPATCH)
 nvscope.thunder.install()
 FAILS = {{int(k): v for k, v in (p.split("=", 1) for p in os.environ.get("FAILS", "").split(";") if p)}}
-wrappers = [double.make_wrapper(f"nvFusion{{i}}", fails=FAILS.get(i), ops={ops!r}) for i in range({n})]
+EAGER = {{int(k): v for k, v in (p.split("=", 1) for p in os.environ.get("EAGER", "").split(";") if p)}}
+wrappers = [double.make_wrapper(f"nvFusion{{i}}", fails=FAILS.get(i), ops={ops!r}, eager=EAGER.get(i, "double"))
+            for i in range({n})]
 
 def step():
     x = 1.0

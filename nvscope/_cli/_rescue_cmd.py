@@ -27,17 +27,19 @@ Run a step (a script's function, or a whole program) as it runs under nvFuser's 
 wrong (it raises, kills the process, hangs, computes outputs nvFuser's own validate finds wrong against ATen, or
 with --sanitize writes out of bounds; with --reference the step's result must match), and search per failing fusion
 the nvFuser options that cure it: the escape hatches nvFuser documents first, then the catalog's codegen options its
-ops allow, smallest sets first. Every probe runs in a child process (--jobs at a time, --timeout each): for a
+ops allow, smallest sets first. A fusion that raises runs in PyTorch meanwhile (on_error="torch"), so one run names
+every fusion that raises; one without an option cure is routed there (a fusion that faults, hangs or computes wrong
+numbers is not: no route catches that). Every probe runs in a child process (--jobs at a time, --timeout each): for a
 function, the search's probes in --jobs long-lived workers that keep what they compiled (a probe compiles its fusion
 under the candidate only), the first run, each cure's confirmation and the final proof in fresh processes. Prints per
 fusion what went wrong and its cure, the nv_options(...) line for the whole step (fusions that pass keep their
 defaults), a final proof, and a repro script per failing fusion."""
 
 _EPILOG = """\
-exit codes: 0 when every failing fusion is rescued, or nothing failed (the output says which); 1 when something is
-not rescued: a fusion has no cure (the partial map is still printed), the step or its reference fails outside any
-fusion, the final proof fails, or no nvFuser fusion ran; 2 for a bad command line or target (no such script, module
-or function, a syntax error, a --reference that is missing or not a function).
+exit codes: 0 when every failing fusion is rescued (by options or the PyTorch route), or nothing failed (the output
+says which); 1 when something is not rescued: a fusion has no cure (the partial map is still printed), the step or
+its reference fails outside any fusion, the final proof fails, or no nvFuser fusion ran; 2 for a bad command line or
+target (no such script, module or function, a syntax error, a --reference that is missing or not a function).
 
 examples:
   nvscope rescue train.py:step

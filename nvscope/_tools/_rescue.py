@@ -4,21 +4,25 @@
     result = nvscope.rescue("train.py:step", jobs=4)          # probes in child processes: faults too
     print(result.report())                                    # per fusion: what went wrong, its cure; the line
 
-1. The step runs once as the user's program runs it (Thunder's own path, no scope; `nvscope._tools._rescue_probe`):
-   the first fusion that raises, or kills the process, or (with ``sanitize``) writes out of bounds is named by id;
-   the step's result is compared with ``reference`` when one is given. With ``sanitize`` a clean run is repeated
-   (``repeat`` runs in all): a clean run of a flaky fault proves little.
-2. For that fusion, candidate option sets (`nvscope._tools._rescue_search`) are tried on it alone (every other
+1. The step runs once as the user's program runs it (Thunder's own path, no options; `nvscope._tools._rescue_probe`)
+   under ``on_error="torch"``: each fusion that raises runs its region in PyTorch and the step goes on, so one run
+   names every fusion that raises; a fusion that kills the process, or (with ``sanitize``) writes out of bounds, or
+   computes wrong numbers (nvFuser's validate) is named by id too; the step's result is compared with ``reference``
+   when one is given. With ``sanitize`` a clean run is repeated (``repeat`` runs in all).
+2. The failures the escape cannot get past (faults, hangs, wrong numbers, memory errors) come first, one after
+   another: for each, candidate option sets (`nvscope._tools._rescue_search`) are tried on it alone (every other
    fusion keeps its defaults; the cures found so far stay on theirs), ``jobs`` probes at a time (for a function
-   target, in ``jobs`` long-lived workers that reuse what they compiled: `nvscope._tools._rescue_workers`); the
-   first that cures is confirmed by repeating it in a fresh process. Before the search the defaults run once more:
-   a failure that repeats is taken as deterministic (one run); one that does not is flaky, its rate is measured in
-   ``repeat`` runs, and a cure must pass as many runs as make it a proof at ``alpha`` over every candidate planned
-   (`nvscope._tools._rescue_search.runs_needed`), else it is reported as not statistically proven. With
-   ``NVFUSER_ENABLE``/``NVFUSER_DISABLE`` set (probes in child processes), one probe in a fresh process without
-   each variable says whether it is the cause.
-3. With that cure in place the step runs again: the next failing fusion is searched, until the step runs clean or a
-   fusion has no cure. A final run (repeated) proves the whole map.
+   target, in ``jobs`` long-lived workers: `nvscope._tools._rescue_workers`); the first that cures is confirmed in a
+   fresh process. Before the search the defaults run once more: a failure that repeats is taken as deterministic;
+   one that does not is flaky, its rate is measured in ``repeat`` runs, and a cure must pass as many runs as make it
+   a proof at ``alpha`` over every candidate planned (`nvscope._tools._rescue_search.runs_needed`). With
+   ``NVFUSER_ENABLE``/``NVFUSER_DISABLE`` set (probes in child processes), one probe in a fresh process without each
+   variable says whether it is the cause. The step runs again with each cure, until only fusions that raise are
+   left or a fusion has no cure.
+3. The PyTorch route for the fusions that raise (`nvscope._tools._rescue_route`): one fresh run of the whole step
+   with them in PyTorch (and the cures so far) proves it, against the reference, before any search (it is also their
+   check of the defaults); then each is searched for an option cure within the budget; one without is routed. A
+   final run (repeated) proves the combined line.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import dataclasses
 import functools
 import inspect
 import os
+import shutil
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -34,7 +39,18 @@ from typing import Any
 from nvscope._core import OptionSet, cut
 from nvscope._measure import _checks, options_from, own_keywords, progress_printer
 from nvscope._tools._rescue_probe import Children, Plan, check_target, observe
-from nvscope._tools._rescue_report import Failure, FusionRescue, RescueResult, facts, issue_text
+from nvscope._tools._rescue_report import Failure, FusionRescue, RescueResult, with_issue
+from nvscope._tools._rescue_route import (
+    clean_run,
+    cost,
+    fails_at,
+    failure_rate,
+    failures_of,
+    first_line_of,
+    next_failure,
+    route_failure,
+    runs,
+)
 from nvscope._tools._rescue_search import Attempt, candidates, how_sure, search
 from nvscope._tools._rescue_target import ASYNC_STEP
 from nvscope._tools._rescue_watch import NO_VALIDATE, scripts_directory, tidy
@@ -44,7 +60,6 @@ __all__ = ["rescue"]
 
 Probe = Callable[[list[Plan]], list[dict[str, Any]]]
 _ENV = ("NVFUSER_ENABLE", "NVFUSER_DISABLE")
-_FACTS = "# nvscope rescue found:"  # the first line of the report's header on a repro script
 _MOST_RUNS = 64  # the most runs a flaky failure's cure is given to prove itself; past that it is said not proven
 
 
@@ -128,7 +143,7 @@ def rescue(step: Callable[[], Any] | str, /, *, reference: Callable[[], Any] | s
         target = _target(step, reference, module, list(args))
         if target["function"] is None and reference is not None:
             raise ValueError("reference= needs a function target (script.py:FUNCTION): a program has no result")
-        if sanitize and not _on_path(sanitizer):
+        if sanitize and shutil.which(sanitizer) is None:
             raise FileNotFoundError(f"{sanitizer}: not found on PATH (it comes with the CUDA toolkit); leave out "
                                     "sanitize to rescue without it")
         scripts = scripts_directory()
@@ -170,54 +185,8 @@ def _gate(ops: list[str] | None) -> Callable[[str, str], bool]:
     return lambda kind, name: ops is None or known.can_affect(kind, name, ops)
 
 
-def _on_path(program: str) -> bool:
-    import shutil
-
-    return shutil.which(program) is not None
-
-
-def _fails_at(observation: dict[str, Any], fusion: str) -> bool:
-    """Whether ``fusion`` failed in the probe (another fusion's wrong numbers do not hide its own), or never ran (a
-    probe that stopped before it proves no cure), or the step failed with no fusion named (its result against the
-    reference: options that turn an exception into wrong numbers cure nothing)."""
-    failure = observation["failure"]
-    return (not _reached(observation, fusion) or _failed_there(observation, fusion)
-            or (failure is not None and failure["fusion"] is None))
-
-
 def _candidates(n: int) -> str:
     return f"{n} candidate{'s' * (n != 1)}"
-
-
-def _reached(observation: dict[str, Any], fusion: str) -> bool:
-    return any(f["id"] == fusion for f in observation["fusions"])
-
-
-def _failed_there(observation: dict[str, Any], fusion: str) -> bool:
-    failure = observation["failure"]
-    return fusion in observation.get("failed", ()) or (failure is not None and failure["fusion"] == fusion)
-
-
-def _runs(probe: Probe, plans: list[Plan], jobs: int) -> list[dict[str, Any]]:
-    """The plans' observations, ``jobs`` probes at a time (a target's probes start at once)."""
-    return [o for i in range(0, len(plans), jobs) for o in probe(plans[i:i + jobs])]
-
-
-def _failure_rate(probe: Probe, plan: dict[str, OptionSet], fusion: str, validate: bool, first: int, most: int,
-                  jobs: int) -> tuple[int, int]:
-    """How often the step with the cures so far fails at ``fusion`` in fresh runs after the one that found it:
-    (failures, runs that reached it). ``first`` runs; when the fusion did not fail in each, ``most`` in all, which
-    measure its rate. Runs that stop before the fusion count for neither."""
-    failed = reached = done = 0
-    planned = first
-    while done < planned:
-        for seen in _runs(probe, [Plan(plan, validate=validate)] * min(jobs, planned - done), jobs):
-            done += 1
-            reached += _reached(seen, fusion)
-            failed += _reached(seen, fusion) and _failed_there(seen, fusion)
-        if done == first and not failed == reached == done:
-            planned = max(most, first)
-    return failed, reached
 
 
 def _drive(probe: Probe, say: Callable[[str], None], mode: str, checks: tuple[str, ...], env: OptionSet,
@@ -234,7 +203,7 @@ def _drive(probe: Probe, say: Callable[[str], None], mode: str, checks: tuple[st
     if "memcheck" in checks and seen["failure"] is None and repeat > 1:
         # A clean memcheck run of a flaky fault proves little: repeat it until one is not clean.
         say(f"memcheck found nothing: {repeat - 1} more runs")
-        rerun = _runs(probe, [Plan(plan, validate=validate)] * (repeat - 1), jobs)
+        rerun = runs(probe, [Plan(plan, validate=validate)] * (repeat - 1), jobs)
         seen = next((o for o in rerun if o["failure"] is not None), seen)
         if seen["failure"] is None:
             notes.append(f"memcheck found no error in {repeat} runs of the defaults (repeat= for more; a fault that "
@@ -247,28 +216,23 @@ def _drive(probe: Probe, say: Callable[[str], None], mode: str, checks: tuple[st
     if env:
         notes.append(f"the environment sets {env.as_shell()}: those options apply to every fusion and cannot be "
                      "taken away per fusion" + ("" if drops else " (in-process probes cannot run without them)"))
-    while seen["failure"] is not None:
-        failure = seen["failure"]
-        fusion = failure["fusion"]
-        if fusion in plan:  # a cure that does not hold in this run: said on that fusion
-            again = f"it failed again with its cure, in the run with the cures so far: {failure['line'][:200]}"
-            rescues = [dataclasses.replace(r, sure=again) if r.fusion == fusion else r for r in rescues]
-            doubts.append(f"{fusion}: {again}")
-            break
-        if fusion is None:  # nothing to search on: say so
-            unattributed = Failure(fusion, failure["kind"], failure["line"], failure.get("detail", ""))
-            break
-        say(f"{fusion}: {failure['kind']}: {failure['line'][:160]}")
+    routable: dict[str, dict[str, Any]] = {}  # fusions that raised and ran in PyTorch: cured by options or routed
+
+    def rescue_one(fusion: str, failure: dict[str, Any], seen: dict[str, Any],
+                   ran: dict[str, Any] | None = None) -> FusionRescue:
+        """The search for one failing fusion (the cures so far in ``plan``), its cure confirmed; ``ran``: a fresh
+        run of the defaults made already, the first of those that say whether the failure repeats."""
+        say(f"{fusion}: {failure['kind']}: {first_line_of(failure['line'])[:160]}")
         causes = []
         for variable in drops:  # does the environment's option cause it?
-            if not _fails_at(probe([Plan(plan, (variable,), validate and [fusion])])[0], fusion):
+            if not fails_at(probe([Plan(plan, (variable,), validate and [fusion])])[0], fusion):
                 causes.append(variable)
         fused = info.get(fusion) or {"ops": None, "own": {}}
         taken = options_from(fused.get("own") or {}) | env
         sets = candidates(fused["ops"], taken, max_set_size, f"{failure['line']}\n{failure.get('detail', '')}") \
             if given is None else [o for o in given if len(o.enable) + len(o.disable) <= max_set_size
                                    and o.only(_gate(fused["ops"])) == o]
-        repro: list[str] = list(seen.get("repro", []))  # the defaults' failure first
+        repro: list[str] = list(failure.get("repro") or seen.get("repro", []))  # the defaults' failure first
 
         def cures(batch: list[OptionSet], fusion: str = fusion, repro: list[str] = repro, fresh: bool = False
                   ) -> list[tuple[bool, str]]:
@@ -276,7 +240,7 @@ def _drive(probe: Probe, say: Callable[[str], None], mode: str, checks: tuple[st
                               for options in batch])
             out = []
             for options, observed in zip(batch, seen_now, strict=True):
-                bad = _fails_at(observed, fusion)
+                bad = fails_at(observed, fusion)
                 repro.extend(observed.get("repro", []))
                 say(f"  {fusion} with {options.label()}: {'still fails' if bad else 'cured'}")
                 stopped = "the step ended before the fusion ran"  # a program that exits early: no verdict on it
@@ -299,12 +263,12 @@ def _drive(probe: Probe, say: Callable[[str], None], mode: str, checks: tuple[st
             return (*search(sets, cures, jobs=jobs, confirm=wanted, budget_s=max(remaining, 0),
                             again=functools.partial(cures, fresh=True)), needed, rate)
 
-        failed, reached = _failure_rate(probe, plan, fusion, validate, 1, repeat, jobs)
+        failed, reached = failure_rate(probe, plan, fusion, validate, 1, repeat, jobs, ran)
         cure, attempts, out_of_budget, needed, rate = searched(failed, reached)
         last = attempts
         if 0 < failed == reached and any(a.detail.startswith("confirm") and not a.cured for a in attempts):
             # A set cured one run and failed the next: a deterministic failure does not do that, a flaky one does.
-            extra = _failure_rate(probe, plan, fusion, validate, repeat, repeat, jobs)
+            extra = failure_rate(probe, plan, fusion, validate, repeat, repeat, jobs)
             failed, reached = failed + extra[0], reached + extra[1]
             if failed < reached:
                 cure, last, out_of_budget, needed, rate = searched(failed, reached)
@@ -319,38 +283,106 @@ def _drive(probe: Probe, say: Callable[[str], None], mode: str, checks: tuple[st
                        "no number of runs proves a cure of a failure that did not fail again"))
             if not sure.startswith("proven"):
                 doubts.append(f"{fusion}: {sure}")
-        rescue_ = FusionRescue(fusion, Failure(fusion, failure["kind"], failure["line"], failure.get("detail", "")),
-                               cure, tuple(attempts), tuple(causes), out_of_budget, tuple(dict.fromkeys(repro))[:1],
-                               sure=sure)
-        rescues.append(rescue_)
-        if cure is None:
-            say(f"{fusion}: no cure" + (" (time budget spent)" if out_of_budget else ""))
-            break
-        plan[fusion] = cure
-        say(f"{fusion}: cured by {cure.label()}; running the step again with the cures so far")
+        return FusionRescue(fusion, Failure(fusion, failure["kind"], first_line_of(failure["line"]),
+                                            failure.get("detail", "")), cure, tuple(attempts), tuple(causes),
+                            out_of_budget, tuple(dict.fromkeys(repro))[:1], sure=sure)
+
+    def run_again() -> dict[str, Any]:
+        nonlocal clean
         seen = probe([Plan(plan, validate=validate)])[0]
-        clean = 1 if seen["failure"] is None else 0
+        clean = 1 if clean_run(seen, set(routable)) else 0
         for f in seen["fusions"]:
             info.setdefault(f["id"], f)
             if f["id"] not in fusions:
                 fusions.append(f["id"])
+        return seen
+
+    # 1. Failures the escape cannot get past (faults, hangs, wrong numbers, memory errors, the step outside its
+    # fusions), one after another; a fusion that raised and ran in PyTorch is kept for after the route's proof.
+    stopped = False
+    while (failure := next_failure(seen, plan, routable, stopped)) is not None:
+        fusion = failure["fusion"]
+        if fusion in plan:  # a cure that does not hold in this run: said on that fusion
+            again = f"it failed again with its cure, in the run with the cures so far: {failure['line'][:200]}"
+            rescues = [dataclasses.replace(r, sure=again) if r.fusion == fusion else r for r in rescues]
+            doubts.append(f"{fusion}: {again}")
+            stopped = True
+            break
+        if fusion is None:  # nothing to search on: say so
+            unattributed = Failure(fusion, failure["kind"], failure["line"], failure.get("detail", ""))
+            stopped = True
+            break
+        rescue_ = rescue_one(fusion, failure, seen)
+        rescues.append(rescue_)
+        if rescue_.cure is None:
+            say(f"{fusion}: no cure" + (" (time budget spent)" if rescue_.out_of_budget else ""))
+            stopped = True
+            break
+        plan[fusion] = rescue_.cure
+        say(f"{fusion}: cured by {rescue_.cure.label()}; running the step again with the cures so far")
+        seen = run_again()
+    routed: dict[str, str] = {}  # per fusion the route proved for, its cost
+    if routable and not stopped:
+        # 2. The route first, so that a usable line does not wait for the search: the whole step, fresh, with the
+        # fusions that raise in PyTorch (and the option cures so far), against the reference if one is given.
+        say(f"{', '.join(routable)}: raised and ran in PyTorch; proving that route (on_error='torch')")
+        proof_run = run_again()
+        if clean:
+            routed = {f: cost(proof_run, f) for f in routable}
+            say("usable now: " + RescueResult(tuple(fusions), tuple(
+                [*rescues, *(FusionRescue(f, Failure(f, "raise", ""), None, route=True) for f in routable)])).line())
+        else:
+            say(f"the route fails: {route_failure(proof_run, set(routable))[:160]}")
+        # 3. Option cures, within the budget: a fusion with one keeps nvFuser; one without is routed.
+        found = [rescue_one(fusion, failure, {}, proof_run) for fusion, failure in list(routable.items())]
+        plan.update((r.fusion, r.cure) for r in found if r.cure is not None)
+        remaining = {r.fusion for r in found if r.cure is None}
+        if len(remaining) < len(found):
+            seen = probe([Plan(plan, validate=validate)])[0]  # the combined line: the proof's first run
+            if not routed and remaining and clean_run(seen, remaining):  # the route holds once the others are cured
+                routed = {f: cost(seen, f) for f in remaining}
+            for failure in failures_of(seen):  # a cure that does not hold in this run: said on that fusion
+                if failure["fusion"] in plan:
+                    again = f"it failed again with its cure, in the run with the cures so far: {failure['line'][:200]}"
+                    found = [dataclasses.replace(r, sure=again) if r.fusion == failure["fusion"] else r
+                             for r in found]
+                    doubts.append(f"{failure['fusion']}: {again}")
+                    break
+        else:
+            seen = proof_run
+        if remaining - set(routed):
+            notes.append(f"the PyTorch route was not proven: {route_failure(seen, remaining)[:300]}")
+        for r in found:
+            if r.cure is not None:
+                say(f"{r.fusion}: cured by {r.cure.label()}")
+            elif r.fusion in routed:
+                say(f"{r.fusion}: routed to PyTorch")
+            else:
+                say(f"{r.fusion}: no cure, and the route did not pass")
+        rescues += [dataclasses.replace(r, route=True, cost=routed[r.fusion]) if r.cure is None and r.fusion in routed
+                    else r for r in found]
+        routable = {f: v for f, v in routable.items() if f in remaining and f in routed}
+        clean = 1 if clean_run(seen, set(routable)) else 0
+    order = {f: i for i, f in enumerate(fusions)}
+    rescues.sort(key=lambda r: order.get(r.fusion, len(order)))
     proved, proof = None, ""
     if doubts:  # a run more proves nothing a statistical proof did not
         proved, proof = False, doubts[0]
-    elif plan and all(r.cure is not None for r in rescues) and unattributed is None:
+    elif (plan or routed) and rescues and all(r.rescued for r in rescues) and unattributed is None:
         more = confirm + 1 - clean  # the clean re-run with every cure is the proof's first run
         say(f"proving the map: {more} more runs" if more else "proved by the run with every cure")
         finals = [seen] * clean + (probe([Plan(plan, validate=validate)] * more) if more else [])
-        bad = [o["failure"] for o in finals if o["failure"] is not None]
-        proved = not bad
+        broken = [route_failure(o, set(routable)) for o in finals if not clean_run(o, set(routable))]
+        proved = not broken
         proof = (f"{len(finals)} runs clean" + (", matching the reference" if "reference" in checks else "")
-                 if proved else f"{len(bad)} of {len(finals)} runs failed: {bad[0]['line'][:200]}")
+                 + (f" ({len(routable)} fusion{'s' * (len(routable) != 1)} in PyTorch)" if routable else "")
+                 if proved else f"{len(broken)} of {len(finals)} runs failed: {broken[0][:200]}")
     versions = _versions(seen)
-    rescues = [_with_issue(r, versions) for r in rescues]
+    rescues = [with_issue(r, versions) for r in rescues]
     if any(r.env_cause for r in rescues):
         notes.append("a fusion fails only with an NVFUSER_* variable of the environment: change it (its options "
                      "reach every fusion); the cure shown, if any, works with it set")
-    if any(r.cure is None for r in rescues):
+    if any(not r.rescued for r in rescues):
         notes.append("on_error='fallback' is no rescue here: it falls back to the defaults, which are what fails")
     if validate and seen.get("validate") == NO_VALIDATE:
         notes.append("the installed nvFuser frontend has no FusionDefinition.validate: wrong numbers are checked "
@@ -364,23 +396,3 @@ def _drive(probe: Probe, say: Callable[[str], None], mode: str, checks: tuple[st
     say("done: " + ("nothing to rescue" if result.healthy else "rescued" if result.rescued else "not rescued"))
     return result
 
-
-def _with_issue(rescue_: FusionRescue, versions: dict[str, str]) -> FusionRescue:
-    """The rescue with its issue text; its repro script (the definition and inputs) gets the rest of the report in
-    its header: what went wrong, the versions, the failing and passing options."""
-    import dataclasses
-
-    definition = ""
-    for path in rescue_.repro_scripts[:1]:
-        try:
-            with open(path, encoding="utf-8") as file:
-                definition = file.read()
-            if os.path.basename(path).startswith("rescue-") and _FACTS not in definition:
-                header = [f"{_FACTS} {rescue_.failure.kind}: {rescue_.failure.line[:300]}",
-                          *(f"# {line}" for line in facts(rescue_, versions))]
-                definition = "\n".join(header) + "\n" + definition
-                with open(path, "w", encoding="utf-8") as file:
-                    file.write(definition)
-        except OSError:
-            pass
-    return dataclasses.replace(rescue_, issue=issue_text(rescue_, definition, versions))

@@ -3,8 +3,9 @@ Thunder's own path, observed fusion by fusion.
 
 `observe` runs in the process that runs the step: an audit, and around each fusion execution a timer that writes
 its id to ``events`` before it runs (so a fault that kills the process is attributed to the fusion running) and
-catches the first exception raised inside a fusion (attributed to that fusion's id, compile or run). The step's
-result is compared with the reference's when one is given (`nvscope._measure._numerics`, tolerances by dtype).
+catches each fusion's exception (compile or run; with the plan's ``escape``, ``on_error="torch"``, the fusion then
+runs in PyTorch and the step goes on, so one run names every fusion that raises). The step's result is compared
+with the reference's when one is given (`nvscope._measure._numerics`, tolerances by dtype).
 
 `Children` runs probes in child processes, ``jobs`` at a time, each in its own process group with a time limit: a
 search probe (`Plan` ``fresh=False``) of a function target in one of ``jobs`` long-lived workers
@@ -16,8 +17,7 @@ Ctrl-C (or any error) kills every child's and worker's group before it propagate
 runs under ``compute-sanitizer --tool memcheck`` with PyTorch's caching allocator off, and the errors it prints are
 attributed to the fusion whose start marker came last before them.
 
-Each probe runs under a watch (`nvscope._tools._rescue_watch`): nvFuser's validate per fusion, and the
-fusions' repro scripts.
+Each probe runs under a watch (`nvscope._tools._rescue_watch`): nvFuser's validate per fusion, the repro scripts.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -38,12 +39,14 @@ from nvscope._exec import _autoinstall, _events, audit, repro_paths, scripts_nam
 from nvscope._measure import compare_leaves, flatten_outputs, options_dict, options_from
 from nvscope._tools._bisect_process import _detail
 from nvscope._tools._rescue_events import ENDED, FAILED, MARK, STARTED, Progress, read_json, sanitizer_errors
-from nvscope._tools._rescue_target import check_target
+from nvscope._tools._rescue_target import Plan, check_target
 from nvscope._tools._rescue_watch import (
     NO_VALIDATE,
     Watch,
+    detached,
     failure_of,
     loaded_versions,
+    routes_forgotten,
     script_path,
     scripts_directory,
 )
@@ -102,30 +105,6 @@ CHILD = LOAD + 'observe(step, reference, spec, spec.get("tolerance"))\n'
 WORKER = LOAD + "from nvscope._tools._rescue_workers import serve\nserve(observe, step, reference, spec)\n"
 
 
-class Plan:
-    """What one probe runs: per fusion id its options (the others keep their defaults); ``drop_env``: without
-    ``NVFUSER_ENABLE``/``NVFUSER_DISABLE`` (the names of the variables to drop); ``validate``: the fusions to check
-    with nvFuser's validate (True: every one); ``fresh``: in a fresh process (False: a search probe, which a
-    long-lived worker may run; a cure's confirmation and the proof must hold in a fresh process)."""
-
-    __slots__ = ("drop_env", "fresh", "options", "validate")
-
-    def __init__(self, options: dict[str, OptionSet], drop_env: Sequence[str] = (),
-                 validate: bool | Sequence[str] = True, fresh: bool = True) -> None:
-        self.options, self.drop_env, self.fresh = dict(options), tuple(drop_env), fresh
-        self.validate = validate if isinstance(validate, bool) else list(validate)
-
-    def spec(self) -> dict[str, Any]:
-        """The plan as `observe` reads it."""
-        return {"groups": [[options_dict(o), ids] for o, ids in self.groups()], "validate": self.validate}
-
-    def groups(self) -> list[tuple[OptionSet, list[str]]]:
-        grouped: dict[OptionSet, list[str]] = {}
-        for fusion, options in self.options.items():
-            grouped.setdefault(options, []).append(fusion)
-        return list(grouped.items())
-
-
 def observe(step: Callable[[], Any], reference: Callable[[], Any] | None, spec: dict[str, Any],
             tolerance: float | None = None) -> dict[str, Any]:
     """Run ``step`` once under the plan in ``spec`` (``groups``: [[options, [ids]], ...]) and say what happened (a
@@ -138,7 +117,8 @@ def observe(step: Callable[[], Any], reference: Callable[[], Any] | None, spec: 
     groups = [(options_from(o), list(ids)) for o, ids in spec.get("groups", ())]
     events: TextIO | None = open(spec["events"], "a", encoding="utf-8") if spec.get("events") else None
     lock = threading.Lock()  # fusions of several threads log to one file
-    caught: list[tuple[str, BaseException]] = []
+    caught: list[tuple[str, BaseException]] = []  # each fusion's first exception, in the order they came
+    torch_s: dict[str, float] = {}  # per fusion that escaped, the seconds its region ran in PyTorch
     fusions: dict[str, dict[str, Any]] = {}
     watch = Watch(spec.get("validate") or (), spec.get("scripts"), bool(spec.get("prewrite")),
                    {f for _, ids in groups for f in ids})
@@ -171,15 +151,18 @@ def observe(step: Callable[[], Any], reference: Callable[[], Any] | None, spec: 
             print(MARK + record.fusion, flush=True)
         running.fusion = record.fusion
         watch.enter(record.fusion, record.info.ops)
+        began = time.perf_counter()
         try:
             yield None
         except BaseException as error:
-            if not caught:
+            if all(f != record.fusion for f, _ in caught):
                 caught.append((record.fusion, error))
             log(FAILED, record.fusion)
             raise
         else:
             log(ENDED, record.fusion)
+            if record.route == "torch":  # nvFuser raised and the region ran in PyTorch (on_error="torch")
+                torch_s[record.fusion] = torch_s.get(record.fusion, 0.0) + time.perf_counter() - began
         finally:
             watch.leave()
             running.fusion = None
@@ -190,9 +173,12 @@ def observe(step: Callable[[], Any], reference: Callable[[], Any] | None, spec: 
                 events.write(f"{event} {fusion}\n")
                 events.flush()
 
-    result: dict[str, Any] = {"failure": None, "failed": [], "matched": None, "numerics": "", "repro": []}
+    result: dict[str, Any] = {"failure": None, "failed": [], "matched": None, "numerics": "", "repro": [],
+                              "escaped": []}
     out: Any = None
     failures: list[dict[str, Any]] = []
+    step_s = 0.0
+    outside: dict[str, Any] | None = None  # the step's failure outside every fusion
     try:
         # inherit=False: the defaults, not the caller's scope (in process).
         # share=False: the diagnosis sees Thunder's own path, as the user's program runs it, also where the program
@@ -201,26 +187,37 @@ def observe(step: Callable[[], Any], reference: Callable[[], Any] | None, spec: 
         # watch_imports: as under `nvscope run`, the adapter installs the moment the step imports Thunder (a
         # program does, after the audit began) even where the program never calls nvscope.thunder.install().
         with dev_mode(True), warnings.catch_warnings(), audit(), _autoinstall.watch_imports(), \
-                _events.listening(seen, timer), program_sharing_suspended(), \
-                nv_options(share=False, inherit=False), _Map(groups):
+                _events.listening(seen, timer), program_sharing_suspended(), routes_forgotten(), detached(), \
+                nv_options(share=False, inherit=False, on_error="torch" if spec.get("escape") else None), _Map(groups):
             warnings.simplefilter("ignore")
+            began = time.perf_counter()
             try:
                 out = step()
             except BaseException as error:  # a SystemExit of a program is its failure too
                 if isinstance(error, KeyboardInterrupt):
                     raise
-                if caught:
-                    fusion, inner = caught[0]
-                    failures.append(failure_of(fusion, "raise", first_line(inner, 400), str(inner)[:2000]))
-                    result["repro"] = list(repro_paths(inner))
-                elif not (isinstance(error, SystemExit) and not error.code):
-                    result["failure"] = failure_of(None, "step", first_line(error, 400))
+                if not any(f not in torch_s for f, _ in caught) and not (
+                        isinstance(error, SystemExit) and not error.code):
+                    outside = failure_of(None, "step", first_line(error, 400))
             finally:
+                step_s = time.perf_counter() - began
                 watch.close()
+            # Every fusion that raised (those that escaped to PyTorch, and the one that ended the step), in order.
+            for fusion, inner in caught:
+                failures.append({**failure_of(fusion, "raise", first_line(inner, 400), str(inner)[:2000]),
+                                 "repro": [*([watch.written[fusion]] if fusion in watch.written else []),
+                                           *repro_paths(inner)]})
+                result["repro"] += list(repro_paths(inner))
+            result["escaped"] = [f for f, _ in caught if f in torch_s]
         failures[:0] = watch.wrong  # a fusion's wrong numbers come before the raise that ended the step
         if failures:
             result["failure"] = failures[0]
             result["failed"] = list(dict.fromkeys(f["fusion"] for f in failures))
+        if outside is not None:
+            failures.append(outside)
+            result["failure"] = result["failure"] or outside
+        if failures:
+            result["failures"] = failures
             result["repro"] = [*(watch.written[f] for f in result["failed"] if f in watch.written), *result["repro"]]
         if reference is not None:
             try:
@@ -231,17 +228,24 @@ def observe(step: Callable[[], Any], reference: Callable[[], Any] | None, spec: 
                 # The reference's own failure, before any fusion's: no probe can be judged without it (nothing to
                 # search), and no fusion is blamed for it.
                 result["failure"] = failure_of(None, "reference", first_line(error, 400))
+                result["failures"] = [result["failure"]]
                 expected = None
-            if result["failure"] is None:
+            # The step ran to its end (fusions that raised ran in PyTorch): its result is judged.
+            if outside is None and all(f in result["escaped"] for f in result["failed"]) and (
+                    result["failure"] is None or result["failure"]["kind"] == "raise"):
                 numerics = compare_leaves(flatten_outputs(expected, "out"), flatten_outputs(out, "out"), tolerance)
                 result["matched"], result["numerics"] = numerics.ok, numerics.detail
                 if not numerics.ok:
-                    result["failure"] = failure_of(None, "numbers", f"the step's result differs from its "
-                                                                  f"reference: {numerics.detail}")
+                    differs = failure_of(None, "numbers", f"the step's result differs from its reference: "
+                                                          f"{numerics.detail}")
+                    result["failure"] = result["failure"] or differs
+                    result["failures"] = [*result.get("failures", ()), differs]
     finally:
         if events is not None:
             events.close()
     result["fusions"] = list(fusions.values())
+    result["torch_ms"] = {f: s * 1e3 for f, s in torch_s.items()}
+    result["step_ms"] = step_s * 1e3
     result["versions"] = versions or loaded_versions()
     result["validated"] = sorted(watch.checked)
     result["unvalidated"] = dict(watch.skipped)
@@ -383,10 +387,11 @@ class Children:
             if total is None:
                 result["failure"] = result["failure"] or failure_of(None, "step", "compute-sanitizer printed no "
                                                                   "ERROR SUMMARY", stdout[-1000:])
-            elif total and result["failure"] is None:
-                fusion = next(iter(per), None)
+            elif total and all(f["fusion"] in result.get("escaped", ()) for f in result.get("failures", ())):
+                fusion = next(iter(per), None)  # (a run where fusions escaped to PyTorch: after their raises)
                 result["failure"] = failure_of(None if fusion == "?" else fusion, "memory",
                                              f"compute-sanitizer memcheck: {total} errors", stdout[-2000:])
+                result["failures"] = [result["failure"], *result.get("failures", ())]
                 result["failed"] = [f for f in per if f != "?"]
                 script = script_path(self.scripts, fusion) if fusion and fusion != "?" else ""
                 if os.path.isfile(script):

@@ -3,6 +3,8 @@ whole step; the text of an nvFuser issue. Plain data with ``to_json()``/``from_j
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -14,7 +16,7 @@ from nvscope._measure import LoadableResult, nv_options_line, options_dict, opti
 from nvscope._tools._no_fusion import no_fusion
 from nvscope._tools._rescue_search import Attempt
 
-__all__ = ["NO_FUSION", "Failure", "FusionRescue", "RescueResult", "facts", "issue_text", "location_of"]
+__all__ = ["NO_FUSION", "Failure", "FusionRescue", "RescueResult", "facts", "issue_text", "location_of", "with_issue"]
 
 _LOCATION = re.compile(r"(csrc/[\w./-]+\.(?:cpp|h|cu|cuh|hpp):\d+)")
 KINDS: Mapping[str, str] = MappingProxyType({
@@ -74,9 +76,15 @@ class FusionRescue:
     repro_scripts: tuple[str, ...] = ()
     issue: str = ""
     sure: str = ""  # how sure the cure is, where a confirmation alone does not say it (a flaky failure's)
+    route: bool = False  # no option cure: the fusion runs in PyTorch (``on_error="torch"``), proven so
+    cost: str = ""  # what the route costs, as measured in its proof
+
+    @property
+    def rescued(self) -> bool:
+        return self.cure is not None or self.route
 
     def as_dict(self) -> dict[str, Any]:
-        return {"fusion": self.fusion, "failure": self.failure.as_dict(),
+        return {"fusion": self.fusion, "failure": self.failure.as_dict(), "route": self.route, "cost": self.cost,
                 "cure": None if self.cure is None else options_dict(self.cure), "env_cause": list(self.env_cause),
                 "out_of_budget": self.out_of_budget, "repro_scripts": list(self.repro_scripts), "issue": self.issue,
                 "sure": self.sure,
@@ -90,7 +98,7 @@ class FusionRescue:
                    None if d["cure"] is None else options_from(d["cure"]),
                    tuple(Attempt(options_from(a["options"]), a["cured"], a["detail"], a["seconds"])
                          for a in d["attempts"]), tuple(d["env_cause"]), d["out_of_budget"],
-                   tuple(d["repro_scripts"]), d["issue"], d.get("sure", ""))
+                   tuple(d["repro_scripts"]), d["issue"], d.get("sure", ""), d.get("route", False), d.get("cost", ""))
 
 
 @dataclass(frozen=True)
@@ -126,8 +134,13 @@ class RescueResult(LoadableResult):
     @property
     def rescued(self) -> bool:
         """Every failing fusion has a cure and the final run proved it (True too when nothing went wrong)."""
-        return self.healthy or (self.unattributed is None and all(r.cure is not None for r in self.rescues)
+        return self.healthy or (self.unattributed is None and all(r.rescued for r in self.rescues)
                                 and self.proved is True)
+
+    @property
+    def routes(self) -> tuple[str, ...]:
+        """The fusions rescued by the PyTorch route (``on_error="torch"``): they raise under every option tried."""
+        return tuple(r.fusion for r in self.rescues if r.route)
 
     def groups(self) -> list[tuple[OptionSet, tuple[str, ...]]]:
         """The selector map: each cure with the fusions it cures (every other fusion keeps its defaults)."""
@@ -139,16 +152,24 @@ class RescueResult(LoadableResult):
 
     def line(self) -> str:
         """The scope for the whole step: one ``nv_options(...)``, or nested ones (a selector map)."""
-        scopes = [nv_options_line(options, fusions) for options, fusions in self.groups()]
+        scopes = self._scopes()
         if not scopes:
             return ("# nothing to rescue: keep the defaults" if self.healthy else
                     "# no nvFuser fusion ran" if self.no_fusion and self.unattributed is None else "# no cure found")
         return scopes[0] if len(scopes) == 1 else "with " + ", \\\n     ".join(scopes) + ":"
 
+    def _scopes(self) -> list[str]:
+        """One ``nv_options(...)`` per cure; ``on_error="torch"`` on the outermost where a fusion is routed (the
+        scopes inside inherit it)."""
+        scopes = [nv_options_line(options, fusions) for options, fusions in self.groups()]
+        if self.routes:
+            first = scopes[0][:-1] + ", " if scopes else "nv_options("
+            scopes[:1] = [first + 'on_error="torch")']
+        return scopes
+
     def decorator(self) -> str:
         """The same as decorators on the step's function."""
-        return "\n".join("@with_nv_options" + nv_options_line(o, f).removeprefix("nv_options")
-                         for o, f in self.groups())
+        return "\n".join("@with_nv_options" + s.removeprefix("nv_options") for s in self._scopes())
 
     def exit_code(self) -> int:
         return 0 if self.rescued else 1
@@ -169,6 +190,9 @@ class RescueResult(LoadableResult):
             tried = len(r.attempts)
             if r.cure is not None:
                 lines.append(f"  cured by {spec(r.cure)} ({r.sure or 'confirmed'}; {tried} attempts)")
+            elif r.route:
+                lines.append(f"  ROUTED to PyTorch (on_error=\"torch\"): no option cure among {tried} attempts"
+                             + (" (the time budget ran out)" if r.out_of_budget else "") + f"; costs {r.cost}")
             else:
                 lines.append(f"  NO CURE among {tried} attempts" + (" (the time budget ran out)" if r.out_of_budget
                                                                      else " (every candidate up to the set size)"))
@@ -183,7 +207,10 @@ class RescueResult(LoadableResult):
             what = f"{KINDS.get(u.kind, u.kind)}: {u.line[:200]}"
             lines.append(f"{u.fusion} fails again with its cure: {what}" if u.fusion is not None
                          else f"not attributed to a fusion: {what}")
-        if self.groups():
+        if self.groups() or self.routes:
+            cured = [r.fusion for r in self.rescues if r.cure is not None]
+            lines.append(f"option cures: {', '.join(cured) or 'none'}; routed to PyTorch: "
+                         f"{', '.join(self.routes) or 'none'}")
             lines += ["the step's scope:", "  " + self.line().replace("\n", "\n  "), "or as a decorator:",
                       "  " + self.decorator().replace("\n", "\n  ")]
         if self.proved is not None:
@@ -198,7 +225,7 @@ class RescueResult(LoadableResult):
             return "nothing failed"
         if self.rescues and self.rescued:
             return "rescued: every failing fusion has a cure"
-        if any(r.cure is None for r in self.rescues):
+        if any(not r.rescued for r in self.rescues):
             return "NOT rescued: some fusion has no cure (partial map above)"
         u = self.unattributed
         if u is not None and u.fusion is not None:
@@ -220,7 +247,8 @@ class RescueResult(LoadableResult):
                 "unattributed": None if self.unattributed is None else self.unattributed.as_dict(),
                 "proved": self.proved, "proof": self.proof, "mode": self.mode, "checks": list(self.checks),
                 "elapsed_s": self.elapsed_s, "notes": list(self.notes), "versions": dict(self.versions),
-                "healthy": self.healthy, "rescued": self.rescued, "no_fusion": self.no_fusion, "line": self.line(),
+                "healthy": self.healthy, "rescued": self.rescued, "routes": list(self.routes),
+                "no_fusion": self.no_fusion, "line": self.line(),
                 "decorator": self.decorator(),
                 "groups": [{"options": options_dict(o), "fusions": list(f)} for o, f in self.groups()]}
 
@@ -239,7 +267,8 @@ def facts(rescue: FusionRescue, versions: dict[str, str]) -> list[str]:
     return ["Versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()),
             "Fails under: the defaults" + (f" plus {', '.join(rescue.env_cause)} from the environment"
                                             if rescue.env_cause else ""),
-            "Passes with: " + (spec(rescue.cure) if rescue.cure is not None else "no option tried"),
+            "Passes with: " + (spec(rescue.cure) if rescue.cure is not None else "no option tried"
+                               + (" (the step runs with it in PyTorch: on_error='torch')" if rescue.route else "")),
             f"Also fails with: {', '.join(spec(a.options) for a in tried[:8]) or '-'}"
             + (f" (and {len(tried) - 8} more)" if len(tried) > 8 else "")]
 
@@ -257,3 +286,24 @@ def issue_text(rescue: FusionRescue, definition: str, versions: dict[str, str]) 
         lines += ["", "```python", definition.strip(), "```"]
     lines += ["", "A rescue found for these input shapes says nothing of other shapes."]
     return "\n".join(lines)
+
+
+_FACTS = "# nvscope rescue found:"  # the first line of the report's header on a repro script
+
+def with_issue(rescue_: FusionRescue, versions: dict[str, str]) -> FusionRescue:
+    """The rescue with its issue text; its repro script (the definition and inputs) gets the rest of the report in
+    its header: what went wrong, the versions, the failing and passing options."""
+    definition = ""
+    for path in rescue_.repro_scripts[:1]:
+        try:
+            with open(path, encoding="utf-8") as file:
+                definition = file.read()
+            if os.path.basename(path).startswith("rescue-") and _FACTS not in definition:
+                header = [f"{_FACTS} {rescue_.failure.kind}: {rescue_.failure.line[:300]}",
+                          *(f"# {line}" for line in facts(rescue_, versions))]
+                definition = "\n".join(header) + "\n" + definition
+                with open(path, "w", encoding="utf-8") as file:
+                    file.write(definition)
+        except OSError:
+            pass
+    return dataclasses.replace(rescue_, issue=issue_text(rescue_, definition, versions))

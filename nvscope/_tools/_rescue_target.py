@@ -1,6 +1,7 @@
 """A rescue target that cannot run as given is a usage error, not the step's failure: `check_target` in the parent,
 before any child runs and without running the user's code (a syntax error, a module not found); `named` and
-`unusable` in the child that imported it (`nvscope._tools._rescue_probe.LOAD`: a function or reference it lacks)."""
+`unusable` in the child that imported it (`nvscope._tools._rescue_probe.LOAD`: a function or reference it lacks).
+`Plan`: what one probe of the target runs."""
 
 from __future__ import annotations
 
@@ -8,14 +9,15 @@ import inspect
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any, NoReturn
 
-from nvscope._core import cut, first_line
-from nvscope._measure import attribute
+from nvscope._core import OptionSet, cut, first_line
+from nvscope._measure import attribute, options_dict
 
-__all__ = ["ASYNC_STEP", "broken", "check_target", "findable", "imported", "missing_module", "named", "unusable"]
+__all__ = ["ASYNC_STEP", "Plan", "broken", "check_target", "findable", "imported", "missing_module", "named",
+           "unusable"]
 
 ASYNC_STEP = ("the step is an async function: rescue calls it with no arguments and no event loop; give a plain "
               "function (def step(): return asyncio.run(train_step()))")
@@ -113,3 +115,29 @@ def imported(spec: dict[str, Any], where: str) -> ModuleType:
         if not error.name or not (where + ".").startswith(error.name + "."):
             raise
         unusable(spec, missing_module(where, error.name))
+
+
+class Plan:
+    """What one probe runs: per fusion id its options (the others keep their defaults); ``drop_env``: without
+    ``NVFUSER_ENABLE``/``NVFUSER_DISABLE`` (the names of the variables to drop); ``validate``: the fusions to check
+    with nvFuser's validate (True: every one); ``fresh``: in a fresh process (False: a search probe, which a
+    long-lived worker may run; a cure's confirmation and the proof must hold in a fresh process); ``escape``: under
+    ``on_error="torch"``, so that a fusion that raises runs in PyTorch and the step goes on to the next ones."""
+
+    __slots__ = ("drop_env", "escape", "fresh", "options", "validate")
+
+    def __init__(self, options: dict[str, OptionSet], drop_env: Sequence[str] = (),
+                 validate: bool | Sequence[str] = True, fresh: bool = True, escape: bool = True) -> None:
+        self.options, self.drop_env, self.fresh, self.escape = dict(options), tuple(drop_env), fresh, escape
+        self.validate = validate if isinstance(validate, bool) else list(validate)
+
+    def spec(self) -> dict[str, Any]:
+        """The plan as `observe` reads it."""
+        return {"groups": [[options_dict(o), ids] for o, ids in self.groups()], "validate": self.validate,
+                "escape": self.escape}
+
+    def groups(self) -> list[tuple[OptionSet, list[str]]]:
+        grouped: dict[OptionSet, list[str]] = {}
+        for fusion, options in self.options.items():
+            grouped.setdefault(options, []).append(fusion)
+        return list(grouped.items())

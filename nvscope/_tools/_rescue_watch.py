@@ -1,4 +1,4 @@
-"""The watch over one rescue probe.
+"""The watch over one rescue probe (and the scope it runs in: `detached`, `routes_forgotten`).
 
 `Watch` sits on the frontend's ``FusionDefinition.execute`` while a probe runs, at each fusion's first execution:
 it writes the fusion's repro script (nvFuser's ``repro_script_for(inputs)``: the definition, the inputs' shapes,
@@ -16,12 +16,14 @@ import re
 import sys
 import tempfile
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
-from nvscope._core import NVFUSER_MODULES, cut, first_line
+from nvscope._core import NVFUSER_MODULES, OptionSet, cut, first_line
 
-__all__ = ["NO_VALIDATE", "Watch", "failure_of", "loaded_versions", "script_path", "scripts_directory", "tidy"]
+__all__ = ["NO_VALIDATE", "Watch", "detached", "failure_of", "loaded_versions", "routes_forgotten", "script_path",
+           "scripts_directory", "tidy"]
 
 # The observation's ``validate`` when a fusion was to be validated and no loaded frontend has validate.
 NO_VALIDATE = "none"
@@ -252,3 +254,37 @@ class Watch:
 
 def failure_of(fusion: str | None, kind: str, line: str, detail: str = "") -> dict[str, Any]:
     return {"fusion": fusion, "kind": kind, "line": line, "detail": detail}
+
+
+@contextmanager
+def detached() -> Iterator[None]:
+    """No scope around the probe's own (in process, the caller's): what ran in the probe is not reported to it."""
+    from nvscope._core import enter_frame, reset
+
+    token = enter_frame(None)
+    try:
+        yield
+    finally:
+        reset(token)
+
+
+@contextmanager
+def routes_forgotten() -> Iterator[None]:
+    """The PyTorch routes that ``on_error="torch"`` adds while a probe runs, forgotten at its end: the next probe
+    in this process (in process, a worker's) must see nvFuser fail again, not a route remembered from this one."""
+    from nvscope._exec import FusionTable
+
+    added: list[tuple[Any, Any]] = []
+    original = FusionTable.add_route
+
+    def add_route(table: Any, options: OptionSet, key: Any, region: Callable[..., Any]) -> bool:
+        added.append((table, (options, key)))
+        return original(table, options, key, region)
+
+    FusionTable.add_route = add_route  # type: ignore[method-assign,assignment]
+    try:
+        yield
+    finally:
+        FusionTable.add_route = original  # type: ignore[method-assign]
+        for table, key in added:
+            table.routes.pop(key, None)

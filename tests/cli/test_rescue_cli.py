@@ -97,6 +97,7 @@ def test_a_healthy_step_answers_nothing_to_rescue(script: Path, capsys: pytest.C
 def test_a_fusion_without_a_cure_exits_1_with_json_on_stdout(script: Path, monkeypatch: pytest.MonkeyPatch,
                                                              capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv("FAILS", "1=raise::")
+    monkeypatch.setenv("EAGER", "1=unsupported")  # no PyTorch route either
     code = main(["rescue", "--candidates=-resize_scheduler", "--json", "-", str(script)])
     captured = capsys.readouterr()
     data = json.loads(captured.out)
@@ -226,3 +227,25 @@ def test_a_fusion_with_a_long_id_gets_a_repro_name_that_fits(tmp_path: Path, mon
     script.write_text(_PACKAGE_STEP.format(tests=str(TESTS)).replace("TrainFusion", long))
     assert main(["rescue", "--quiet", f"{script}:step"]) == 0
     assert "nothing to rescue" in capsys.readouterr().out
+
+
+def test_fusions_that_raise_with_no_option_cure_are_routed_to_pytorch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("torch")  # a region's PyTorch form runs under torch.no_grad
+    script = chain_program(tmp_path, monkeypatch, 4)
+    monkeypatch.setenv("FAILS", "1=raise::;3=raise::")
+    code = main(["rescue", "--candidates=-resize_scheduler", "--reference", "eager", f"{script}:step"])
+    captured = capsys.readouterr()
+    out = captured.out.splitlines()
+    assert code == 0, captured.out
+    assert sum(line.startswith('  ROUTED to PyTorch (on_error="torch"): no option cure among 1 attempts; costs ')
+               for line in out) == 2, captured.out
+    assert "option cures: none; routed to PyTorch: forward/nvFusion1, forward/nvFusion3" in out
+    assert out[out.index("the step's scope:") + 1] == '  nv_options(on_error="torch")'
+    assert out[out.index("or as a decorator:") + 1] == '  @with_nv_options(on_error="torch")'
+    assert "final run with it: PROVED (2 runs clean, matching the reference (2 fusions in PyTorch))" in out
+    assert sum(line.startswith("  issue text: ") for line in out) == 2  # the repro and the issue, per fusion
+    # both named by the first run: the usable line comes before any search
+    said = captured.err.splitlines()
+    assert said[1].startswith("nvscope rescue: forward/nvFusion1, forward/nvFusion3: raised and ran in PyTorch")
+    assert said[2] == 'nvscope rescue: usable now: nv_options(on_error="torch")'

@@ -31,10 +31,11 @@ from nvscope._tools._rescue_search import rate_lower_bound, runs_needed
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def chain(double: ThunderDouble, n: int = 3) -> Callable[[], float]:
-    """nvFusion1 carries a ``fails:`` mark whose verdicts the test scripts (`scripted`); the others are healthy."""
-    wrappers = [double.make_wrapper(f"nvFusion{i}", ops=("slice",), fails="scripted::" if i == 1 else None)
-                for i in range(n)]
+def chain(double: ThunderDouble, n: int = 3, eager: str = "double") -> Callable[[], float]:
+    """nvFusion1 carries a ``fails:`` mark whose verdicts the test scripts (`scripted`); the others are healthy.
+    ``eager``: its region's kind ("unsupported": it cannot run in PyTorch, so no route cures it)."""
+    wrappers = [double.make_wrapper(f"nvFusion{i}", ops=("slice",), fails="scripted::" if i == 1 else None,
+                                    eager=eager if i == 1 else "double") for i in range(n)]
 
     def step() -> float:
         x = 1.0
@@ -101,7 +102,7 @@ def test_a_deterministic_failure_costs_one_run_of_the_defaults_more(installed: T
 def test_a_flaky_failure_no_option_cures_is_never_reported_proved(installed: ThunderDouble,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     log = scripted(installed, monkeypatch, cycle("raise", None))  # every other execution fails, whatever the options
-    result = nvscope.rescue(chain(installed), max_set_size=1, progress=False)
+    result = nvscope.rescue(chain(installed, eager="unsupported"), max_set_size=1, progress=False)
     assert [on for on, _ in log[:6]] == [frozenset()] * 6  # the diagnosis, then 5 runs (repeat=5) measure the rate
     assert not result.rescued and result.exit_code() == 1 and result.proved is not True
     report = result.report()
@@ -115,7 +116,7 @@ def test_a_set_that_cures_once_then_fails_has_the_failure_measured(installed: Th
     # The diagnosis and its check fail (deterministic, so far); -resize_scheduler passes its try and fails its
     # confirmation, which a deterministic failure does not do: 5 more runs of the defaults find it flaky.
     log = scripted(installed, monkeypatch, itertools.chain(["raise", "raise"], cycle(None, "raise")))
-    result = nvscope.rescue(chain(installed), candidates=["-resize_scheduler"], progress=False)
+    result = nvscope.rescue(chain(installed, eager="unsupported"), candidates=["-resize_scheduler"], progress=False)
     (rescued,) = result.rescues
     assert [on for on, _ in log[2:9]] == [frozenset({"-resize_scheduler"})] * 2 + [frozenset()] * 5
     assert rescued.cure is None and not result.rescued
