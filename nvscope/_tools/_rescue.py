@@ -51,7 +51,7 @@ from nvscope._tools._rescue_route import (
     route_failure,
     runs,
 )
-from nvscope._tools._rescue_search import Attempt, candidates, how_sure, search
+from nvscope._tools._rescue_search import Attempt, candidates, expected_sets, how_sure, search
 from nvscope._tools._rescue_target import ASYNC_STEP
 from nvscope._tools._rescue_watch import NO_VALIDATE, scripts_directory, tidy
 from nvscope._tools._rescue_workers import signals_interrupt
@@ -219,9 +219,10 @@ def _drive(probe: Probe, say: Callable[[str], None], mode: str, checks: tuple[st
     routable: dict[str, dict[str, Any]] = {}  # fusions that raised and ran in PyTorch: cured by options or routed
 
     def rescue_one(fusion: str, failure: dict[str, Any], seen: dict[str, Any],
-                   ran: dict[str, Any] | None = None) -> FusionRescue:
+                   ran: dict[str, Any] | None = None, expected: bool = False) -> FusionRescue:
         """The search for one failing fusion (the cures so far in ``plan``), its cure confirmed; ``ran``: a fresh
-        run of the defaults made already, the first of those that say whether the failure repeats."""
+        run of the defaults made already, the first of those that say whether the failure repeats. ``expected``:
+        only the sets a cure is expected among (`expected_sets`: a proven PyTorch route makes the rest hopeless)."""
         say(f"{fusion}: {failure['kind']}: {first_line_of(failure['line'])[:160]}")
         causes = []
         for variable in drops:  # does the environment's option cause it?
@@ -229,7 +230,8 @@ def _drive(probe: Probe, say: Callable[[str], None], mode: str, checks: tuple[st
                 causes.append(variable)
         fused = info.get(fusion) or {"ops": None, "own": {}}
         taken = options_from(fused.get("own") or {}) | env
-        sets = candidates(fused["ops"], taken, max_set_size, f"{failure['line']}\n{failure.get('detail', '')}") \
+        message = f"{failure['line']}\n{failure.get('detail', '')}"
+        sets = (expected_sets if expected else candidates)(fused["ops"], taken, max_set_size, message) \
             if given is None else [o for o in given if len(o.enable) + len(o.disable) <= max_set_size
                                    and o.only(_gate(fused["ops"])) == o]
         repro: list[str] = list(failure.get("repro") or seen.get("repro", []))  # the defaults' failure first
@@ -334,7 +336,7 @@ def _drive(probe: Probe, say: Callable[[str], None], mode: str, checks: tuple[st
         else:
             say(f"the route fails: {route_failure(proof_run, set(routable))[:160]}")
         # 3. Option cures, within the budget: a fusion with one keeps nvFuser; one without is routed.
-        found = [rescue_one(fusion, failure, {}, proof_run) for fusion, failure in list(routable.items())]
+        found = [rescue_one(f, failure, {}, proof_run, expected=bool(routed)) for f, failure in list(routable.items())]
         plan.update((r.fusion, r.cure) for r in found if r.cure is not None)
         remaining = {r.fusion for r in found if r.cure is None}
         if len(remaining) < len(found):

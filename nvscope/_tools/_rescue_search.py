@@ -37,7 +37,8 @@ from dataclasses import dataclass
 from nvscope._core import OptionSet, catalog
 from nvscope._measure import OPTION_PAIRS as _PAIRS
 
-__all__ = ["ESCAPE_HATCHES", "Attempt", "candidates", "how_sure", "rate_lower_bound", "runs_needed", "search"]
+__all__ = ["ESCAPE_HATCHES", "Attempt", "candidates", "expected_sets", "how_sure", "rate_lower_bound", "runs_needed",
+           "search"]
 
 # (kind, name): the escape hatches nvFuser's messages and release notes name, in the order tried.
 ESCAPE_HATCHES = (("disable", "resize_scheduler"), ("disable", "greedy_scheduler"), ("disable", "infer_contiguity"),
@@ -84,6 +85,15 @@ def candidates(ops: Collection[str] | None, taken: OptionSet, max_set_size: int 
         seen = {frozenset(p) for p in sets}
         out += [_options(s) for s in [*sets, *(c for c in combos if frozenset(c) not in seen)]]
     return out
+
+
+def expected_sets(ops: Collection[str] | None, taken: OptionSet, max_set_size: int = 2,
+                  message: str = "") -> list[OptionSet]:
+    """The sets a cure is expected among, alone: the options the failure's message names and the escape hatches
+    (`ESCAPE_HATCHES`), each alone. Once a PyTorch route is proven, the rest of `candidates` is not worth its time."""
+    order = singles(ops, taken, message)
+    named = {(kind.lower(), name) for kind, name in _NAMED.findall(message)}
+    return [_options((item,)) for item in order if item in named or item in ESCAPE_HATCHES]
 
 
 def _options(items: Sequence[tuple[str, str]]) -> OptionSet:
