@@ -265,14 +265,13 @@ def _escape(error: Exception, adapter: Adapter[F], table: FusionTable[Partition]
     region, first = _escapes.region_for(error, adapter, table, fusion, partition, args, kwargs)
     info = table.info
     assert info is not None, "`fusion_table` sets it"
-    if table.region_ran:
+    try:  # a first run fails where Thunder's PyTorch executor left a symbol in the region that only nvFuser runs
         outputs = _run_region(region, info, partition.options, adapter, args)
-    else:
-        try:  # its first run: a region Thunder's PyTorch executor left a symbol in that only nvFuser runs fails here
-            outputs = _run_region(region, info, partition.options, adapter, args)
-        except Exception as problem:
-            raise _escapes.unusable(error, table, problem) from problem
-        table.region_ran = True
+    except Exception as problem:
+        if table.region_ran:
+            raise
+        raise _escapes.unusable(error, table, problem) from problem
+    table.region_ran = True
     if first:
         _escapes.warn(error, table, partition, stacklevel + 1)
     return outputs
@@ -322,11 +321,8 @@ def _shared_from(adapter: Adapter[Any], info: FusionInfo, partition: Partition, 
 
 @contextmanager
 def private_failures() -> Iterator[None]:
-    """Failures recorded under ``on_error="fallback"`` while the block runs are forgotten when it ends: the fusions'
-    failed partitions (rebuilt at their next use, so the next scope tries the options again, and warns) and the
-    shared definitions' failures. For a tool that tries options on the user's fusions (`nvscope.profile`): its own
-    fallbacks must not make the user's later scopes fall back silently. Process-wide while it runs, as an audit is.
-    """
+    """Failures recorded under ``on_error="fallback"`` while the block runs are forgotten when it ends, so that a
+    tool's own fallbacks (`nvscope.profile`) do not make the user's later scopes fall back silently. Process-wide."""
     undo: list[tuple[FusionTable[Partition], OptionSet, _shared.Entry | None]] = []
     _PRIVATE.append(undo)
     try:
@@ -342,9 +338,8 @@ def private_failures() -> Iterator[None]:
 def _fall_back(adapter: Adapter[F], info: FusionInfo, fusion: F, partition: Partition, args: tuple[Any, ...],
                kwargs: dict[str, Any], table: FusionTable[Partition] | None = None, frame: Frame | None = None,
                own_options: OptionSet | None = None) -> Any:
-    """Run the fusion with its defaults after ``partition`` failed: Thunder's (the framework's) own call, or, where
-    the scope shares the defaults (`nvscope._core._policy.sharing`), the fusion's partition at its own options, so
-    that a fallback compiles one definition for all the fusions that print it, not one each."""
+    """Run the fusion with its defaults after ``partition`` failed: the framework's own call, or where the scope
+    shares the defaults, the fusion's shared partition at its own options (one compile for all that print it)."""
     run: Any = adapter.default
     call_args: tuple[Any, ...] = (fusion, args, kwargs)
     new = False  # the own-options partition built now: its first run compiles, and counts as `execute`'s do

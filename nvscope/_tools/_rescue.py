@@ -221,8 +221,7 @@ def _drive(probe: Probe, say: Callable[[str], None], mode: str, checks: tuple[st
     def rescue_one(fusion: str, failure: dict[str, Any], seen: dict[str, Any],
                    ran: dict[str, Any] | None = None, expected: bool = False) -> FusionRescue:
         """The search for one failing fusion (the cures so far in ``plan``), its cure confirmed; ``ran``: a fresh
-        run of the defaults made already, the first of those that say whether the failure repeats. ``expected``:
-        only the sets a cure is expected among (`expected_sets`: a proven PyTorch route makes the rest hopeless)."""
+        run of the defaults made already. ``expected``: only `expected_sets` (after a proven PyTorch route)."""
         say(f"{fusion}: {failure['kind']}: {first_line_of(failure['line'])[:160]}")
         causes = []
         for variable in drops:  # does the environment's option cause it?
