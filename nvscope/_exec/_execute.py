@@ -42,8 +42,7 @@ __all__ = ["NO_KWARGS", "Adapter", "execute", "failed", "fusion_table", "lane", 
 
 NO_KWARGS: dict[str, Any] = {}  # a call with no keyword arguments (Thunder's always): its fusion's own options
 _SINKS = _events.SINKS  # the list itself (audit appends to it in place): one global load on the hot path
-# The open `private_failures` blocks, innermost last: the failures recorded in each, to forget when it ends.
-_PRIVATE: list[list[tuple[FusionTable[Partition], OptionSet, _shared.Entry | None]]] = []
+_PRIVATE: list[list[tuple[FusionTable[Partition], OptionSet, _shared.Entry | None]]] = []  # `private_failures`
 _state.keep(__name__, "NO_KWARGS", "a sentinel compared by identity, never written")
 _state.keep(__name__, "_PRIVATE", "the private_failures blocks open now: each pops its own at its end")
 
