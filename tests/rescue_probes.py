@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from thunder_double import FRONTEND_FILE, chain_program
+from thunder_double import FRONTEND_FILE, ThunderDouble, chain_program
 
 _COUNTING = '''
 import time
@@ -194,3 +194,19 @@ def fake_sanitizer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fault_from: 
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", os.pathsep.join([str(bin_dir), os.environ["PATH"]]))
     return runs
+
+
+def chain(double: ThunderDouble, fails: dict[int, str], n: int = 4,  # type: ignore[no-untyped-def]
+          eager: dict[int, str] | None = None):
+    """``n`` fusions one after the other; ``eager``: per fusion its region's kind (the PyTorch route's numbers:
+    "double" right, "wrong" 3 * x, "unsupported": no route)."""
+    wrappers = [double.make_wrapper(f"nvFusion{i}", fails=fails.get(i), ops=("slice",),
+                                    eager=(eager or {}).get(i, "double")) for i in range(n)]
+
+    def step() -> float:
+        x = 1.0
+        for w in wrappers:
+            (x,) = w(x)
+        return x
+
+    return step

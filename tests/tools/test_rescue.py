@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rescue_probes import add_to, calls, counting_program, fake_sanitizer, late_thunder_program, reset, starts
+from rescue_probes import add_to, calls, chain, counting_program, fake_sanitizer, late_thunder_program, reset, starts
 from thunder_double import ThunderDouble, chain_program
 
 import nvscope
@@ -24,22 +24,6 @@ from nvscope._tools._rescue_report import Failure, FusionRescue
 
 TESTS = Path(__file__).resolve().parents[1]
 ROOT = TESTS.parent
-
-
-def chain(double: ThunderDouble, fails: dict[int, str], n: int = 4,  # type: ignore[no-untyped-def]
-          eager: dict[int, str] | None = None):
-    """``n`` fusions one after the other; ``eager``: per fusion its region's kind (the PyTorch route's numbers:
-    "double" right, "wrong" 3 * x, "unsupported": no route)."""
-    wrappers = [double.make_wrapper(f"nvFusion{i}", fails=fails.get(i), ops=("slice",),
-                                    eager=(eager or {}).get(i, "double")) for i in range(n)]
-
-    def step() -> float:
-        x = 1.0
-        for w in wrappers:
-            (x,) = w(x)
-        return x
-
-    return step
 
 
 def test_a_healthy_step_has_nothing_to_rescue(installed: ThunderDouble) -> None:

@@ -6,6 +6,7 @@ line; a route whose numbers differ from the reference is no cure."""
 from __future__ import annotations
 
 import pytest
+from rescue_probes import chain
 from thunder_double import ThunderDouble
 
 import nvscope
@@ -13,20 +14,6 @@ import nvscope.thunder
 from nvscope import OptionSet
 
 pytest.importorskip("torch")  # a region's PyTorch form runs under torch.no_grad
-
-
-def chain(double: ThunderDouble, fails: dict[int, str],  # type: ignore[no-untyped-def]
-          eager: dict[int, str] | None = None, n: int = 4):
-    wrappers = [double.make_wrapper(f"nvFusion{i}", fails=fails.get(i), ops=("slice",),
-                                    eager=(eager or {}).get(i, "double")) for i in range(n)]
-
-    def step() -> float:
-        x = 1.0
-        for w in wrappers:
-            (x,) = w(x)
-        return x
-
-    return step
 
 
 def test_one_run_names_every_fusion_that_raises_and_the_route_cures_them(
