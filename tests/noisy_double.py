@@ -6,10 +6,11 @@ candidate runs in a partition of its own and the search judges it on time (not "
 one and returns the options nvFuser received, as the `fusion` fixture of tests/conftest.py does for a linear.
 
 With ``noise=True`` every execution draws how long it "took" (lognormal around 1 ms, 20 % spread, times the factor
-of each enable option it ran with, none by default) and advances the tools' clock (``nvscope._measure._timer.clock``:
-the host clock plus every delay drawn so far) by that much: thousands of runs in seconds. The noise is in the
-measured calls themselves, not in a clock that would make variants tie: two variants without a factor are identical
-but never time alike, as on a real machine. Seeded (`reseed`), so a run of many seeds is reproducible.
+of each enable option it ran with, none by default) and advances the tools' clock by that much (a `StepClock`):
+thousands of runs in seconds. The noise is in the measured calls themselves, not in a clock that would make variants
+tie: two variants without a factor are identical but never time alike, as on a real machine. Only the drawn delays
+count, not the host's time, so a loaded CI machine cannot add noise the statistics' error rates do not allow for.
+Seeded (`reseed`), so a run of many seeds is reproducible.
 
 `StepClock` is the tools' clock for tests whose calls say how long they take, with no noise: ``advance(seconds)``
 where a test would sleep (the `clock` fixture of tests/conftest.py).
@@ -52,7 +53,6 @@ class NoisyFusions:
                 fd.ops.tag(k)  # distinct definitions: distinct fusions
             self.definitions.append(fd)
         self.fe, self.factors = fe, factors or {}
-        self.delayed = 0.0
         self.rng = random.Random(0)
         execute = fe.FusionDefinition.execute
 
@@ -62,14 +62,14 @@ class NoisyFusions:
             took = self.rng.lognormvariate(math.log(MEDIAN_S), SPREAD)
             for name in kwargs.get("_enable_options") or ():
                 took *= self.factors.get(name, 1.0)
-            self.delayed += took
+            self.clock.advance(took)
             return execute(fd, inputs, **kwargs)
 
         # Before nvscope's adapter is installed, so that it wraps this execute (and the definitions it rebuilds per
         # option set run it too).
         monkeypatch.setattr(fe.FusionDefinition, "execute", noisy)
-        if noise:  # without it the clock would be the host's: left alone, for a test's own (`StepClock`)
-            monkeypatch.setattr(_timer, "clock", lambda: time.perf_counter() + self.delayed)
+        if noise:  # without it the clock is left alone, for a test's own (`StepClock`)
+            self.clock = StepClock(monkeypatch)
         # The harness collects all garbage before each batch of rounds, so that no collection lands in a timed block:
         # 0.05-0.2 s once torch is loaded, most of the time of a search here, and nothing the drawn delays can feel.
         monkeypatch.setattr(_harness, "gc", SimpleNamespace(

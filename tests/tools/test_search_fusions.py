@@ -122,8 +122,8 @@ def test_no_candidate_helps(double: ThunderDouble, monkeypatch: pytest.MonkeyPat
 def test_identical_noisy_candidates_choose_nothing_over_fusions_x_candidates(monkeypatch: pytest.MonkeyPatch) -> None:
     """4 fusions x 8 candidates that change no fusion's speed, each execution a random 1 ms (tests/noisy_double.py),
     at the default rounds: the per-fusion choices are made from 32 intervals that form one family (and the global
-    set from 8), so a chance verdict anywhere has at most 5 % probability per search (4 of 200 seeds had one), and
-    each profile confirms its verdicts in fresh rounds, so a chance choice needs a second miss (none of 200 seeds).
+    set from 8), so a chance verdict anywhere has at most 5 % probability per search, and each profile confirms its
+    verdicts in fresh rounds, so a chance choice needs a second miss (none of 200 seeds chose anything).
     At most 10 of 200 seeds (P(X > 10) = 0.014 at the full 5 %); one 95 % interval per fusion and candidate chose
     something in most seeds."""
     from noisy_double import NoisyFusions

@@ -86,11 +86,11 @@ def test_a_call_long_enough_is_not_warned_about(monkeypatch: pytest.MonkeyPatch)
 
 # The case: every default candidate (32 sets) on a step whose speed no option changes, the search at its
 # default rounds. Each search judges 32 ratios; the sign-test intervals are simultaneous at 95 % (Bonferroni), so a
-# chance "faster" anywhere has at most 2.5 % probability (one side of the two; 4 of 200 seeds had one), a chance
+# chance "faster" anywhere has at most 2.5 % probability (one side of the two; 6 of 200 seeds had one), a chance
 # combination needs a chance single first, and the set chosen is recommended only if fresh rounds confirm it (a
 # second chance miss: about 2.5 % x 2.5 %; none of 200 seeds). Recommending anything in more than 10 of 200 seeds
 # would be P(X > 10) = 0.003 at p = 2.5 %; before the correction (one 95 % bootstrap interval per candidate) it was
-# most seeds. The clock is the host's plus the drawn delays (see tests/noisy_double.py), so 200 searches of 32
+# most seeds. The clock counts only the drawn delays (see tests/noisy_double.py), so 200 searches of 32
 # candidates take under a minute.
 SEEDS = 200
 MOST = 10
