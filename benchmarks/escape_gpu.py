@@ -44,14 +44,9 @@ def _llama(dtype: Any, layers: int = 2, dim: int = 256, batch: int = 2, seq: int
 
 
 def _step(net: Any, run: Any, tokens: Any, targets: Any) -> list[Any]:
-    import torch
+    from workloads import llama2_grads
 
-    for p in net.parameters():
-        p.grad = None
-    logits = run(tokens, targets)
-    loss = torch.nn.functional.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.view(-1))
-    loss.backward()
-    return [loss.detach().float()] + [p.grad.detach().float() for p in net.parameters()]
+    return llama2_grads(net, run, tokens, targets)
 
 
 def _escaped_step(jitted: Any, model: Any, tokens: Any, targets: Any) -> tuple[list[Any], list[str], Any]:

@@ -17,20 +17,17 @@ torch = pytest.importorskip("torch")
 thunder = pytest.importorskip("thunder")
 
 
-def _step(net: Any, run: Any, tokens: Any, targets: Any) -> list[Any]:
-    for p in net.parameters():
-        p.grad = None
-    logits = run(tokens, targets)
-    loss = torch.nn.functional.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.view(-1))
-    loss.backward()
-    return [loss.detach().float()] + [p.grad.detach().float() for p in net.parameters()]
-
-
 def _llama(dtype: Any) -> tuple[Any, Any, Any]:
     from workloads import llama2_model
 
     model, tokens, targets = llama2_model(2, 256, 2, 256)
     return model.to(dtype), tokens, targets
+
+
+def _step(net: Any, run: Any, tokens: Any, targets: Any) -> list[Any]:
+    from workloads import llama2_grads
+
+    return llama2_grads(net, run, tokens, targets)
 
 
 def test_llama2_bf16_completes_with_the_failing_fusions_in_pytorch() -> None:

@@ -49,6 +49,17 @@ def llama2_model(layers: int = 2, dim: int = 256, batch: int = 4, seq: int = 256
     return model, tokens, targets
 
 
+def llama2_grads(net: Any, run: Any, tokens: Any, targets: Any) -> list[Any]:
+    """One fwd+bwd of Llama-2 through ``run`` (the module, jitted or not): the loss and every gradient, in fp32 for
+    comparison across dtypes and executors."""
+    for p in net.parameters():
+        p.grad = None
+    logits = run(tokens, targets)
+    loss = torch.nn.functional.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.view(-1))
+    loss.backward()
+    return [loss.detach().float()] + [p.grad.detach().float() for p in net.parameters()]
+
+
 def llama2_loss(jitted: Any, tokens: Any, targets: Any) -> Callable[[], Any]:
     """Llama-2's ``forward(tokens, targets)`` returns every position's logits; the loss is their cross entropy,
     computed outside the jitted module (as benchmarks/compile_once.py does)."""
