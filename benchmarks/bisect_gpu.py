@@ -39,7 +39,7 @@ import thunder_steps  # the MLP; importable because Python puts this script's di
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "tests", "gpu"))
-from workloads import CODEGEN, LINEAR_GELU, LINEAR_GELU_SHAPES, linear_gelu
+from workloads import CODEGEN, LINEAR_GELU, LINEAR_GELU_SHAPES, bisect_linear_gelu_assert
 
 import nvscope
 from nvscope import BisectResult, bisect
@@ -77,17 +77,7 @@ def summary(part: str, result: BisectResult) -> None:
 
 
 def part_assert(out: str) -> bool:
-    for shape in LINEAR_GELU_SHAPES:
-        jitted, x, model = linear_gelu(shape)
-
-        def loss(jitted: Any = jitted, x: Any = x) -> Any:
-            return jitted(x).float().square().mean()
-
-        # check="raises": the assert is the problem; a bf16 matmul-codegen difference is not what is bisected here.
-        result = bisect(loss, **CODEGEN, check="raises", backward=True, module=model)
-        if result.reproduced:
-            break
-        print(f"== assert: shape {shape} runs clean under the options; trying the next", flush=True)
+    result, shape = bisect_linear_gelu_assert(lambda line: print(f"== assert: {line}; trying the next", flush=True))
     summary("assert", result)
     extra: dict[str, Any] = {}
     ok = result.reproduced and "runtime_info.h" in result.problem

@@ -21,11 +21,11 @@ import pytest
 from gpu_helpers import fresh_python
 
 import nvscope
-from nvscope import OptionSet, bisect, profile
+from nvscope import OptionSet, profile
 
 torch = pytest.importorskip("torch")
 thunder = pytest.importorskip("thunder")
-from workloads import CODEGEN, LINEAR_GELU, LINEAR_GELU_SHAPES, linear_gelu  # noqa: E402  (needs torch and Thunder)
+from workloads import CODEGEN, LINEAR_GELU, LINEAR_GELU_SHAPES, bisect_linear_gelu_assert, linear_gelu  # noqa: E402
 
 
 def test_bisect_names_the_runtime_info_assert_and_its_line_reproduces_alone(tmp_path: Path,
@@ -34,17 +34,8 @@ def test_bisect_names_the_runtime_info_assert_and_its_line_reproduces_alone(tmp_
     # The printed line is checked in a fresh process that runs only this step; fusion ids name where a fusion sits,
     # not what ran first, so the earlier tests' fusions change nothing (the uninstall only starts from a clean slate).
     nvscope.uninstall()
-    for shape in LINEAR_GELU_SHAPES:
-        jitted, x, model = linear_gelu(shape)
-
-        def loss(jitted: Any = jitted, x: Any = x) -> Any:
-            return jitted(x).float().square().mean()
-
-        # check="raises": the assert is the problem; a bf16 matmul-codegen difference is not what is bisected here.
-        result = bisect(loss, **CODEGEN, check="raises", backward=True, module=model)
-        if result.reproduced:
-            break
-    else:
+    result, shape = bisect_linear_gelu_assert()
+    if not result.reproduced:
         pytest.fail("neither bf16 Linear-GELU-Linear step failed under fuse_matmul/-matmul_expr_eval: this nvFuser has "
                     "no known failure to bisect")
     print(result.report())

@@ -107,3 +107,22 @@ def linear_gelu(shape: tuple[int, int, int] = LINEAR_GELU_SHAPES[1]) -> tuple[An
     scope: dict[str, Any] = {}
     exec(LINEAR_GELU.format(shape=shape), scope)
     return scope["jitted"], scope["x"], scope["model"]
+
+
+def bisect_linear_gelu_assert(say: Callable[[str], None] = lambda line: None) -> tuple[Any, tuple[int, int, int]]:
+    """`nvscope.bisect` of the bf16 Linear-GELU-Linear step under `CODEGEN` (forward and backward), judged by
+    ``check="raises"``, over `LINEAR_GELU_SHAPES` until a shape reproduces the assert: the last result, its shape."""
+    import nvscope
+
+    for shape in LINEAR_GELU_SHAPES:
+        jitted, x, model = linear_gelu(shape)
+
+        def loss(jitted: Any = jitted, x: Any = x) -> Any:
+            return jitted(x).float().square().mean()
+
+        # check="raises": the assert is the problem; a bf16 matmul-codegen difference is not what is bisected here.
+        result = nvscope.bisect(loss, **CODEGEN, check="raises", backward=True, module=model)
+        if result.reproduced:
+            break
+        say(f"shape {shape} runs clean under the options")
+    return result, shape
