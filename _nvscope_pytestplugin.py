@@ -1,11 +1,8 @@
-"""nvscope's pytest plugin, as pytest registers it (entry point ``pytest11: nvscope``): light until it is used.
+"""nvscope's pytest plugin as pytest registers it (entry point ``pytest11: nvscope``): light until it is used.
 
-Installing nvscope loads this plugin in every pytest run of the environment, so it imports only pytest and the
-standard library: a run with no ``--nv-enable``/``--nv-disable``/``--nv-share-defaults`` flag and no ``nv_options``
-marker never imports nvscope. The first hook that meets a flag or a marker imports the implementation,
-`nvscope.pytest_plugin` (which documents what the plugin does). It is a top-level module, like Hypothesis'
-``_hypothesis_pytestplugin``, because importing any module of the nvscope package runs ``nvscope/__init__.py`` first.
-Where nvscope is only on ``sys.path``, not installed, load it with ``-p _nvscope_pytestplugin``.
+It loads in every pytest run of the environment, so it imports only pytest until a hook meets an ``--nv-*`` flag or
+an ``nv_options`` marker, then calls `nvscope.pytest_plugin`. A top-level module (as Hypothesis'
+``_hypothesis_pytestplugin``), because importing any module of the package runs ``nvscope/__init__.py`` first.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
-"""``nvscope run``'s start-up hook for the Python processes its program starts (nvscope/_cli/_child_carry.py explains).
+"""``nvscope run``'s start-up hook for the Python processes its program starts (nvscope/_cli/_child_carry.py).
 
-``nvscope run`` puts this directory first on ``PYTHONPATH`` and its options in ``NVSCOPE_RUN``; at start-up, Python's
-``site`` module imports this module as ``sitecustomize``. It first runs the ``sitecustomize`` that it hides, if any
-(the next one on ``sys.path``, which then stands in ``sys.modules``), then, only when ``NVSCOPE_RUN`` is set, imports
-nvscope and enters the run's scope. Kept to the syntax of any Python 3, since any Python the program starts reads it.
-"""
+Python's ``site`` imports it as ``sitecustomize`` from ``PYTHONPATH``: it runs the ``sitecustomize`` it hides, then,
+when ``NVSCOPE_RUN`` is set, enters the run's scope. Any Python 3 the program starts reads it, so it keeps to that
+syntax."""
 
 import os
 import sys

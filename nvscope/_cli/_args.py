@@ -1,5 +1,5 @@
-"""What every command that runs a user's step shares: the measuring flags (written once here, so that search,
-profile and bisect say and check them alike), loading the script (or ``-m`` module) and its function."""
+"""What the commands that run a user's step share: the measuring flags (so that search, profile and bisect say and
+check them alike), output paths, and loading the script (or ``-m`` module) and its function."""
 
 from __future__ import annotations
 
@@ -60,10 +60,9 @@ def _json_object(head: bytes) -> bool:
 
 
 def _output(what: str, ours: Callable[[bytes], bool], flag_takes_script: bool = False) -> Callable[[str], str]:
-    """An argparse type for an output path: refuses a path that holds a file nvscope did not write, so that a word
-    the flag took by mistake (a script, notes) is never overwritten. ``ours(content)``: whether an existing file's
-    content looks like an earlier nvscope output of this kind; an empty file may be replaced too.
-    ``flag_takes_script``: a script given as the path (``--json prog.py``) is refused as `json_took_the_target` says."""
+    """An argparse type for an output path that refuses a file nvscope did not write (``ours(content)`` says whether
+    it looks like nvscope's earlier output), so that a word the flag took by mistake is never overwritten.
+    ``flag_takes_script``: ``--json prog.py`` is refused as `json_took_the_target` says."""
 
     def output(path: str) -> str:
         if path == STDOUT or not os.path.lexists(path) or os.path.isdir(path):  # a folder: the command says why
@@ -82,7 +81,6 @@ def _output(what: str, ours: Callable[[bytes], bool], flag_takes_script: bool = 
     return output
 
 
-# Output paths: an existing file is replaced only when it looks like nvscope's earlier output of that kind.
 _JSON = "an earlier nvscope JSON output (a JSON object)"
 JSON_OUT = _output(_JSON, _json_object, flag_takes_script=True)  # --json PATH|- before a target
 _JSON_FILE = _output(_JSON, _json_object)  # --json=PATH of options, doctor and check
@@ -98,9 +96,8 @@ def add_json_flag(p: argparse.ArgumentParser, help: str) -> None:
 
 
 def json_flag_words(args: Sequence[str], abbrev: bool) -> list[str]:
-    """A command line of options/doctor/check with each bare ``--json`` (or, with ``abbrev``, its abbreviation) as
-    ``--json=-``, so that argparse's optional value never takes the next word; ``--json -`` stays standard output.
-    Words after ``--`` are left alone."""
+    """The command line with each bare ``--json`` (or, with ``abbrev``, its abbreviation) before any ``--`` as
+    ``--json=-``, so that argparse's optional value never takes the next word."""
     out: list[str] = []
     i = 0
     while i < len(args):
@@ -169,9 +166,8 @@ def text_stream(json_to: str | None) -> TextIO:
 
 @contextlib.contextmanager
 def program_output_to_stderr(json_to: str | None) -> Iterator[None]:
-    """While the user's code runs (its import, its step, its program): with ``--json -`` its standard output goes to
-    standard error, so that standard output holds the JSON alone (``--json - | jq``). Both levels: ``sys.stdout``
-    (``print``), and file descriptor 1, which C code and the processes the program starts write to."""
+    """With ``--json -``, the user's code writes to standard error while it runs, so that standard output holds the
+    JSON alone: both ``sys.stdout`` and file descriptor 1 (C code, child processes)."""
     if json_to != STDOUT:
         yield
         return
@@ -227,12 +223,9 @@ def write_json(command: str, path: str, text: str) -> int:
 
 def load_step(ns: argparse.Namespace, where: str, function: str, error: Callable[[str, int], int],
               check_params: bool = True) -> tuple[Any, Any] | int:
-    """Import ``where`` (a script, or ``-m`` module) as the command line says and return (its ``function``, the object
-    ``--params`` names or None); or, after ``error(message, exit code)`` said why not, that exit code.
-
-    Shared by ``nvscope search``, ``profile`` and ``bisect``. The caller restores ``sys.argv`` and ``sys.path``.
-    Messages cut what they echo of the command line (a path, module or name may be 100,000 characters long).
-    """
+    """Import ``where`` (a script, or ``-m`` module) and return (its ``function``, the object ``--params`` names or
+    None); or, after ``error(message, exit code)`` said why not, that exit code. The caller restores ``sys.argv``
+    and ``sys.path``."""
     try:
         if ns.module is None:
             if not os.path.isfile(where):

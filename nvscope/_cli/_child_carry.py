@@ -1,20 +1,11 @@
-"""``nvscope run``'s options in the Python processes its program starts: one variable plus a start-up hook.
+"""``nvscope run``'s options in the Python processes its program starts: the child's side of one variable plus a
+start-up hook, as coverage.py measures subprocesses (docs/cli.md, Child processes).
 
-coverage.py measures subprocesses with an environment variable and a start-up hook; so does ``nvscope run``, with a
-directory on ``PYTHONPATH`` instead of a ``.pth`` file, so that nothing has to be installed:
-
-* the parent (`export`, called by ``nvscope run`` while its program runs) writes the run's options to
-  ``NVSCOPE_RUN`` and puts ``nvscope/_child`` first on ``PYTHONPATH``; both are restored when the program ends;
-* a Python child inherits them, so at start-up its ``site`` module imports ``nvscope/_child/sitecustomize.py``, which
-  runs any other ``sitecustomize`` it hides and then calls `start`: the child's main thread enters the same scope,
-  in development mode, with adapters installing as the child imports Thunder or nvFuser, under an audit; at exit, a
-  child that imported Thunder or nvFuser prints its audit summary to stderr, each line tagged with its pid.
-
-``NVSCOPE_RUN`` is a JSON object: ``{"enable": [names], "disable": [names], "audit": true}`` and, when ``nvscope run``
-was given them, ``"fusions": [globs]`` and ``"on_error": "raise" | "fallback" | "torch"``; an ``nvscope run`` started in
-such a child adds ``"outer": [{"enable", "disable", "fusions", "on_error"}, ...]``, the runs around it, outermost first,
-which its children enter before its own scope, as nested scopes (each with its own fusion selector). A bad value warns
-once (`ConfigWarning`, naming the fix) and the child runs without options: the hook never stops a child. """
+The parent (`nvscope._tools._program.export`) writes the run's options to ``NVSCOPE_RUN`` as JSON (``enable``,
+``disable``, ``audit``, optionally ``fusions``, ``on_error`` and ``outer``, the runs around it, outermost first) and
+puts ``nvscope/_child`` first on ``PYTHONPATH``. In the child, its ``sitecustomize`` calls `start`: the main thread
+enters the same scopes under an audit, and at exit the summary goes to stderr tagged with the pid. A bad value warns
+(`ConfigWarning`) and the child runs without options: the hook never stops a child."""
 
 from __future__ import annotations
 
@@ -42,8 +33,7 @@ from nvscope._tools import _program
 
 __all__ = ["HOOK_DIR", "ON_ERROR", "VARIABLE", "Settings", "export", "start", "take_over"]
 
-# The parent's side (what a run carries, and `export`, which sets the variables) is the program runner's, which
-# `bisect --subprocess` runs its probes with too (nvscope/_tools/_program.py); this module is the child's side.
+# the parent's side, shared with `bisect --subprocess` (nvscope/_tools/_program.py)
 Settings = _program.Settings
 export = _program.export
 VARIABLE = _program.VARIABLE
@@ -55,12 +45,19 @@ _FIX = (f"{VARIABLE} is set by `nvscope run` for the Python processes its progra
         "`nvscope run` set it")
 
 
-# --- the child: nvscope/_child/sitecustomize.py ---------------------------------------------------------------------
+class _Carried:
+    """The ``nvscope run`` carried into this process, from `start` until exit: what its exit handler reports. It keeps
+    the entered import watch and audit referenced (a collected generator-based context manager would exit)."""
 
-# What the exit handler reports: (the carried settings, audit log or None, adapter install errors, the entered import
-# watch and audit, kept referenced: a generator-based context manager that is collected exits); empty once reported.
-_running: list[tuple[Settings, AuditLog | None, list[BaseException], contextlib.ExitStack]] = []
-_state.keep(__name__, "_running", "the nvscope run in progress: its exit handler reports and empties it")
+    __slots__ = ("entered", "install_errors", "log", "settings")
+
+    def __init__(self, settings: Settings, log: AuditLog | None, install_errors: list[BaseException],
+                 entered: contextlib.ExitStack) -> None:
+        self.settings, self.log, self.install_errors, self.entered = settings, log, install_errors, entered
+
+
+_carried: _Carried | None = None
+_state.keep(__name__, "_carried", "the nvscope run in progress: its exit handler reports it and lets it go")
 
 
 def _refuse(raw: str, why: str) -> None:
@@ -155,28 +152,30 @@ def start() -> None:
         return
     import atexit
 
-    _running.append((settings, log, install_errors, entered))
+    global _carried
+    _carried = _Carried(settings, log, install_errors, entered)
     atexit.register(_report)
 
 
 def take_over() -> Settings | None:
     """``nvscope run`` runs in this process (a child of another ``nvscope run``): it prints the summary instead, and
     carries the scopes of the runs around it (returned: None in a process no ``nvscope run`` started)."""
-    carried = _running[-1][0] if _running else None
-    _running.clear()
-    return carried
+    global _carried
+    carried, _carried = _carried, None
+    return None if carried is None else carried.settings
 
 
 def _report() -> None:
     """At exit: install errors, and the audit summary if Thunder or nvFuser was imported, tagged with the pid."""
-    if not _running:
+    global _carried
+    carried, _carried = _carried, None
+    if carried is None:
         return
-    settings, log, install_errors, _ = _running.pop()
-    lines = [f"nvscope run: could not install an adapter: {problem!r}" for problem in install_errors]
+    settings, log = carried.settings, carried.log
+    lines = [f"nvscope run: could not install an adapter: {problem!r}" for problem in carried.install_errors]
     from nvscope._exec import _autoinstall
 
     if log is not None and (log.records or any(name in sys.modules for name in _autoinstall._WATCHED)):
-
         lines.extend(summary(settings.layers(), log).splitlines())
     if not lines:
         return

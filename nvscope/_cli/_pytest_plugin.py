@@ -1,45 +1,10 @@
-"""pytest plugin: run tests under nvFuser options. Loaded automatically once nvscope is installed (entry point
-``pytest11: nvscope``); ``-p _nvscope_pytestplugin`` loads it where nvscope is only on ``sys.path``.
+"""The pytest plugin's body: run each test's call under the options of the command line (``--nv-enable``,
+``--nv-disable``, ``--nv-share-defaults``, ``--nv-on-error``) and of its ``nv_options`` markers, in development mode.
 
-What pytest registers is the top-level module ``_nvscope_pytestplugin``, which imports only pytest: its hooks call
-this module's functions, and so import nvscope, only when a run uses a flag or a marker. This module holds what they
-do. (``-p nvscope.pytest_plugin``, the older spelling, still works: it registers ``_nvscope_pytestplugin``.)
-
-Per test, class or module, with a marker (arguments as for `nvscope.nv_options`)::
-
-    pytestmark = pytest.mark.nv_options(disable=["matmul_expr_eval"])   # the whole module
-
-    @pytest.mark.nv_options(enable=["fuse_matmul"])
-    def test_matmul_codegen(): ...      # runs with fuse_matmul enabled and matmul_expr_eval disabled
-
-For the whole run, from the command line (repeat the flag, or separate names with commas)::
-
-    pytest --nv-enable fuse_matmul --nv-disable matmul_expr_eval
-    pytest --nv-share-defaults       # every test's call under nv_options(share=True): the defaults compile once
-
-``share=True`` in a marker shares for that test, class or module (``share=False`` ends it there).
-
-What is scoped, and when:
-
-* The options are active around the test function's call only (``pytest_runtest_call``), not while its fixtures
-  are set up or torn down: a fixture that compiles or warms up a model does so without them. For a
-  ``unittest.TestCase``, the call includes ``setUp`` and ``tearDown``.
-* Markers merge: the command-line options are the outermost scope, then the module's markers, the class's (base
-  classes included), the function's, each a nested `nv_options` scope. ``inherit=False`` on a marker starts from
-  no options at that level (dropping the command-line options and the outer markers too).
-* Names are validated early: an unknown name on the command line is a usage error before any test runs; an
-  unknown name in a marker makes that test error at setup, with one line naming the test, the marker and the fix.
-* A test that leaves a scope of its own open fails, naming the scope, and the next test starts clean (a test
-  that failed anyway gets an `UnclosedScopeWarning` instead: its failure is the news).
-* Options given on the command line turn development mode on for the whole session; a test with markers runs its
-  call in development mode (restored afterwards). Either is an explicit request for developer flags, so no
-  `DevelopmentModeWarning` (and no `DevelopmentModeError` under ``NVSCOPE_STRICT=1``) is raised for them.
-* Scopes follow Python's contextvars: threads a test starts begin with no options (use `nvscope.bind`).
-
-The session header says which options apply: ``nvscope: options NVFUSER_ENABLE=... (scoped around each test)`` and
-the catalog that validates them, or ``nvscope: no options``. Without markers and command-line options the plugin
-does nothing else and imports nothing of nvscope. Importing this module imports neither torch nor Thunder nor
-nvFuser.
+The module pytest registers, ``_nvscope_pytestplugin``, imports only pytest and calls into this one only when a run
+uses a flag or a marker, so that every other pytest run stays free of nvscope. docs/pytest-plugin.md describes the
+behaviour: markers merge outermost first, only the call is scoped (not fixtures), a test that leaves a scope open
+fails.
 """
 
 from __future__ import annotations
@@ -75,11 +40,8 @@ def session_scope(enable: list[str], disable: list[str], share: bool = False,
                   on_error: str | None = None) -> tuple[nv_options, bool | None] | None:
     """The command line's scope and the development mode it replaced (now on), or None when the flags ask nothing.
 
-    ``share`` (``--nv-share-defaults``): the scope shares the compiled definitions of the fusions it leaves at their
-    own options (``nv_options(share=True)``). Alone it changes no option, so development mode is left as it is (the
-    second item is then None, and not to be restored). An unknown name is a `pytest.UsageError`, with the hint in the
-    flags' syntax; so is sharing asked for under ``NVSCOPE_SHARE=0``. ``on_error`` (``--nv-on-error``): the
-    scope's ``on_error=``; alone it changes no option either.
+    ``share`` and ``on_error`` alone change no option, so development mode is then left as it is (second item None).
+    An unknown name, or sharing under ``NVSCOPE_SHARE=0``, is a `pytest.UsageError` in the flags' syntax.
     """
     enable, disable = split(enable), split(disable)
     if not enable and not disable and not share and on_error is None:
@@ -131,7 +93,7 @@ def item_scopes(item: pytest.Item, found: list[tuple[Node, pytest.Mark]]) -> tup
             break
     else:
         return tuple(scopes)
-    # Outside the except block, so that no "during handling" traceback through nvscope's code buries the message.
+    # outside the except block: no "during handling" traceback buries the message
     pytest.fail(problem, pytrace=False)
 
 
@@ -152,8 +114,7 @@ def scoped_call(item: pytest.Item, session: nv_options | None,
                 scopes: tuple[nv_options, ...]) -> Generator[None, object, object]:
     """The ``pytest_runtest_call`` wrapper's body when the test has options (the command line's, its markers' or
     both), new-style: the test's call runs at the ``yield``, inside the scopes."""
-    # Markers: development mode for this call, in its context (the session's options set the process default;
-    # --nv-share-defaults alone sets none).
+    # the session's options already set the process-wide mode; markers set it for this call's context only
     call_mode = dev_mode(True) if scopes and (session is None or not session.options) else None
     if call_mode is not None:
         call_mode.__enter__()
@@ -200,12 +161,9 @@ def _unclosed_message(unclosed: list[object]) -> str:
 
 def _exit(item: pytest.Item, entered: list[nv_options], session: nv_options | None,
           failed: bool) -> None:
-    """Exit the scopes, innermost first; a marker's NoFusionWarning is re-issued at the test's own line.
-
-    The core attributes the warning to the first frame outside nvscope, which here would be pluggy's. The
-    command-line scope's warning is dropped: it applies to every test, including those that never use nvFuser.
-    After a failed call it is dropped too: the failure is the news.
-    """
+    """Exit the scopes, innermost first; a marker's NoFusionWarning is re-issued at the test's line (the core would
+    name pluggy's). The command-line scope's is dropped (it covers tests that never use nvFuser), and so is any after
+    a failed call."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         while entered and entered[-1] is not session:

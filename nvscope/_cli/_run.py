@@ -19,12 +19,9 @@ __all__ = ["run"]
 def run(script: str | None, module: str | None, program_args: list[str], enable: list[str], disable: list[str],
         audit: bool, fusions: list[str] | None = None, on_error: str | None = None, listing: bool = False,
         json_to: str | None = None, share: bool = False, summary: bool = True) -> int:
-    """Run the program as ``nvscope run`` (``listing``: ``nvscope fusions``, which also lists the fusions at exit and
-    writes them as JSON to ``json_to``, ``-`` for standard output); returns its exit code, or 2 when it cannot
-    start. ``share`` (``--share-defaults``): fusions at their own options share compiled definitions, in the program
-    (its scope) and in the Python processes it starts (``NVSCOPE_SHARE=all``). The program runs as
-    `nvscope._tools._program.run_program` runs it (a ``bisect --subprocess`` probe too); this adds the summary
-    (``summary=False``: ``nvscope fusions --no-audit``, the listing alone)."""
+    """Run the program as ``nvscope run`` (``listing``: ``nvscope fusions``, which also lists the fusions at exit,
+    as JSON to ``json_to`` too) and print the summary (``summary=False``: the listing alone); returns the program's
+    exit code, or 2 when it cannot start."""
     carried = _carry.Settings(enable, disable, fusions, on_error, audit, share=share)
     code, log = _program.run_program(script, module, program_args, carried,
                                      command="nvscope fusions" if listing else "nvscope run",

@@ -1,15 +1,8 @@
 """Which nvFuser wheel fits an installed torch: the exact ``pip install`` line, or a plain "none fits, because ...".
 
-Why nvscope has to say it: Thunder does not depend on nvFuser (its metadata lists torch, numpy, networkx, optree,
-... and no nvFuser), so installing ``nvscope[thunder]`` leaves nothing for nvscope to patch. nvFuser publishes one
-distribution per CUDA and torch pair, named ``nvfuser-cu<CUDA major><minor>-torch<torch major><minor>``
-(``nvfuser-cu128-torch28``, ``nvfuser-cu130-torch210``; NVIDIA/Fuser's README: "Pick the right cuda toolkit version
-to match your torch installation"), each built against that torch release only. No package metadata can pick among
-them: an extra cannot depend on the torch that is already installed, nor on its CUDA build. So ``nvscope doctor``
-asks torch and prints the line (see docs/install-gpu.md).
-
-`nvfuser_wheel` is pure: torch's version and CUDA version in, a `WheelHint` out. `install_hint` reads torch lazily;
-`nvscope doctor` calls it when no nvFuser is installed.
+nvFuser publishes one distribution per CUDA and torch pair (``nvfuser-cu130-torch210``), each built for that torch
+only, and Thunder does not depend on it; no package metadata can pick by the installed torch, so ``nvscope doctor``
+asks torch and prints the line (docs/install-gpu.md). `nvfuser_wheel` is pure; `install_hint` reads torch lazily.
 """
 
 from __future__ import annotations
@@ -24,10 +17,8 @@ from nvscope._exec import MIN_VERSION
 __all__ = ["LISTED", "NIGHTLY", "PYTHONS", "THUNDER", "WheelHint", "install_hint", "mismatch", "nvfuser_wheel",
            "thunder_hint", "torch_hint"]
 
-# (CUDA, torch) -> the newest nvFuser version under nvfuser-cu<CUDA>-torch<torch>, as PyPI listed them in 2026
-# (up to nvFuser 0.2.36). Read from PyPI's list of projects; nvfuser-cu128-torch28 and nvfuser-cu130-torch210 were
-# also downloaded to confirm the names and the Python and platform tags below. A torch release newer than this table
-# may have a wheel by now: the hint then names it and says how to check.
+# (CUDA, torch) -> the newest nvFuser under nvfuser-cu<CUDA>-torch<torch> on PyPI; a newer torch may have a wheel by
+# now: the hint then names it and says how to check
 LISTED: Mapping[tuple[tuple[int, int], tuple[int, int]], str] = MappingProxyType({
     ((11, 8), (2, 1)): "0.1.6", ((11, 8), (2, 2)): "0.2.0", ((11, 8), (2, 3)): "0.2.9", ((11, 8), (2, 4)): "0.2.9",
     ((11, 8), (2, 5)): "0.2.24", ((11, 8), (2, 6)): "0.2.27", ((11, 8), (2, 7)): "0.2.27",
@@ -40,22 +31,18 @@ LISTED: Mapping[tuple[tuple[int, int], tuple[int, int]], str] = MappingProxyType
     ((12, 9), (2, 8)): "0.2.34",
     ((13, 0), (2, 9)): "0.2.35", ((13, 0), (2, 10)): "0.2.36",
 })
-# nvfuser-cu<CUDA> (no torch in the name): nightlies built against a torch nightly, for CUDA 12.6, 12.8 and 13.0
-# in 2026. nvFuser's README: "there's no compatibility promised on nightly wheels".
+# nvfuser-cu<CUDA> (no torch in the name): nightlies built against a torch nightly, with no compatibility promised
 NIGHTLY = frozenset({(12, 6), (12, 8), (13, 0)})
-# nvFuser's README: "Wheels are published for Python version: 3.10, 3.12"; pip found no cp311 or cp313 wheel for
-# the four names tried, and no aarch64 wheel of nvfuser-cu130-torch210.
+# the Pythons and platform nvFuser publishes wheels for
 PYTHONS = ((3, 10), (3, 12))
 PLATFORM = ("Linux", "x86_64")
 MIN_NVFUSER = MIN_VERSION  # the first nvFuser with per-call options
-# The Thunder proven on the project's H200 with nvFuser 0.2.35 and 0.2.36 (Thunder 0.2.6 runs 0.2.35 only), and
-# the first torch with which neither it nor 0.2.6 imports (torch 2.14: "type object 'Tensor' has no attribute
-# 'align_as'"). docs/install-gpu.md lists the combinations known to work; pyproject's thunder extra asks for this one.
+# The Thunder known to work with nvFuser 0.2.35 and 0.2.36 (pyproject's thunder extra asks for it), and the first
+# torch with which it does not import (docs/install-gpu.md lists the combinations)
 THUNDER = "0.2.7.dev20260201"
 THUNDER_TORCH_BELOW = (2, 13)
-# The torch to install where none is: the newest that nvFuser publishes wheels for (LISTED) and that Thunder imports
-# with. A bare `pip install torch` (or Thunder's own requirement) takes PyPI's newest, with which Thunder does not
-# import; pyproject's thunder extra pins the same.
+# The torch to install where none is: the newest with nvFuser wheels (LISTED) that Thunder imports with; a bare
+# `pip install torch` takes PyPI's newest, with which Thunder does not import
 TORCH_PIN = "torch==2.10.*"
 
 _TORCH = re.compile(r"(\d+)\.(\d+)(?:\.\d+)?([^+]*)(?:\+(.*))?")
