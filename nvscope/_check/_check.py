@@ -3,15 +3,15 @@
 Thunder's review of its nvFuser options ended with "I can totally see these options percolate into reference
 models, benchmarks, etc just because they are there". nvscope's run-time policy (development mode, NVSCOPE_STRICT)
 sees only the paths a run takes, and only options set through nvscope; this reads the code instead: every file,
-every way an option can be set (Python read as syntax trees by `_check_python`; shell, Dockerfiles, Makefiles,
-YAML, TOML, INI, .env and notebooks by `_check_text`).
+every way an option can be set (Python read as syntax trees by `_python`; shell, Dockerfiles, Makefiles,
+YAML, TOML, INI, .env and notebooks by `_text`).
 
 Each place found is judged here: the option names against the bundled catalog (unknown names with a did-you-mean,
 names outside the nvFuser versions in use), and the place against the allowances (``# nvscope: allow reason`` on
 its line, ``allow`` globs in ``[tool.nvscope.check]``; ``strict`` ignores both). The result, `CheckResult`, renders
 as text, JSON or GitHub Actions annotations.
 
-Files are walked and read by `_check_files` (what makes it fast: a byte test before parsing, processes for a large
+Files are walked and read by `_files` (what makes it fast: a byte test before parsing, processes for a large
 tree; benchmarks/check_speed.py measures it).
 """
 
@@ -26,11 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 
+from nvscope._check import _config, _files
+from nvscope._check._config import Config, ConfigError
+from nvscope._check._names import Names
+from nvscope._check._use import DEV, THUNDER, Use
 from nvscope._core import cut
-from nvscope._tools import _check_config, _check_files
-from nvscope._tools._check_config import Config, ConfigError
-from nvscope._tools._check_names import Names
-from nvscope._tools._check_use import DEV, THUNDER, Use
 
 __all__ = ["CheckResult", "ConfigError", "Finding", "Note", "check"]
 
@@ -253,19 +253,19 @@ def check(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]] = (".
     if config is not None and not os.fspath(config):
         raise FileNotFoundError("an empty config names no file: give the pyproject.toml whose [tool.nvscope.check] "
                                 "applies, or none")
-    config_path = Path(config) if config is not None else _check_config.find(Path(os.path.realpath(roots[0])))
+    config_path = Path(config) if config is not None else _config.find(Path(os.path.realpath(roots[0])))
     if config_path is not None and not config_path.is_file():
         raise FileNotFoundError(f"{cut(str(config_path), 200)}: no such configuration file: give the pyproject.toml "
                                 "whose [tool.nvscope.check] applies, or none (the nearest one above the first path "
                                 "that has the table)")
-    settings: Config = _check_config.load(config_path, Path.cwd(), named=config is not None)
+    settings: Config = _config.load(config_path, Path.cwd(), named=config is not None)
     if nvfuser is not None:
         names = Names(nvfuser, "--nvfuser")
     else:
         names = Names(settings.nvfuser, f"[tool.nvscope.check] in {config_path}")
-    allow = _check_config.glob_matcher(settings.allow)
-    allow_names = _check_config.glob_matcher(settings.allow_names)
-    exclude = _check_config.glob_matcher(settings.exclude)
+    allow = _config.glob_matcher(settings.allow)
+    allow_names = _config.glob_matcher(settings.allow_names)
+    exclude = _config.glob_matcher(settings.exclude)
     base = os.path.abspath(settings.root)
     cwd = os.getcwd()
 
@@ -276,7 +276,7 @@ def check(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]] = (".
 
     chosen: list[str] = []
     seen: set[str] = set()
-    for path in _check_files.walk(roots, lambda folder: excluded(folder, folder=True)):
+    for path in _files.walk(roots, lambda folder: excluded(folder, folder=True)):
         absolute = os.path.abspath(path)
         if absolute not in seen and not excluded(path):
             seen.add(absolute)
@@ -284,7 +284,7 @@ def check(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]] = (".
     findings: list[Finding] = []
     notes: list[Note] = []
     files = read = 0
-    for path, scanned in zip(chosen, _check_files.scan_files(chosen), strict=True):
+    for path, scanned in zip(chosen, _files.scan_files(chosen), strict=True):
         if scanned is None:
             continue
         files += 1
@@ -315,7 +315,7 @@ def _allowed(finding: Finding, comment: tuple[frozenset[str], str] | None, relat
         return "comment", comment[1]
     matcher, globs = (allow, settings.allow) if finding.kind in _USES else (allow_names, settings.allow_names)
     if matcher is not None and relative is not None and matcher.fullmatch(relative):
-        glob = next(g for g in globs if _check_config.glob_matcher((g,)).fullmatch(relative))  # type: ignore[union-attr]
+        glob = next(g for g in globs if _config.glob_matcher((g,)).fullmatch(relative))  # type: ignore[union-attr]
         return f"config: {glob}", ""
     return None, ""
 

@@ -1,5 +1,5 @@
 """Reading the files `nvscope check` checks: the walk, the byte test, the readers, in several processes for a large
-tree. What a file holds is judged in `nvscope._tools._check`.
+tree. What a file holds is judged in `nvscope._check._check`.
 
 The time goes to parsing: the few files that can hold a finding are parsed whole, and a large module takes
 milliseconds. So (benchmarks/check_speed.py measures each step):
@@ -27,9 +27,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from nvscope._check import _python, _text
+from nvscope._check._use import Use
 from nvscope._core import _state, cut
-from nvscope._tools import _check_python, _check_text
-from nvscope._tools._check_use import Use
 
 __all__ = ["PARALLEL", "Scanned", "scan_files", "walk"]
 
@@ -88,7 +88,7 @@ def walk(roots: Iterable[str], skip: Callable[[str], bool] = lambda folder: Fals
                     if name not in _SKIP_DIRS and not name.endswith(".egg-info") and not skip(entry.path) \
                             and not os.path.exists(os.path.join(entry.path, "pyvenv.cfg")):
                         stack.append(entry.path)
-                elif (_check_text.file_format(name) is not None or "." not in name.lstrip(".")) \
+                elif (_text.file_format(name) is not None or "." not in name.lstrip(".")) \
                         and not (entry.is_symlink() and not os.path.exists(entry.path)):  # a link to nothing
                     yield entry.path
 
@@ -162,7 +162,7 @@ def _read(path: str, fmt: str | None) -> tuple[bytes, str | None] | str:
         try:
             if fmt is None:
                 head = file.read(128) or b""
-                fmt = _check_text.file_format(os.path.basename(path), head)
+                fmt = _text.file_format(os.path.basename(path), head)
                 if fmt is None:
                     return b"", None
                 return head + (file.read() or b""), fmt
@@ -174,7 +174,7 @@ def _read(path: str, fmt: str | None) -> tuple[bytes, str | None] | str:
 def scan(path: str) -> Scanned | None:
     """The uses in one file, None when no reader reads it. A file that cannot be read is noted and has none."""
     name = os.path.basename(path)
-    fmt = _check_text.file_format(name)
+    fmt = _text.file_format(name)
     if fmt is None and "." in name.lstrip("."):
         return None  # a suffix no reader reads: not even opened
     read = _read(path, fmt)
@@ -191,13 +191,13 @@ def scan(path: str) -> Scanned | None:
     allowances: dict[int, str] = {}  # Python: the comment of each line that holds `nvscope:`
     try:
         if fmt == "python":
-            uses = _check_python.scan(data, path, shell=lambda line: _check_text.scan(line, "shell"),
+            uses = _python.scan(data, path, shell=lambda line: _text.scan(line, "shell"),
                                       allowances=allowances)
             text = data.decode("utf-8", "replace")
         else:
             text = data.decode("utf-8-sig")
-            uses = (_check_text.scan_notebook(text, notes.append) if fmt == "notebook" else
-                    _check_text.scan(text, fmt))
+            uses = (_text.scan_notebook(text, notes.append) if fmt == "notebook" else
+                    _text.scan(text, fmt))
     except (SyntaxError, RecursionError, MemoryError) as error:  # deep nesting: RecursionError, or MemoryError
         where = f" (line {error.lineno})" if isinstance(error, SyntaxError) and error.lineno else ""
         message = error.msg if isinstance(error, SyntaxError) else "nested too deeply"
@@ -225,7 +225,7 @@ def _may_hold(data: bytes) -> bool:
 
 class _Comments:
     """The comment of a line, where the format tells comments from strings (Python by its tokens, from
-    `_check_python.scan`; shell, YAML, TOML, Makefiles by their quotes): ``# nvscope: allow`` inside a string literal
+    `_python.scan`; shell, YAML, TOML, Makefiles by their quotes): ``# nvscope: allow`` inside a string literal
     is no allowance. Other formats (notebooks' JSON lines, Dockerfiles, INI, .env): the whole line."""
 
     def __init__(self, python: dict[int, str], fmt: str) -> None:
@@ -236,7 +236,7 @@ class _Comments:
             return self.python.get(number, line)
         if self.fmt in ("notebook", "dockerfile", "ini", "env"):
             return line
-        code = _check_text.strip_comment(line, self.fmt)
+        code = _text.strip_comment(line, self.fmt)
         return line[len(code):] if code else line
 
 

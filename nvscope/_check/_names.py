@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import warnings
 
+from nvscope._check._config import ConfigError
 from nvscope._core import (
     NIGHTLY_DATES,
     VERSIONS,
@@ -18,7 +19,6 @@ from nvscope._core import (
 from nvscope._core import (
     bundled_options as _bundled,
 )
-from nvscope._tools._check_config import ConfigError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -26,8 +26,8 @@ import sys
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
-from nvscope._tools._check_use import DEV, ENV_KINDS, THUNDER, Use, command_options, comments, env_names
-from nvscope._tools._check_values import (
+from nvscope._check._use import DEV, ENV_KINDS, THUNDER, Use, command_options, comments, env_names
+from nvscope._check._values import (
     COMPOUND,
     DEPTH,
     FORWARDED,
@@ -353,7 +353,7 @@ class _Reader(Values, ast.NodeVisitor):
 def scan(source: bytes | str, filename: str = "<unknown>", shell: Callable[[str], list[Use]] | None = None,
          allowances: dict[int, str] | None = None) -> list[Use]:
     """Every `Use` in one module's source; ``shell`` reads the command lines it gives a shell (``os.system(...)``;
-    `nvscope._tools._check_text`, which imports this module for notebooks, passes its reader); ``allowances``, if
+    `nvscope._check._text`, which imports this module for notebooks, passes its reader); ``allowances``, if
     given, gets the comment of each line that holds ``nvscope:`` (`comments`). Raises SyntaxError (or ValueError for
     null bytes) for what Python cannot parse."""
     tree = ast.parse(source, filename)  # under the usual recursion limit: the parser's recursion is in C

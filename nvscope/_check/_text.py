@@ -8,7 +8,7 @@ format uses (``export X=...``, ``X=... command``, ``${X:=...}``, ``ENV X=...``, 
 run --enable ...``, pytest's ``--nv-enable ...``). Reading a variable (``$NVFUSER_ENABLE``) is not setting it; a
 value that holds one (``NVFUSER_ENABLE=$OLD,fma``) is dynamic.
 
-A notebook's code cells are Python (read by `_check_python`, all cells as one module, so imports carry over) but
+A notebook's code cells are Python (read by `_python`, all cells as one module, so imports carry over) but
 for its magics: ``%env``/``%set_env`` lines, ``!`` shell lines and ``%%bash`` cells are read here. Lines are reported
 as lines of the ``.ipynb`` file, so that editors, annotations and allowance comments find them.
 """
@@ -20,8 +20,8 @@ import re
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
-from nvscope._tools import _check_python
-from nvscope._tools._check_use import DEV, ENV_KINDS, Use, command_options, env_names
+from nvscope._check import _python
+from nvscope._check._use import DEV, ENV_KINDS, Use, command_options, env_names
 
 __all__ = ["FORMATS", "file_format", "scan", "scan_notebook", "strip_comment"]
 
@@ -338,7 +338,7 @@ def scan_notebook(raw: str, note: Callable[[str], None]) -> list[Use]:
             where.append(at(k))
     if python:
         try:
-            found = _check_python.scan("\n".join(python), shell=lambda line: scan(line, "shell"))
+            found = _python.scan("\n".join(python), shell=lambda line: scan(line, "shell"))
         except (SyntaxError, ValueError) as error:
             note(f"its code cells are not Python as a whole ({type(error).__name__}: line "
                  f"{getattr(error, 'lineno', '?')}); read line by line for magics only")

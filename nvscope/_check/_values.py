@@ -1,5 +1,5 @@
 """What `nvscope check`'s Python reader knows of a module: its imports, the values its names are bound to, and
-which of its lines can matter (`nvscope._tools._check_python` visits those).
+which of its lines can matter (`nvscope._check._python` visits those).
 
 Option values are resolved where they are literals, or names bound once (in the function or the module) to
 literals; a value the function got from its caller (a parameter, ``self.x``) is forwarded, anything else unknown:
@@ -13,7 +13,7 @@ import bisect
 import re
 from collections.abc import Sequence
 
-from nvscope._tools._check_use import ENV_KINDS, env_names
+from nvscope._check._use import ENV_KINDS, env_names
 
 __all__ = ["COMPOUND", "DEPTH", "FORWARDED", "SCOPES", "UNKNOWN", "Lines", "Scope", "Values", "params"]
 

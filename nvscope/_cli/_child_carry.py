@@ -6,7 +6,7 @@ directory on ``PYTHONPATH`` instead of a ``.pth`` file, so that nothing has to b
 * the parent (`export`, called by ``nvscope run`` while its program runs) writes the run's options to
   ``NVSCOPE_RUN`` and puts ``nvscope/_child`` first on ``PYTHONPATH``; both are restored when the program ends;
 * a Python child inherits them, so at start-up its ``site`` module imports ``nvscope/_child/sitecustomize.py``, which
-  runs any other ``sitecustomize`` it hides and then calls `start`: the child's main thread enters the same scope,
+  runs any other ``sitecustomize`` it hides and then calls `start_child`: the child's main thread enters the same scope,
   in development mode, with adapters installing as the child imports Thunder or nvFuser, under an audit; at exit, a
   child that imported Thunder or nvFuser prints its audit summary to stderr, each line tagged with its pid.
 
@@ -38,16 +38,12 @@ from nvscope._core import (
     set_development_mode,
 )
 from nvscope._exec import AuditLog, audit
-from nvscope._tools import _program
+from nvscope._tools import HOOK_DIR, VARIABLE, Settings, export
 
-__all__ = ["HOOK_DIR", "ON_ERROR", "VARIABLE", "Settings", "export", "start", "take_over"]
+__all__ = ["HOOK_DIR", "ON_ERROR", "VARIABLE", "Settings", "export", "start_child", "take_over"]
 
 # The parent's side (what a run carries, and `export`, which sets the variables) is the program runner's, which
 # `bisect --subprocess` runs its probes with too (nvscope/_tools/_program.py); this module is the child's side.
-Settings = _program.Settings
-export = _program.export
-VARIABLE = _program.VARIABLE
-HOOK_DIR = _program.HOOK_DIR
 ON_ERROR = ("raise", "fallback", "torch")
 _KEYS = ("enable", "disable", "fusions", "on_error", "audit", "outer")
 _LAYER_KEYS = ("enable", "disable", "fusions", "on_error")
@@ -124,7 +120,7 @@ def decode(raw: str) -> Settings | None:
     return settings
 
 
-def start() -> None:
+def start_child() -> None:
     """In a child process, at start-up: enter ``NVSCOPE_RUN``'s scope for the main thread, until exit. Never raises
     for a bad value (it warns); nothing happens without the variable."""
     raw = os.environ.get(VARIABLE)

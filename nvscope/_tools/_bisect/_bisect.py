@@ -1,25 +1,6 @@
-"""Bisect: which options, on which fusions, make a step go wrong, with as few runs of it as possible.
-
-    result = nvscope.bisect(step, enable=["fuse_matmul"], disable=["matmul_expr_eval"])
-    print(result.report())           # the culprit, nv_options(enable=[...], fusions=[...]), the repro script
-
-Per-fusion scopes make this a search over two sets: each probe runs the step once under
-``nv_options(<some options>, fusions=[<some fusion ids>])``, so only those fusions compile and run with those
-options (their own partitions) and every other fusion runs with its defaults. Coarse to fine:
-
-1. the default runs first: its outputs and gradients are the reference, its fusions (ids, in first-execution order)
-   the fusion list; the step must then go wrong under the given options on every fusion ("confirm");
-2. a 1-minimal subset of the options, with every fusion ("options");
-3. a 1-minimal set of fusions with those options ("fusions"); then each culprit option is taken away once more,
-   on those fusions only, to check that none is needed only elsewhere;
-4. the given options on every fusion except the culprits ("rest"): if the rest still goes wrong, another culprit
-   is found among those fusions (fusions first, then options: "more"), until the rest runs clean.
-
-Steps 2 and 3 are `nvscope._tools._minimize.minimize`: a progressive binary search, ``k * (ceil(log2 n) + 1)`` probes
-for ``k`` culprits among ``n`` (fewer than one probe per fusion as soon as n > 4). A probe that was already run is not
-run again (a step is assumed deterministic). The program-level variant (each probe a fresh process, for failures
-that kill it) is `nvscope._tools._bisect_process`; both share `nvscope._tools._bisect_drive.drive`.
-"""
+"""Bisect: which options, on which fusions, make a step go wrong, in few runs of it. Each probe runs the step under
+``nv_options(<options>, fusions=[<fusion ids>])``: the default run gives the reference and the fusion list, then a
+1-minimal set of options, then of fusions (`minimize`), then the rest is probed for further culprits."""
 
 from __future__ import annotations
 
@@ -30,8 +11,8 @@ from typing import Any
 
 from nvscope._core import NoEffectWarning, NoFusionWarning, dev_mode, nv_options
 from nvscope._measure import _checks, progress_printer, step_callable, step_keywords
-from nvscope._tools._bisect_drive import drive, items_of
-from nvscope._tools._bisect_report import BisectResult
+from nvscope._tools._bisect._drive import drive, items_of
+from nvscope._tools._bisect._report import BisectResult
 
 __all__ = ["CHECKS", "bisect", "check_arg"]
 
@@ -93,7 +74,7 @@ def bisect(fn: Callable[..., Any], /, *args: Any, enable: Iterable[str] | str = 
     every probe leaves no scope, warning filter or patch behind. ``share_defaults``: as for `nvscope.search` (the
     default and every probe run in ``nv_options(share=True)``; the report says what each run compiled).
     """
-    from nvscope._tools._bisect_in_process import InProcess
+    from nvscope._tools._bisect._in_process import InProcess
 
     step_callable("bisect", fn)
     step_keywords(bisect, fn, kwargs)  # a misspelt keyword is the tool's error, not the step's

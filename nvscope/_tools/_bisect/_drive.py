@@ -1,7 +1,7 @@
 """The bisect's drive: its stages over a probe callable, free of any harness (torch's compiler_bisector keeps the
 same split). ``run(options, fusions) -> Outcome`` is the only way it touches a step; in-process probes are
-`nvscope._tools._bisect_in_process`, one process per probe `nvscope._tools._bisect_process`. The stages are those of
-`nvscope._tools._bisect` (its docstring); steps 2 and 3 are `nvscope._tools._minimize.minimize`.
+`nvscope._tools._bisect._in_process`, one process per probe `nvscope._tools._bisect._process`. The stages are those of
+`nvscope._tools._bisect._bisect` (its docstring); steps 2 and 3 are `nvscope._tools._bisect._minimize.minimize`.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterable, Sequence
 from nvscope._core import OptionSet
 from nvscope._exec import _shared
 from nvscope._measure import Compiles
-from nvscope._tools._bisect_report import BisectResult, Culprit, Probe
-from nvscope._tools._minimize import minimize
+from nvscope._tools._bisect._minimize import minimize
+from nvscope._tools._bisect._report import BisectResult, Culprit, Probe
 
 __all__ = ["Outcome", "drive"]
 

@@ -27,8 +27,8 @@ from nvscope._measure import (
     install_adapters,
     summarize,
 )
-from nvscope._tools._bisect_drive import Outcome
-from nvscope._tools._no_fusion import no_fusion
+from nvscope._tools._bisect._drive import Outcome
+from nvscope._tools._common import no_fusion
 
 __all__ = ["InProcess"]
 

@@ -19,7 +19,7 @@ in ``<temp directory>/nvfuser_kernel_db``, its ``KernelDb::get()`` with ``std::f
 which reads ``TMPDIR``), removed afterwards. The database is keyed on each kernel's code and compile arguments, so a
 probe reuses the kernels an earlier run compiled for the same code (above all the defaults of the fusions it does not
 select) and compiles what differs. Repro scripts still go to ``NVSCOPE_REPRO_DIR``, or to a directory the bisect makes
-(not removed). The stages are those of the in-process bisect (`nvscope._tools._bisect_drive.drive`).
+(not removed). The stages are those of the in-process bisect (`nvscope._tools._bisect._drive.drive`).
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ import json
 import os
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -39,9 +38,9 @@ from typing import Any
 from nvscope._core import OptionSet, cut, exact_glob, note_ids, nv_options, shown, split
 from nvscope._exec import scripts_named_in
 from nvscope._measure import Compiles, number, progress_printer
-from nvscope._tools._bisect_drive import Outcome, drive
-from nvscope._tools._bisect_report import BisectResult
-from nvscope._tools._no_fusion import no_fusion
+from nvscope._tools._bisect._drive import Outcome, drive
+from nvscope._tools._bisect._report import BisectResult
+from nvscope._tools._common import exit_detail, no_fusion
 
 __all__ = ["bisect_program"]
 
@@ -104,23 +103,6 @@ def _environment(kernel_db: str | None = None, repro_dir: str | None = None, sha
     return env
 
 
-def _detail(done: subprocess.CompletedProcess[str] | None, timeout: float) -> str:
-    if done is None:
-        return f"timed out after {timeout:g} s"
-    code = done.returncode
-    if code < 0:
-        try:
-            how = f"killed by {signal.Signals(-code).name}"
-        except ValueError:
-            how = f"killed by signal {-code}"
-    else:
-        how = f"exit {code}"
-    lines = [line.strip() for line in (done.stderr or "").splitlines() if line.strip()]
-    errors = [line for line in lines if "Error" in line.partition(":")[0] or "error" in line.partition(":")[0]]
-    last = errors[-1] if errors else lines[-1] if lines else ""
-    return f"{how}: {cut(last, 300)}" if last else how
-
-
 def _repro(stderr: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(scripts_named_in(stderr)))
 
@@ -179,9 +161,9 @@ def _bisect(program: list[str], module: bool, given: OptionSet, timeout: float, 
         try:
             done, report = _child(options, selected, program, module, timeout, python, env)
         except subprocess.TimeoutExpired:
-            return Outcome(True, _detail(None, timeout))
+            return Outcome(True, exit_detail(None, timeout))
         bad = done.returncode != 0 if bad_codes is None else done.returncode in bad_codes or done.returncode < 0
-        return Outcome(bad, _detail(done, timeout) if bad else "", _repro(done.stderr or ""),
+        return Outcome(bad, exit_detail(done, timeout) if bad else "", _repro(done.stderr or ""),
                        None if report is None else Compiles.from_dict(report["compiles"]))
 
     check = ("exit code in " + ",".join(map(str, sorted(bad_codes))) if bad_codes is not None else
@@ -215,7 +197,7 @@ def _list_fusions(program: list[str], module: bool, timeout: float, python: str,
         raise RuntimeError(f"the program did not finish without options within {timeout:g} s: raise the "
                            "timeout") from None
     if done.returncode != 0 or report is None:
-        raise RuntimeError(f"the program fails without options ({_detail(done, timeout)}), so there is nothing "
+        raise RuntimeError(f"the program fails without options ({exit_detail(done, timeout)}), so there is nothing "
                            f"to bisect: it must succeed without options and fail with them\n{done.stderr[-2000:]}")
     fusions = list(report["fusions"])
     if not fusions:

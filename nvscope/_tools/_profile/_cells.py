@@ -1,4 +1,4 @@
-"""Cells and JSON pieces of `nvscope._tools._profile_report`'s rows: plain functions over a row's fields."""
+"""Cells and JSON pieces of `nvscope._tools._profile._report`'s rows: plain functions over a row's fields."""
 
 from __future__ import annotations
 

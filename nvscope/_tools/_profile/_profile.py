@@ -68,9 +68,9 @@ from nvscope._measure import (
     summarize,
 )
 from nvscope._measure import _checks as checks
-from nvscope._tools._no_fusion import no_fusion
-from nvscope._tools._profile_clock import _Clock
-from nvscope._tools._profile_report import ProfileResult, ProfileRow
+from nvscope._tools._common import no_fusion
+from nvscope._tools._profile._clock import _Clock
+from nvscope._tools._profile._report import ProfileResult, ProfileRow
 
 __all__ = ["NO_FUSION", "PROFILES", "profile"]
 

@@ -26,7 +26,7 @@ from nvscope._measure import (
     options_dict,
     options_from,
 )
-from nvscope._tools._profile_cells import (
+from nvscope._tools._profile._cells import (
     _compile,
     _intervals,
     _label,

@@ -9,7 +9,7 @@ with the reference's when one is given (`nvscope._measure._numerics`, tolerances
 
 `Children` runs probes in child processes, ``jobs`` at a time, each in its own process group with a time limit: a
 search probe (`Plan` ``fresh=False``) of a function target in one of ``jobs`` long-lived workers
-(`nvscope._tools._rescue_workers`: the fusions a worker compiled under their defaults are reused, so a probe compiles
+(`nvscope._tools._rescue._workers`: the fusions a worker compiled under their defaults are reused, so a probe compiles
 only its target under the candidate), every other probe in a fresh process (``python -c`` `CHILD`): the diagnosis,
 confirmations and the final proof, probes without the environment's options, programs, and every probe with
 ``sanitizer``. A process that dies is judged from what it left: the last fusion it started, its exit or signal.
@@ -17,7 +17,7 @@ Ctrl-C (or any error) kills every child's and worker's group before it propagate
 runs under ``compute-sanitizer --tool memcheck`` with PyTorch's caching allocator off, and the errors it prints are
 attributed to the fusion whose start marker came last before them.
 
-Each probe runs under a watch (`nvscope._tools._rescue_watch`): nvFuser's validate per fusion, the repro scripts.
+Each probe runs under a watch (`nvscope._tools._rescue._watch`): nvFuser's validate per fusion, the repro scripts.
 """
 
 from __future__ import annotations
@@ -37,10 +37,10 @@ from typing import Any, TextIO
 from nvscope._core import OptionSet, _env, dev_mode, first_line, nv_options, program_sharing_suspended
 from nvscope._exec import _autoinstall, _events, audit, repro_paths, scripts_named_in
 from nvscope._measure import compare_leaves, flatten_outputs, options_dict, options_from
-from nvscope._tools._bisect_process import _detail
-from nvscope._tools._rescue_events import ENDED, FAILED, MARK, STARTED, Progress, read_json, sanitizer_errors
-from nvscope._tools._rescue_target import Plan, check_target
-from nvscope._tools._rescue_watch import (
+from nvscope._tools._common import ScopeMap, exit_detail
+from nvscope._tools._rescue._events import ENDED, FAILED, MARK, STARTED, Progress, read_json, sanitizer_errors
+from nvscope._tools._rescue._target import Plan, check_target
+from nvscope._tools._rescue._watch import (
     NO_VALIDATE,
     Watch,
     detached,
@@ -50,8 +50,7 @@ from nvscope._tools._rescue_watch import (
     script_path,
     scripts_directory,
 )
-from nvscope._tools._rescue_workers import Workers, kill
-from nvscope._tools._search_fusions import _Map
+from nvscope._tools._rescue._workers import Workers, kill
 
 __all__ = ["CHILD", "LOAD", "MARK", "WORKER", "Children", "Plan", "check_target", "observe"]
 
@@ -61,8 +60,8 @@ LOAD = """\
 import json, sys
 with open(sys.argv[1], encoding="utf-8") as file:
     spec = json.load(file)
-from nvscope._tools._rescue_probe import observe
-from nvscope._tools._rescue_target import findable, imported, named, unusable
+from nvscope._tools._rescue._probe import observe
+from nvscope._tools._rescue._target import findable, imported, named, unusable
 t = spec["target"]
 sys.argv = [t["where"], *t["args"]]
 import os, runpy
@@ -84,7 +83,7 @@ if t["function"] is None:
     reference = None
 else:
     from nvscope._measure import import_script
-    from nvscope._tools._rescue_target import broken
+    from nvscope._tools._rescue._target import broken
     try:
         if t["module"]:
             sys.path.insert(0, os.getcwd())
@@ -101,8 +100,8 @@ else:
         unusable(spec, error)
 """
 CHILD = LOAD + 'observe(step, reference, spec, spec.get("tolerance"))\n'
-# A worker (`nvscope._tools._rescue_workers`): loaded once, then one probe per request.
-WORKER = LOAD + "from nvscope._tools._rescue_workers import serve\nserve(observe, step, reference, spec)\n"
+# A worker (`nvscope._tools._rescue._workers`): loaded once, then one probe per request.
+WORKER = LOAD + "from nvscope._tools._rescue._workers import serve\nserve(observe, step, reference, spec)\n"
 
 
 def observe(step: Callable[[], Any], reference: Callable[[], Any] | None, spec: dict[str, Any],
@@ -188,7 +187,8 @@ def observe(step: Callable[[], Any], reference: Callable[[], Any] | None, spec: 
         # program does, after the audit began) even where the program never calls nvscope.thunder.install().
         with dev_mode(True), warnings.catch_warnings(), audit(), _autoinstall.watch_imports(), \
                 _events.listening(seen, timer), program_sharing_suspended(), routes_forgotten(), detached(), \
-                nv_options(share=False, inherit=False, on_error="torch" if spec.get("escape") else None), _Map(groups):
+                nv_options(share=False, inherit=False, on_error="torch" if spec.get("escape") else None), \
+                ScopeMap(groups):
             warnings.simplefilter("ignore")
             began = time.perf_counter()
             try:
@@ -280,7 +280,7 @@ class Children:
 
     def close(self) -> None:
         """Kill the workers (a later `run` starts new ones); remove the directories for repro scripts that no child
-        wrote to (`nvscope._tools._rescue_watch.tidy` keeps the failing fusions' scripts)."""
+        wrote to (`nvscope._tools._rescue._watch.tidy` keeps the failing fusions' scripts)."""
         if self.workers is not None:
             self.workers.close()
         for directory in ([self.repro_dir] if self.own_repro else []) + [self.scripts]:
@@ -374,7 +374,7 @@ class Children:
             script = None if last is None else script_path(self.scripts, last)
             result = {"fusions": [{"id": f, "ops": None, "own": options_dict(OptionSet())}
                                   for f in dict.fromkeys(started)], "matched": None, "numerics": "",
-                      "failure": failure_of(last, how, _detail(done, self.timeout)
+                      "failure": failure_of(last, how, exit_detail(done, self.timeout)
                                             + ("" if last or not started else " (after every fusion had finished)"),
                                             stderr[-2000:]),
                       "failed": [last] if last else [],

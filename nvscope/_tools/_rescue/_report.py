@@ -13,8 +13,8 @@ from typing import Any
 
 from nvscope._core import OptionSet
 from nvscope._measure import LoadableResult, nv_options_line, options_dict, options_from, spec
-from nvscope._tools._no_fusion import no_fusion
-from nvscope._tools._rescue_search import Attempt
+from nvscope._tools._common import no_fusion
+from nvscope._tools._rescue._search import Attempt
 
 __all__ = ["NO_FUSION", "Failure", "FusionRescue", "RescueResult", "facts", "issue_text", "location_of", "with_issue"]
 

@@ -4,22 +4,22 @@
     result = nvscope.rescue("train.py:step", jobs=4)          # probes in child processes: faults too
     print(result.report())                                    # per fusion: what went wrong, its cure; the line
 
-1. The step runs once as the user's program runs it (Thunder's own path, no options; `nvscope._tools._rescue_probe`)
+1. The step runs once as the user's program runs it (Thunder's own path, no options; `nvscope._tools._rescue._probe`)
    under ``on_error="torch"``: each fusion that raises runs its region in PyTorch and the step goes on, so one run
    names every fusion that raises; a fusion that kills the process, or (with ``sanitize``) writes out of bounds, or
    computes wrong numbers (nvFuser's validate) is named by id too; the step's result is compared with ``reference``
    when one is given. With ``sanitize`` a clean run is repeated (``repeat`` runs in all).
 2. The failures the escape cannot get past (faults, hangs, wrong numbers, memory errors) come first, one after
-   another: for each, candidate option sets (`nvscope._tools._rescue_search`) are tried on it alone (every other
+   another: for each, candidate option sets (`nvscope._tools._rescue._search`) are tried on it alone (every other
    fusion keeps its defaults; the cures found so far stay on theirs), ``jobs`` probes at a time (for a function
-   target, in ``jobs`` long-lived workers: `nvscope._tools._rescue_workers`); the first that cures is confirmed in a
+   target, in ``jobs`` long-lived workers: `nvscope._tools._rescue._workers`); the first that cures is confirmed in a
    fresh process. Before the search the defaults run once more: a failure that repeats is taken as deterministic;
    one that does not is flaky, its rate is measured in ``repeat`` runs, and a cure must pass as many runs as make it
-   a proof at ``alpha`` over every candidate planned (`nvscope._tools._rescue_search.runs_needed`). With
+   a proof at ``alpha`` over every candidate planned (`nvscope._tools._rescue._search.runs_needed`). With
    ``NVFUSER_ENABLE``/``NVFUSER_DISABLE`` set (probes in child processes), one probe in a fresh process without each
    variable says whether it is the cause. The step runs again with each cure, until only fusions that raise are
    left or a fusion has no cure.
-3. The PyTorch route for the fusions that raise (`nvscope._tools._rescue_route`): one fresh run of the whole step
+3. The PyTorch route for the fusions that raise (`nvscope._tools._rescue._route`): one fresh run of the whole step
    with them in PyTorch (and the cures so far) proves it, against the reference, before any search (it is also their
    check of the defaults); then each is searched for an option cure within the budget; one without is routed. A
    final run (repeated) proves the combined line.
@@ -38,9 +38,9 @@ from typing import Any
 
 from nvscope._core import OptionSet, cut
 from nvscope._measure import _checks, options_from, own_keywords, progress_printer
-from nvscope._tools._rescue_probe import Children, Plan, check_target, observe
-from nvscope._tools._rescue_report import Failure, FusionRescue, RescueResult, with_issue
-from nvscope._tools._rescue_route import (
+from nvscope._tools._rescue._probe import Children, Plan, check_target, observe
+from nvscope._tools._rescue._report import Failure, FusionRescue, RescueResult, with_issue
+from nvscope._tools._rescue._route import (
     clean_run,
     cost,
     fails_at,
@@ -51,10 +51,10 @@ from nvscope._tools._rescue_route import (
     route_failure,
     runs,
 )
-from nvscope._tools._rescue_search import Attempt, candidates, expected_sets, how_sure, search
-from nvscope._tools._rescue_target import ASYNC_STEP
-from nvscope._tools._rescue_watch import NO_VALIDATE, scripts_directory, tidy
-from nvscope._tools._rescue_workers import signals_interrupt
+from nvscope._tools._rescue._search import Attempt, candidates, expected_sets, how_sure, search
+from nvscope._tools._rescue._target import ASYNC_STEP
+from nvscope._tools._rescue._watch import NO_VALIDATE, scripts_directory, tidy
+from nvscope._tools._rescue._workers import signals_interrupt
 
 __all__ = ["rescue"]
 
@@ -74,7 +74,7 @@ def _in_process(step: Callable[[], Any], reference: Callable[[], Any] | None, to
 def _versions(observation: dict[str, Any]) -> dict[str, str]:
     """The versions the step ran with: as the process that ran it loaded them (a probe's, `observe`'s: a child's
     path may hold another Thunder than this process's), else as this process finds them."""
-    from nvscope._tools._rescue_watch import loaded_versions
+    from nvscope._tools._rescue._watch import loaded_versions
 
     return dict(observation.get("versions") or loaded_versions())
 
@@ -135,7 +135,7 @@ def rescue(step: Callable[[], Any] | str, /, *, reference: Callable[[], Any] | s
             raise TypeError(f"{name}= takes True or False, not {type(flag).__name__}")
     children: Children | None = None  # a target's: closed at the end
     if isinstance(step, str):
-        from nvscope._tools._bisect_process import timeout_seconds
+        from nvscope._tools._bisect import timeout_seconds
 
         timeout = timeout_seconds("timeout", timeout)
         if reference is not None and not isinstance(reference, str):

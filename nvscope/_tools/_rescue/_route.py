@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from nvscope._core import OptionSet
-from nvscope._tools._rescue_probe import Plan
+from nvscope._tools._rescue._probe import Plan
 
 __all__ = ["clean_run", "cost", "escaped_failures", "failed_there", "fails_at", "failure_rate", "failures_of",
            "first_line_of", "next_failure", "reached_in", "route_failure", "runs"]

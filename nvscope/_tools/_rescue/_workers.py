@@ -5,7 +5,7 @@ A fresh process per probe runs the whole step again, so it compiles every fusion
 calls of the same jitted step, and nvscope compiles a fusion under options once per option set, so within a worker a
 probe compiles only its target fusion under the candidate. `Workers` keeps up to ``jobs`` of them.
 
-The protocol: the worker is started as ``python -c <command> <spec>`` (`nvscope._tools._rescue_probe.WORKER`: the
+The protocol: the worker is started as ``python -c <command> <spec>`` (`nvscope._tools._rescue._probe.WORKER`: the
 target loaded as a fresh child loads it, then `serve`) with two pipes of its own, not its standard streams (the step
 may print): it reads one probe's spec per line from ``requests`` (JSON, the spec a fresh child gets), runs `observe`
 on it (the observation goes to the spec's ``out`` file, as a child's does) and writes one line to ``replies``. The

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from nvscope._core import OptionSet, dev_mode, exact_glob, first_line, nv_options
+from nvscope._core import OptionSet, dev_mode, first_line
 from nvscope._exec import _shared, audit
 from nvscope._measure import (
     Compiles,
@@ -54,9 +54,8 @@ from nvscope._measure import (
     summarize,
 )
 from nvscope._measure import _checks as checks
-from nvscope._tools._no_fusion import no_fusion
-from nvscope._tools._profile import NO_FUSION, PROFILES, profile
-from nvscope._tools._profile_report import ProfileResult
+from nvscope._tools._common import ScopeMap, no_fusion
+from nvscope._tools._profile import NO_FUSION, PROFILES, ProfileResult, profile
 
 __all__ = ["FusionChoice", "FusionSearchResult", "search_fusions"]
 
@@ -68,30 +67,6 @@ class FusionChoice:
     fusion: str
     options: OptionSet | None
     ratio: RatioSummary | None
-
-
-class _Map:
-    """The selector map as one re-enterable context manager: the candidates' scopes, nested."""
-
-    def __init__(self, groups: list[tuple[OptionSet, list[str]]]) -> None:
-        self.scopes = [nv_options(options, fusions=[exact_glob(f) for f in fusions]) for options, fusions in groups]
-        self.entered: list[list[nv_options]] = []
-
-    def __enter__(self) -> None:
-        done: list[nv_options] = []
-        try:
-            for scope in self.scopes:
-                scope.__enter__()
-                done.append(scope)
-        except BaseException:
-            for scope in reversed(done):
-                scope.__exit__(None, None, None)
-            raise
-        self.entered.append(done)
-
-    def __exit__(self, *exc: Any) -> None:
-        for scope in reversed(self.entered.pop()):
-            scope.__exit__(None, None, None)
 
 
 def _code(groups: list[tuple[OptionSet, list[str]]]) -> str:
@@ -302,7 +277,7 @@ def search_fusions(fn: Callable[..., Any], /, *args: Any, candidates: Iterable[o
             runner.reference = runner.first_call(default)
             runner.calibrate()  # calls per timed sample, as the search sets them (nvscope._measure._timer)
             mapped = Variant("per-fusion map", OptionSet(), "combination")
-            mapped.scope = _Map([(o, f) for o, f in groups])
+            mapped.scope = ScopeMap([(o, f) for o, f in groups])
             variants = [default, mapped]
             if global_best is not None:
                 variants.append(Variant(spec(global_best), global_best, "candidate"))

@@ -55,8 +55,8 @@ from nvscope._measure import (
     summarize,
 )
 from nvscope._measure import _checks as checks
-from nvscope._tools._no_fusion import no_fusion
-from nvscope._tools._search_report import SearchResult, SearchRow
+from nvscope._tools._common import no_fusion
+from nvscope._tools._search._report import SearchResult, SearchRow
 
 __all__ = ["search"]
 

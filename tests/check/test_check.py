@@ -582,7 +582,7 @@ def test_a_large_tree_read_in_several_processes_gives_the_same_result(tmp_path: 
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """From PARALLEL files on, forked processes read the files: the result is the one a single process gives, in
     the same order, notes and allowances included."""
-    from nvscope._tools import _check_files
+    from nvscope._check import _files as _check_files
 
     for i, (source, _) in enumerate(PYTHON_CASES * 3):
         write(tmp_path, f"pkg{i % 7}/m{i}.py", source + ("# nvscope: allow\n" if i % 5 == 0 else ""))
@@ -715,7 +715,7 @@ TOML_STRINGS = st.text(st.characters(blacklist_categories=("Cs", "Cc")), max_siz
        literal=st.booleans(), multiline=st.booleans())
 def test_the_reader_for_python_3_10_reads_the_table_as_tomllib_does(nvfuser: str | None, allow: list[str],
                                                                     literal: bool, multiline: bool) -> None:
-    from nvscope._tools import _check_config
+    from nvscope._check import _config as _check_config
 
     def quote(text: str) -> str:
         if literal and "'" not in text:
@@ -733,7 +733,7 @@ def test_the_reader_for_python_3_10_reads_the_table_as_tomllib_does(nvfuser: str
 
 
 def test_importing_nvscope_does_not_import_the_checkers_modules() -> None:
-    code = ("import sys, nvscope; heavy = [m for m in ('ast', 'tomllib', 'nvscope._tools._check') "
+    code = ("import sys, nvscope; heavy = [m for m in ('ast', 'tomllib', 'nvscope._check._check') "
             "if m in sys.modules]; print(heavy)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                           env={k: v for k, v in os.environ.items() if not k.startswith("NVSCOPE_")})

@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 
 from nvscope import OptionSet
 from nvscope._core import catalog
-from nvscope._tools._rescue import _drive
-from nvscope._tools._rescue_probe import Plan
-from nvscope._tools._rescue_search import ESCAPE_HATCHES, candidates, search
+from nvscope._tools._rescue._probe import Plan
+from nvscope._tools._rescue._rescue import _drive
+from nvscope._tools._rescue._search import ESCAPE_HATCHES, candidates, search
 
 ITEMS = ["-resize_scheduler", "-infer_contiguity", "-greedy_scheduler", "fast_math", "id_model"]
 

@@ -14,7 +14,7 @@ from thunder_double import ThunderDouble
 
 import nvscope
 from nvscope import OptionSet, nv_options
-from nvscope._tools._search_fusions import search_fusions
+from nvscope._tools._search._fusions import search_fusions
 
 # The effects are 50 %, and a fusion's time is exactly what it advances the `clock` fixture by; a whole step's time
 # also holds the host's microseconds between its fusions, which min_gain=0.1 leaves room for. 16 rounds: the
@@ -93,7 +93,7 @@ def test_a_map_faster_than_the_global_set_by_a_sliver_is_not_better() -> None:
     """Faster by 0.2 % with a tight interval (a real run in CI: the map and the global set were the same options on
     the fusions that mattered) is not worth the map's scopes: the same min_gain as per fusion applies."""
     from nvscope._measure._stats import RatioSummary
-    from nvscope._tools._search_fusions import FusionSearchResult
+    from nvscope._tools._search._fusions import FusionSearchResult
 
     def ratio(median: float, low: float, high: float, verdict: str) -> RatioSummary:
         return RatioSummary(median, low, high, verdict, 10)

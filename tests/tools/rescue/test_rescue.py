@@ -20,9 +20,9 @@ from thunder_double import ThunderDouble, chain_program
 import nvscope
 import nvscope.thunder
 from nvscope import OptionSet
-from nvscope._tools._rescue_report import Failure, FusionRescue
+from nvscope._tools._rescue._report import Failure, FusionRescue
 
-TESTS = Path(__file__).resolve().parents[1]
+TESTS = Path(__file__).resolve().parents[2]
 ROOT = TESTS.parent
 
 
@@ -384,7 +384,7 @@ def test_a_reference_that_raises_is_reported_as_such_and_blames_no_fusion(
 
 def test_a_step_through_which_no_fusion_runs_is_not_healthy(installed: ThunderDouble,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("nvscope._tools._no_fusion.machine_cause", lambda: None)  # a machine that runs fusions
+    monkeypatch.setattr("nvscope._tools._common.machine_cause", lambda: None)  # a machine that runs fusions
     result = nvscope.rescue(lambda: 1.0, progress=False)
     assert result.no_fusion and not result.healthy and not result.rescued and result.exit_code() == 1
     assert "no nvFuser fusion ran: is the step jitted by thunder.jit with nvFuser (is Thunder installed)?" in \

@@ -16,8 +16,8 @@ from thunder_double import ThunderDouble, reset_nvscope
 import nvscope
 import nvscope.thunder
 from nvscope import OptionSet, nv_options
-from nvscope._tools._bisect import bisect
-from nvscope._tools._minimize import probe_budget
+from nvscope._tools._bisect._bisect import bisect
+from nvscope._tools._bisect._minimize import probe_budget
 
 GIVEN = {"enable": ["fuse_matmul", "fast_math", "tma_pointwise"], "disable": ["matmul_expr_eval"]}
 

@@ -1,5 +1,4 @@
-"""The bisect's search (nvscope._tools._minimize and nvscope._tools._bisect_drive.drive) against pure tests: exact
-probe counts,
+"""The bisect's search (``_bisect._minimize`` and ``_bisect._drive.drive``) against pure tests: exact probe counts,
 1-minimality for any test, and the O(k log n) budget, over random culprits (Hypothesis)."""
 
 from __future__ import annotations
@@ -10,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nvscope import OptionSet
-from nvscope._tools._bisect_drive import Outcome, drive
-from nvscope._tools._minimize import minimize, probe_budget
+from nvscope._tools._bisect._drive import Outcome, drive
+from nvscope._tools._bisect._minimize import minimize, probe_budget
 
 
 def counting(bad_sets: list[frozenset[int]]) -> tuple[list[list[int]], object]:

@@ -19,8 +19,8 @@ from thunder_double import ThunderDouble, reset_nvscope
 import nvscope
 from nvscope import OptionSet
 from nvscope._measure._schedulers import SegmentRecorder
-from nvscope._tools._profile import profile
-from nvscope._tools._profile_report import ProfileResult
+from nvscope._tools._profile._profile import profile
+from nvscope._tools._profile._report import ProfileResult
 
 QUICK = {"rounds": 6, "steps_per_round": 1, "warmup": 1, "progress": False}
 # For verdicts: the fusions' intervals are simultaneous (four fusions timed: each at 98.75 %, which needs 8 rounds),
@@ -188,7 +188,7 @@ def test_output_copies_are_not_counted_as_the_fusions_own_work(double: ThunderDo
     torch = pytest.importorskip("torch")
     from contextlib import contextmanager
 
-    import nvscope._tools._profile
+    import nvscope._tools._profile._profile
     from nvscope._measure._schedulers import Segment
 
     class OpsRecorder(SegmentRecorder):
@@ -201,7 +201,7 @@ def test_output_copies_are_not_counted_as_the_fusions_own_work(double: ThunderDo
                 yield segments
             segments += [Segment(i, e.name, e.name) for i, e in enumerate(prof.events()) if e.name.startswith("aten::")]
 
-    monkeypatch.setattr(nvscope._tools._profile, "recorder", lambda source="kernels": OpsRecorder("CPU ops"))
+    monkeypatch.setattr(nvscope._tools._profile._profile, "recorder", lambda source="kernels": OpsRecorder("CPU ops"))
     model = Model(double, monkeypatch, {})
     result = profile(model, torch.ones(8), enable=["fast_math"], **QUICK)
     for row in result.rows:
@@ -261,7 +261,7 @@ def test_the_chart_shows_ratios_beyond_its_range_at_its_edge(tmp_path: Any, monk
     at the edge, not vanish from the chart."""
     figure = pytest.importorskip("matplotlib.figure")
     from nvscope._measure._stats import RatioSummary
-    from nvscope._tools._profile_report import ProfileRow
+    from nvscope._tools._profile._report import ProfileRow
 
     saved: list[Any] = []
     monkeypatch.setattr(figure.Figure, "savefig", lambda fig, *a, **k: saved.append(fig))
@@ -312,10 +312,10 @@ def fake_profiler(double: ThunderDouble) -> type:
 
 
 def test_schedulers_and_compile_time_per_variant(double: ThunderDouble, monkeypatch: pytest.MonkeyPatch) -> None:
-    import nvscope._tools._profile
+    import nvscope._tools._profile._profile
 
     model = Model(double, monkeypatch, {})
-    monkeypatch.setattr(nvscope._tools._profile, "recorder",
+    monkeypatch.setattr(nvscope._tools._profile._profile, "recorder",
                         lambda source="kernels": SegmentRecorder("nvFuser's PythonProfiler", fake_profiler(double)))
     result = profile(model, 1.0, enable=["fuse_matmul"], disable=["matmul_expr_eval"], **QUICK)
     row = result["forward/nvFusion2"]

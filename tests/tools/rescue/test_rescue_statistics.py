@@ -26,9 +26,9 @@ from thunder_double import ThunderDouble
 
 import nvscope
 from nvscope import OptionSet
-from nvscope._tools._rescue_search import rate_lower_bound, runs_needed
+from nvscope._tools._rescue._search import rate_lower_bound, runs_needed
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def chain(double: ThunderDouble, n: int = 3, eager: str = "double") -> Callable[[], float]:

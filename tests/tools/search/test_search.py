@@ -21,11 +21,11 @@ from thunder_double import ThunderDouble, reset_nvscope
 import nvscope
 from nvscope import OptionSet, UnknownOptionError, current_options
 from nvscope._measure._candidates import default_candidates, parse_candidate
-from nvscope._tools._search import search
-from nvscope._tools._search_report import SearchResult, SearchRow
+from nvscope._tools._search._report import SearchResult, SearchRow
+from nvscope._tools._search._search import search
 
 torch = pytest.importorskip("torch")
-# Most tests here search functions of a microsecond on purpose; tests/tools/test_search_timing.py tests that warning.
+# Most tests here search functions of a microsecond on purpose; test_search_timing.py tests that warning.
 pytestmark = pytest.mark.filterwarnings("ignore:nvscope.search. a call of the function takes:nvscope.NvscopeWarning")
 
 BASE_S = 0.004
@@ -553,7 +553,7 @@ def test_plot_without_matplotlib_says_how_to_get_it(work: Workload, monkeypatch:
 def test_a_step_through_which_no_fusion_ran_is_refused(clock: StepClock, monkeypatch: pytest.MonkeyPatch) -> None:
     """As profile and bisect refuse it: no option can reach such a step, so any speed a candidate showed would be
     chance (the issue's plain function ended in a recommendation)."""
-    monkeypatch.setattr("nvscope._tools._no_fusion.machine_cause", lambda: None)  # a machine that runs fusions
+    monkeypatch.setattr("nvscope._tools._common.machine_cause", lambda: None)  # a machine that runs fusions
     calls: list[OptionSet] = []
 
     def plain() -> float:
