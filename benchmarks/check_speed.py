@@ -34,8 +34,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import nvscope
-from nvscope._tools import _check_files
-from nvscope._tools._check_files import PARALLEL
+from nvscope._check import _files as _check_files
+from nvscope._check._files import PARALLEL
 
 FILES, BYTES, FINDINGS, MENTIONS = 600, 8_000_000, 0.05, 0.02
 

@@ -394,6 +394,8 @@ def _resolves(name: str) -> bool:
     file, rest = _module_file(parts[:cut]), parts[cut:]
     while rest and file is not None:
         node = _module_names(file).get(rest[0])
+        if node is None and file.with_suffix(".pyi").exists():  # a face that lists its names in its stub
+            node = _module_names(file.with_suffix(".pyi")).get(rest[0])
         if node is None and file.name == "__init__.py":  # a submodule of a package
             file, rest = _module_file([*file.parent.relative_to(ROOT).parts, rest[0]]), rest[1:]
         elif isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").split(".")[0] == "nvscope":

@@ -2,19 +2,22 @@
 package face (``import nvscope`` inside the package would put ``__init__`` between the tools and the core), and no
 two modules import each other, directly or round a circle. Function-level imports count: they run too, and so do
 module names in strings that code imports or runs (``"from nvscope._cli._run import run"`` in a child's source,
-``importlib.import_module("nvscope._tools._profile")``, ``-m nvscope._cli._run``). A public face named there counts
-as the layer it re-exports (``"from nvscope.cli import main"`` and ``-m nvscope`` run ``_cli``); a layer module that
-names one above it only to show the user a command lists it, with the reason, in `USER_FACING`.
+``importlib.import_module("nvscope._tools._profile._profile")``, ``-m nvscope._cli._run``). A public face named
+there counts as the layer it re-exports (``"from nvscope.cli import main"`` and ``-m nvscope`` run ``_cli``); a layer
+module that names one above it only to show the user a command lists it, with the reason, in `USER_FACING`.
 
-Each layer's ``__init__`` names what the layers above may use (its ``__all__``, or, in ``_core``, its explicit
-re-exports ``from ._x import a as a``), and a module of a higher layer imports a lower layer only through it:
+Each layer's ``__init__`` names what the layers above may use (the list in its ``__init__.pyi``, else its ``__all__``
+or explicit re-exports ``from ._x import a as a``), and a module of a higher layer imports a lower layer only through
+it:
 ``from nvscope._measure import Runner``, never ``from nvscope._measure._harness import Runner``. The public faces are
 exempt: each re-exports named modules' verbs (``nvscope.thunder`` is ``nvscope._exec._thunder``'s), and the lazy
 table of ``nvscope/__init__.py`` names the module each tool loads from.
 
 The layers, lowest first (docs/how-it-works.md draws the same map):
 ``_core`` < ``_exec`` < ``_measure`` < ``_tools`` < ``_cli`` < the public faces (``nvscope/__init__.py``,
-``thunder.py``, ``nvfuser.py``, ``cli.py``, ``pytest_plugin.py``, ``__main__.py``, ``_child/``).
+``thunder.py``, ``nvfuser.py``, ``cli.py``, ``pytest_plugin.py``, ``__main__.py``, ``_child/``), with ``_check``
+beside ``_exec`` on ``_core``: only ``_cli`` and the faces use it. Inside ``_tools`` each family (a sub-package)
+offers its names in its ``__init__``; no family imports another's modules.
 """
 
 from __future__ import annotations
@@ -29,8 +32,9 @@ import sys
 import pytest
 
 PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "nvscope"
-LAYERS = ("_core", "_exec", "_measure", "_tools", "_cli")
+LAYERS = ("_core", "_check", "_exec", "_measure", "_tools", "_cli")
 FACE = len(LAYERS)  # the public modules sit above every layer
+BESIDE_CHECK = {LAYERS.index(n) for n in ("_exec", "_measure", "_tools")}  # above _core, yet not users of _check
 
 
 def module_name(path: pathlib.Path) -> str:
@@ -147,7 +151,8 @@ def test_the_layers_exist_and_hold_the_package() -> None:
 
 @pytest.mark.parametrize("name", sorted(n for n in MODULES if n != "nvscope"))
 def test_imports_point_down(name: str) -> None:
-    up = sorted(d for d in GRAPH[name] if d != "nvscope" and serves(d) > layer(name) and (name, d) not in USER_FACING)
+    up = sorted(d for d in GRAPH[name] if d != "nvscope" and (name, d) not in USER_FACING
+                and (serves(d) > layer(name) or (layer(name) in BESIDE_CHECK and serves(d) == LAYERS.index("_check"))))
     assert not up, f"{name} (layer {layer(name)}) imports or runs a higher layer: {up}"
     if layer(name) < FACE:
         assert "nvscope" not in GRAPH[name], f"{name} imports the package face: import from the defining module"
@@ -191,6 +196,16 @@ def test_the_test_reads_imports() -> None:
 
 # --- the layers' interfaces ----------------------------------------------------------------------------------------
 
+def stub_names(path: pathlib.Path) -> set[str] | None:
+    """The names of the ``__init__.pyi`` beside ``path`` (a face that `nvscope._core.lazy_face` reads), if any."""
+    stub = path.with_suffix(".pyi")
+    if not stub.exists():
+        return None
+    tree = ast.parse(stub.read_text())
+    return ({a.asname for node in tree.body if isinstance(node, ast.ImportFrom) for a in node.names if a.asname}
+            | {n.target.id for n in tree.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)})
+
+
 def types_only(path: pathlib.Path) -> set[str]:
     """The names an ``__init__`` offers for type checkers only (under ``if TYPE_CHECKING:``; a Literal, say)."""
     tree = ast.parse(path.read_text())
@@ -209,6 +224,9 @@ def type_sources(path: pathlib.Path) -> dict[str, tuple[str, str]]:
 def interface(path: pathlib.Path) -> set[str]:
     """What a layer's ``__init__`` offers the layers above: its ``__all__``, else its explicit re-exports (``from ._x
     import a as a``, also under ``if TYPE_CHECKING:``) and the names it assigns."""
+    listed = stub_names(path)
+    if listed is not None:
+        return listed
     tree = ast.parse(path.read_text())
     offered: set[str] = set()
     body = [n for top in tree.body for n in (top.body if isinstance(top, ast.If) else [top])]
@@ -265,7 +283,8 @@ def test_the_interfaces_name_what_exists() -> None:
             if name.startswith("_"):
                 assert f"nvscope.{layer_name}.{name}" in MODULES, f"nvscope.{layer_name} offers no module {name}"
                 importlib.import_module(f"nvscope.{layer_name}.{name}")
-            elif name not in types_only(PACKAGE / layer_name / "__init__.py"):
+            elif stub_names(PACKAGE / layer_name / "__init__.py") is not None or \
+                    name not in types_only(PACKAGE / layer_name / "__init__.py"):
                 getattr(package, name)
             elif hasattr(package, "__getattr__"):  # offered lazily: resolves to the defining module's object
                 module, attribute = type_sources(PACKAGE / layer_name / "__init__.py")[name]
@@ -278,10 +297,10 @@ def test_naming_the_interfaces_loads_nothing() -> None:
     """The interfaces above the core load their modules on first use: importing them costs `import nvscope`
     nothing, so the tools (and the command line) stay out of a program that only scopes."""
     code = ("import sys, nvscope; before = set(sys.modules)\n"
-            "import nvscope._exec, nvscope._measure, nvscope._tools, nvscope._cli\n"
+            "import nvscope._check, nvscope._exec, nvscope._measure, nvscope._tools, nvscope._cli\n"
             "print(sorted(set(sys.modules) - before))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
-    assert done.stdout.split() == ["['nvscope._cli',", "'nvscope._measure',", "'nvscope._tools']"]
+    assert done.stdout.split() == ["['nvscope._check',", "'nvscope._cli',", "'nvscope._measure',", "'nvscope._tools']"]
 
 
 def test_the_interface_test_reads_what_it_must() -> None:
@@ -290,9 +309,9 @@ def test_the_interface_test_reads_what_it_must() -> None:
     tree = ast.parse('"""from nvscope._cli._run import run"""\n'
                      'CHILD = "import nvscope\\nfrom nvscope._cli._run import run\\n"\n'
                      'NOTE = "see `nvscope._measure._stats`"\n'
-                     'import_module("nvscope._tools._profile")\n')
+                     'import_module("nvscope._tools._profile._profile")\n')
     # not the docstring, not the note; the package face a child imports
-    assert names_in_strings(tree) == {"nvscope", "nvscope._cli._run", "nvscope._tools._profile"}
+    assert names_in_strings(tree) == {"nvscope", "nvscope._cli._run", "nvscope._tools._profile._profile"}
     # The public faces too, mapped to the layer they serve: the command's face, `-m nvscope` (in one string or as a
     # list's words), `from nvscope import _x`, and a face named for a child to import.
     tree = ast.parse('CHILD = "import json\\nfrom nvscope.cli import main; main(command)\\n"\n'
@@ -301,6 +320,28 @@ def test_the_interface_test_reads_what_it_must() -> None:
                      'MORE = "from nvscope import _measure, _tools as tools"\n')
     assert names_in_strings(tree) == {"nvscope.cli", "nvscope.__main__", "nvscope._measure", "nvscope._tools"}
     assert [serves(n) for n in ("nvscope.cli", "nvscope.__main__", "nvscope.thunder", "nvscope._child.sitecustomize",
-                                "nvscope._tools._bisect")] == [4, 4, 1, 4, 3]
+                                "nvscope._tools._bisect")] == [5, 5, 2, 5, 4]
     assert "Runner" in INTERFACES["_measure"] and "nv_options" in INTERFACES["_core"]
     assert "_harness" not in INTERFACES["_measure"] and "Frame" in INTERFACES["_core"]
+
+
+FAMILIES = sorted(n for n in MODULES if n.count(".") == 2 and n.startswith("nvscope._tools.")
+                  and MODULES[n].name == "__init__.py")
+
+
+def family(name: str) -> str | None:
+    """The tool family a module belongs to (``nvscope._tools._bisect``), if any."""
+    return next((f for f in FAMILIES if name == f or name.startswith(f + ".")), None)
+
+
+@pytest.mark.parametrize("name", sorted(n for n in MODULES if n.startswith("nvscope._tools.")))
+def test_families_use_each_other_through_their_faces(name: str) -> None:
+    mine = family(name)
+    around = sorted(d for d in GRAPH[name] if family(d) not in (None, mine) and d != family(d))
+    assert not around, f"{name} imports another family's modules (import them from the family): {around}"
+
+
+def test_the_families_are_read() -> None:
+    assert {"nvscope._tools._bisect", "nvscope._tools._rescue", "nvscope._tools._search"} <= set(FAMILIES)
+    assert family("nvscope._tools._rescue._probe") == "nvscope._tools._rescue"
+    assert family("nvscope._tools._common") is None

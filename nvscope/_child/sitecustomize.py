@@ -25,12 +25,12 @@ def _chain() -> None:
 
 def _start() -> None:
     try:
-        from nvscope._cli import _child_carry as _carry
+        from nvscope._cli import start_child
     except ImportError as error:
         sys.stderr.write(f"nvscope: NVSCOPE_RUN is set, but this Python ({sys.executable}) cannot import nvscope "
                          f"({error}); this process runs without nvscope run's options\n")
         return
-    _carry.start()
+    start_child()
 
 
 try:

@@ -1,4 +1,4 @@
-"""``nvscope check [PATH ...]``: find nvFuser developer options set where they do not belong (`nvscope._tools._check`).
+"""``nvscope check [PATH ...]``: find nvFuser developer options set where they do not belong (`nvscope._check._check`).
 
     nvscope check                         the current folder
     nvscope check src benchmarks --strict
@@ -78,8 +78,8 @@ def _error(message: str) -> int:
 
 
 def command(ns: argparse.Namespace) -> int:
+    from nvscope._check import ConfigError, check
     from nvscope._core import cut
-    from nvscope._tools import ConfigError, check
 
     if ns.format == "github" and ns.json == "-":
         return _error("--format github and --json both print to standard output: write the JSON to a file "

@@ -3,7 +3,7 @@ start-up hook, as coverage.py measures subprocesses (docs/cli.md, Child processe
 
 The parent (`nvscope._tools._program.export`) writes the run's options to ``NVSCOPE_RUN`` as JSON (``enable``,
 ``disable``, ``audit``, optionally ``fusions``, ``on_error`` and ``outer``, the runs around it, outermost first) and
-puts ``nvscope/_child`` first on ``PYTHONPATH``. In the child, its ``sitecustomize`` calls `start`: the main thread
+puts ``nvscope/_child`` first on ``PYTHONPATH``. In the child, its ``sitecustomize`` calls `start_child`: the main thread
 enters the same scopes under an audit, and at exit the summary goes to stderr tagged with the pid. A bad value warns
 (`ConfigWarning`) and the child runs without options: the hook never stops a child."""
 
@@ -29,15 +29,10 @@ from nvscope._core import (
     set_development_mode,
 )
 from nvscope._exec import AuditLog, audit
-from nvscope._tools import _program
+from nvscope._tools import HOOK_DIR, VARIABLE, Settings, export
 
-__all__ = ["HOOK_DIR", "ON_ERROR", "VARIABLE", "Settings", "export", "start", "take_over"]
+__all__ = ["HOOK_DIR", "ON_ERROR", "VARIABLE", "Settings", "export", "start_child", "take_over"]
 
-# the parent's side, shared with `bisect --subprocess` (nvscope/_tools/_program.py)
-Settings = _program.Settings
-export = _program.export
-VARIABLE = _program.VARIABLE
-HOOK_DIR = _program.HOOK_DIR
 ON_ERROR = ("raise", "fallback", "torch")
 _KEYS = ("enable", "disable", "fusions", "on_error", "audit", "outer")
 _LAYER_KEYS = ("enable", "disable", "fusions", "on_error")
@@ -121,7 +116,7 @@ def decode(raw: str) -> Settings | None:
     return settings
 
 
-def start() -> None:
+def start_child() -> None:
     """In a child process, at start-up: enter ``NVSCOPE_RUN``'s scope for the main thread, until exit. Never raises
     for a bad value (it warns); nothing happens without the variable."""
     raw = os.environ.get(VARIABLE)

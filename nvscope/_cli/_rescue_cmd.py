@@ -5,7 +5,7 @@
     nvscope rescue --jobs 4 --sanitize train.py -- --steps 1   # a program, under compute-sanitizer memcheck
     nvscope rescue -m pkg.train:step
 
-Every flag is checked before anything runs (exit 2, one line); the search itself is `nvscope._tools._rescue`.
+Every flag is checked before anything runs (exit 2, one line); the search itself is `nvscope._tools._rescue._rescue`.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ import sys
 from nvscope._cli import _child_carry as _carry
 from nvscope._cli._args import program_output_to_stderr
 from nvscope._exec import AuditLog
-from nvscope._tools import _program
+from nvscope._tools import run_program
 
 __all__ = ["run"]
 
@@ -23,9 +23,9 @@ def run(script: str | None, module: str | None, program_args: list[str], enable:
     as JSON to ``json_to`` too) and print the summary (``summary=False``: the listing alone); returns the program's
     exit code, or 2 when it cannot start."""
     carried = _carry.Settings(enable, disable, fusions, on_error, audit, share=share)
-    code, log = _program.run_program(script, module, program_args, carried,
-                                     command="nvscope fusions" if listing else "nvscope run",
-                                     take_over=_carry.take_over, output=lambda: program_output_to_stderr(json_to))
+    code, log = run_program(script, module, program_args, carried,
+                            command="nvscope fusions" if listing else "nvscope run",
+                            take_over=_carry.take_over, output=lambda: program_output_to_stderr(json_to))
     if log is not None:
         try:
             sys.stdout.flush()

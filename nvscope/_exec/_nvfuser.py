@@ -235,7 +235,7 @@ class FrontendAdapter(Adapter[Definition]):
 _adapters: dict[str, FrontendAdapter] = {}
 
 
-# --- a watch on nvFuser's own execute (for nvscope rescue: nvscope._tools._rescue_watch) -------------------------
+# --- a watch on nvFuser's own execute (for nvscope rescue: nvscope._tools._rescue._watch) -------------------------
 # The adapter saved nvFuser's execute when it installed, so a wrapper put on ``FusionDefinition.execute`` later
 # never sees the executions the adapter makes itself (a fusion's defaults, its partitions). `watch_execute` routes
 # them through ``wrap(execute)`` until its undo runs, for adapters installed before the watch or while it lasts.

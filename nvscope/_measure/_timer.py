@@ -29,7 +29,8 @@ def now() -> float:
 # A timed sample lasts at least this long: 500 times perf_counter's and CUDA events' resolution (about a
 # microsecond) and more than the harness's own cost around a block (under a microsecond on CPU), so neither weighs
 # more than 0.2 % in a time ratio; short enough that a busy machine rarely preempts a sample. Measured on no-op
-# candidates (tests/tools/test_search_timing.py): verdicts then say "faster" or "slower" as often as the 95% interval
+# candidates (tests/tools/search/test_search_timing.py):
+# verdicts then say "faster" or "slower" as often as the 95% interval
 # allows, where samples of 5 sub-microsecond calls said "slower" most of the time.
 MIN_SAMPLE_S = 0.0005
 

@@ -1,6 +1,6 @@
 """Running a user's program as ``nvscope run`` runs it (`run_program`), and carrying its options to the Python
 processes the program starts (`Settings`, `export`): what ``nvscope run`` and ``nvscope fusions`` do between their
-command line and their summary, and what each run of a ``bisect --subprocess`` does (`nvscope._tools._bisect_process`).
+command line and their summary, and what each run of a ``bisect --subprocess`` does (`nvscope._tools._bisect._process`).
 
 The program runs as ``python script.py args...`` (or ``python -m module``) would: ``sys.argv``, ``sys.path[0]`` and
 ``__main__`` as Python sets them, its exit code kept, an uncaught exception's traceback without nvscope's frames; in

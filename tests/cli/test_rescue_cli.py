@@ -71,7 +71,7 @@ def test_a_name_the_script_lacks_is_one_line_and_exit_2(script: Path, argv: list
 
 def test_a_step_through_which_no_fusion_runs_says_so_and_exits_1(script: Path, capsys: pytest.CaptureFixture[str],
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("nvscope._tools._no_fusion.machine_cause", lambda: None)  # a machine that runs fusions
+    monkeypatch.setattr("nvscope._tools._common.machine_cause", lambda: None)  # a machine that runs fusions
     add_to(script, "def plain():\n    return 1.0")
     code = main(["rescue", "--quiet", "--json", "-", f"{script}:plain"])
     captured = capsys.readouterr()

@@ -16,11 +16,11 @@ from thunder_double import ThunderDouble
 import nvscope
 from nvscope._measure import _checks
 from nvscope._measure._candidates import parse_candidate
-from nvscope._tools._bisect import bisect
+from nvscope._tools._bisect._bisect import bisect
 from nvscope._tools._compare import compare
-from nvscope._tools._profile import profile
-from nvscope._tools._search import search
-from nvscope._tools._search_fusions import search_fusions
+from nvscope._tools._profile._profile import profile
+from nvscope._tools._search._fusions import search_fusions
+from nvscope._tools._search._search import search
 
 # --- the checks ---------------------------------------------------------------------------------------------------
 
@@ -148,7 +148,7 @@ def test_search_fusions_lets_a_default_that_raises_propagate(double: ThunderDoub
 @pytest.mark.parametrize("tool", ["profile", "search_fusions"])
 def test_a_step_that_runs_no_fusion_through_nvscope_is_an_error_not_an_empty_table(
         double: ThunderDouble, tool: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("nvscope._tools._no_fusion.machine_cause", lambda: None)  # a machine that runs fusions
+    monkeypatch.setattr("nvscope._tools._common.machine_cause", lambda: None)  # a machine that runs fusions
     step = Counted()
     with pytest.raises(ValueError, match=rf"^{tool}: no nvFuser fusion ran through nvscope when the step ran with its "
                                          r"defaults.*is the function jitted \(thunder.jit\)"):

@@ -1,0 +1,4 @@
+# The check layer's face (nvscope/_core/_lazy.py reads this list).
+from nvscope._check._check import CheckResult as CheckResult
+from nvscope._check._check import check as check
+from nvscope._check._config import ConfigError as ConfigError

@@ -1,0 +1,8 @@
+"""The bisect family: the options that make a step go wrong, found by a binary search over the enabled and disabled
+options (in this process, or over a whole program run in fresh processes), then minimized."""
+
+from nvscope._tools._bisect._bisect import bisect as bisect
+from nvscope._tools._bisect._bisect import check_arg as check_arg
+from nvscope._tools._bisect._process import bisect_program as bisect_program
+from nvscope._tools._bisect._process import timeout_seconds as timeout_seconds
+from nvscope._tools._bisect._report import BisectResult as BisectResult

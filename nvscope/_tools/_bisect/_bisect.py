@@ -1,0 +1,115 @@
+"""Bisect: which options, on which fusions, make a step go wrong, in few runs of it. Each probe runs the step under
+``nv_options(<options>, fusions=[<fusion ids>])``: the default run gives the reference and the fusion list, then a
+1-minimal set of options, then of fusions (`minimize`), then the rest is probed for further culprits."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Iterable
+from contextlib import ExitStack
+from typing import Any
+
+from nvscope._core import NoEffectWarning, NoFusionWarning, dev_mode, nv_options
+from nvscope._measure import _checks, progress_printer, step_callable, step_keywords
+from nvscope._tools._bisect._drive import drive, items_of
+from nvscope._tools._bisect._report import BisectResult
+
+__all__ = ["CHECKS", "bisect", "check_arg"]
+
+CHECKS = ("raises", "numerics", "slower")
+
+
+def check_arg(check: object, flag: str | None = None) -> tuple[str, ...] | Callable[[Any], bool]:
+    """``check=`` validated: the names of `CHECKS`, or the callable wrapped so that a verdict that is not a bool is
+    refused (as a selector's is) rather than read by truthiness. ``flag``: the command line's name for it (the
+    names, split from ``--check a,b``), for its message. Raises ValueError."""
+    from nvscope._core import shown
+
+    if callable(check):
+        return _verdict(check)
+    names = (check,) if isinstance(check, str) else tuple(check) if isinstance(check, Iterable) else ()
+    bad = [c for c in names if c not in CHECKS]
+    if not (bad or not names):
+        return tuple(str(c) for c in names)
+    if flag is not None:
+        import difflib
+
+        near = difflib.get_close_matches(str(bad[0]), CHECKS, n=1) if bad else []
+        given = shown(",".join(map(str, names))) if names else "(nothing)"
+        raise ValueError(f"{flag} {given}: not a check ({', '.join(CHECKS)}; several: comma-separated)"
+                         + (f"; did you mean {near[0]}?" if near else ""))
+    raise ValueError(f"check= takes {', '.join(map(repr, CHECKS))} (or several in a list), or a callable that "
+                     f"returns True for a bad result; got {shown(check)}")
+
+
+def _verdict(check: Callable[[Any], object]) -> Callable[[Any], bool]:
+    """``check`` (the user's), refusing a verdict that is not a bool, as selectors do (nvscope._core._fusion)."""
+    name = getattr(check, "__qualname__", None) or repr(check)
+
+    def judged(result: Any) -> bool:
+        verdict = check(result)
+        if verdict is True or verdict is False:
+            return verdict
+        from nvscope._core import shown
+
+        raise TypeError(f"check={name} returned {type(verdict).__name__} {shown(verdict)} for the step's result: a "
+                        "check must return True or False (True: bad), e.g. bool(...) of what it computes")
+
+    return judged
+
+
+def bisect(fn: Callable[..., Any], /, *args: Any, enable: Iterable[str] | str = (), disable: Iterable[str] | str = (),
+           check: object = ("raises", "numerics"), tolerance: float | None = None, slower_by: float = 0.05,
+           rounds: int = 10, steps_per_round: int = 3, backward: bool = False, module: Any = None, seed: int = 0,
+           progress: bool = True, share_defaults: bool = True, **kwargs: Any) -> BisectResult:
+    """Find the options and fusions that make ``fn(*args, **kwargs)`` go wrong under ``enable``/``disable``.
+
+    ``check``: what "wrong" is: ``"raises"`` (an exception), ``"numerics"`` (an output or gradient leaves
+    ``tolerance`` against the default's: see `nvscope.search`), ``"slower"`` (slower than the default by more than
+    ``slower_by``, i.e. the 95% interval of the paired time ratio lies above ``1 + slower_by``, timed in ``rounds``
+    randomized rounds of at least ``steps_per_round`` calls, calibrated as the search does), several of them in a
+    list, or a callable taking the step's return value and returning True when it is bad (an exception is then bad
+    too). ``backward``/``module``: as for
+    `nvscope.search`. Runs in development mode, outside any scope of the caller's (the default is the defaults);
+    every probe leaves no scope, warning filter or patch behind. ``share_defaults``: as for `nvscope.search` (the
+    default and every probe run in ``nv_options(share=True)``; the report says what each run compiled).
+    """
+    from nvscope._tools._bisect._in_process import InProcess
+
+    step_callable("bisect", fn)
+    step_keywords(bisect, fn, kwargs)  # a misspelt keyword is the tool's error, not the step's
+    checks = check_arg(check)
+    given = nv_options(enable, disable).options  # validated against the catalog before anything runs
+    if not given:
+        raise ValueError("bisect() needs the options under which the step goes wrong: enable=[...] and/or "
+                         "disable=[...]")
+    tolerance = _checks.number("tolerance", tolerance, none=True)
+    slower_by = _checks.number("slower_by", slower_by)
+    rounds, steps_per_round = _checks.rounds("rounds", rounds), _checks.count("steps_per_round", steps_per_round, 1)
+    seed = _checks.integer("seed", seed)
+
+    say = progress_printer("bisect", progress)
+
+    from nvscope._core import enter_frame, reset
+
+    outside = enter_frame(None)  # the caller's scopes do not apply: the default is the defaults, a probe is its options
+    try:
+        with dev_mode(True), warnings.catch_warnings(), ExitStack() as stack:
+            for quiet in (NoFusionWarning, NoEffectWarning):  # probes that change nothing: expected
+                warnings.simplefilter("ignore", quiet)
+            oracle = InProcess(fn, args, kwargs, checks, tolerance, slower_by, rounds, steps_per_round, backward,
+                               module, seed, share_defaults)
+            stack.enter_context(oracle.runner.sharing())
+            fusions = oracle.baseline()
+            say(f"the default ran {len(fusions)} fusions ({oracle.default.compiles}); bisecting "
+                f"{len(items_of(given))} options over them")
+            description = ("a callable's verdict on the result, or an exception" if callable(checks) else
+                           " or ".join({"raises": "it raises", "numerics": "outputs/gradients over tolerance",
+                                        "slower": f"slower than the default by more than {slower_by:.0%}"}[c]
+                                       for c in checks))
+            result = drive(given, fusions, oracle.run, say, description, default=oracle.default.compiles)
+    finally:
+        reset(outside)
+    say(f"done: {result.line() if result.reproduced else 'not reproduced'} ({result.probes} probes)")
+    return result
+

@@ -1,0 +1,143 @@
+"""A rescue target that cannot run as given is a usage error, not the step's failure: `check_target` in the parent,
+before any child runs and without running the user's code (a syntax error, a module not found); `named` and
+`unusable` in the child that imported it (`nvscope._tools._rescue._probe.LOAD`: a function or reference it lacks).
+`Plan`: what one probe of the target runs."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from types import ModuleType
+from typing import Any, NoReturn
+
+from nvscope._core import OptionSet, cut, first_line
+from nvscope._measure import attribute, options_dict
+
+__all__ = ["ASYNC_STEP", "Plan", "broken", "check_target", "findable", "imported", "missing_module", "named",
+           "unusable"]
+
+ASYNC_STEP = ("the step is an async function: rescue calls it with no arguments and no event loop; give a plain "
+              "function (def step(): return asyncio.run(train_step()))")
+
+
+def check_target(target: dict[str, Any]) -> None:
+    """Refuse a target that cannot load, before any child runs and without running any of its code: a script that
+    does not compile, a module that cannot be found (a function's absence needs the import: the child says it,
+    `unusable`). Raises `ValueError` naming the fix."""
+    where = target["where"]
+    if target["module"]:
+        import importlib.machinery
+        import importlib.util
+
+        top = where.partition(".")[0]
+        # The children put the working directory first and inherit PYTHONPATH (this process may have started
+        # before it was set).
+        path = [p for p in [os.getcwd(), *os.environ.get("PYTHONPATH", "").split(os.pathsep), *sys.path] if p]
+        try:
+            found = importlib.machinery.PathFinder.find_spec(top, path) or importlib.util.find_spec(top)
+        except (ImportError, ValueError):
+            found = None
+        if found is None:
+            raise missing_module(where, top)
+        source = found.origin if found.origin and found.origin.endswith(".py") and where == top else None
+    else:
+        source = where
+    if source is not None:
+        try:
+            with open(source, "rb") as file:
+                compile(file.read(), source, "exec", dont_inherit=True)
+        except SyntaxError as error:
+            raise ValueError(f"{cut(where, 200)} does not compile: {error.msg} (line {error.lineno}): fix the "
+                             "syntax error") from None
+        except (ValueError, OSError) as error:  # null bytes; unreadable
+            raise ValueError(f"{cut(where, 200)} cannot be compiled: {first_line(error, 200)}") from None
+
+
+def missing_module(where: str, name: str) -> ValueError:
+    return ValueError(f"cannot import module {cut(where, 200, repr)}: no module named {cut(name, 200, repr)} "
+                      "(run from the folder it is in, or put that folder on PYTHONPATH)")
+
+
+def named(module: Any, where: str, name: str, role: str = "") -> Callable[[], Any]:
+    """The function ``name`` of the loaded ``module`` (``where``: as the command line named it); `ValueError` where
+    there is none, `TypeError` where it is not callable. ``role``: the message's start ("the reference: ")."""
+    value = attribute(module, name)
+    if value is None:
+        raise ValueError(f"{role}{cut(where, 200)} has no function {cut(name, 200, repr)}")
+    if not callable(value):
+        raise TypeError(f"{role}{cut(f'{where}:{name}', 200)} is a {type(value).__name__}, not a function")
+    if inspect.iscoroutinefunction(value):
+        raise TypeError(f"{role}{cut(f'{where}:{name}', 200)} is {ASYNC_STEP[len('the step is '):]}")
+    return value  # type: ignore[no-any-return]
+
+
+def unusable(spec: dict[str, Any], error: Exception) -> NoReturn:
+    """In a child: the target cannot run as given (``error``); say so in the observation (the parent raises it
+    again: a usage error, not the step's failure) and exit."""
+    if spec.get("out"):
+        with open(spec["out"], "w", encoding="utf-8") as file:
+            json.dump({"usage": str(error), "error": type(error).__name__}, file)
+    raise SystemExit(3)
+
+
+def broken(spec: dict[str, Any], where: str, error: BaseException) -> NoReturn:
+    """In a child: importing the target ``where`` raised ``error`` (its code, or a module it imports): the parent
+    raises it as an `ImportError` of the target, not as a fusion's fault."""
+    if spec.get("out"):
+        with open(spec["out"], "w", encoding="utf-8") as file:
+            json.dump({"usage": f"importing {cut(where, 200)} failed: {first_line(error, 300)}",
+                       "error": "ImportError"}, file)
+    raise SystemExit(3)
+
+
+def findable(spec: dict[str, Any], where: str) -> None:
+    """In a child: a usage error (`unusable`) unless the module ``where`` can be found (a program run with -m)."""
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec(where)
+    except ImportError as error:
+        unusable(spec, missing_module(where, getattr(error, "name", None) or where))
+    if found is None:
+        unusable(spec, missing_module(where, where))
+
+
+def imported(spec: dict[str, Any], where: str) -> ModuleType:
+    """In a child: the module ``where`` imported (a function's -m); a usage error where it is not there."""
+    from nvscope._measure import import_program_module
+
+    try:
+        return import_program_module(where)
+    except ModuleNotFoundError as error:  # the module itself, not one it imports
+        if not error.name or not (where + ".").startswith(error.name + "."):
+            raise
+        unusable(spec, missing_module(where, error.name))
+
+
+class Plan:
+    """What one probe runs: per fusion id its options (the others keep their defaults); ``drop_env``: without
+    ``NVFUSER_ENABLE``/``NVFUSER_DISABLE`` (the names of the variables to drop); ``validate``: the fusions to check
+    with nvFuser's validate (True: every one); ``fresh``: in a fresh process (False: a search probe, which a
+    long-lived worker may run; a cure's confirmation and the proof must hold in a fresh process); ``escape``: under
+    ``on_error="torch"``, so that a fusion that raises runs in PyTorch and the step goes on to the next ones."""
+
+    __slots__ = ("drop_env", "escape", "fresh", "options", "validate")
+
+    def __init__(self, options: dict[str, OptionSet], drop_env: Sequence[str] = (),
+                 validate: bool | Sequence[str] = True, fresh: bool = True, escape: bool = True) -> None:
+        self.options, self.drop_env, self.fresh, self.escape = dict(options), tuple(drop_env), fresh, escape
+        self.validate = validate if isinstance(validate, bool) else list(validate)
+
+    def spec(self) -> dict[str, Any]:
+        """The plan as `observe` reads it."""
+        return {"groups": [[options_dict(o), ids] for o, ids in self.groups()], "validate": self.validate,
+                "escape": self.escape}
+
+    def groups(self) -> list[tuple[OptionSet, list[str]]]:
+        grouped: dict[OptionSet, list[str]] = {}
+        for fusion, options in self.options.items():
+            grouped.setdefault(options, []).append(fusion)
+        return list(grouped.items())

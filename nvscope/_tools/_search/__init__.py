@@ -1,0 +1,7 @@
+"""The search family: the option sets that make a step fastest, for the whole step (`search`) or fusion by fusion
+(`search_fusions`, built on the profile family)."""
+
+from nvscope._tools._search._fusions import FusionSearchResult as FusionSearchResult
+from nvscope._tools._search._fusions import search_fusions as search_fusions
+from nvscope._tools._search._report import SearchResult as SearchResult
+from nvscope._tools._search._search import search as search

@@ -1,0 +1,321 @@
+"""Option search: which nvFuser options make this function faster, with its numerics checked.
+
+    result = nvscope.search(step, candidates=["fast_math", "fuse_matmul,-matmul_expr_eval"])
+    print(result.table())            # ranked, with 95% intervals; ends with the nv_options(...) line to paste
+
+Scoped options are what makes this possible in one process: every option set gets its own compiled kernels, so
+the default and all candidates can be timed side by side, interleaved. The method (docs/search.md):
+
+1. Every variant (the default, each candidate alone) is called once, timed on its own as its *first call* (nvFuser
+   compiles there), its outputs and gradients copied and compared with the default's, then warmed up.
+2. Rounds: in each, every variant runs ``steps_per_round`` calls back to back (more when a call is short: the
+   number is calibrated so that a sample lasts `nvscope._measure._timer.MIN_SAMPLE_S`), the variants in a random order;
+   the per-round ratio variant/default cancels what the machine does to the whole round (`nvscope._measure._stats`).
+   The candidates' intervals are one family: they hold together with 95% confidence however many there are, so
+   trying more candidates does not make a chance "faster" more likely.
+3. The winners (faster, numerics within tolerance) are combined greedily, best first: a winner joins the set if
+   the union is faster than the set without it and than the default, measured in rounds of their own (the
+   combinations' intervals are a second family). A union that would enable and disable one name is not tried.
+4. Confirmation: the set chosen is timed against the default again, in as many fresh rounds; it is recommended only
+   if it is faster there too (`nvscope._measure._stats.confirm`), so that a chance winner needs two chance misses.
+
+A failure after the default's first call never discards what was measured: the search stops, and the result holds
+the rows measured so far, with the problem in its notes (and a warning).
+
+Candidates are measured in batches no larger than nvscope's per-fusion partition bound (NVSCOPE_MAX_PARTITIONS),
+so that no variant's kernels are evicted and recompiled in the middle of the rounds.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+import warnings
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from nvscope._core import NoEffectWarning, NoFusionWarning, NvscopeWarning, OptionSet, dev_mode, first_line
+from nvscope._exec import _shared
+from nvscope._measure import (
+    MIN_SAMPLE_S,
+    RatioSummary,
+    Runner,
+    Variant,
+    compare_leaves,
+    confirm,
+    install_adapters,
+    median,
+    progress_printer,
+    resolve,
+    rounds_needed,
+    seconds,
+    spec,
+    step_callable,
+    step_keywords,
+    summarize,
+)
+from nvscope._measure import _checks as checks
+from nvscope._tools._common import no_fusion
+from nvscope._tools._search._report import SearchResult, SearchRow
+
+__all__ = ["search"]
+
+# A call is too short to judge when the search's own per-call overhead (the loop, resetting gradients, the call
+# through *args) is more than this fraction of it: the ratios are then diluted toward 1 by more than a quarter and
+# mostly measure Python's call machinery, not what the options change.
+_SHORT_CALL = 0.25
+
+NO_FUSION = ("search: no nvFuser fusion ran through nvscope when the step ran with its defaults, so no option can "
+             "reach one and any speed a candidate showed would be chance: is the function jitted (thunder.jit) or "
+             "built on nvFuser's FusionDefinition, and is the step run in this process?")
+
+
+def _partition_bound() -> int:
+    # Internal on purpose: the LRU size of each fusion's partition table, read by nvscope's one env parser.
+    from nvscope._core import _env
+
+    return _env.integer("NVSCOPE_MAX_PARTITIONS")
+
+
+def search(fn: Callable[..., Any], /, *args: Any, candidates: Iterable[object] | None = None, rounds: int = 30,
+           steps_per_round: int = 5, warmup: int = 2, tolerance: float | None = None, backward: bool = False,
+           module: Any = None, seed: int = 0, progress: bool = True, share_defaults: bool = True,
+           **kwargs: Any) -> SearchResult:
+    """Find the nvFuser options that make ``fn(*args, **kwargs)`` faster, with its numerics checked.
+
+    ``candidates``: a list of candidates (see `parse_candidate`: ``"fast_math"``, ``"fuse_matmul,-matmul_expr_eval"``,
+    ``{"disable": ["fma"]}``, ...), all validated before anything runs; None for `default_candidates`.
+    ``rounds`` x ``steps_per_round``: the timing (see the module docstring); ``steps_per_round`` is the least number
+    of calls per sample, raised when a call is short; ``warmup``: calls after the first.
+    ``tolerance``: bound on max|diff| / max|default| for every output and gradient (None: `DEFAULT_TOLERANCES`).
+    ``backward=True``: ``fn`` returns a scalar loss and the search calls ``.backward()`` on it. Gradients compared:
+    those of ``module``'s parameters (an ``nn.Module``, a Thunder module, or an iterable of tensors) and of the
+    leaf tensors in ``args``/``kwargs`` that require grad, also when ``fn`` runs backward itself; their ``.grad`` is
+    set to None before every call. Progress goes to stderr unless ``progress=False``. Runs in development mode (in
+    this context only: other threads keep theirs); no scope stays active afterwards.
+    ``share_defaults``: the step runs in ``nv_options(share=True)``, so that its fusions' defaults compile once per
+    distinct definition (False: on Thunder's own path, one compile per fusion, as before); each row says what its
+    first call compiled (``row.compiles``).
+    """
+    step_callable("search", fn)
+    step_keywords(search, fn, kwargs)  # a misspelt keyword is the tool's error, not the step's
+    rounds, steps_per_round = checks.rounds("rounds", rounds), checks.count("steps_per_round", steps_per_round, 1)
+    warmup, seed = checks.count("warmup", warmup), checks.integer("seed", seed)
+    tolerance = checks.number("tolerance", tolerance, none=True)
+    options = resolve(candidates)
+    say = progress_printer("search", progress)
+    began, compiled = time.perf_counter(), _shared.compiling()[0]
+    rng = random.Random(seed)
+    runner = Runner(fn, args, kwargs, backward, module, tolerance, steps_per_round, warmup, say,
+                    share=share_defaults)
+    default = Variant("default", OptionSet(), "default")
+    singles = [Variant(spec(o), o, "candidate") for o in options]
+    combos: list[tuple[Variant, Variant]] = []  # (combination, the set it extends)
+    notes: list[str] = []
+    chosen: list[Variant] = []  # the set to recommend so far (the last one); none: keep the defaults
+    stopped = ""
+    # An explicit developer action: no DevelopmentModeWarning, in this context only.
+    with dev_mode(True), runner.sharing(), warnings.catch_warnings():
+        # Fusions seen and changed are counted per variant instead (the notes say when a candidate changed none); a
+        # warning per candidate scope would only repeat it.
+        warnings.simplefilter("ignore", NoFusionWarning)
+        warnings.simplefilter("ignore", NoEffectWarning)
+        install_adapters()
+        say(f"{_count(len(singles), 'candidate')}; each variant's first call compiles (seconds each)")
+        default_leaves = runner.first_call(default)  # a default that fails is the caller's bug: it propagates
+        if not default.fusions:  # refused as profile and bisect refuse it, before any candidate compiles
+            raise ValueError(no_fusion(NO_FUSION))
+        runner.reference = default_leaves
+        default.numerics = compare_leaves(default_leaves, runner.snapshot(runner.invoke()), tolerance)
+        per_call, overhead = runner.calibrate()
+        notes += _timing_notes(steps_per_round, runner.steps, per_call, overhead)
+        say(f"default: first call {seconds(default.first_call_s)}, {default.fusions} nvFuser fusion executions "
+            f"({default.compiles}); "
+            f"timer {runner.timer.name}, {runner.steps} calls per sample ({per_call * 1e3:.3g} us per call)")
+        notes += _rounds_note(rounds, len(singles))
+        try:
+            _measure(runner, default, singles, combos, chosen, notes, rounds, rng)
+        except Exception as error:  # what was measured is kept: the result says where the search stopped
+            stopped = first_line(error)
+        if chosen and not stopped:  # recommended only where fresh rounds confirm it
+            try:
+                _confirm(runner, default, chosen, notes, rounds, rng)
+            except Exception as error:  # as a stop before it: what was measured is kept, the set unconfirmed
+                stopped = first_line(error)
+    if stopped:
+        say(f"stopped early: {stopped}")
+        notes.append(f"the search stopped early ({stopped}): the rows hold what was measured before, and the "
+                     "recommendation rests on them alone" + (", not confirmed in fresh rounds" if chosen else ""))
+    variants = [*singles, *(c for c, _ in combos)]
+    recommended = chosen[-1].options if chosen else OptionSet()
+    rows = [_row(v, recommended, None) for v in (default, *singles)]
+    rows += [_row(c, recommended, base) for c, base in combos]
+    result = SearchResult(tuple(rows), recommended, runner.timer.name, rounds, runner.steps, warmup, tolerance, seed,
+                          time.perf_counter() - began, tuple(notes + _notes(default, variants)),
+                          _shared.compiling()[0] - compiled)
+    for note in notes:
+        if note.startswith(("the search stopped early", "a call of the function takes")):
+            warnings.warn(f"nvscope.search: {note}", NvscopeWarning, stacklevel=2)
+    say(f"done in {result.elapsed_s:.1f} s; recommended: {result.recommendation()}")
+    return result
+
+
+def _measure(runner: Runner, default: Variant, singles: list[Variant], combos: list[tuple[Variant, Variant]],
+             chosen: list[Variant], notes: list[str], rounds: int, rng: random.Random) -> None:
+    """Steps 1 to 3 after the default's first call: the candidates in batches, then the greedy combination. Each set
+    chosen is appended to ``chosen`` as soon as it is (so that a failure later keeps it); the last one is the
+    recommendation, and none means keep the defaults.
+
+    Two families of intervals, each holding together with 95% confidence: the candidates against the default (as
+    many comparisons as candidates, fixed before anything is timed), and the combinations' (two per union that may
+    be tried: against the set it extends and against the default, in rounds of their own). A recommended set that
+    is no faster than the default needs a wrong "faster" in one of them: at most 2.5% each, 5% in all."""
+    say = runner.say
+    for v in singles:
+        v.comparisons = len(singles)
+    batch = max(1, _partition_bound() - 1)  # an enclosing scope may hold one partition per fusion too
+    for first in range(0, len(singles), batch):
+        group = singles[first:first + batch]
+        for i, v in enumerate(group, first + 1):
+            runner.prepare(v, f"[{i}/{len(singles)}]")
+        times = runner.rounds([default, *group], rounds, rng)
+        default.times = default.times or times[id(default)]
+        for v in group:
+            v.times, v.default_times = times.get(id(v), []), times[id(default)]
+    if len(singles) > batch:
+        notes.append(f"candidates were timed in batches of {batch} (the partition bound "
+                     "NVSCOPE_MAX_PARTITIONS less one), each against the default in the same rounds")
+    winners = sorted((v for v in singles if _wins(v, v.default_times)),
+                     key=lambda v: median(_ratios(v.times, v.default_times)))
+    if not winners:
+        return
+    best = winners[0]
+    chosen.append(best)
+    tries = 2 * (len(winners) - 1)  # the combinations' family: each union judged against its set and the default
+    if tries and rounds < rounds_needed(tries):
+        notes.append(f"{rounds} rounds are too few for a combination's verdict ({rounds_needed(tries)} needed for "
+                     f"{_count(tries, 'comparison')}): the best candidate alone is recommended")
+        return
+    for w in winners[1:]:
+        union = best.options | w.options
+        if union == best.options:
+            continue
+        both = union.enable & union.disable
+        if both:
+            notes.append(f"{best.label} + {w.label} not tried: it would enable and disable "
+                         f"{', '.join(sorted(both))}")
+            say(f"not combining {best.label} + {w.label}: contradictory")
+            continue
+        trial = Variant(f"{best.label} + {w.label}", union, "combination")
+        trial.comparisons = tries
+        say(f"combining: {trial.label}")
+        runner.prepare(trial, "[combination]")
+        combos.append((trial, best))
+        if trial.error is not None:
+            continue
+        times = runner.rounds([default, best, trial], rounds, rng)
+        if id(best) not in times:  # the set failed when run again: recommend nothing rather than it
+            chosen.clear()
+            return
+        if id(trial) not in times:
+            continue
+        trial.times, trial.default_times, trial.base_times = times[id(trial)], times[id(default)], times[id(best)]
+        if _wins(trial, trial.base_times) and _wins(trial, trial.default_times):
+            best = trial
+            chosen.append(best)
+
+
+def _confirm(runner: Runner, default: Variant, chosen: list[Variant], notes: list[str], rounds: int,
+             rng: random.Random) -> None:
+    """Step 4: the set to recommend, timed again against the default in fresh rounds of their own; it stays
+    recommended only if it is "faster" there too (`confirm`), else ``chosen`` is emptied: nothing is recommended. A
+    set that is no faster then needs a chance "faster" in the screening (at most 5%) and another in rounds
+    independent of it (at most 2.5%)."""
+    best = chosen[-1]
+    screen = _summary(best, best.default_times)
+    runner.say(f"confirming {best.label} against the default in {rounds} fresh rounds")
+    for v in (default, best):  # its kernels may have been evicted by a later batch: compiled again before the rounds
+        with v.scope:
+            runner.invoke()
+    times = runner.rounds([default, best], rounds, rng)
+    fresh = confirm(screen, times[id(best)], times[id(default)], comparisons=1) if id(best) in times else None
+    if fresh is None or fresh.verdict != "faster":
+        chosen.clear()
+    ratio = "it failed" if fresh is None else f"ratio {fresh.median:.3f} ({fresh.low:.3f}-{fresh.high:.3f})"
+    notes.append(f"{best.label} timed again against the default in {rounds} fresh rounds to confirm it: {ratio}, "
+                 + ("confirmed" if chosen else "not confirmed, so nothing is recommended (its 'faster' was "
+                    "chance, or too small to show twice)"))
+
+
+def _timing_notes(asked: int, steps: int, per_call: float, overhead: float) -> list[str]:
+    notes = []
+    if steps > asked:
+        notes.append(f"{steps} calls per variant per round (steps_per_round={asked} raised) so that a timed sample "
+                     f"lasts at least {MIN_SAMPLE_S * 1e3:g} ms: a call takes {per_call * 1e3:.3g} us")
+    if overhead > _SHORT_CALL * per_call:
+        notes.append(f"a call of the function takes {per_call * 1e3:.3g} us, of which about {overhead * 1e3:.2g} us "
+                     "is the search's own per-call overhead: too short to judge (ratios are diluted toward 1 and "
+                     "mostly measure Python's call machinery); time a step that does more work per call")
+    return notes
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'s' * (n != 1)}"
+
+
+def _rounds_note(rounds: int, candidates: int) -> list[str]:
+    needed = rounds_needed(candidates)
+    return [] if rounds >= needed else [
+        f"{rounds} rounds are too few for any verdict: {_count(candidates, 'candidate')} judged together at 95% "
+        f"need at least {needed} rounds, so nothing can be recommended: pass rounds={needed} or more"]
+
+
+def _ratios(times: list[float], base: list[float]) -> list[float]:
+    return [a / b for a, b in zip(times, base, strict=True)]
+
+
+def _summary(v: Variant, base_times: list[float]) -> RatioSummary:
+    """The paired-ratio summary of ``v`` against ``base_times``, as one of its family (``v.comparisons``)."""
+    return summarize(v.times, base_times, comparisons=v.comparisons)
+
+
+def _wins(v: Variant, base_times: list[float]) -> bool:
+    """Timed, numerics within tolerance, faster than ``base_times`` (measured in the same rounds), and it changed a
+    fusion: one whose options every fusion it reached ran without (the catalog's gates routed each to its defaults)
+    runs the default's kernels, so any speed it shows is noise. (A candidate whose own first call ran no fusion
+    while the default's did is judged on time alone: it changed which fusions run.)"""
+    if v.error is not None or v.numerics is None or not v.numerics.ok or not v.times:
+        return False
+    if _changed_nothing(v):
+        return False
+    return _summary(v, base_times).verdict == "faster"
+
+
+def _changed_nothing(v: Variant) -> bool:
+    """Its first call reached fusions and every one of them ran its defaults."""
+    return bool(v.fusions) and not v.changed
+
+
+def _row(v: Variant, recommended: OptionSet, base: Variant | None) -> SearchRow:
+    timed = v.error is None and bool(v.times) and v.stage != "default"
+    ratio = _summary(v, v.default_times) if timed else None
+    versus = _summary(v, v.base_times) if timed and v.base_times else None
+    return SearchRow(v.label, v.options, v.stage, v.first_call_s, median(v.times) if v.times else None, ratio,
+                     v.numerics, v.error, v.fusions, v.new_partitions, None if base is None else base.label, versus,
+                     bool(recommended) and v.options == recommended and v.error is None, v.compiles)
+
+
+def _notes(default: Variant, variants: list[Variant]) -> list[str]:
+    notes = []
+    n = default.numerics
+    if n is not None and not n.ok:
+        notes.append(f"the default is not repeatable: its second call differs from its first ({n.detail}); "
+                     "numerics are compared with its first call, so differences below may be its own")
+    if n is not None and n.nonfinite:
+        notes.append(f"the default itself has NaN/Inf ({n.nonfinite}); variants are checked to have the same")
+    idle = [v.label for v in variants if v.error is None and _changed_nothing(v)]
+    if idle:
+        notes.append(f"{', '.join(idle)}: every fusion {'it' if len(idle) == 1 else 'each'} reached ran its defaults "
+                     "(the options cannot affect those fusions), so no timing can recommend "
+                     f"{'it' if len(idle) == 1 else 'them'}")
+    return notes
