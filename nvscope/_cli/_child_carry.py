@@ -3,9 +3,9 @@ start-up hook, as coverage.py measures subprocesses (docs/cli.md, Child processe
 
 The parent (`nvscope._tools._program.export`) writes the run's options to ``NVSCOPE_RUN`` as JSON (``enable``,
 ``disable``, ``audit``, optionally ``fusions``, ``on_error`` and ``outer``, the runs around it, outermost first) and
-puts ``nvscope/_child`` first on ``PYTHONPATH``. In the child, its ``sitecustomize`` calls `start_child`: the main thread
-enters the same scopes under an audit, and at exit the summary goes to stderr tagged with the pid. A bad value warns
-(`ConfigWarning`) and the child runs without options: the hook never stops a child."""
+puts ``nvscope/_child`` first on ``PYTHONPATH``. In the child, its ``sitecustomize`` calls `start_child`: the main
+thread enters the same scopes under an audit, and at exit the summary goes to stderr tagged with the pid. A bad value
+warns (`ConfigWarning`) and the child runs without options: the hook never stops a child."""
 
 from __future__ import annotations
 
