@@ -42,7 +42,7 @@ class FusionRecord(Record):
     (with nvscope's note) that made a ``"fallback"`` execution run the defaults, else None. ``shared_from``: the
     fusion whose compiled definition this execution ran, when its partition shares one (the same definition and
     options, `nvscope._exec._shared`), else None (compiled for this fusion, or its defaults). ``route``: which
-    cache ran it (`Route`: ``"default"``, ``"new"``, ``"reused"``, ``"fallback"``; ``partition`` is its former name).
+    cache ran it (`Route`: ``"default"``, ``"new"``, ``"reused"``, ``"fallback"``).
     """
 
     __slots__ = ("error", "frontend", "info", "options", "route", "shared_from", "thread")
@@ -63,11 +63,6 @@ class FusionRecord(Record):
     def __reduce__(self) -> tuple[type[FusionRecord], tuple[object, ...]]:
         return (FusionRecord, (self.info, self.options, self.route, self.thread, self.frontend, self.error,
                                self.shared_from))
-
-    @property
-    def partition(self) -> Route:
-        """Deprecated name of `route` (it holds a route, not a partition)."""
-        return self.route
 
     @property
     def fusion(self) -> str:

@@ -75,7 +75,7 @@ class TestFusionTable:
         assert a is a2 and a is not b
         assert built == [OptionSet(FM), OptionSet(SFC)] and table.builds == 2 and table.evictions == 0
         assert len(table) == 2 and OptionSet(FM) in table and OptionSet(KP) not in table
-        assert table.own_options == OptionSet(KP) and table.static is table.own_options  # the former name
+        assert table.own_options == OptionSet(KP)
 
     def test_evicts_the_least_recently_used(self) -> None:
         table, built = self.make(maxsize=2)
@@ -228,7 +228,7 @@ def test_direct_execute_honours_the_scope_on_a_rebuilt_fd(load: Callable[[str], 
     assert merged.fd not in (fd, first.fd) and (merged.enable, merged.disable) == (KP, MEE)
     assert default.fd is fd and default.enable == ()
     direct = "nvfuser_direct"
-    assert [(r.partition, r.options, r.frontend) for r in log.records] == [
+    assert [(r.route, r.options, r.frontend) for r in log.records] == [
         ("new", OptionSet(FM), direct), ("reused", OptionSet(FM), direct), ("new", OptionSet(KP, MEE), direct),
         ("default", OptionSet(), direct),  # audited like a Thunder fusion: unscoped executions too
     ]

@@ -126,7 +126,7 @@ def test_after_uninstall_a_fusion_that_fell_back_compiles_again_and_warns(use: U
     assert use.compiles(failing=True) == 4  # each failing definition tried again, once
     # No stale entry: the partitions are new, none shared from a definition compiled before; the ids are the same.
     scoped = [r for r in second.records if r.options]
-    assert [r.partition for r in scoped if r.error is None][:2] == ["new", "new"]
+    assert [r.route for r in scoped if r.error is None][:2] == ["new", "new"]
     assert all(r.shared_from is None for r in second.records)
     assert [r.fusion for r in second.records] == [r.fusion for r in first.records]
 
