@@ -190,9 +190,9 @@ class FrontendAdapter(Adapter[Definition]):
                     # a new copy (nvscope._exec._shared; raises SharedFailure if its compile failed). On the legacy
                     # frontend each partition runs its own salted copy, which shares nvFuser's global cache entry.
                     # A partition serves calls that passed its options and calls a scope gave them: only the first
-                    # honour a remembered failure's refusal (`_shared.adopt`); a refused build is not kept, so an own
+                    # honour a remembered failure's refusal (`_shared.SharedDefinitions.adopt`); a refused build is not kept, so an own
                     # call after a refused scoped one compiles.
-                    runner, entry = _shared.adopt(runner, options, info.id, definition, device=_device(device),
+                    runner, entry = _shared.SHARED.adopt(runner, options, info.id, definition, device=_device(device),
                                                   share=frontend is _frontends.DIRECT, watch=False, own=own)
                 # None: the adapter's `calls`, read at each run (a watch may wrap it: `watch_execute`).
                 call = None if entry is None or entry.compiled else first(entry, device)
@@ -200,11 +200,11 @@ class FrontendAdapter(Adapter[Definition]):
                 return built
 
         def first(entry: _shared.Entry, device: Any) -> Any:
-            """nvFuser's execute through `_shared.first` (one first execution of the shared definition at a time,
+            """nvFuser's execute through `_shared.SharedDefinitions.run_uncompiled` (one first execution of the shared definition at a time,
             refused once its compile failure is remembered), until one completes: then it steps aside."""
 
             def execute_first(fd: Any, *args: Any, **kwargs: Any) -> Any:
-                outputs = _shared.first(entry, adapter.calls, fd, args, kwargs)
+                outputs = _shared.SHARED.run_uncompiled(entry, adapter.calls, fd, args, kwargs)
                 by_device[device] = (fd, None)
                 return outputs
 

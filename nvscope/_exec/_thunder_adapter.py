@@ -212,7 +212,7 @@ class ThunderAdapter(Adapter[Wrapper]):
                     "set kernels of its own. Set NVFUSER_ENABLE/NVFUSER_DISABLE for the whole process instead"
                 )
             if share:
-                adopted = _shared.adopt(fd, options, info.id, inputs=descriptors, share=direct, own=own)[0]
+                adopted = _shared.SHARED.adopt(fd, options, info.id, inputs=descriptors, share=direct, own=own)[0]
                 if adopted is not fd:
                     return adopted  # compiled (or compiling) for another partition; it carries its options already
             _frontends.carry(fd, options)
