@@ -34,8 +34,12 @@ from nvscope._core._fusion import FusionInfo, Selector, holding, phase
 from nvscope._core._optionset import OptionSet
 from nvscope._core._scope import current_options, nv_options, with_nv_options
 from nvscope._exec._audit import AuditLog, audit, fusions
+from nvscope._exec._autoinstall import enable as _enable_autoinstall
 from nvscope._exec._autoinstall import install, uninstall
 from nvscope._exec._events import FusionRecord
+
+_enable_autoinstall()  # scopes install the adapters of the frameworks a program imports
+del _enable_autoinstall
 
 TYPE_CHECKING = False  # not typing's: `import nvscope` does not import typing (see nvscope/_core/_record.py)
 if TYPE_CHECKING:  # what __getattr__ loads on first use, spelled out for type checkers

@@ -30,7 +30,7 @@ __all__ = ["FUNCTION", "PHASE", "SINKS", "TIMERS", "FusionRecord", "emit", "list
 # Set by the Thunder adapter around a backward pass; everything else is forward (direct nvFuser calls: "call").
 PHASE: ContextVar[Phase] = ContextVar("nvscope.phase", default="forward")
 # Set by the Thunder adapter around a backward pass whose forward ran while its patch was in place: the jitted
-# function its forward belonged to, (qualname, site) (`nvscope._exec._thunder_adapter.jitted_function`).
+# function its forward belonged to, (qualname, site) (`nvscope._exec._thunder_autograd.jitted_function`).
 FUNCTION: ContextVar[tuple[str, str] | None] = ContextVar("nvscope.function", default=None)
 _state.keep(__name__, "PHASE FUNCTION", "per context: the adapter resets them around each backward pass")
 

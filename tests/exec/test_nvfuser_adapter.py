@@ -23,7 +23,7 @@ import nvscope.thunder
 from nvscope import OptionSet, UnsupportedError, audit, nv_options
 from nvscope._exec._frontends import DIRECT, check_version, frontend_of
 from nvscope._exec._fusion_table import FusionTable
-from nvscope._exec._legacy import LEGACY, salt_for
+from nvscope._exec._legacy import LEGACY
 
 FM = ["fuse_matmul"]
 SFC = ["static_fusion_count"]
@@ -150,10 +150,10 @@ def test_frontend_of(load: Callable[[str], Any]) -> None:
 
 
 def test_salts_are_stable_and_distinct_per_set() -> None:
-    a, b = salt_for(OptionSet(FM)), salt_for(OptionSet(FM, MEE))
+    a, b = LEGACY.salt_for(OptionSet(FM)), LEGACY.salt_for(OptionSet(FM, MEE))
     assert a != b
-    assert salt_for(OptionSet(enable=("fuse_matmul",))) == a
-    assert salt_for(OptionSet(FM, MEE)) == b
+    assert LEGACY.salt_for(OptionSet(enable=("fuse_matmul",))) == a
+    assert LEGACY.salt_for(OptionSet(FM, MEE)) == b
 
 
 def test_rebuild_replays_the_printed_definition(load: Callable[[str], Any]) -> None:
@@ -171,7 +171,7 @@ def test_rebuild_salts_on_the_legacy_frontend(load: Callable[[str], Any]) -> Non
         fd = define(fe, 2)
         assert fd.scalars() == []  # definitions outside nvscope's partitions are not salted
         salted = LEGACY.rebuild(fd, fe, OptionSet(FM))
-        assert salted.scalars() == [salt_for(OptionSet(FM))] and salted.calls[:-1] == fd.calls
+        assert salted.scalars() == [LEGACY.salt_for(OptionSet(FM))] and salted.calls[:-1] == fd.calls
         assert salted.calls[-1][2] == {"dtype": fe.DataType.Int}
     finally:
         LEGACY.release("test")
@@ -293,7 +293,7 @@ def test_legacy_direct_user_partitions_are_salted_and_quiet(load: Callable[[str]
             fd.execute([1.0])
     assert not [w for w in caught if RESET in str(w.message)]
     fm, sfc = fe.EXECUTIONS[-2:]
-    assert fm.fd.scalars() == [salt_for(OptionSet(FM))] and sfc.fd.scalars() == [salt_for(OptionSet(SFC))]
+    assert fm.fd.scalars() == [LEGACY.salt_for(OptionSet(FM))] and sfc.fd.scalars() == [LEGACY.salt_for(OptionSet(SFC))]
     assert fd.scalars() == []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
