@@ -207,8 +207,7 @@ def failed(error: Exception, adapter: Adapter[F], table: FusionTable[Partition],
     own = partition.options == own_options
     try:
         if own and isinstance(error, _shared.SharedFailure):
-            # Refused by a failure remembered since the partition took its definition (`_shared.SharedDefinitions.run_uncompiled`): a fusion's
-            # own options are never refused on another fusion's failure under a scope (`_shared.SharedDefinitions.adopt`): compile.
+            # A fusion's own options are never refused on another fusion's failure under a scope: compile.
             try:
                 with _shared.SHARED.ignoring_failures():
                     return partition.run(args, kwargs)
@@ -240,7 +239,7 @@ def failed(error: Exception, adapter: Adapter[F], table: FusionTable[Partition],
             return _fall_back(adapter, info, fusion, partition, args, kwargs, table, frame, own_options)
         entry = _shared.entry_of(_definition(adapter, partition, args, kwargs))
         # Shared only where the definition's compile failed (its first execution); a later failure is this
-        # execution's. Remembered already (by a racing thread whose definition did not wait: `_shared.SharedDefinitions.fail`): warned.
+        # execution's. Remembered already (by a racing thread): warned then.
         users = None if entry is None else _shared.SHARED.fail(entry, text, info.id)
         if users == []:
             return _fall_back(adapter, info, fusion, partition, args, kwargs, table, frame, own_options)
@@ -256,7 +255,7 @@ def failed(error: Exception, adapter: Adapter[F], table: FusionTable[Partition],
                       f"its defaults directly.{shared}\n{text}", FallbackWarning, stacklevel=stacklevel)
         return _fall_back(adapter, info, fusion, partition, args, kwargs, table, frame, own_options)
     finally:
-        _shared.SHARED.release_failed()  # a first execution's failure not remembered above (`_shared.SharedDefinitions.fail`): raised, not shared
+        _shared.SHARED.release_failed()  # a compile failure not remembered above: raised, not shared
 
 
 def _escape(error: Exception, adapter: Adapter[F], table: FusionTable[Partition], fusion: F, partition: Partition,
@@ -365,7 +364,7 @@ def _fall_back(adapter: Adapter[F], info: FusionInfo, fusion: F, partition: Part
 
 def _run_own(run: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """``run(args, kwargs)``: a partition at the fusion's own options, which no fusion's failure under a scope
-    refuses (`nvscope._exec._shared.SharedDefinitions.adopt`), also where the partition took the definition before that failure."""
+    refuses, also where the partition took the definition before that failure."""
     try:
         return run(args, kwargs)
     except _shared.SharedFailure:

@@ -198,22 +198,18 @@ class FrontendAdapter(Adapter[Definition]):
                 runner = frontend.rebuild(fusion, module, options, definition)
                 entry = None
                 if share:
-                    # An equal definition another fusion compiled for these options and this device runs instead of
-                    # a new copy (nvscope._exec._shared; raises SharedFailure if its compile failed). On the legacy
-                    # frontend each partition runs its own salted copy, which shares nvFuser's global cache entry.
-                    # A partition serves calls that passed its options and calls a scope gave them: only the first
-                    # honour a remembered failure's refusal (`_shared.SharedDefinitions.adopt`); a refused build is not kept, so an own
-                    # call after a refused scoped one compiles.
+                    # An equal definition compiled for these options and this device runs instead of a new copy;
+                    # the legacy frontend's salted copies share nvFuser's cache entry themselves. A refused build is
+                    # not kept, so an own-options call after a refused scoped one compiles.
                     runner, entry = _shared.SHARED.adopt(runner, options, info.id, definition, device=_device(device),
-                                                  share=frontend is _frontends.DIRECT, watch=False, own=own)
+                                                         share=frontend is _frontends.DIRECT, watch=False, own=own)
                 # None: the adapter's `calls`, read at each run (a watch may wrap it: `watch_execute`).
                 call = None if entry is None or entry.compiled else first(entry, device)
                 built = by_device[device] = (runner, call)
                 return built
 
         def first(entry: _shared.Entry, device: Any) -> Any:
-            """nvFuser's execute through `_shared.SharedDefinitions.run_uncompiled` (one first execution of the shared definition at a time,
-            refused once its compile failure is remembered), until one completes: then it steps aside."""
+            """nvFuser's execute through `_shared.SharedDefinitions.run_uncompiled` until one completes."""
 
             def execute_first(fd: Any, *args: Any, **kwargs: Any) -> Any:
                 outputs = _shared.SHARED.run_uncompiled(entry, adapter.calls, fd, args, kwargs)

@@ -29,8 +29,8 @@ from typing import Any
 
 from nvscope._core import UnsupportedError, _patches, _state
 from nvscope._exec import _frontends
-from nvscope._exec._fusion_table import FusionTable
 from nvscope._exec._adapter import INSTALLED
+from nvscope._exec._fusion_table import FusionTable
 from nvscope._exec._thunder_adapter import IMPL_MODULE, OWNER, PROVEN, SHAPES, ThunderAdapter, thunder_version
 from nvscope._exec._thunder_autograd import AUTOGRAD_MODULE
 from nvscope._exec._thunder_autograd import refusal as _autograd_refusal

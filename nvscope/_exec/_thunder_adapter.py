@@ -27,15 +27,13 @@ from typing import Any
 
 from nvscope._core import (
     FusionInfo,
-    _patches,
     OptionSet,
     UnsupportedError,
+    _patches,
     claim,
-    file_of,
     inputs_digest,
     ops_of_definition,
     remember,
-    site_of,
 )
 from nvscope._exec import _events, _frontends, _shared, _thunder_region
 from nvscope._exec._adapter import Adapter

@@ -105,7 +105,8 @@ def test_uninstall_empties_every_registered_holder(use: Use) -> None:
     with audit():
         use.step()
     full = {name for name, value in holders().items() if held(value)}
-    assert {"nvscope._exec._shared.SHARED._entries", "nvscope._exec._adapter.INSTALLED._adapters", "nvscope._core._patches._PATCHES",
+    assert {"nvscope._exec._shared.SHARED._entries", "nvscope._exec._adapter.INSTALLED._adapters",
+            "nvscope._core._patches._PATCHES",
             "nvscope._core._policy._interned", "nvscope._core._fusion._compiled", "nvscope._exec._legacy.LEGACY._users",
             "nvscope._core._optionset.EMPTY._unions"} <= full  # the use reached them
     assert nvscope.uninstall() is True
