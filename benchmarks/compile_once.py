@@ -114,7 +114,7 @@ def child(workload: str, mode: str, out: str) -> None:
         start = time.perf_counter()
         loss, grads = step(jitted)
         scoped = time.perf_counter() - start
-    new = [r for r in log.records if r.partition == "new"]
+    new = [r for r in log.records if r.route == "new"]
     compiled = sum(r.shared_from is None for r in new)
     start = time.perf_counter()
     with nvscope.nv_options(**OPTIONS):

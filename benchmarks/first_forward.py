@@ -42,10 +42,10 @@ compile_s = forward()
 warm = statistics.median(forward() for _ in range(7))
 with nvscope.audit() as log, nvscope.nv_options(**CODEGEN):
     gated_first = forward()
-gated_partitions = sum(r.partition == "new" for r in log.records)
+gated_partitions = sum(r.route == "new" for r in log.records)
 with nvscope.audit() as log, nvscope.nv_options(enable=["static_fusion_count"]):
     count_first = forward()
-count_partitions = sum(r.partition == "new" for r in log.records)
+count_partitions = sum(r.route == "new" for r in log.records)
 print("RESULT " + json.dumps(dict(compile_s=compile_s, warm_s=warm, gated_first_s=gated_first,
       gated_partitions=gated_partitions, count_first_s=count_first, count_partitions=count_partitions,
       fusions=len(log.fusions()))))

@@ -126,7 +126,7 @@ def reference_losses(world: int, steps: int, device: torch.device) -> list[float
 def audit_facts(log: nvscope.AuditLog) -> dict[str, Any]:
     records = log.records
     return {"executions": len(records), "phases": dict(Counter(r.phase for r in records)),
-            "partitions": sorted({r.partition for r in records}),
+            "partitions": sorted({r.route for r in records}),
             "options": sorted({r.options.as_shell() for r in records}),
             "threads": sorted({r.thread for r in records})}
 

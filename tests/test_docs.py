@@ -419,10 +419,10 @@ def test_citations_are_found() -> None:
 
 
 def test_the_citation_checks_tell_a_missing_citation() -> None:
-    assert _resolves("nvscope._exec._shared.adopt") and _resolves("nvscope.thunder.partitions")
+    assert _resolves("nvscope._exec._shared.SharedDefinitions.adopt") and _resolves("nvscope.thunder.partitions")
     assert _resolves("nvscope._core._scope.Frame.policy") and _resolves("nvscope.search")  # a member; a lazy name
-    for wrong in ("nvscope._exec._shared.adopted", "nvscope.thunder.partition", "nvscope._core._scope.Frame.policies",
-                  "nvscope._core._nothing", "nvscope.Search"):
+    for wrong in ("nvscope._exec._shared.SharedDefinitions.adopted", "nvscope.thunder.partition",
+                  "nvscope._core._scope.Frame.policies", "nvscope._core._nothing", "nvscope.Search"):
         assert not _resolves(wrong), wrong
     assert _path_exists("tests/exec/test_shared.py")
     assert _path_exists("benchmarks/results/search_{mlp,block}-next-2026-12-03-257f82b.json")

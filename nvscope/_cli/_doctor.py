@@ -183,7 +183,7 @@ def _check_share(report: _Report) -> None:
     elif _env.share_all():
         report.line("warn", "NVSCOPE_SHARE=all was set after nvscope was imported: it takes effect only at import",
                     "set NVSCOPE_SHARE=all before the program starts, or use nv_options(share=True)")
-    for error in _autoinstall._PROGRAM_ERRORS:
+    for error in _autoinstall.program_errors():
         report.line("warn", f"NVSCOPE_SHARE=all: an adapter could not install: {cut(repr(error), 300)}",
                     "the fusions it would reach run Thunder's own path, unshared: use a Thunder and nvFuser that "
                     "nvscope supports (docs/failures.md, \"Thunder versions\")")

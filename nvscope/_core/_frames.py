@@ -112,29 +112,37 @@ ROOT = _root()
 _ROOT_POLICY = None if ROOT is None else ROOT.policy
 _state.keep(__name__, "ROOT", "the program-wide frame of NVSCOPE_SHARE=all, for the life of the process")
 
-_suspended = [0]  # open `program_sharing_suspended` blocks
-_suspend_lock = threading.Lock()
-_state.keep(__name__, "_suspended", "the open blocks that suspend ROOT's sharing: each undoes its own")
-_state.keep(__name__, "_suspend_lock", "a lock")
+class _Suspension:
+    """The open `program_sharing_suspended` blocks: while any is open, `ROOT` shares nothing."""
+
+    __slots__ = ("lock", "open")
+
+    def __init__(self) -> None:
+        self.open = 0
+        self.lock = threading.Lock()
+
+
+_SUSPENSION = _Suspension()
+_state.keep(__name__, "_SUSPENSION", "the open blocks that suspend ROOT's sharing: each undoes its own")
 
 
 @contextmanager
 def program_sharing_suspended() -> Iterator[None]:
-    """Inside, `ROOT` shares nothing, in every thread (its policy is None: the adapters' fast path, Thunder's own
-    call): for a tool that must see Thunder's own path, threads the step starts included (`nvscope rescue`'s
-    diagnosis in process). Process-wide while it runs, as an audit is; nothing without ``NVSCOPE_SHARE=all``."""
+    """Inside, `ROOT` shares nothing, in every thread: for a tool that must see Thunder's own path (`nvscope rescue`'s
+    diagnosis in process). Process-wide while it runs; nothing without ``NVSCOPE_SHARE=all``."""
     if ROOT is None:
         yield
         return
-    with _suspend_lock:
-        _suspended[0] += 1
+    suspension = _SUSPENSION
+    with suspension.lock:
+        suspension.open += 1
         ROOT.policy = None
     try:
         yield
     finally:
-        with _suspend_lock:
-            _suspended[0] -= 1
-            if not _suspended[0]:
+        with suspension.lock:
+            suspension.open -= 1
+            if not suspension.open:
                 ROOT.policy = _ROOT_POLICY
 
 

@@ -1,14 +1,15 @@
-"""The `Adapter` interface: what one adapter (Thunder's fusion wrapper, a direct nvFuser frontend) tells the one
-execution path (`nvscope._exec._execute`) about its fusions, and nothing else.
+"""The `Adapter` base, and `INSTALLED`, the registry of the adapters installed now.
 
-An interface only, as httpx's ``_transports/base.py`` is: it imports nothing but ``typing`` at run time, so that any
-module may name it. Generic over ``F``, the type of the adapter's fusions (Thunder's ``FusionDefinitionWrapper``, a
-frontend's ``FusionDefinition``).
+An adapter (Thunder's fusion wrapper, one direct nvFuser frontend) is an object, as a Thunder executor is: it installs
+and uninstalls its patches, holds its fusions' tables, and tells the one execution path (`nvscope._exec._execute`)
+what differs between frameworks. Generic over ``F``, the type of its fusions.
 """
 
 from __future__ import annotations
 
 from typing import Any, Generic, TypeVar
+
+from nvscope._core import _state
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
     from nvscope._exec._direct import Frontend
     from nvscope._exec._fusion_table import FusionTable, Partition
 
-__all__ = ["Adapter", "F"]
+__all__ = ["INSTALLED", "Adapter", "F", "Installed"]
 
 F = TypeVar("F")
 
@@ -34,6 +35,18 @@ class Adapter(Generic[F]):
     # The fusion's table; AttributeError when it has none yet. Read at every scoped call, so a C-level getter
     # (``operator.attrgetter``): a Python function here would cost the call that the execution path's lane saves.
     table_of: Callable[[F], FusionTable[Partition]]
+
+    def install(self) -> None:
+        """Put the adapter's patches in place."""
+        raise NotImplementedError
+
+    def uninstall(self) -> bool:
+        """Undo the patches exactly and `forget`; returns whether a patch was undone."""
+        raise NotImplementedError
+
+    def forget(self) -> None:
+        """Drop every fusion's table (its partitions and their compiled kernels)."""
+        raise NotImplementedError
 
     def lookup(self, fusion: F) -> FusionTable[Partition] | None:
         """The fusion's table, or None if nvscope has not seen it scoped or audited."""
@@ -89,3 +102,44 @@ class Adapter(Generic[F]):
         from nvscope._exec._fusion_table import EscapeRefused
 
         raise EscapeRefused("a direct nvFuser FusionDefinition has no Thunder region to run in PyTorch")
+
+
+class Installed:
+    """The installed adapters by owner (``"thunder"``, a frontend module's name), the watches on nvFuser's execute
+    that direct adapters route their executions through, and what automatic installation has looked at."""
+
+    def __init__(self) -> None:
+        self._adapters: dict[str, Adapter[Any]] = {}
+        self.watches: list[Callable[[Any], Any]] = []
+        self.seen_modules = -1  # len(sys.modules) at the last automatic look (`nvscope._exec._autoinstall`)
+        self.program_errors: list[BaseException] = []  # install errors under NVSCOPE_SHARE=all, for doctor
+
+    def add(self, owner: str, adapter: Adapter[Any]) -> None:
+        adapter.install()
+        self._adapters[owner] = adapter
+
+    def get(self, owner: str) -> Adapter[Any] | None:
+        return self._adapters.get(owner)
+
+    def adapters(self) -> list[Adapter[Any]]:
+        return list(self._adapters.values())
+
+    def remove(self, owner: str) -> bool:
+        """Uninstall ``owner``'s adapter, if installed; returns whether a patch was undone."""
+        adapter = self._adapters.pop(owner, None)
+        return adapter is not None and adapter.uninstall()
+
+    def clear(self) -> None:
+        """Uninstall every adapter (``nvscope.uninstall()``); the next scope looks at ``sys.modules`` again."""
+        self.seen_modules = -1
+        for owner in list(self._adapters):
+            self.remove(owner)
+
+    def __len__(self) -> int:
+        return len(self._adapters)
+
+
+INSTALLED = Installed()
+_state.register(__name__, "INSTALLED._adapters", INSTALLED.clear, step="adapters")
+_state.keep(__name__, "INSTALLED.watches", "each watch removes its own (`nvscope._exec._nvfuser.watch_execute`)")
+_state.keep(__name__, "INSTALLED.program_errors", "the program-wide install's errors, for the life of the process")

@@ -6,11 +6,9 @@ run``, which owns the whole program), an nvFuser frontend imported without Thund
 imports an adapter only when its framework is already in ``sys.modules``, so ``import nvscope`` and scopes on a
 machine without Thunder stay light.
 
-The triggers: every non-empty scope entry (this module registers `ensure_adapters` with the core's enter hooks,
-`nvscope._core._scope.on_enter`, at its foot; it looks again only when ``sys.modules`` has grown since the last look,
-so a scope entered in a loop costs one ``len()``),
-and, inside `watch_imports` (``nvscope run``), the moment the program finishes importing Thunder or nvFuser:
-``nvscope run`` enters its scope before the program imports anything, so the entry alone would come too early.
+The triggers: every non-empty scope entry (`enable` registers `ensure_adapters` with the core's enter hooks, which
+``import nvscope`` calls; it looks again only when ``sys.modules`` has grown since the last look), and, inside
+`watch_imports` (``nvscope run``), the moment the program finishes importing Thunder or nvFuser.
 """
 
 from __future__ import annotations
@@ -20,29 +18,19 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from nvscope._core import NVFUSER_MODULES, ROOT, _env, _patches, _state, on_enter
+from nvscope._exec._adapter import INSTALLED
 
-__all__ = ["ensure_adapters", "install", "reset", "uninstall", "watch_imports"]
+__all__ = ["enable", "ensure_adapters", "install", "program_errors", "uninstall", "watch_imports"]
 
-_seen_modules = -1
 _WATCHED = ("thunder", *NVFUSER_MODULES)
-
-
-def reset() -> None:
-    """The next scope entry looks at ``sys.modules`` again (what the user declined is the patch ledger's)."""
-    global _seen_modules
-    _seen_modules = -1
-
-
-_state.register(__name__, "_seen_modules", reset, step="caches")
 
 
 def ensure_adapters(direct: bool = False) -> None:
     """Install the adapter for each framework imported by now (see the module docstring for the rule)."""
-    global _seen_modules
     count = len(sys.modules)
-    if count == _seen_modules and not direct:
+    if count == INSTALLED.seen_modules and not direct:
         return
-    _seen_modules = count
+    INSTALLED.seen_modules = count
     if not _env.flag("NVSCOPE_AUTOINSTALL"):
         return
     try:
@@ -59,9 +47,9 @@ def ensure_adapters(direct: bool = False) -> None:
     except BaseException:
         # A refusal (an unknown Thunder: UnsupportedError) must meet every later scope too, not only the first:
         # otherwise the second scope would run its fusions silently without the options.
-        _seen_modules = -1
+        INSTALLED.seen_modules = -1
         raise
-    _seen_modules = len(sys.modules)  # installing may import more; those need no second look
+    INSTALLED.seen_modules = len(sys.modules)  # installing may import more; those need no second look
 
 
 def install() -> list[str]:
@@ -98,7 +86,7 @@ def uninstall() -> bool:
         try:
             ensure_adapters(direct=True)
         except Exception as error:  # an unsupported Thunder: the next scope entry raises it, as at import
-            _PROGRAM_ERRORS.append(error)
+            INSTALLED.program_errors.append(error)
     return restored
 
 
@@ -132,18 +120,21 @@ def _program_wide() -> None:
     hook stays for the life of the process, as the setting does (importlib.abc's milliseconds are paid only here)."""
     from nvscope._exec._import_hook import AfterImport
 
-    sys.meta_path.insert(0, AfterImport(_WATCHED, _PROGRAM_ERRORS, _imported))
+    sys.meta_path.insert(0, AfterImport(_WATCHED, INSTALLED.program_errors, _imported))
     try:
         ensure_adapters(direct=True)
     except Exception as error:  # an unsupported Thunder: import must not fail; the next scope entry raises it
-        _PROGRAM_ERRORS.append(error)
+        INSTALLED.program_errors.append(error)
 
 
-_PROGRAM_ERRORS: list[BaseException] = []  # install errors under NVSCOPE_SHARE=all, for `nvscope doctor`
-_state.keep(__name__, "_PROGRAM_ERRORS", "the program-wide install's errors, for the life of the process")
+def program_errors() -> tuple[BaseException, ...]:
+    """The install errors of ``NVSCOPE_SHARE=all``'s program-wide install (for ``nvscope doctor``)."""
+    return tuple(INSTALLED.program_errors)
 
-# The first trigger (module docstring): the core calls up through its own registry, as it cannot import this layer.
-# Registered when this module is imported, which `import nvscope` does.
-on_enter(ensure_adapters)
-if ROOT is not None:
-    _program_wide()
+
+def enable() -> None:
+    """Wire automatic installation: scope entries trigger it, and under ``NVSCOPE_SHARE=all`` it runs now
+    (``import nvscope`` calls this once)."""
+    on_enter(ensure_adapters)
+    if ROOT is not None:
+        _program_wide()

@@ -30,7 +30,7 @@ __all__ = ["FUNCTION", "PHASE", "SINKS", "TIMERS", "FusionRecord", "emit", "list
 # Set by the Thunder adapter around a backward pass; everything else is forward (direct nvFuser calls: "call").
 PHASE: ContextVar[Phase] = ContextVar("nvscope.phase", default="forward")
 # Set by the Thunder adapter around a backward pass whose forward ran while its patch was in place: the jitted
-# function its forward belonged to, (qualname, site) (`nvscope._exec._thunder_adapter.jitted_function`).
+# function its forward belonged to, (qualname, site) (`nvscope._exec._thunder_autograd.jitted_function`).
 FUNCTION: ContextVar[tuple[str, str] | None] = ContextVar("nvscope.function", default=None)
 _state.keep(__name__, "PHASE FUNCTION", "per context: the adapter resets them around each backward pass")
 
@@ -42,7 +42,7 @@ class FusionRecord(Record):
     (with nvscope's note) that made a ``"fallback"`` execution run the defaults, else None. ``shared_from``: the
     fusion whose compiled definition this execution ran, when its partition shares one (the same definition and
     options, `nvscope._exec._shared`), else None (compiled for this fusion, or its defaults). ``route``: which
-    cache ran it (`Route`: ``"default"``, ``"new"``, ``"reused"``, ``"fallback"``; ``partition`` is its former name).
+    cache ran it (`Route`: ``"default"``, ``"new"``, ``"reused"``, ``"fallback"``).
     """
 
     __slots__ = ("error", "frontend", "info", "options", "route", "shared_from", "thread")
@@ -63,11 +63,6 @@ class FusionRecord(Record):
     def __reduce__(self) -> tuple[type[FusionRecord], tuple[object, ...]]:
         return (FusionRecord, (self.info, self.options, self.route, self.thread, self.frontend, self.error,
                                self.shared_from))
-
-    @property
-    def partition(self) -> Route:
-        """Deprecated name of `route` (it holds a route, not a partition)."""
-        return self.route
 
     @property
     def fusion(self) -> str:

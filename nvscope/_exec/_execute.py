@@ -194,7 +194,7 @@ def execute(adapter: Adapter[F], fusion: F, frame: Frame | None, args: tuple[Any
         return failed(error, adapter, table, fusion, frame, partition, own_options, args, kwargs, stacklevel)
     finally:
         if new:  # where the partition's definition compiles (tools report it: nvscope._exec._shared.compiling)
-            _shared.first_run(time.perf_counter() - started)
+            _shared.SHARED.note_compile(time.perf_counter() - started)
 
 
 def failed(error: Exception, adapter: Adapter[F], table: FusionTable[Partition], fusion: F, frame: Frame | None,
@@ -207,10 +207,9 @@ def failed(error: Exception, adapter: Adapter[F], table: FusionTable[Partition],
     own = partition.options == own_options
     try:
         if own and isinstance(error, _shared.SharedFailure):
-            # Refused by a failure remembered since the partition took its definition (`_shared.first`): a fusion's
-            # own options are never refused on another fusion's failure under a scope (`_shared.adopt`): compile.
+            # A fusion's own options are never refused on another fusion's failure under a scope: compile.
             try:
-                with _shared.unrefused():
+                with _shared.SHARED.ignoring_failures():
                     return partition.run(args, kwargs)
             except NvscopeError:
                 raise
@@ -240,8 +239,8 @@ def failed(error: Exception, adapter: Adapter[F], table: FusionTable[Partition],
             return _fall_back(adapter, info, fusion, partition, args, kwargs, table, frame, own_options)
         entry = _shared.entry_of(_definition(adapter, partition, args, kwargs))
         # Shared only where the definition's compile failed (its first execution); a later failure is this
-        # execution's. Remembered already (by a racing thread whose definition did not wait: `_shared.fail`): warned.
-        users = None if entry is None else _shared.fail(entry, text, info.id)
+        # execution's. Remembered already (by a racing thread): warned then.
+        users = None if entry is None else _shared.SHARED.fail(entry, text, info.id)
         if users == []:
             return _fall_back(adapter, info, fusion, partition, args, kwargs, table, frame, own_options)
         if private is not None and users is not None:
@@ -256,7 +255,7 @@ def failed(error: Exception, adapter: Adapter[F], table: FusionTable[Partition],
                       f"its defaults directly.{shared}\n{text}", FallbackWarning, stacklevel=stacklevel)
         return _fall_back(adapter, info, fusion, partition, args, kwargs, table, frame, own_options)
     finally:
-        _shared.settle()  # a first execution's failure not remembered above (`_shared.fail`): raised, not shared
+        _shared.SHARED.release_failed()  # a compile failure not remembered above: raised, not shared
 
 
 def _escape(error: Exception, adapter: Adapter[F], table: FusionTable[Partition], fusion: F, partition: Partition,
@@ -331,7 +330,7 @@ def private_failures() -> Iterator[None]:
         for table, options, entry in undo:
             table.forget_failure(options)
             if entry is not None:
-                _shared.forget(entry)
+                _shared.SHARED.forget(entry)
 
 
 def _fall_back(adapter: Adapter[F], info: FusionInfo, fusion: F, partition: Partition, args: tuple[Any, ...],
@@ -356,20 +355,20 @@ def _fall_back(adapter: Adapter[F], info: FusionInfo, fusion: F, partition: Part
             return _timed(run, record, *call_args)
         return run(*call_args)
     except BaseException:
-        _shared.settle()  # a failure of the shared defaults is raised, not remembered
+        _shared.SHARED.release_failed()  # a failure of the shared defaults is raised, not remembered
         raise
     finally:
         if new:
-            _shared.first_run(time.perf_counter() - started)
+            _shared.SHARED.note_compile(time.perf_counter() - started)
 
 
 def _run_own(run: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """``run(args, kwargs)``: a partition at the fusion's own options, which no fusion's failure under a scope
-    refuses (`nvscope._exec._shared.adopt`), also where the partition took the definition before that failure."""
+    refuses, also where the partition took the definition before that failure."""
     try:
         return run(args, kwargs)
     except _shared.SharedFailure:
-        with _shared.unrefused():
+        with _shared.SHARED.ignoring_failures():
             return run(args, kwargs)
 
 

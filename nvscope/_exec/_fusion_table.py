@@ -148,11 +148,6 @@ class FusionTable(Generic[T]):
         """The option sets that have a cache now, least recently used first."""
         return list(self._entries)
 
-    @property
-    def static(self) -> OptionSet:
-        """Deprecated name of `own_options`."""
-        return self.own_options
-
     def resolve(self: FusionTable[Partition], policy: Any, own_options: OptionSet,
                 refusal: Exception | None = None) -> tuple[Partition | None, bool, bool]:
         """The partition a (policy, own options) pair runs in (None: the fusion's own cache), whether the innermost

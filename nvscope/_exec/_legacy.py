@@ -26,33 +26,12 @@ from typing import Any
 from nvscope._core import OptionSet, _patches, _state
 from nvscope._exec._direct import Frontend
 
-__all__ = ["LEGACY", "LegacyFrontend", "salt_for", "salted"]
+__all__ = ["LEGACY", "LegacyFrontend", "salted"]
 
 _local = threading.local()
-_salts: dict[OptionSet, int] = {}
-_salt_lock = threading.Lock()
 _SALT_BASE = 0x6E7673_0000  # "nvs": far from any scalar a real definition would use
 _OWNER = "legacy-frontend"
-# nvFuser's process-wide FusionCache, which nothing resets, keeps the kernels of each salted definition: a salt handed
-# out again after uninstall would run kernels compiled under another option set.
-_state.keep(__name__, "_salts", "salts must stay distinct per option set for the process (nvFuser's FusionCache)")
 _state.keep(__name__, "_local", "per thread: set and unset around one call")
-_state.keep(__name__, "_salt_lock", "a lock")
-
-
-def salt_for(options: OptionSet) -> int:
-    """A process-stable integer per option set: the unused scalar that gives a legacy partition its own entry.
-
-    Under a lock: reading ``len(_salts)`` and inserting are two steps, and ``OptionSet.__hash__`` runs Python code
-    between them, so two threads could otherwise hand two option sets one salt, i.e. one shared nvFuser cache entry.
-    """
-    salt = _salts.get(options)
-    if salt is None:
-        with _salt_lock:
-            salt = _salts.get(options)
-            if salt is None:
-                salt = _salts[options] = _SALT_BASE + len(_salts)
-    return salt
 
 
 @contextmanager
@@ -88,14 +67,28 @@ class _QuietWarnings:
 class LegacyFrontend(Frontend):
     """The ``nvfuser`` module: salted definitions, and its reset warning dropped for partitioned executions."""
 
-    __slots__ = ("_users",)
+    __slots__ = ("_salt_lock", "_salts", "_users")
 
     def __init__(self) -> None:
         super().__init__("nvfuser")
         self._users: set[str] = set()
+        self._salts: dict[OptionSet, int] = {}
+        self._salt_lock = threading.Lock()
+
+    def salt_for(self, options: OptionSet) -> int:
+        """A process-stable integer per option set: the unused scalar that gives a legacy partition its own cache
+        entry. Under a lock: ``OptionSet.__hash__`` runs Python between reading the count and inserting, so two
+        threads could otherwise hand two option sets one salt."""
+        salt = self._salts.get(options)
+        if salt is None:
+            with self._salt_lock:
+                salt = self._salts.get(options)
+                if salt is None:
+                    salt = self._salts[options] = _SALT_BASE + len(self._salts)
+        return salt
 
     def own_definitions(self, options: OptionSet) -> AbstractContextManager[None]:
-        return salted(salt_for(options))
+        return salted(self.salt_for(options))
 
     def quiet(self) -> AbstractContextManager[None]:
         return _thread_flag("quiet", True)
@@ -129,3 +122,7 @@ LEGACY = LegacyFrontend()  # in `nvscope._exec._frontends.FRONTENDS`
 # The adapters using its hooks: each releases itself when it uninstalls; the patch ledger's step puts back any hooks
 # an adapter left, so none is in use after it.
 _state.register(__name__, "LEGACY._users", LEGACY._users.clear, step="patches")
+# nvFuser's process-wide FusionCache, which nothing resets, keeps the kernels of each salted definition: a salt handed
+# out again after uninstall would run kernels compiled under another option set.
+_state.keep(__name__, "LEGACY._salts", "salts stay distinct per option set for the process (nvFuser's FusionCache)")
+_state.keep(__name__, "LEGACY._salt_lock", "a lock")

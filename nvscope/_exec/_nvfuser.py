@@ -39,7 +39,7 @@ from nvscope._core import (
     site_of,
 )
 from nvscope._exec import _frontends, _shared
-from nvscope._exec._adapter import Adapter
+from nvscope._exec._adapter import INSTALLED, Adapter
 from nvscope._exec._execute import patch
 from nvscope._exec._fusion_table import TABLE_ATTRIBUTE as _TABLE
 from nvscope._exec._fusion_table import FusionTable
@@ -48,22 +48,6 @@ __all__ = ["UnsupportedError", "frontends", "install", "installed", "uninstall"]
 
 _INFO = "_nvscope_info"  # its FusionInfo, beside the table; kept by uninstall, then claimed again from it (`remember`)
 _OPTION_KWARGS = ("_enable_options", "_disable_options")
-_option_sets: dict[tuple[tuple[str, ...], tuple[str, ...]], OptionSet] = {}
-_fusions: weakref.WeakSet[Any] = weakref.WeakSet()  # the FusionDefinitions with a table: uninstall drops them
-
-
-def _passed_options(kwargs: dict[str, Any]) -> OptionSet:
-    """The options passed to ``execute``, as one interned OptionSet per distinct pair of lists (a memo key)."""
-    key = (tuple(kwargs.get("_enable_options") or ()), tuple(kwargs.get("_disable_options") or ()))
-    options = _option_sets.get(key)
-    if options is None:
-        if len(_option_sets) > 1024:
-            _option_sets.clear()
-        options = _option_sets[key] = OptionSet(*key)
-    return options
-
-
-_state.register(__name__, "_option_sets", _option_sets.clear, step="caches")
 
 
 def _device(device: Any) -> object:
@@ -124,6 +108,9 @@ class FrontendAdapter(Adapter[Definition]):
 
     def __init__(self, module: ModuleType) -> None:
         self.module = module
+        # The options passed to ``execute``, one interned OptionSet per pair of lists (a memo key; `passed_options`).
+        self._option_sets: dict[tuple[tuple[str, ...], tuple[str, ...]], OptionSet] = {}
+        self._fusions: weakref.WeakSet[Any] = weakref.WeakSet()  # the definitions with a table: `forget` drops them
         self.original = module.FusionDefinition.execute
         self.calls = self.original  # what runs a definition: nvFuser's execute, or a watch's wrapper (`watch_execute`)
         self.watched()
@@ -133,17 +120,42 @@ class FrontendAdapter(Adapter[Definition]):
 
     def watched(self) -> None:
         """Take up the innermost watch of `watch_execute`, or nvFuser's execute when none is left."""
-        self.calls = _watches[-1](self.original) if _watches else self.original
+        watches = INSTALLED.watches
+        self.calls = watches[-1](self.original) if watches else self.original
 
-    def patched_execute(self) -> Any:
-        # With Thunder's adapter installed too (nvFuser imported before Thunder, or both installed by hand), a
-        # Thunder partition's definition is Thunder's adapter's: run as it asks, not rebuilt into a second partition.
-        return patch(self, self.original, keywords=True, elsewhere=_frontends.CARRIED)
+    def install(self) -> None:
+        name = self.module.__name__
+        self.frontend.acquire(self.module, name)
+        # Beside Thunder's adapter, a Thunder partition's definition is that adapter's: run as it asks.
+        _patches.apply(name, self.module.FusionDefinition, "execute",
+                       patch(self, self.original, keywords=True, elsewhere=_frontends.CARRIED), on_demand=True)
+
+    def uninstall(self) -> bool:
+        name = self.module.__name__
+        restored = _patches.restore(name)
+        self.frontend.release(name)
+        self.forget()
+        return restored
+
+    def forget(self) -> None:
+        for fusion in list(self._fusions):  # seen again, each starts afresh
+            vars(fusion).pop(_TABLE, None)
+        self._fusions.clear()
+
+    def passed_options(self, kwargs: dict[str, Any]) -> OptionSet:
+        """The options passed to ``execute``, interned."""
+        key = (tuple(kwargs.get("_enable_options") or ()), tuple(kwargs.get("_disable_options") or ()))
+        options = self._option_sets.get(key)
+        if options is None:
+            if len(self._option_sets) > 1024:
+                self._option_sets.clear()
+            options = self._option_sets[key] = OptionSet(*key)
+        return options
 
     def attach(self, fusion: Definition, table: FusionTable[_frontends.Partition]) -> None:
         fusion.__dict__[_TABLE] = table
         try:
-            _fusions.add(fusion)
+            self._fusions.add(fusion)
         except TypeError:  # pragma: no cover - a definition without weak references keeps its table after uninstall
             pass
 
@@ -166,7 +178,7 @@ class FrontendAdapter(Adapter[Definition]):
         return info
 
     def own_options(self, fusion: Definition, kwargs: dict[str, Any]) -> OptionSet:
-        return _passed_options(kwargs)
+        return self.passed_options(kwargs)
 
     def build(self, fusion: Definition, info: FusionInfo, options: OptionSet) -> _frontends.Partition:
         adapter, execute_with, frontend, module = self, self.frontend.execute, self.frontend, self.module
@@ -186,25 +198,21 @@ class FrontendAdapter(Adapter[Definition]):
                 runner = frontend.rebuild(fusion, module, options, definition)
                 entry = None
                 if share:
-                    # An equal definition another fusion compiled for these options and this device runs instead of
-                    # a new copy (nvscope._exec._shared; raises SharedFailure if its compile failed). On the legacy
-                    # frontend each partition runs its own salted copy, which shares nvFuser's global cache entry.
-                    # A partition serves calls that passed its options and calls a scope gave them: only the first
-                    # honour a remembered failure's refusal (`_shared.adopt`); a refused build is not kept, so an own
-                    # call after a refused scoped one compiles.
-                    runner, entry = _shared.adopt(runner, options, info.id, definition, device=_device(device),
-                                                  share=frontend is _frontends.DIRECT, watch=False, own=own)
+                    # An equal definition compiled for these options and this device runs instead of a new copy;
+                    # the legacy frontend's salted copies share nvFuser's cache entry themselves. A refused build is
+                    # not kept, so an own-options call after a refused scoped one compiles.
+                    runner, entry = _shared.SHARED.adopt(runner, options, info.id, definition, device=_device(device),
+                                                         share=frontend is _frontends.DIRECT, watch=False, own=own)
                 # None: the adapter's `calls`, read at each run (a watch may wrap it: `watch_execute`).
                 call = None if entry is None or entry.compiled else first(entry, device)
                 built = by_device[device] = (runner, call)
                 return built
 
         def first(entry: _shared.Entry, device: Any) -> Any:
-            """nvFuser's execute through `_shared.first` (one first execution of the shared definition at a time,
-            refused once its compile failure is remembered), until one completes: then it steps aside."""
+            """nvFuser's execute through `_shared.SharedDefinitions.run_uncompiled` until one completes."""
 
             def execute_first(fd: Any, *args: Any, **kwargs: Any) -> Any:
-                outputs = _shared.first(entry, adapter.calls, fd, args, kwargs)
+                outputs = _shared.SHARED.run_uncompiled(entry, adapter.calls, fd, args, kwargs)
                 by_device[device] = (fd, None)
                 return outputs
 
@@ -212,7 +220,7 @@ class FrontendAdapter(Adapter[Definition]):
 
         def run(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             device = kwargs.get("device")
-            runner, call = by_device.get(device) or definition_for(device, options == _passed_options(kwargs))
+            runner, call = by_device.get(device) or definition_for(device, options == adapter.passed_options(kwargs))
             rest = {k: v for k, v in kwargs.items() if k not in _OPTION_KWARGS}
             return execute_with(call or adapter.calls, partition, runner, *args, **rest)
 
@@ -221,7 +229,7 @@ class FrontendAdapter(Adapter[Definition]):
         return partition
 
     def definition(self, partition: _frontends.Partition, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        return partition.runner(kwargs.get("device"), partition.options == _passed_options(kwargs))[0]
+        return partition.runner(kwargs.get("device"), partition.options == self.passed_options(kwargs))[0]
 
     def default(self, fusion: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         return self.calls(fusion, *args, **kwargs)
@@ -232,33 +240,26 @@ class FrontendAdapter(Adapter[Definition]):
     describe = "nvFuser"
 
 
-_adapters: dict[str, FrontendAdapter] = {}
-
-
-# --- a watch on nvFuser's own execute (for nvscope rescue: nvscope._tools._rescue._watch) -------------------------
-# The adapter saved nvFuser's execute when it installed, so a wrapper put on ``FusionDefinition.execute`` later
-# never sees the executions the adapter makes itself (a fusion's defaults, its partitions). `watch_execute` routes
-# them through ``wrap(execute)`` until its undo runs, for adapters installed before the watch or while it lasts.
-_watches: list[Callable[[Any], Any]] = []
-
-
 def watch_execute(wrap: Callable[[Any], Any]) -> Callable[[], None]:
-    """Every nvFuser execute the adapters call goes through ``wrap(execute)`` (the innermost watch) until the
-    returned undo is called."""
-    _watches.append(wrap)
-    for adapter in list(_adapters.values()):
-        adapter.watched()
+    """Every nvFuser execute the direct adapters call, their own runs of a fusion's defaults and partitions included,
+    goes through ``wrap(execute)`` (the innermost watch) until the returned undo is called (`nvscope rescue`)."""
+    watches = INSTALLED.watches
+    watches.append(wrap)
+    _rewatch()
 
     def undo() -> None:
-        if wrap in _watches:
-            _watches.remove(wrap)
-        for adapter in list(_adapters.values()):
-            adapter.watched()
+        if wrap in watches:
+            watches.remove(wrap)
+        _rewatch()
 
     return undo
 
 
-_state.keep(__name__, "_watches", "each watch removes its own (`watch_execute`'s undo)")
+def _rewatch() -> None:
+    for name in NVFUSER_MODULES:
+        adapter = INSTALLED.get(name)
+        if isinstance(adapter, FrontendAdapter):
+            adapter.watched()
 
 
 def install() -> bool:
@@ -269,42 +270,19 @@ def install() -> bool:
     """
     for name in NVFUSER_MODULES:
         module = sys.modules.get(name)
-        if module is None or not hasattr(module, "FusionDefinition") or _patches.active(name):
-            continue
-        adapter = FrontendAdapter(module)
-        adapter.frontend.acquire(module, name)
-        _patches.apply(name, module.FusionDefinition, "execute", adapter.patched_execute(), on_demand=True)
-        _adapters[name] = adapter
+        if module is not None and hasattr(module, "FusionDefinition") and INSTALLED.get(name) is None:
+            INSTALLED.add(name, FrontendAdapter(module))
     return installed()
 
 
 def uninstall() -> bool:
     """Restore every patched ``FusionDefinition.execute`` exactly, and drop every definition's partitions. Idempotent;
     returns whether anything was restored."""
-    restored = _unpatch()
-    _drop_tables()
-    _state.reset("shared")  # what the partitions were built on goes with them
-    return restored
-
-
-def _unpatch() -> bool:
     restored = False
     for name in NVFUSER_MODULES:
-        restored = _patches.restore(name) or restored
-        adapter = _adapters.pop(name, None)
-        if adapter is not None:
-            adapter.frontend.release(name)
+        restored = INSTALLED.remove(name) or restored
+    _state.reset("shared")  # what the partitions were built on goes with them
     return restored
-
-
-def _drop_tables() -> None:
-    for fusion in list(_fusions):  # their partitions (compiled kernels) and failures: seen again, each starts afresh
-        vars(fusion).pop(_TABLE, None)
-    _fusions.clear()
-
-
-_state.register(__name__, "_adapters", _unpatch, step="adapters")
-_state.register(__name__, "_fusions", _drop_tables, step="tables")
 
 
 def installed() -> bool:

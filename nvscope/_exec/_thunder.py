@@ -25,21 +25,19 @@ changing nothing. Installed lazily by the first non-empty scope once ``thunder``
 from __future__ import annotations
 
 import importlib
-import sys
 from typing import Any
 
 from nvscope._core import UnsupportedError, _patches, _state
 from nvscope._exec import _frontends
+from nvscope._exec._adapter import INSTALLED
 from nvscope._exec._fusion_table import FusionTable
-from nvscope._exec._thunder_adapter import IMPL_MODULE, PROVEN, SHAPES, ThunderAdapter, thunder_version
-from nvscope._exec._thunder_autograd import AUTOGRAD_MODULE, make_backward, make_forward
+from nvscope._exec._thunder_adapter import IMPL_MODULE, OWNER, PROVEN, SHAPES, ThunderAdapter, thunder_version
+from nvscope._exec._thunder_autograd import AUTOGRAD_MODULE
 from nvscope._exec._thunder_autograd import refusal as _autograd_refusal
 
 __all__ = ["install", "installed", "partitions", "uninstall", "unsupported"]
 
 VERSION_MODULE = "thunder.executors.nvfuserex"
-_OWNER = "thunder"
-_installed: list[ThunderAdapter] = []  # the shape driving Thunder now (one at most)
 
 
 def _nvfuser_version() -> str | None:
@@ -96,81 +94,43 @@ def unsupported() -> str | None:
 
 def installed() -> bool:
     """Whether the Thunder patches are in place."""
-    return bool(_patches.active(_OWNER))
+    return bool(_patches.active(OWNER))
 
 
 def install() -> bool:
     """Patch Thunder's nvFuser executor so it honours the active scope. Idempotent.
 
     Returns whether the patches are in place: False, changing nothing, when Thunder's nvFuser executor cannot be
-    imported (no Thunder, no nvFuser). Raises `UnsupportedError`, changing nothing, for a Thunder that lacks what the
-    patches rely on (the message names what and the Thunder version).
+    imported. Raises `UnsupportedError`, changing nothing, for a Thunder that lacks what the patches rely on.
     """
-    _patches.accept(_OWNER)
+    _patches.accept(OWNER)
     if installed():
         return True
     modules = _modules()
     if modules is None:
         return False
-    impl, autograd = modules
-    chosen = _choose(impl, autograd)
+    chosen = _choose(*modules)
     if isinstance(chosen, str):
         raise UnsupportedError(chosen)
     # A too-old nvFuser is refused when a scope reaches a fusion, not here: unscoped Thunder still works.
-    shape = chosen(impl, _frontends.check_version(_nvfuser_version()))
-    shape.frontend.acquire(sys.modules.get(impl.FusionDefinition.__module__.partition(".")[0]), _OWNER)
-    function_class = autograd.ThunderFunction
-    original_forward = vars(function_class)["forward"]
-    original_backward = vars(function_class)["backward"]
-    # On demand (nvscope._core._patches): with no scope and no audit anywhere, Thunder's own functions run.
-    _patches.apply(_OWNER, shape.wrapper_class, "__call__", shape.patched_call(), on_demand=True)
-    if callable(getattr(impl, "execute_with_dtensors", None)):  # nvFuser >= 0.2.28; Thunder calls it for DTensors
-        _patches.apply(_OWNER, impl, "execute_with_dtensors",
-                       _frontends.make_execute_with_dtensors(impl.execute_with_dtensors))
-    # Not on demand: a backward fusion's id names its forward's jitted function, which only the forward can see.
-    _patches.apply(_OWNER, function_class, "forward", staticmethod(make_forward(original_forward.__func__)))
-    _patches.apply(_OWNER, function_class, "backward", staticmethod(make_backward(original_backward.__func__)),
-                   on_demand=True)
-    _installed.append(shape)
-    # With the direct adapter beside it, the definitions Thunder's own call executes are Thunder's: run as they are.
-    _frontends.THUNDER_CALLERS.add(shape.original.__code__)
-    dtensors = getattr(getattr(impl, "execute_with_dtensors", None), "__wrapped__", None)  # nvFuser's, under the patch
-    code = getattr(dtensors, "__code__", None)
-    if code is not None:
-        _frontends.THUNDER_CALLERS.add(code)
+    INSTALLED.add(OWNER, chosen(*modules, _frontends.check_version(_nvfuser_version())))
     return True
 
 
 def uninstall() -> bool:
     """Restore Thunder's original executor exactly, and drop every fusion's partitions. Idempotent; returns whether
-    anything was restored.
-
-    Scopes entered afterwards do not install it again (that would undo an explicit choice); `install()` does.
+    anything was restored. Scopes entered afterwards do not install it again (an explicit choice); `install()` does.
     """
-    _patches.decline(_OWNER)  # an explicit choice: later scopes must not undo it
-    restored = _drop()
-    # What the partitions were built on goes with them: the shared definitions, and the numbering of fusion ids
-    # (it restarts for new fusions; a fusion seen before keeps its id).
+    _patches.decline(OWNER)
+    restored = INSTALLED.remove(OWNER) or _patches.restore(OWNER)
+    # What the partitions were built on goes with them: the shared definitions, and the numbering of fusion ids.
     _state.reset("shared", "ids")
     return restored
-
-
-def _drop() -> bool:
-    """Undo the Thunder patches and drop every fusion's table (its partitions); returns whether a patch was undone."""
-    restored = _patches.restore(_OWNER)
-    _frontends.THUNDER_CALLERS.clear()
-    while _installed:
-        shape = _installed.pop()
-        shape.forget()
-        shape.frontend.release(_OWNER)
-    return restored
-
-
-_state.register(__name__, "_installed", _drop, step="adapters")
 
 
 def partitions(fusion: Any) -> FusionTable[_frontends.Partition] | None:
     """The table of one Thunder fusion (a ``FusionDefinitionWrapper``), or None if nvscope never saw it scoped or
     audited: its ``info`` (`nvscope.FusionInfo`), and its partitions, whose ``runner`` is the wrapper copy that runs
     the fusion for that option set."""
-    return _installed[-1].lookup(fusion) if _installed else None
+    adapter = INSTALLED.get(OWNER)
+    return None if adapter is None else adapter.lookup(fusion)

@@ -29,21 +29,22 @@ from nvscope._core import (
     FusionInfo,
     OptionSet,
     UnsupportedError,
+    _patches,
     claim,
-    file_of,
     inputs_digest,
     ops_of_definition,
     remember,
-    site_of,
 )
 from nvscope._exec import _events, _frontends, _shared, _thunder_region
 from nvscope._exec._adapter import Adapter
 from nvscope._exec._execute import patch
 from nvscope._exec._fusion_table import TABLE_ATTRIBUTE as _TABLE
 from nvscope._exec._fusion_table import EscapeRefused, FusionTable
+from nvscope._exec._thunder_autograd import jitted_function, make_backward, make_forward
 
-__all__ = ["SHAPES", "ThunderAdapter", "jitted_function"]
+__all__ = ["SHAPES", "ThunderAdapter"]
 
+OWNER = "thunder"  # its patches' owner in `nvscope._core._patches`, and its name in `INSTALLED`
 PROVEN = "Thunder 0.2.6 and 0.2.7.dev20260201"  # tests/gpu ran with both on the H200
 IMPL_MODULE = "thunder.executors.nvfuserex_impl"
 _INFO = "_nvscope_info"  # its FusionInfo, beside the table: kept by `forget`, then claimed again from it (`remember`)
@@ -59,35 +60,6 @@ def short(name: str) -> str:
     return name.partition(": ")[0]
 
 
-def jitted_function(limit: int = 40) -> tuple[str, str] | None:
-    """The function ``thunder.jit`` compiled, from its ``fn_`` frame on this thread's stack: ``(qualname, site)``,
-    the site ``"<module>:<qualname>"``; or None. Which of its traces runs is the fusion's key (its inputs, `identify`),
-    not the trace's place in Thunder's cache, which follows the order the function met its inputs.
-
-    In a backward, its forward's (captured by the autograd patch): the backward runs outside the jitted function.
-    Called once per fusion (when its table is made) and once per forward while the autograd patch is in place, never
-    per fusion call.
-    """
-    captured = _events.FUNCTION.get()
-    if captured is not None and _events.PHASE.get() == "backward":
-        return captured
-    frame = sys._getframe(1)
-    for _ in range(limit):
-        if frame is None:
-            break
-        code = frame.f_code
-        if code.co_name == "fn_" and "thunder" in code.co_filename:
-            names = frame.f_locals
-            fn = names.get("fn")
-            if fn is None:
-                fn = getattr(names.get("cd"), "fn", None)
-            if fn is not None:
-                qualname = getattr(fn, "__qualname__", None) or type(fn).__qualname__
-                return qualname, site_of(getattr(fn, "__module__", None) or type(fn).__module__, qualname, file_of(fn))
-        frame = frame.f_back  # type: ignore[assignment]
-    return captured
-
-
 # Thunder's ``FusionDefinitionWrapper``, the adapter's fusion type (no annotation of Thunder's to name: it is optional).
 Wrapper = Any
 
@@ -98,7 +70,8 @@ class ThunderAdapter(Adapter[Wrapper]):
     FIELDS = ("get_fd", "to_descriptors", "name", "use_cache", "last_used", "last_inputs", "store_inputs",
               "enable_options", "disable_options")
 
-    def __init__(self, impl: ModuleType, version_error: UnsupportedError | None) -> None:
+    def __init__(self, impl: ModuleType, autograd: ModuleType, version_error: UnsupportedError | None) -> None:
+        self.impl, self.autograd = impl, autograd
         self.wrapper_class = impl.FusionDefinitionWrapper
         self.original = self.wrapper_class.__call__
         self.frontend = _frontends.frontend_of(impl.FusionDefinition)
@@ -131,10 +104,33 @@ class ThunderAdapter(Adapter[Wrapper]):
             missing.append(f"{IMPL_MODULE}.FusionDefinition")
         return missing
 
-    # --- the patch -----------------------------------------------------------------------------------------------
+    def install(self) -> None:
+        """Patch the wrapper's ``__call__`` and ``execute_with_dtensors`` (on demand: with no scope or audit anywhere
+        Thunder's own run), and ``ThunderFunction.forward``/``backward`` (`nvscope._exec._thunder_autograd`)."""
+        impl, function_class = self.impl, self.autograd.ThunderFunction
+        self.frontend.acquire(sys.modules.get(impl.FusionDefinition.__module__.partition(".")[0]), OWNER)
+        original_forward = vars(function_class)["forward"]
+        original_backward = vars(function_class)["backward"]
+        _patches.apply(OWNER, self.wrapper_class, "__call__", patch(self, self.original), on_demand=True)
+        if callable(getattr(impl, "execute_with_dtensors", None)):  # nvFuser >= 0.2.28; Thunder calls it for DTensors
+            _patches.apply(OWNER, impl, "execute_with_dtensors",
+                           _frontends.make_execute_with_dtensors(impl.execute_with_dtensors))
+        # Not on demand: a backward fusion's id names its forward's jitted function, which only the forward can see.
+        _patches.apply(OWNER, function_class, "forward", staticmethod(make_forward(original_forward.__func__)))
+        _patches.apply(OWNER, function_class, "backward", staticmethod(make_backward(original_backward.__func__)),
+                       on_demand=True)
+        # With the direct adapter beside it, the definitions Thunder's own call executes are Thunder's: run as they are.
+        _frontends.THUNDER_CALLERS.add(self.original.__code__)
+        code = getattr(getattr(getattr(impl, "execute_with_dtensors", None), "__wrapped__", None), "__code__", None)
+        if code is not None:
+            _frontends.THUNDER_CALLERS.add(code)
 
-    def patched_call(self) -> Any:
-        return patch(self, self.original)
+    def uninstall(self) -> bool:
+        restored = _patches.restore(OWNER)
+        _frontends.THUNDER_CALLERS.clear()
+        self.forget()
+        self.frontend.release(OWNER)
+        return restored
 
     def forget(self) -> None:
         """Drop every fusion's table (its partitions and their compiled kernels)."""
@@ -212,7 +208,7 @@ class ThunderAdapter(Adapter[Wrapper]):
                     "set kernels of its own. Set NVFUSER_ENABLE/NVFUSER_DISABLE for the whole process instead"
                 )
             if share:
-                adopted = _shared.adopt(fd, options, info.id, inputs=descriptors, share=direct, own=own)[0]
+                adopted = _shared.SHARED.adopt(fd, options, info.id, inputs=descriptors, share=direct, own=own)[0]
                 if adopted is not fd:
                     return adopted  # compiled (or compiling) for another partition; it carries its options already
             _frontends.carry(fd, options)

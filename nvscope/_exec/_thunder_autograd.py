@@ -11,13 +11,13 @@ scope), and the backward runs under it laid over whatever scope is active on the
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
-from nvscope._core import ACTIVE, NoEffectWarning, OptionSet, carried, pop, push
+from nvscope._core import ACTIVE, NoEffectWarning, OptionSet, carried, file_of, pop, push, site_of
 from nvscope._exec import _events
-from nvscope._exec._thunder_adapter import jitted_function
 
-__all__ = ["make_backward", "make_forward", "refusal"]
+__all__ = ["jitted_function", "make_backward", "make_forward", "refusal"]
 
 AUTOGRAD_MODULE = "thunder.executors.torch_autograd"
 # On the autograd ctx: (the forward's frame or None, the jitted function as `jitted_function` gives it, the sharing
@@ -26,6 +26,35 @@ AUTOGRAD_MODULE = "thunder.executors.torch_autograd"
 # policy: while the ctx lives, the frame keeps the per-fusion patches in place (nvscope._core._patches.demand) for a
 # backward that runs after its scope exited (``with nv_options(...): loss = f(x)`` then ``loss.backward()``).
 _CAPTURED = "_nvscope_scope"
+
+
+def jitted_function(limit: int = 40) -> tuple[str, str] | None:
+    """The function ``thunder.jit`` compiled, from its ``fn_`` frame on this thread's stack: ``(qualname, site)``,
+    the site ``"<module>:<qualname>"``; or None. Which of its traces runs is the fusion's key (its inputs, `identify`),
+    not the trace's place in Thunder's cache, which follows the order the function met its inputs.
+
+    In a backward, its forward's (captured by the autograd patch): the backward runs outside the jitted function.
+    Called once per fusion (when its table is made) and once per forward while the autograd patch is in place, never
+    per fusion call.
+    """
+    captured = _events.FUNCTION.get()
+    if captured is not None and _events.PHASE.get() == "backward":
+        return captured
+    frame = sys._getframe(1)
+    for _ in range(limit):
+        if frame is None:
+            break
+        code = frame.f_code
+        if code.co_name == "fn_" and "thunder" in code.co_filename:
+            names = frame.f_locals
+            fn = names.get("fn")
+            if fn is None:
+                fn = getattr(names.get("cd"), "fn", None)
+            if fn is not None:
+                qualname = getattr(fn, "__qualname__", None) or type(fn).__qualname__
+                return qualname, site_of(getattr(fn, "__module__", None) or type(fn).__module__, qualname, file_of(fn))
+        frame = frame.f_back  # type: ignore[assignment]
+    return captured
 
 
 def refusal(autograd: Any) -> list[str]:

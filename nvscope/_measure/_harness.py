@@ -166,7 +166,7 @@ class Runner:
         if v.stage == "default":
             self.own.update((r.fusion, r.options) for r in log.records)
         v.fusions = len(log.records)
-        v.new_partitions = sum(r.partition == "new" for r in log.records)
+        v.new_partitions = sum(r.route == "new" for r in log.records)
         v.changed = sum(map(self.changed, log.records))
         return leaves
 

@@ -257,9 +257,9 @@ class ScopeMachine(RuleBasedStateMachine):
                 record = log.records[-1]  # a first failure records the attempt, then the fallback
                 assert record.info == fusion and (record.options.enable, record.options.disable) == expected
                 if broken:
-                    assert record.partition == "fallback", (fusion, record)
+                    assert record.route == "fallback", (fusion, record)
                 else:
-                    assert (record.partition == "default") == (expected == static and not self.shares()), \
+                    assert (record.route == "default") == (expected == static and not self.shares()), \
                         (fusion, record)
 
     # -- rules --

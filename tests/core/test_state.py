@@ -219,13 +219,13 @@ def test_locks_and_context_variables_are_kept_not_cleared() -> None:
 def test_salts_outlive_uninstall() -> None:
     """nvFuser's process-wide FusionCache keeps the kernels of each salted definition: a salt handed out again after
     uninstall would run kernels compiled under another option set."""
-    from nvscope._exec._legacy import salt_for
+    from nvscope._exec._legacy import LEGACY
 
     first, second = nvscope.OptionSet(["fuse_matmul"]), nvscope.OptionSet([], ["kernel_reuse"])
-    salts = salt_for(first), salt_for(second)
+    salts = LEGACY.salt_for(first), LEGACY.salt_for(second)
     nvscope.uninstall()
-    assert (salt_for(second), salt_for(first)) == salts[::-1]
-    assert salt_for(nvscope.OptionSet(["kernel_profile"])) not in salts
+    assert (LEGACY.salt_for(second), LEGACY.salt_for(first)) == salts[::-1]
+    assert LEGACY.salt_for(nvscope.OptionSet(["kernel_profile"])) not in salts
 
 
 # Each kind of module-level state, as a throwaway module binds it, and the path the inventory names it by.

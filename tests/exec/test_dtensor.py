@@ -47,7 +47,7 @@ def test_dtensor_inputs_run_under_the_scopes_options(installed: ThunderDouble) -
     assert all(type(i) is torch.Tensor for i in scoped.inputs)  # nvFuser got the local tensors
     assert [type(o) for o in out] == [DTensor, DTensor]  # and its outputs were wrapped as DTensors again
     assert torch.equal(out[0].to_local(), torch.tensor([2.0, 4.0])) and out[0].placements == x.placements
-    assert [(r.partition, r.options) for r in log.records] == [("new", OptionSet(SFC))]
+    assert [(r.route, r.options) for r in log.records] == [("new", OptionSet(SFC))]
     assert installed.ranges == ["nvFusion0 [+static_fusion_count]"]
     assert wrapper.last_used is scoped.fd  # Thunder's tools see the definition that ran
 

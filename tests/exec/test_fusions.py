@@ -199,7 +199,7 @@ def test_a_selector_limits_the_options_to_the_fusions_it_matches(installed: Thun
     x = torch.ones(3, requires_grad=True)
     with audit() as log, nv_options(enable=SFC, fusions=fusions):
         model(x).sum().backward()
-    assert [(r.fusion, r.options, r.partition) for r in log.records] == [
+    assert [(r.fusion, r.options, r.route) for r in log.records] == [
         ("forward/nvFusion0", OptionSet(SFC), "new"), ("backward/nvFusion1", OptionSet(), "default")]
     assert options_of(installed) == [OptionSet(SFC), OptionSet()]
     assert torch.equal(x.grad, torch.full((3,), 2.0))
@@ -320,7 +320,7 @@ def test_an_option_that_cannot_affect_a_fusion_keeps_it_on_its_defaults_and_says
         with nv_options(enable=FM, disable=MEE):
             pointwise(t())
             pointwise(t())
-    assert [r.partition for r in log.records] == ["default", "default"]
+    assert [r.route for r in log.records] == ["default", "default"]
     assert options_of(installed, 1) == [OptionSet(), OptionSet()]
     assert len(installed.built) == before and nvscope.thunder.partitions(pointwise) is not None
     assert len(nvscope.thunder.partitions(pointwise)) == 0  # type: ignore[arg-type]
@@ -440,7 +440,7 @@ def test_fallback_completes_the_step_and_keeps_the_failure(installed: ThunderDou
     assert torch.equal(first, expected) and torch.equal(second, expected)
     # The failed attempt is recorded as its partition (built, so "new"), then the defaults' run as "fallback"; the
     # second step goes to the defaults directly.
-    assert [(r.fusion, r.partition) for r in log.records] == [
+    assert [(r.fusion, r.route) for r in log.records] == [
         ("forward/nvFusion0", "new"), ("backward/nvFusion1", "new"), ("backward/nvFusion1", "fallback"),
         ("forward/nvFusion0", "reused"), ("backward/nvFusion1", "fallback")]
     failure = log.failures()[0]

@@ -103,5 +103,4 @@ def test_what_the_lane_leaves_to_the_execution_path_is_recorded_as_before(monkey
             fd.execute([1.0, 1.0])
             fd.execute([1.0, 1.0], device="cuda:0")
     assert [(r.route, r.options.enable) for r in log.records] == [("reused", frozenset(FM))] * 2
-    assert [r.partition for r in log.records] == ["reused"] * 2  # the former name of `route`
     assert [e.device for e in fe.EXECUTIONS[-2:]] == [None, "cuda:0"]  # a definition per device argument

@@ -23,7 +23,7 @@ import nvscope.thunder
 from nvscope import OptionSet, UnsupportedError, audit, nv_options
 from nvscope._exec._frontends import DIRECT, check_version, frontend_of
 from nvscope._exec._fusion_table import FusionTable
-from nvscope._exec._legacy import LEGACY, salt_for
+from nvscope._exec._legacy import LEGACY
 
 FM = ["fuse_matmul"]
 SFC = ["static_fusion_count"]
@@ -75,7 +75,7 @@ class TestFusionTable:
         assert a is a2 and a is not b
         assert built == [OptionSet(FM), OptionSet(SFC)] and table.builds == 2 and table.evictions == 0
         assert len(table) == 2 and OptionSet(FM) in table and OptionSet(KP) not in table
-        assert table.own_options == OptionSet(KP) and table.static is table.own_options  # the former name
+        assert table.own_options == OptionSet(KP)
 
     def test_evicts_the_least_recently_used(self) -> None:
         table, built = self.make(maxsize=2)
@@ -150,10 +150,10 @@ def test_frontend_of(load: Callable[[str], Any]) -> None:
 
 
 def test_salts_are_stable_and_distinct_per_set() -> None:
-    a, b = salt_for(OptionSet(FM)), salt_for(OptionSet(FM, MEE))
+    a, b = LEGACY.salt_for(OptionSet(FM)), LEGACY.salt_for(OptionSet(FM, MEE))
     assert a != b
-    assert salt_for(OptionSet(enable=("fuse_matmul",))) == a
-    assert salt_for(OptionSet(FM, MEE)) == b
+    assert LEGACY.salt_for(OptionSet(enable=("fuse_matmul",))) == a
+    assert LEGACY.salt_for(OptionSet(FM, MEE)) == b
 
 
 def test_rebuild_replays_the_printed_definition(load: Callable[[str], Any]) -> None:
@@ -171,7 +171,7 @@ def test_rebuild_salts_on_the_legacy_frontend(load: Callable[[str], Any]) -> Non
         fd = define(fe, 2)
         assert fd.scalars() == []  # definitions outside nvscope's partitions are not salted
         salted = LEGACY.rebuild(fd, fe, OptionSet(FM))
-        assert salted.scalars() == [salt_for(OptionSet(FM))] and salted.calls[:-1] == fd.calls
+        assert salted.scalars() == [LEGACY.salt_for(OptionSet(FM))] and salted.calls[:-1] == fd.calls
         assert salted.calls[-1][2] == {"dtype": fe.DataType.Int}
     finally:
         LEGACY.release("test")
@@ -228,7 +228,7 @@ def test_direct_execute_honours_the_scope_on_a_rebuilt_fd(load: Callable[[str], 
     assert merged.fd not in (fd, first.fd) and (merged.enable, merged.disable) == (KP, MEE)
     assert default.fd is fd and default.enable == ()
     direct = "nvfuser_direct"
-    assert [(r.partition, r.options, r.frontend) for r in log.records] == [
+    assert [(r.route, r.options, r.frontend) for r in log.records] == [
         ("new", OptionSet(FM), direct), ("reused", OptionSet(FM), direct), ("new", OptionSet(KP, MEE), direct),
         ("default", OptionSet(), direct),  # audited like a Thunder fusion: unscoped executions too
     ]
@@ -293,7 +293,7 @@ def test_legacy_direct_user_partitions_are_salted_and_quiet(load: Callable[[str]
             fd.execute([1.0])
     assert not [w for w in caught if RESET in str(w.message)]
     fm, sfc = fe.EXECUTIONS[-2:]
-    assert fm.fd.scalars() == [salt_for(OptionSet(FM))] and sfc.fd.scalars() == [salt_for(OptionSet(SFC))]
+    assert fm.fd.scalars() == [LEGACY.salt_for(OptionSet(FM))] and sfc.fd.scalars() == [LEGACY.salt_for(OptionSet(SFC))]
     assert fd.scalars() == []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -105,7 +105,8 @@ def test_uninstall_empties_every_registered_holder(use: Use) -> None:
     with audit():
         use.step()
     full = {name for name, value in holders().items() if held(value)}
-    assert {"nvscope._exec._shared._entries", "nvscope._exec._nvfuser._fusions", "nvscope._core._patches._PATCHES",
+    assert {"nvscope._exec._shared.SHARED._entries", "nvscope._exec._adapter.INSTALLED._adapters",
+            "nvscope._core._patches._PATCHES",
             "nvscope._core._policy._interned", "nvscope._core._fusion._compiled", "nvscope._exec._legacy.LEGACY._users",
             "nvscope._core._optionset.EMPTY._unions"} <= full  # the use reached them
     assert nvscope.uninstall() is True
@@ -126,7 +127,7 @@ def test_after_uninstall_a_fusion_that_fell_back_compiles_again_and_warns(use: U
     assert use.compiles(failing=True) == 4  # each failing definition tried again, once
     # No stale entry: the partitions are new, none shared from a definition compiled before; the ids are the same.
     scoped = [r for r in second.records if r.options]
-    assert [r.partition for r in scoped if r.error is None][:2] == ["new", "new"]
+    assert [r.route for r in scoped if r.error is None][:2] == ["new", "new"]
     assert all(r.shared_from is None for r in second.records)
     assert [r.fusion for r in second.records] == [r.fusion for r in first.records]
 

@@ -31,7 +31,7 @@ class SlowHash(nvscope.OptionSet):
 
 
 def salts_from_threads(options: list[nvscope.OptionSet]) -> list[int]:
-    from nvscope._exec._legacy import salt_for
+    from nvscope._exec._legacy import LEGACY
 
     barrier = threading.Barrier(len(options))
     salts: list[int] = [0] * len(options)
@@ -40,7 +40,7 @@ def salts_from_threads(options: list[nvscope.OptionSet]) -> list[int]:
     def work(index: int) -> None:
         try:
             barrier.wait()
-            salts[index] = salt_for(options[index])
+            salts[index] = LEGACY.salt_for(options[index])
         except BaseException as error:
             errors.append(error)
 
@@ -65,9 +65,9 @@ def test_one_option_set_gets_one_salt_from_every_thread() -> None:
     shared = SlowHash(disable=["salt_test_shared"])
     salts = salts_from_threads([shared] * 8)
     assert len(set(salts)) == 1
-    from nvscope._exec._legacy import salt_for
+    from nvscope._exec._legacy import LEGACY
 
-    assert salt_for(nvscope.OptionSet(disable=["salt_test_shared"])) == salts[0]  # equal sets: one salt
+    assert LEGACY.salt_for(nvscope.OptionSet(disable=["salt_test_shared"])) == salts[0]  # equal sets: one salt
 
 
 def test_a_definition_that_cannot_be_rebuilt_is_unsupported(monkeypatch: pytest.MonkeyPatch) -> None:

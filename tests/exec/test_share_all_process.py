@@ -152,7 +152,7 @@ def case(name, forward_scope=None, backward_scope=None, thread=False):
             runner.join()
         else:
             backward()
-    shared = {r.fusion.split("/")[0]: r.partition != "default" for r in log.records}
+    shared = {r.fusion.split("/")[0]: r.route != "default" for r in log.records}
     seen[name] = [shared["forward"], shared["backward"]]
 
 case("program-wide")
@@ -215,7 +215,7 @@ def in_a_thread():
 with nvscope.audit() as log:
     rescue(in_a_thread, progress=False)
 before = len(double.fe.COMPILES)
-seen["rescue's routes"] = sorted({r.partition for r in log.records})
+seen["rescue's routes"] = sorted({r.route for r in log.records})
 seen["afterwards, shared again"] = (threaded[0](Tensor((1.0,))), len(double.fe.COMPILES) - before)
 print(json.dumps(seen, default=str))
 """

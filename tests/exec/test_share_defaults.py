@@ -87,7 +87,7 @@ def test_share_false_inside_a_sharing_scope_reaches_its_backward_run_outside_it(
             losses = [model(torch.ones(2, requires_grad=True)).sum() for model in models]
         for loss in losses:
             loss.backward()  # in the sharing scope: the backward still keeps its forward's share=False
-    assert {r.fusion.split("#")[0]: r.partition for r in log.records} == {"forward/nvFusion0": "default",
+    assert {r.fusion.split("#")[0]: r.route for r in log.records} == {"forward/nvFusion0": "default",
                                                                          "backward/nvFusion1": "default"}
     assert len(compiles(double)) == 6  # Thunder's own path: one compile per fusion, forward and backward
 
@@ -146,7 +146,7 @@ def test_a_fallback_in_a_sharing_scope_runs_the_shared_defaults(double: ThunderD
             assert fusion(t()) == [t() * 2]
     assert sorted(e for _, e in compiles(double)) == [(), tuple(FM)]
     # The audit says which fusion's failure the others shared: no compile of their own.
-    tried = [r.shared_from for r in log.records if r.partition != "fallback"]
+    tried = [r.shared_from for r in log.records if r.route != "fallback"]
     assert tried[0] is None and all(f is not None and f.startswith("forward/nvFusion0") for f in tried[1:])
 
 

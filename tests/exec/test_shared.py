@@ -73,7 +73,7 @@ def test_identical_definitions_compile_once_per_option_set(double: ThunderDouble
     assert len({id(e.fd) for e in scoped[:4]}) == 1 and scoped[4].fd is not scoped[0].fd
     assert scoped[0].fd is not scoped[5].fd and scoped[0].fd is scoped[10].fd
     # The audit says which partition ran another fusion's compiled definition, and whose.
-    first = [(r.fusion, r.partition, r.shared_from) for r in log.records[:5]]
+    first = [(r.fusion, r.route, r.shared_from) for r in log.records[:5]]
     owner = "forward/nvFusion0"
     assert first == [(owner, "new", None), ("forward/nvFusion1", "new", owner), ("forward/nvFusion2", "new", owner),
                      ("forward/nvFusion3", "new", owner), ("forward/nvFusion9", "new", None)]
@@ -166,9 +166,9 @@ def test_a_shared_failure_is_one_compile_attempt_and_one_warning(double: Thunder
     message = str(fallbacks[0].message)
     assert "fusion forward/nvFusion0 failed" in message and "same nvFuser definition" in message
     assert [c.enable for c in double.fe.COMPILES].count(tuple(FM)) == 1  # one attempt under the options
-    fell_back = [(r.fusion, r.partition) for r in log.records if r.partition == "fallback"]
+    fell_back = [(r.fusion, r.route) for r in log.records if r.route == "fallback"]
     assert sorted(set(fell_back)) == [(f"forward/nvFusion{i}", "fallback") for i in range(3)]
-    later = next(r for r in log.records if r.fusion == "forward/nvFusion2" and r.partition == "fallback")
+    later = next(r for r in log.records if r.fusion == "forward/nvFusion2" and r.route == "fallback")
     assert later.error is not None and "failed under these options in fusion forward/nvFusion0" in later.error
 
 
@@ -412,7 +412,7 @@ def test_the_audit_counts_a_rebuilt_partition_on_its_compiled_definition_as_no_c
                 with nv_options(enable=enable):
                     fusion(t())
     assert [c.enable for c in double.fe.COMPILES] == [tuple(FM), tuple(SFC)]
-    assert [r.partition for r in log.records] == ["new"] * 6  # each scope rebuilt the evicted partition
+    assert [r.route for r in log.records] == ["new"] * 6  # each scope rebuilt the evicted partition
     summary = log.summary().splitlines()[-1]
     assert summary.startswith("6 fusion executions, 2 new partitions compiled"), summary
     assert "4 rebuilt partitions ran their definition compiled before" in summary, summary

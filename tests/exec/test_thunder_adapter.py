@@ -356,7 +356,7 @@ def test_scope_merges_with_compile_time_options_in_a_partition(installed: Thunde
     assert execution.fd is not default_fd(wrapper, t())
     assert out[0] == 2 * t()
     (record,) = log.records
-    assert record.partition == "new" and record.options == OptionSet(FM, MEE)
+    assert record.route == "new" and record.options == OptionSet(FM, MEE)
 
 
 def test_scope_adding_nothing_uses_thunders_default(installed: ThunderDouble) -> None:
@@ -366,7 +366,7 @@ def test_scope_adding_nothing_uses_thunders_default(installed: ThunderDouble) ->
     (execution,) = installed.executions
     assert execution.fd is default_fd(wrapper, t())
     assert execution.enable is wrapper.enable_options and execution.disable is wrapper.disable_options
-    assert [r.partition for r in log.records] == ["default"]
+    assert [r.route for r in log.records] == ["default"]
     assert log.records[0].options == OptionSet(FM + SFC, MEE)
 
 
@@ -383,7 +383,7 @@ def test_one_partition_per_option_set(installed: ThunderDouble) -> None:
     fm, sfc, fm_again, unscoped = (e.fd for e in installed.executions)
     assert fm is fm_again and fm is not sfc
     assert unscoped is default_fd(wrapper, t()) and unscoped not in (fm, sfc)
-    assert [(r.partition, r.options) for r in log.records] == [
+    assert [(r.route, r.options) for r in log.records] == [
         ("new", OptionSet(FM)), ("new", OptionSet(SFC)), ("reused", OptionSet(FM)), ("default", OptionSet()),
     ]
     table = nvscope.thunder.partitions(wrapper)
@@ -446,7 +446,7 @@ def test_partitions_are_lru_bounded(installed: ThunderDouble) -> None:
     # The partition is new, but its definition is the one compiled before: kept by the process-wide shared cache
     # (nvscope._exec._shared; tests/exec/test_shared.py checks NVSCOPE_SHARE=0, where it is compiled anew).
     assert second_sfc is first_sfc
-    assert [r.partition for r in log.records] == ["new", "reused", "new"]
+    assert [r.route for r in log.records] == ["new", "reused", "new"]
     assert table.evictions == 2 and len(table) == 2
 
 
@@ -622,7 +622,7 @@ def test_backward_outside_the_scope_gets_the_forwards_options(installed: Thunder
             y = model(x)
         y.sum().backward()
     assert torch.equal(x.grad, torch.full((3,), 2.0))
-    assert [(r.fusion, r.phase, r.options, r.partition) for r in log.records] == [
+    assert [(r.fusion, r.phase, r.options, r.route) for r in log.records] == [
         ("forward/nvFusion0", "forward", OptionSet(FM, MEE), "new"),
         ("backward/nvFusion1", "backward", OptionSet(FM, MEE), "new"),
     ]
@@ -669,7 +669,7 @@ def test_unscoped_forward_and_backward_stay_default(installed: ThunderDouble) ->
     x = torch.ones(3, requires_grad=True)
     with audit() as log:
         model(x).sum().backward()
-    assert [(r.phase, r.partition) for r in log.records] == [("forward", "default"), ("backward", "default")]
+    assert [(r.phase, r.route) for r in log.records] == [("forward", "default"), ("backward", "default")]
     assert installed.executions[-1].fd is default_fd(backward_fusion, x)
     assert installed.executions[-1].enable is backward_fusion.enable_options
 
@@ -842,9 +842,9 @@ def test_audit_records_and_summary(installed: ThunderDouble) -> None:
             wrapper(t())
     assert len(log) == 3
     first, second, third = log.records
-    assert (first.fusion, first.options, first.partition, first.phase) == (
+    assert (first.fusion, first.options, first.route, first.phase) == (
         "forward/nvFusionAudited", OptionSet(), "default", "forward")
-    assert (second.partition, third.partition) == ("new", "reused")
+    assert (second.route, third.route) == ("new", "reused")
     assert second.options == OptionSet(FM) and second.thread == threading.current_thread().name
     assert {r.frontend for r in log.records} == {"nvfuser_direct"}
     summary = log.summary()

@@ -152,7 +152,7 @@ try:
         result["scoped"], out = kernel_names(lambda: jfn(x, y))
     result["dtensor"] = isinstance(out, DTensor)
     result["correct"] = bool(torch.allclose(out.to_local(), x.to_local() * y.to_local()))
-    result["records"] = [[r.partition, sorted(r.options.enable)] for r in log.records]
+    result["records"] = [[r.route, sorted(r.options.enable)] for r in log.records]
     result["after"] = kernel_names(lambda: jfn(x, y))[0]
     print("RESULT " + json.dumps(result))
 finally:

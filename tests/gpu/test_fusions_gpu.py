@@ -41,7 +41,7 @@ def test_nanogpt_under_fuse_matmul_builds_no_partition_runs_the_defaults_and_war
     print(f"nanoGPT forward: {len(fusions)} fusions, ops {sorted({op for f in fusions for op in f.ops or ()})}; "
           f"first scoped forward {scoped_s * 1e3:.1f} ms (with the profiler)")
     assert fusions and all(f.ops is not None and not {"matmul", "linear"} & set(f.ops) for f in fusions), fusions
-    assert {r.partition for r in log.records} == {"default"}, log.summary()
+    assert {r.route for r in log.records} == {"default"}, log.summary()
     assert sorted(scoped_names) == sorted(default_names) and not nvfuser_matmul(scoped_names)
     assert [w for w in caught if issubclass(w.category, nvscope.NoEffectWarning)], [str(w.message) for w in caught]
 
@@ -83,12 +83,12 @@ def test_fallback_completes_the_failing_step_with_the_unscoped_gradients() -> No
     torch.testing.assert_close(again, expected)
     failed = sorted({r.fusion for r in log.failures()})
     fallbacks = [str(w.message) for w in caught if issubclass(w.category, nvscope.FallbackWarning)]
-    print(f"fell back: {failed}; partitions {[(r.fusion, r.partition) for r in log.records]}")
+    print(f"fell back: {failed}; partitions {[(r.fusion, r.route) for r in log.records]}")
     assert failed, log.summary()
     assert all("runtime_info.h:69" in (r.error or "") or "INTERNAL ASSERT" in (r.error or "")
                for r in log.failures())
     assert len(fallbacks) == len(failed) and all(any(f in m for m in fallbacks) for f in failed)
-    worked = {r.fusion for r in log.records if r.partition in ("new", "reused")} - set(failed)
+    worked = {r.fusion for r in log.records if r.route in ("new", "reused")} - set(failed)
     print(f"kept the options: {sorted(worked)}")
 
 
@@ -103,14 +103,14 @@ def test_a_first_scoped_step_compiles_only_the_selected_fusions() -> None:
         _step(jitted, idx, targets).backward()
         torch.cuda.synchronize()
     selective_s = time.perf_counter() - start
-    built = sorted({r.fusion for r in log.records if r.partition == "new"})
+    built = sorted({r.fusion for r in log.records if r.route == "new"})
     with audit() as everything_log, nv_options(**COUNT):  # the same options for every fusion: the rest compile
         torch.cuda.synchronize()
         start = time.perf_counter()
         _step(jitted, idx, targets).backward()
         torch.cuda.synchronize()
         rest_s = time.perf_counter() - start
-    rest = {r.fusion for r in everything_log.records if r.partition == "new"}
+    rest = {r.fusion for r in everything_log.records if r.route == "new"}
     print(f"first scoped step: {len(built)} of {len(fusions)} fusions selected -> {len(built)} partitions, "
           f"{selective_s:.2f} s; then every fusion -> {len(rest)} more partitions, {rest_s:.2f} s")
     assert built == sorted(chosen)
@@ -143,7 +143,7 @@ with nvscope.dev_mode(), nvscope.audit() as one, nvscope.nv_options(enable=["sta
     step(x)
 print("RESULT " + json.dumps({"ids": [f.id for f in found], "functions": [f.function for f in found],
                               "audited": [r.fusion for r in log.records],
-                              "new": sorted({r.fusion for r in one.records if r.partition == "new"})}))
+                              "new": sorted({r.fusion for r in one.records if r.route == "new"})}))
 """
 
 

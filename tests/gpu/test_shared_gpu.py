@@ -81,7 +81,7 @@ def test_shared_and_private_partitions_give_the_same_bits_and_one_compile_per_de
             ran.append(table.get(OptionSet(OPTIONS))[0].runner.last_used)
     assert len(ran) == len(wrappers)
     assert len({id(fd) for fd in ran}) == len(distinct)  # one compiled definition per distinct definition
-    new = [r for r in log.records if r.partition == "new"]
+    new = [r for r in log.records if r.route == "new"]
     assert sum(r.shared_from is None for r in new) == len(distinct)
     assert sum(r.shared_from is not None for r in new) == len(wrappers) - len(distinct)
 
@@ -92,7 +92,7 @@ def test_shared_and_private_partitions_give_the_same_bits_and_one_compile_per_de
         fwd_bwd(step, model)
         private = [fwd_bwd(step, model) for _ in range(WARM)]
     assert all(r.shared_from is None for r in log.records)
-    assert sum(r.partition == "new" for r in log.records) == len(wrappers)
+    assert sum(r.route == "new" for r in log.records) == len(wrappers)
     nvscope.uninstall()
     own += [fwd_bwd(step, model)]
     # Equal values, not a tolerance (torch.equal: +0.0 equals -0.0, NaN equals nothing): static_fusion_count renames

@@ -107,9 +107,9 @@ def test_matmul_codegen_scoped_and_back(scoped_first: bool) -> None:
             scoped()
             default()
             scoped()
-    scoped_records = [r for r in log.records if r.partition != "default"]
+    scoped_records = [r for r in log.records if r.route != "default"]
     # One partition compiled for the option set on the first scoped call, reused on the second.
-    assert [r.partition for r in scoped_records] == ["new", "reused"], log.summary()
+    assert [r.route for r in scoped_records] == ["new", "reused"], log.summary()
     assert all(r.options == nvscope.OptionSet(**CODEGEN) for r in scoped_records)
 
 
@@ -127,7 +127,7 @@ def test_compile_time_options_union_scope() -> None:
     with nvscope.audit() as log, nv_options(enable=["fuse_matmul"]):  # adds nothing: Thunder's own cache serves
         names, _ = kernels(lambda: jfn(a, b))
     assert nvfuser_matmul(names) and not numbered(names), names
-    assert {r.partition for r in log.records} == {"default"}
+    assert {r.route for r in log.records} == {"default"}
 
 
 class _MLP(torch.nn.Module):

@@ -149,12 +149,12 @@ class InProcess:
             # What the catalog's gates let through to this fusion (all of it when its ops are unknown).
             wanted = options if ops is None else options.only(_affects(gate, ops))
             has = wanted.enable <= r.options.enable and wanted.disable <= r.options.disable
-            own = r.own or (r.partition == "default" and has)
+            own = r.own or (r.route == "default" and has)
             if chosen and not (has and own):
-                problems.append(f"{r.fusion} ran with {r.options!r} in partition {r.partition!r}, not with "
+                problems.append(f"{r.fusion} ran with {r.options!r} in partition {r.route!r}, not with "
                                 f"{wanted!r} in a partition of its own")
-            elif not chosen and r.partition != "default" and (r.partition == "fallback" or self._changed(r)):
-                problems.append(f"{r.fusion} was not selected but ran in partition {r.partition!r}")
+            elif not chosen and r.route != "default" and (r.route == "fallback" or self._changed(r)):
+                problems.append(f"{r.fusion} was not selected but ran in partition {r.route!r}")
         if current_options():
             problems.append(f"a scope stayed active: {current_options()!r}")
         if _patches.describe() != self.patches:

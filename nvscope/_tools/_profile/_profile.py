@@ -317,7 +317,7 @@ def _first(runner: Runner, v: Variant, clock: _Clock) -> _FirstCall:
         counts = {i.id: sum(r.fusion == i.id for r in log.records) for i in infos}
     else:  # executions that ran the options (a partition of their own), not their fusion's own options
         counts = {i.id: sum(r.fusion == i.id and runner.changed(r) for r in log.records) for i in infos}
-    errors = {r.fusion: _error_line(r.error) for r in log.records if r.partition == "fallback" and r.error}
+    errors = {r.fusion: _error_line(r.error) for r in log.records if r.route == "fallback" and r.error}
     return _FirstCall(infos, segments, wall, outputs, leaves, counts, errors, repeat, compiled)
 
 

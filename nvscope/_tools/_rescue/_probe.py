@@ -130,7 +130,7 @@ def observe(step: Callable[[], Any], reference: Callable[[], Any] | None, spec: 
         if getattr(running, "fusion", None) is None and record.fusion not in fusions:
             ops = record.info.ops
             fusions[record.fusion] = {"id": record.fusion, "ops": None if ops is None else sorted(ops),
-                                      "own": options_dict(record.options if record.partition == "default"
+                                      "own": options_dict(record.options if record.route == "default"
                                                           else OptionSet())}
 
     versions: dict[str, str] = {}
