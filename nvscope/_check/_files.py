@@ -35,7 +35,7 @@ _FINE: Mapping[bytes, re.Pattern[bytes]] = MappingProxyType({
     b"NVFUSER_": re.compile(rb"NVFUSER_(?:EN|DIS)ABLE")})
 _ALLOW = re.compile(r"(?:#|//|;)\s*nvscope:\s*allow(?:\[(?P<kinds>[\w,\s-]*)\])?(?P<reason>[^\n]*)")
 _ALONE = re.compile(r"^\s*\"?\s*(?:#|//|;)\s*nvscope:\s*allow")  # a line that is nothing but the comment
-PARALLEL = 400  # files to read from which a process pool pays for its start (about 30 ms)
+PARALLEL = 400  # files to read from which a process pool pays for its start
 _CHUNK = 16  # files per task: small, since the files that are parsed cluster in a few folders
 _FLAGS = os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_NONBLOCK", 0)  # a FIFO opens without a writer
 
