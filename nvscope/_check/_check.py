@@ -1,19 +1,8 @@
 """`nvscope check`: find the places a program sets nvFuser developer options, before they reach reference models.
 
-Thunder's review of its nvFuser options ended with "I can totally see these options percolate into reference
-models, benchmarks, etc just because they are there". nvscope's run-time policy (development mode, NVSCOPE_STRICT)
-sees only the paths a run takes, and only options set through nvscope; this reads the code instead: every file,
-every way an option can be set (Python read as syntax trees by `_python`; shell, Dockerfiles, Makefiles,
-YAML, TOML, INI, .env and notebooks by `_text`).
-
-Each place found is judged here: the option names against the bundled catalog (unknown names with a did-you-mean,
-names outside the nvFuser versions in use), and the place against the allowances (``# nvscope: allow reason`` on
-its line, ``allow`` globs in ``[tool.nvscope.check]``; ``strict`` ignores both). The result, `CheckResult`, renders
-as text, JSON or GitHub Actions annotations.
-
-Files are walked and read by `_files` (what makes it fast: a byte test before parsing, processes for a large
-tree; benchmarks/check_speed.py measures it).
-"""
+The run-time policy sees only the paths a run takes; this reads the code instead. Each place the readers find
+(`_python`, `_text`) is judged here: its option names against the bundled catalog, the place against the
+allowances. The result, `CheckResult`, renders as text, JSON or GitHub Actions annotations."""
 
 from __future__ import annotations
 

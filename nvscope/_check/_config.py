@@ -1,17 +1,7 @@
 """`nvscope check`'s configuration: the ``[tool.nvscope.check]`` table of the checked tree's ``pyproject.toml``.
 
-    [tool.nvscope.check]
-    nvfuser = ">=0.2.35"                 # the nvFuser versions the code must work with (names are checked for each)
-    allow = ["experiments/**"]           # where options may be set (their names are still checked)
-    allow-names = ["checks/names.py"]      # where bad names are on purpose (a test of a validator)
-    exclude = ["third_party/**"]         # not read at all
-
-Python 3.11 reads TOML with ``tomllib``; on 3.10 ``tomli`` is used when installed, and otherwise a small reader of
-this one table (string values and arrays of strings, the only values it takes), so that the check works in
-pre-commit's bare environment too. Globs are relative to the ``pyproject.toml``'s folder: ``*`` within a folder,
-``**`` across folders; a pattern without a ``/`` matches at any depth; a pattern that matches a folder covers
-everything under it.
-"""
+Read with ``tomllib`` (or ``tomli``), else on Python 3.10 by a small reader of this one table, so that the check
+works in pre-commit's bare environment too. Globs are relative to the ``pyproject.toml``'s folder (docs/check.md)."""
 
 from __future__ import annotations
 

@@ -1,19 +1,8 @@
 """Reading the files `nvscope check` checks: the walk, the byte test, the readers, in several processes for a large
 tree. What a file holds is judged in `nvscope._check._check`.
 
-The time goes to parsing: the few files that can hold a finding are parsed whole, and a large module takes
-milliseconds. So (benchmarks/check_speed.py measures each step):
-
-- folders that hold no source (VCS data, environments, caches, build output) and folders that ``exclude`` drops
-  whole are not walked into, and only regular files are opened (a FIFO would block the read forever);
-- a file is opened only if its name says a reader reads it (one without a suffix: its first bytes, for a shebang);
-- a file is parsed only if its bytes hold a word that every finding needs: a few byte searches over the whole file,
-  the longer words only on a hit;
-- the cyclic garbage collector is off while files are read: syntax trees hold no cycles, and its passes over the
-  many live nodes of a large module cost a tenth to a third of its parse;
-- from `PARALLEL` files on, forked processes read the files, a share each (Linux, a process with no other thread:
-  forking one with threads can deadlock the child).
-"""
+Parsing is the cost, so folders without source are not walked into, a file is opened only if a reader reads its
+name and parsed only if its bytes hold a word every finding needs (docs/check.md, "Speed")."""
 
 from __future__ import annotations
 
@@ -46,7 +35,7 @@ _FINE: Mapping[bytes, re.Pattern[bytes]] = MappingProxyType({
     b"NVFUSER_": re.compile(rb"NVFUSER_(?:EN|DIS)ABLE")})
 _ALLOW = re.compile(r"(?:#|//|;)\s*nvscope:\s*allow(?:\[(?P<kinds>[\w,\s-]*)\])?(?P<reason>[^\n]*)")
 _ALONE = re.compile(r"^\s*\"?\s*(?:#|//|;)\s*nvscope:\s*allow")  # a line that is nothing but the comment
-PARALLEL = 400  # files to read from which a process pool pays for its start (about 30 ms)
+PARALLEL = 400  # files to read from which a process pool pays for its start
 _CHUNK = 16  # files per task: small, since the files that are parsed cluster in a few folders
 _FLAGS = os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_NONBLOCK", 0)  # a FIFO opens without a writer
 
@@ -135,7 +124,7 @@ def _jobs(files: int) -> int:
 
 def _scan_range(paths: Sequence[str], start: int, stop: int) -> list[Scanned | None]:
     enabled = gc.isenabled()
-    gc.disable()
+    gc.disable()  # syntax trees hold no cycles; the collector's passes over their many nodes cost much of a parse
     try:
         return [scan(paths[i]) for i in range(start, stop)]
     finally:

@@ -1,23 +1,7 @@
 """`nvscope check`'s Python reader: the places a module sets nvFuser developer options, read from its syntax tree.
 
-Names are resolved through the module's imports (``import nvscope as ns; ns.nv_options``, ``from nvscope import
-nv_options as opts``, ``from os import environ``), so a call counts by what it calls, not by how it is spelled. Option
-values are resolved where they are literals, or names bound once (in the function or the module) to literals; a
-value the function got from its caller (a parameter, ``self.x``) is plumbing, and anything else is dynamic. Reading a
-variable (``os.environ.get``) or removing it is not setting it.
-
-What counts (see docs/check.md): nvscope's ``nv_options``, ``with_nv_options``, ``OptionSet`` (and
-``OptionSet.parse``), ``set_development_mode(True)``, ``dev_mode()`` and the ``nv_options`` pytest marker; Thunder's
-nvFuser compile options (``nv_enable_options=``, ``nv_disable_options=``, ``nv_enable_linear=``, ...) as keywords of
-any call or keys of a dict literal; nvFuser's ``_enable_options=``/``_disable_options=``; ``NVFUSER_ENABLE``,
-``NVFUSER_DISABLE`` and ``NVSCOPE_DEV`` set in ``os.environ`` (item, ``setdefault``, ``update``, ``__setitem__``,
-``|=``), in any mapping by item assignment, by ``os.putenv``, ``monkeypatch.setenv``/``setitem``,
-``mock.patch.dict``, in an ``env=`` mapping (or ``os.execve``'s), in ``dict(..., NVFUSER_ENABLE=...)``, a dict
-literal bound once to a name and given so (``env=env``, ``os.environ.update(CONST)``, ``{**os.environ, **extra}``);
-argument lists that run ``nvscope run --enable ...``, pytest with ``--nv-enable``, ``env NVFUSER_ENABLE=...`` or
-``bash -c SCRIPT``; shell command strings (``os.system``, ``shell=True``). Putting back a value read from the same
-variable sets nothing. A literal parameter default is a value written here, not the caller's.
-"""
+Names are resolved through the module's imports, so a call counts by what it calls, not by how it is spelled.
+Reading a variable or removing it is not setting it; what counts is listed in docs/check.md."""
 
 from __future__ import annotations
 

@@ -1,17 +1,9 @@
-"""`nvscope check`'s reader for files that are not Python: shell scripts, Dockerfiles, Makefiles, YAML (CI ``env:``
-mappings, ``run:`` steps), TOML and INI configs (pytest's ``addopts``), ``.env`` files and notebooks.
+"""`nvscope check`'s reader for files that are not Python: shell scripts, Dockerfiles, Makefiles, YAML, TOML and INI
+configs, ``.env`` files and notebooks.
 
-These are read line by line, not parsed: comments are dropped, lines continued with a backslash are joined, and each
-line is searched for an assignment of ``NVFUSER_ENABLE``, ``NVFUSER_DISABLE`` or ``NVSCOPE_DEV`` in the forms its
-format uses (``export X=...``, ``X=... command``, ``${X:=...}``, ``ENV X=...``, ``X := ...``, ``X: ...``,
-``- X=...``, ``- name: X`` with ``value: ...``, ``%env X=...``) and for command lines that pass options (``nvscope
-run --enable ...``, pytest's ``--nv-enable ...``). Reading a variable (``$NVFUSER_ENABLE``) is not setting it; a
-value that holds one (``NVFUSER_ENABLE=$OLD,fma``) is dynamic.
-
-A notebook's code cells are Python (read by `_python`, all cells as one module, so imports carry over) but
-for its magics: ``%env``/``%set_env`` lines, ``!`` shell lines and ``%%bash`` cells are read here. Lines are reported
-as lines of the ``.ipynb`` file, so that editors, annotations and allowance comments find them.
-"""
+Read line by line, not parsed: comments dropped, continued lines joined, each line searched for the assignments its
+format uses and for command lines that pass options. A notebook's code cells go to `_python` as one module; its
+magics are read here, reported as lines of the ``.ipynb`` file."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
 """What the readers of `nvscope check` report: one `Use`, a place where a program sets nvFuser developer options (or
-turns nvscope's development mode on), before the catalog and the allowances judge it (`nvscope._check._check`).
-
-The Python reader (`_python`) and the text reader (`_text`: shell, Dockerfile, Makefile, YAML, TOML,
-INI, .env, notebooks) both produce these, so that the judging is written once.
-"""
+turns development mode on), before the catalog and the allowances judge it (`nvscope._check._check`)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,8 @@
 """What `nvscope check`'s Python reader knows of a module: its imports, the values its names are bound to, and
 which of its lines can matter (`nvscope._check._python` visits those).
 
-Option values are resolved where they are literals, or names bound once (in the function or the module) to
-literals; a value the function got from its caller (a parameter, ``self.x``) is forwarded, anything else unknown:
-resolved strings carry a hole (`UNKNOWN`, `FORWARDED`) for each part they could not resolve.
-"""
+Values resolve where they are literals or names bound once to literals; a parameter's is forwarded, anything else
+unknown (`UNKNOWN`, `FORWARDED` holes in the resolved strings)."""
 
 from __future__ import annotations
 

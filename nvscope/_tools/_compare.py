@@ -1,17 +1,7 @@
 """A/B in one process: run one function under several option sets and compare time, outputs and kernels.
 
-    result = nvscope.compare(jitted_model, x, variants={
-        "aten": {},
-        "codegen": {"enable": ["fuse_matmul"], "disable": ["matmul_expr_eval"]},
-    })
-
-One process suffices because nvscope gives each option set its own compiled cache: the variants never share a
-kernel. It measures with the tools' harness (`nvscope._measure._harness.Runner`: the call, the timer and its
-calibration): CUDA events once the process uses CUDA, ``time.perf_counter`` otherwise, each sample a block of calls
-long enough to measure. Outputs are flattened and paired
-as the search does (`nvscope._measure._numerics`); compare reports the raw max |diff| and structure differences, it does
-not judge them.
-"""
+Each option set has its own compiled cache, so the variants never share a kernel. Compare reports the raw
+max |diff| and structure differences; it does not judge them."""
 
 from __future__ import annotations
 
@@ -47,14 +37,9 @@ __all__ = ["CompareResult", "VariantResult", "compare"]
 
 @dataclass(frozen=True)
 class VariantResult:
-    """One variant: its options, its time samples (``repeat`` of them, each the ms per call of a block of
-    `CompareResult.calls_per_sample` calls), the output's max |diff| vs the first variant (0.0 for the first; None
-    when outputs hold no numbers; nan when either output has a NaN where the other does not hold the same value,
-    which a NaN never is; inf when the structures differ, ``mismatch`` saying how), the kernel names it launched
-    (empty when torch.profiler is unavailable or no kernel ran), whether its output has a NaN, and ``error``: the
-    first line of the exception that stopped it (its times are then empty and its median nan), or that stopped the
-    listing of its kernels (its times are kept). ``compiles``: what its first call compiled (fusions that ran,
-    definitions compiled, seconds compiling; None where that call failed)."""
+    """One variant: its options, its time samples (ms per call), the output's max |diff| vs the first variant (None:
+    no numbers; nan: a NaN; inf: structures differ, ``mismatch`` says how), the kernels it launched, whether its
+    output has a NaN, ``error`` (the first line of what stopped it), and what its first call compiled."""
 
     name: str
     options: OptionSet

@@ -1,12 +1,6 @@
 """Running a user's program as ``nvscope run`` runs it (`run_program`), and carrying its options to the Python
-processes the program starts (`Settings`, `export`): what ``nvscope run`` and ``nvscope fusions`` do between their
-command line and their summary, and what each run of a ``bisect --subprocess`` does (`nvscope._tools._bisect._process`).
-
-The program runs as ``python script.py args...`` (or ``python -m module``) would: ``sys.argv``, ``sys.path[0]`` and
-``__main__`` as Python sets them, its exit code kept, an uncaught exception's traceback without nvscope's frames; in
-development mode, with adapters installing as it imports Thunder or nvFuser, under the settings' scope. The carry's
-child side (the start-up hook that enters the scope in those processes) is `nvscope._cli._child_carry`.
-"""
+processes the program starts (`Settings`, `export`); each run of a ``bisect --subprocess`` runs through it too.
+The carry's child side is `nvscope._cli._child_carry`."""
 
 from __future__ import annotations
 
@@ -55,8 +49,7 @@ class Settings:
         self.on_error = on_error
         self.audit = audit
         self.outer = list(outer)
-        # ``--share-defaults``: this process's scope shares (share=True); the children get NVSCOPE_SHARE=all instead
-        # (`export`), not a key of NVSCOPE_RUN: read at their import, it shares in every thread, not only the main one.
+        # Children get NVSCOPE_SHARE=all instead (`export`): read at import, it shares in every thread.
         self.share = share
 
     def layers(self) -> list[Settings]:
@@ -93,12 +86,8 @@ class Settings:
 
 
 def export(settings: Settings) -> Callable[[], None]:
-    """Carry ``settings`` to the Python processes started from now on; returns the function that stops it.
-
-    Sets ``NVSCOPE_RUN`` (and ``NVSCOPE_SHARE=all`` for ``--share-defaults``) and prepends the hook's directory to
-    ``PYTHONPATH`` (once) in ``os.environ``, which child processes inherit unless they are given an environment of
-    their own.
-    """
+    """Carry ``settings`` to the Python processes started from now on, through ``NVSCOPE_RUN`` and the hook's
+    directory on ``PYTHONPATH``; returns the function that stops it."""
     saved = {name: os.environ.get(name) for name in (VARIABLE, "PYTHONPATH", SHARE)}
     os.environ[VARIABLE] = settings.encode()
     if settings.share:
@@ -220,9 +209,7 @@ def run_program(script: str | None, module: str | None, args: list[str], setting
         with recording as log, _autoinstall.watch_imports() as install_errors:
             scope.__enter__()
             ours = ACTIVE.get()
-            # In a child of another nvscope run, this run's summary replaces the child's, and this run's scope is
-            # nested in that run's (entered by the start-up hook): the processes this program starts get both, each
-            # with its own fusion globs, and the summary names both.
+            # In a child of another nvscope run, this run's scope nests in that one's and its summary names both.
             around = None if take_over is None else take_over()
             if around is not None:
                 settings.outer = around.layers()
@@ -255,11 +242,8 @@ def run_program(script: str | None, module: str | None, args: list[str], setting
 
 
 def _close_unclosed(ours: Frame | None) -> None:
-    """If the program left scopes of its own open above ours, say which, and drop them: the run still ends cleanly.
-
-    Without this, exiting ``nvscope run``'s scope would raise nvscope's "innermost active scope is not one it entered"
-    error over the program's bug, losing the program's exit code and the summary.
-    """
+    """If the program left scopes of its own open above ours, say which, and drop them, so that its exit code and
+    the summary are not lost to a scope error."""
     unclosed = unwind(ours)
     if not unclosed:
         return

@@ -1,24 +1,8 @@
 """A 1-minimal failing subset in O(k log n) tests: the search behind `nvscope.bisect`, for options and for fusions.
 
-Given items (option names, or fusion ids) and a test ``bad(subset) -> bool`` that is True for all of them, find a
-subset ``R`` with ``bad(R)`` such that removing any one element makes it good. Delta debugging (ddmin) does this in
-O(n^2) tests at worst; when ``bad`` is monotone (a superset of a bad set is bad, as for "some fusion with some
-option breaks"), the progressive binary search below needs at most ``k * (ceil(log2 n) + 1)`` tests for a
-result of ``k`` elements (`probe_budget`):
-
-* keep a set ``required`` (empty at first: the caller knows that no item at all is good) and the ordered
-  ``candidates`` (all items: the caller knows that they are bad), with ``bad(required + candidates)``;
-* while ``required`` alone is good, binary-search the shortest prefix of ``candidates`` that makes it bad: its last
-  element is needed, so it joins ``required`` and the candidates become the prefix before it;
-* the result is bad by construction, and 1-minimal for a monotone test: every later element came from before the
-  one removed, and that prefix was good.
-
-The invariants ("the full prefix is bad, the empty prefix is good") hold without monotonicity, so for any test the
-result is bad. 1-minimality is then checked with one test per element (``verify=True``): an element whose removal
-still fails is dropped and the search resumes from there, so the result is 1-minimal for any test, and the check
-costs ``k`` tests more (none for a single element). Coarse to fine: the halves are contiguous ranges of the given
-order, so items that tend to fail together should be given next to each other.
-"""
+A progressive binary search: while the elements found so far test good, the shortest bad prefix of the rest is
+found by bisection and its last element joins them. The result is bad for any test, 1-minimal for a monotone one,
+and with ``verify`` checked one element at a time so that it is 1-minimal for any test (docs/bisect.md)."""
 
 from __future__ import annotations
 
@@ -41,7 +25,7 @@ def minimize(items: Sequence[T], bad: Callable[[list[T]], bool], *, verify: bool
     """A 1-minimal subset of ``items`` for which ``bad`` is True, in the items' order.
 
     The caller has seen ``bad(items)`` True and ``bad([])`` False (neither is tested again). ``bad`` receives subsets
-    in the items' order. See the module docstring for the method and the number of tests.
+    in the items' order.
     """
     items = list(items)
     if not items:

@@ -1,26 +1,8 @@
 """Bisect a program, one fresh process per probe: for failures that kill the process (a CUDA abort, a segfault).
 
-    result = bisect_program(["train.py", "--steps", "1"], enable=["fuse_matmul"], disable=["matmul_expr_eval"])
-
-The program is judged by its exit code: 0 is good; anything else (or one of ``bad_exit``), a signal or a timeout is
-bad. First it runs once without options, audited (a child Python running it as ``nvscope run`` does), which gives
-the fusion ids (in first-execution order; each id names where its fusion sits in the program, so it selects the same
-fusion in every probe, whatever order that run meets them in) and shows that it succeeds without options. Then each
-probe is
-
-    python -m nvscope run --enable=A,B --disable=C --fusions=ID1 --fusions=ID2 -- train.py --steps 1
-
-in a fresh process (run as that command runs it, by `nvscope._tools._program.run_program`, inside an audit, which
-reports what the run compiled), under ``NVSCOPE_SHARE=all`` unless ``share_defaults=False`` or the environment has
-``NVSCOPE_SHARE=0`` (each run's defaults then compile once per distinct definition), so nothing survives from one probe
-to the next but nvFuser's kernel database: with ``kernel_db=True`` (the default) every run gets
-``NVFUSER_ENABLE=...,kernel_db`` and a temporary directory of the bisect's own as ``TMPDIR`` (nvFuser keeps the database
-in ``<temp directory>/nvfuser_kernel_db``, its ``KernelDb::get()`` with ``std::filesystem::temp_directory_path()``,
-which reads ``TMPDIR``), removed afterwards. The database is keyed on each kernel's code and compile arguments, so a
-probe reuses the kernels an earlier run compiled for the same code (above all the defaults of the fusions it does not
-select) and compiles what differs. Repro scripts still go to ``NVSCOPE_REPRO_DIR``, or to a directory the bisect makes
-(not removed). The stages are those of the in-process bisect (`nvscope._tools._bisect._drive.drive`).
-"""
+The program is judged by its exit code. A first audited run without options lists the fusion ids; each probe then
+runs the program as ``nvscope run --enable=... --fusions=ID ...`` in a fresh process, the runs sharing nvFuser's
+kernel database under a ``TMPDIR`` of the bisect's own (docs/bisect.md). The stages are those of `drive`."""
 
 from __future__ import annotations
 
@@ -44,11 +26,8 @@ from nvscope._tools._common import exit_detail, no_fusion
 
 __all__ = ["bisect_program"]
 
-# Every run (the listing, then each probe): the program run as a probe's line says (`run_command`: ``nvscope run
-# --no-audit`` with the options and the selected fusions' globs) by the runner that line's command runs it with
-# (`nvscope._tools._program.run_program`), inside an audit, which then writes the exit code, the fusion ids and what
-# the run compiled. A run that dies writes nothing. Its arguments: the output file, the scope (JSON), then `-m`
-# and a module or `--` and a script, then the program's arguments.
+# Every run: the program as a probe's line runs it, inside an audit that writes the exit code, the fusion ids and
+# what the run compiled (nothing when it dies). Arguments: output file, scope (JSON), `-m` or `--`, the program.
 _CHILD = """\
 import json, sys
 from nvscope._exec import audit
@@ -67,8 +46,7 @@ sys.exit(code)
 """
 
 
-# The longest wait a run may be given: subprocess's waits convert seconds to integer nanoseconds or milliseconds, and
-# overflow (OverflowError) for inf or 1e300; a million seconds (11.6 days) is far inside every such limit.
+# The longest wait a run may be given: subprocess overflows converting inf or 1e300 seconds to nanoseconds.
 MAX_TIMEOUT = 1e6
 
 
@@ -82,11 +60,9 @@ def timeout_seconds(name: str, value: object) -> float:
 
 
 def _environment(kernel_db: str | None = None, repro_dir: str | None = None, share: bool = True) -> dict[str, str]:
-    """The probes' environment: this one without ``NVSCOPE_RUN`` (a bisect started under ``nvscope run`` must not
-    hand that run's scope to its probes, which each get their own from their ``nvscope run`` line); with
-    ``kernel_db`` (a directory), nvFuser's kernel database there (module docstring). ``share``: ``NVSCOPE_SHARE=all``,
-    so that every run's fusions share their defaults' compiled definitions (each run compiles its distinct
-    definitions, not one per fusion), unless this environment turns sharing off (``NVSCOPE_SHARE=0``)."""
+    """The probes' environment: this one without ``NVSCOPE_RUN`` (each probe gets its scope from its own line); with
+    ``kernel_db`` (a directory), nvFuser's kernel database there; ``share``: ``NVSCOPE_SHARE=all`` unless this
+    environment turns sharing off."""
     from nvscope._core import _env
 
     env = {k: v for k, v in os.environ.items() if k != _env.RUN}
@@ -153,9 +129,7 @@ def _bisect(program: list[str], module: bool, given: OptionSet, timeout: float, 
     say(f"listing the fusions: {cut(shlex.join(program), 200)} without options")
     fusions, default = _list_fusions(program, module, timeout, python, env)
     say(f"the program ran {len(fusions)} fusions without options ({default})")
-    # Ids name where each fusion sits, so the probes' runs, which see them in their own order, give the same ones;
-    # a fusion without a site whose short form another shares is selected as "x#1" in the lines (`exact_glob`).
-    note_ids(fusions)
+    note_ids(fusions)  # ids that share a short form are selected as "x#1" in the lines (`exact_glob`)
 
     def run(options: OptionSet, selected: tuple[str, ...] | None) -> Outcome:
         try:

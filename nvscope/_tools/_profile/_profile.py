@@ -1,27 +1,8 @@
 """Profile per fusion: what an option set does to each fusion of a step, against the defaults.
 
-    result = nvscope.profile(step, enable=["fuse_matmul"], disable=["matmul_expr_eval"], backward=True)
-    print(result.table())            # one row per fusion id: times, ratio with 95% interval, schedulers, outputs
-
-The method (docs/profile.md), built on the search's runner and statistics:
-
-1. The default's first call, audited: the fusions (ids, in first-execution order), their outputs (copies), the
-   schedulers nvFuser chose for their segments (`nvscope._measure._schedulers`) and their wall time (compile included).
-   Then the same for the options (``nv_options(..., on_error="fallback")``): a fusion that fails under them runs again
-   with its defaults, and its row says so.
-2. Outputs, fusion by fusion: the step once more per fusion with the options on that fusion only
-   (``fusions=[id]``), its outputs compared with the default's; upstream fusions run their defaults, so a difference
-   belongs to this fusion. The whole step's outputs and gradients are compared too, as the search does.
-3. Rounds: the default and the options (on the fusions they did not break) in a random order, ``steps_per_round``
-   calls each; each fusion's executions are timed (CUDA events on the GPU, ``time.perf_counter`` on CPU) through
-   nvscope's per-fusion timing hook (`nvscope._exec._events.TIMERS`), summed per call of the step. Per fusion, the
-   per-round ratio options/default, its median and interval (`nvscope._measure._stats`): the fusions' intervals are
-   one family, simultaneous at 95%, so that a table of many fusions holds a chance verdict no more often than one of
-   a single fusion.
-4. Confirmation, only when some ratio (a fusion's or the whole step's) has a verdict: as many fresh rounds, and each
-   such verdict stands only if the fresh rounds give it again (`nvscope._measure._stats.confirm`; the k confirmed
-   together are a family of their own): a chance verdict then needs two chance misses.
-"""
+The first calls are audited (fusions, schedulers, outputs), each fusion's outputs are compared with only it under
+the options, and its executions are timed in paired rounds, every verdict confirmed in fresh rounds
+(docs/profile.md, "The method")."""
 
 from __future__ import annotations
 
@@ -74,9 +55,7 @@ from nvscope._tools._profile._report import ProfileResult, ProfileRow
 
 __all__ = ["NO_FUSION", "PROFILES", "profile"]
 
-# How many profiles' verdicts are judged together: search_fusions profiles each of its candidates and chooses per
-# fusion among all of them, so its per-fusion intervals are one family over fusions x candidates (and the whole
-# step's over candidates). Set only by search_fusions, around its profiles; 1 for a profile of its own.
+# How many profiles are judged as one family: search_fusions sets it to its candidates' count around its profiles.
 PROFILES: ContextVar[int] = ContextVar("nvscope_profiles", default=1)
 _state.keep(__name__, "PROFILES", "per context: the block that sets it resets it")
 
@@ -205,10 +184,8 @@ def _verdicts(runner: Runner, clock: _Clock, variants: list[Variant], rounds: in
               compared: dict[str, list[str]],
               first: tuple[dict[str, dict[str, list[float]]], dict[str, list[float]]],
               notes: list[str]) -> tuple[dict[str, dict[str, RatioSummary]], dict[str, RatioSummary]]:
-    """Per compared variant (``"options"``, ``"torch"``), each fusion's ratio to the default and the whole step's
-    from the rounds ``first`` (a variant's fusion intervals one family, each step's one of `PROFILES`), then every
-    verdict among them confirmed in as many fresh rounds of all the variants (`confirm`): a chance verdict must miss
-    in both. The fresh rounds run only when some ratio has a verdict."""
+    """Per compared variant, each fusion's ratio to the default and the whole step's from the rounds ``first``;
+    every verdict among them is confirmed in as many fresh rounds, run only when some ratio has a verdict."""
     fusion_times, step_times = first
     ratios: dict[str, dict[str, RatioSummary]] = {}
     steps: dict[str, RatioSummary] = {}
@@ -336,10 +313,9 @@ def _error_line(text: str) -> str:
 def _isolated(runner: Runner, clock: _Clock, chosen: list[Any], reference: dict[str, list[list[tuple[str, Any]]]],
               tolerance: float | None, say: Callable[[str], None], reached: dict[str, int] | None,
               scope: Callable[[str], nv_options]) -> tuple[dict[str, Any], dict[str, str]]:
-    """Per fusion: its outputs with only it under ``scope(its glob)`` (the options, or PyTorch), against its outputs
-    under the defaults; and the fusions for which that step failed, with why. ``reached``: the executions the options
-    reached per fusion (those they did not reach, or that have no reference outputs, are skipped); None: every one
-    runs (PyTorch: whether it can is part of the answer)."""
+    """Per fusion: its outputs with only it under ``scope(its glob)`` against its outputs under the defaults, and
+    the fusions for which that step failed, with why. ``reached``: executions the options reached per fusion (those
+    with none are skipped); None: every fusion runs."""
     numerics, errors = {}, {}
     for info in chosen:
         if reached is not None and (not reached.get(info.id) or info.id not in reference):
@@ -365,8 +341,7 @@ def _isolated(runner: Runner, clock: _Clock, chosen: list[Any], reference: dict[
 
 def _rounds(runner: Runner, clock: _Clock, variants: list[Variant], rounds: int,
             rng: random.Random) -> tuple[dict[str, dict[str, list[float]]], dict[str, list[float]]]:
-    """``rounds`` rounds of every variant, in a random order each, ``steps`` calls each: per variant's label, each
-    fusion's ms per step and the step's, one per round."""
+    """``rounds`` rounds of every variant in a random order: per variant, each fusion's ms per step and the step's."""
     fusion_times: dict[str, dict[str, list[float]]] = {v.label: {} for v in variants}
     step_times: dict[str, list[float]] = {v.label: [] for v in variants}
     for _ in range(rounds):

@@ -52,23 +52,12 @@ VARIANTS = ("default", "options")
 class ProfileRow:
     """One fusion of the step, by its id (``"backward/nvFusion3"``), under the defaults and under the options.
 
-    ``default_ms``/``options_ms``: median time of this fusion per call of the step (all its executions in one call
-    summed) over the rounds; ``ratio``: the per-round ratio options/default (< 1: faster under the options), with its
-    interval (one of the fusions' family, simultaneous at 95%) and verdict. ``default_segments``/``options_segments``:
-    nvFuser's segments of the fusion's first execution in each case (scheduler, kernel, compile time), None where
-    nothing could tell (`nvscope._measure._schedulers`).
-    ``default_first_ms``/``options_first_ms``: wall time of the fusion's executions in the first call of each
-    variant (where the options' kernels are compiled). ``numerics``: this fusion's outputs with only it under the
-    options, against its outputs under the defaults. ``error``: the fusion failed under the options (it then ran
-    again with its defaults, so the step went on): the first line of the error and nvscope's note. ``reached``:
-    whether the options reached it (False: the catalog says none of them can change a fusion holding its ops, so it
-    kept its default kernels). ``default_repeat``: this fusion's outputs in a second call of the step under the
-    defaults against the first's; where they moved, its defaults are not repeatable and ``numerics`` means nothing.
-
-    With ``torch_profiled`` (``profile(torch=True)``) the same for the fusion's region in PyTorch
-    (``nv_options(run="torch")``): ``torch_ms``, ``torch_ratio`` (PyTorch/default: > 1 where nvFuser's defaults are
-    faster), ``torch_numerics``, and ``torch_error`` where it could not run there (no PyTorch form, or it failed).
-    ``options_profiled``: False for a profile of PyTorch alone (no options: their fields are empty).
+    ``default_ms``/``options_ms``: median time per call of the step; ``ratio``: options/default per round, with its
+    interval and verdict; ``*_segments``: nvFuser's segments of the first execution (None: unknown);
+    ``*_first_ms``: wall time in each variant's first call; ``numerics``: its outputs with only it under the options
+    against the defaults'; ``error``: it failed under the options and ran its defaults; ``reached``: whether the
+    options could change it; ``default_repeat``: its outputs in a second default call against the first's. The
+    ``torch_*`` fields: the same for its region in PyTorch (``profile(torch=True)``).
     """
 
     fusion: str
@@ -112,10 +101,8 @@ class ProfileRow:
     def delta_ms(self) -> float | None:
         """Time per step the options save (< 0) or cost (> 0) on this fusion: its default time x (ratio - 1).
 
-        From the paired per-round ratio, not the difference of the two medians: in a host-bound step a fusion's CUDA
-        event time jumps between rounds (launch gaps fall inside it), and the medians of the two variants can land on
-        different modes (0.18 vs 0.08 ms on the H200 for a fusion whose paired ratio was 0.997). Without a ratio, the
-        difference of the medians."""
+        From the paired per-round ratio: in a host-bound step a fusion's event time jumps between rounds, and the two
+        medians can land on different modes. Without a ratio, the difference of the medians."""
         if self.default_ms is None:
             return None
         if self.ratio is not None:
@@ -219,8 +206,7 @@ class ProfileResult(LoadableResult):
         label = _label(self.options)
         opts, torch = bool(self.options), self.torch
         width = min(40, max(len("fusion"), *(len(r.fusion) + 4 for r in self.rows))) if self.rows else 10
-        # nvFuser's compile time where its profiler gave one; else the fusion's wall time in each first call, which
-        # holds the compile (the kernel-name source has no compile time of its own).
+        # nvFuser's compile time where its profiler gave one; else the first call's wall time, which holds it.
         compiled = any(r.compile_ms["default"] is not None or r.compile_ms["options"] is not None for r in self.rows)
         first_column = "compile ms" if compiled else "1st call ms"
         sched = min(60, max(32, *(len(_scheduler_change(r)) for r in self.rows))) if self.rows else 32

@@ -1,24 +1,9 @@
 """One probe of the rescue: the step once, with some fusions under options (a selector map) and every other fusion on
 Thunder's own path, observed fusion by fusion.
 
-`observe` runs in the process that runs the step: an audit, and around each fusion execution a timer that writes
-its id to ``events`` before it runs (so a fault that kills the process is attributed to the fusion running) and
-catches each fusion's exception (compile or run; with the plan's ``escape``, ``on_error="torch"``, the fusion then
-runs in PyTorch and the step goes on, so one run names every fusion that raises). The step's result is compared
-with the reference's when one is given (`nvscope._measure._numerics`, tolerances by dtype).
-
-`Children` runs probes in child processes, ``jobs`` at a time, each in its own process group with a time limit: a
-search probe (`Plan` ``fresh=False``) of a function target in one of ``jobs`` long-lived workers
-(`nvscope._tools._rescue._workers`: the fusions a worker compiled under their defaults are reused, so a probe compiles
-only its target under the candidate), every other probe in a fresh process (``python -c`` `CHILD`): the diagnosis,
-confirmations and the final proof, probes without the environment's options, programs, and every probe with
-``sanitizer``. A process that dies is judged from what it left: the last fusion it started, its exit or signal.
-Ctrl-C (or any error) kills every child's and worker's group before it propagates. With ``sanitizer``, each child
-runs under ``compute-sanitizer --tool memcheck`` with PyTorch's caching allocator off, and the errors it prints are
-attributed to the fusion whose start marker came last before them.
-
-Each probe runs under a watch (`nvscope._tools._rescue._watch`): nvFuser's validate per fusion, the repro scripts.
-"""
+`observe` runs the step, writing each fusion's start before it runs so that a fault is attributed to the fusion
+running, and catching each fusion's exception. `Children` runs probes in child processes (long-lived workers for a
+function's search probes, fresh processes otherwise), each in its own process group with a time limit."""
 
 from __future__ import annotations
 
@@ -54,8 +39,7 @@ from nvscope._tools._rescue._workers import Workers, kill
 
 __all__ = ["CHILD", "LOAD", "MARK", "WORKER", "Children", "Plan", "check_target", "observe"]
 
-# A child: load the target as the command line would (`LOAD`), then `observe` it and exit. A program (no function)
-# runs as `nvscope run` runs it; a function is imported as `nvscope search` imports it. A worker loads it the same way.
+# A child: load the target as the command line would (`LOAD`), then `observe` it and exit.
 LOAD = """\
 import json, sys
 with open(sys.argv[1], encoding="utf-8") as file:
@@ -179,12 +163,8 @@ def observe(step: Callable[[], Any], reference: Callable[[], Any] | None, spec: 
     step_s = 0.0
     outside: dict[str, Any] | None = None  # the step's failure outside every fusion
     try:
-        # inherit=False: the defaults, not the caller's scope (in process).
-        # share=False: the diagnosis sees Thunder's own path, as the user's program runs it, also where the program
-        # shares its defaults (an outer share=True scope; NVSCOPE_SHARE=all, suspended in every thread meanwhile): a
-        # shared definition is another path.
-        # watch_imports: as under `nvscope run`, the adapter installs the moment the step imports Thunder (a
-        # program does, after the audit began) even where the program never calls nvscope.thunder.install().
+        # share=False: the diagnosis sees Thunder's own path, as the user's program runs it; watch_imports: the
+        # adapter installs when the step imports Thunder, as under `nvscope run`.
         with dev_mode(True), warnings.catch_warnings(), audit(), _autoinstall.watch_imports(), \
                 _events.listening(seen, timer), program_sharing_suspended(), routes_forgotten(), detached(), \
                 nv_options(share=False, inherit=False, on_error="torch" if spec.get("escape") else None), \
@@ -266,14 +246,12 @@ class Children:
                  tolerance: float | None = None, fresh: bool = False) -> None:
         self.target, self.timeout, self.python, self.sanitizer = target, timeout, python, sanitizer
         self.tolerance = tolerance
-        # One directory for every child's repro scripts (each would make its own), kept after the rescue when a
-        # child wrote one (`close`).
+        # One directory for every child's repro scripts, kept after the rescue when a child wrote one (`close`).
         self.own_repro = not os.environ.get("NVSCOPE_REPRO_DIR")
         self.repro_dir = os.environ.get("NVSCOPE_REPRO_DIR") or tempfile.mkdtemp(prefix="nvscope-repro-")
         # The fusions' repro scripts, written before each runs (`tidy` keeps the failing ones').
         self.scripts = scripts or scripts_directory()
-        # A program runs its module code again at each run (nothing compiled is reused: it jits anew), and a
-        # sanitizer's run is one process: those stay fresh processes.
+        # A program jits anew at each run, and a sanitizer's run is one process: those stay fresh processes.
         reuse = not fresh and sanitizer is None and target["function"] is not None
         self.workers = Workers(jobs, [self.python, "-c", WORKER], {"target": target}, self.environment(()),
                                timeout, self.verdict) if reuse else None

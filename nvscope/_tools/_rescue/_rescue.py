@@ -1,29 +1,8 @@
-"""Rescue: when nvFuser goes wrong under its defaults, find per fusion the options that make the step run and match.
+"""Rescue: when nvFuser fails under its defaults, find per fusion the options that make the step run and match.
 
-    result = nvscope.rescue(step, reference=eager_step)     # in process: exceptions and wrong numbers
-    result = nvscope.rescue("train.py:step", jobs=4)          # probes in child processes: faults too
-    print(result.report())                                    # per fusion: what went wrong, its cure; the line
-
-1. The step runs once as the user's program runs it (Thunder's own path, no options; `nvscope._tools._rescue._probe`)
-   under ``on_error="torch"``: each fusion that raises runs its region in PyTorch and the step goes on, so one run
-   names every fusion that raises; a fusion that kills the process, or (with ``sanitize``) writes out of bounds, or
-   computes wrong numbers (nvFuser's validate) is named by id too; the step's result is compared with ``reference``
-   when one is given. With ``sanitize`` a clean run is repeated (``repeat`` runs in all).
-2. The failures the escape cannot get past (faults, hangs, wrong numbers, memory errors) come first, one after
-   another: for each, candidate option sets (`nvscope._tools._rescue._search`) are tried on it alone (every other
-   fusion keeps its defaults; the cures found so far stay on theirs), ``jobs`` probes at a time (for a function
-   target, in ``jobs`` long-lived workers: `nvscope._tools._rescue._workers`); the first that cures is confirmed in a
-   fresh process. Before the search the defaults run once more: a failure that repeats is taken as deterministic;
-   one that does not is flaky, its rate is measured in ``repeat`` runs, and a cure must pass as many runs as make it
-   a proof at ``alpha`` over every candidate planned (`nvscope._tools._rescue._search.runs_needed`). With
-   ``NVFUSER_ENABLE``/``NVFUSER_DISABLE`` set (probes in child processes), one probe in a fresh process without each
-   variable says whether it is the cause. The step runs again with each cure, until only fusions that raise are
-   left or a fusion has no cure.
-3. The PyTorch route for the fusions that raise (`nvscope._tools._rescue._route`): one fresh run of the whole step
-   with them in PyTorch (and the cures so far) proves it, against the reference, before any search (it is also their
-   check of the defaults); then each is searched for an option cure within the budget; one without is routed. A
-   final run (repeated) proves the combined line.
-"""
+The step runs once with failing fusions escaped to PyTorch, naming each; failures the escape cannot get past are
+searched first, one at a time, then the fusions that raise get a proven PyTorch route and an option search within
+the budget. The method is in docs/rescue.md."""
 
 from __future__ import annotations
 
@@ -66,14 +45,12 @@ _MOST_RUNS = 64  # the most runs a flaky failure's cure is given to prove itself
 def _in_process(step: Callable[[], Any], reference: Callable[[], Any] | None, tolerance: float | None,
                 scripts: str) -> Probe:
     def run(plans: list[Plan]) -> list[dict[str, Any]]:
-        # A fusion's repro script is written when it fails (this process is alive to write it then).
         return [observe(step, reference, {**plan.spec(), "scripts": scripts}, tolerance) for plan in plans]
     return run
 
 
 def _versions(observation: dict[str, Any]) -> dict[str, str]:
-    """The versions the step ran with: as the process that ran it loaded them (a probe's, `observe`'s: a child's
-    path may hold another Thunder than this process's), else as this process finds them."""
+    """The versions the step ran with, as the process that ran it loaded them (a child may load another Thunder)."""
     from nvscope._tools._rescue._watch import loaded_versions
 
     return dict(observation.get("versions") or loaded_versions())

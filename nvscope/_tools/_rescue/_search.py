@@ -1,29 +1,9 @@
 """The rescue's search for one failing fusion: which option sets to try, in which order, and the first that cures.
 
-Candidates come from the catalog of the installed nvFuser: its codegen options that take no arguments (the rest only
-print or time), each kept only where the catalog's gates say it can affect the fusion's ops, and none the fusion
-already runs with (its compile-time options, the environment's: adding them changes nothing). The order is how
-likely a set cures, as nvFuser itself points:
-
-1. the options the failure's own message names (``Use NVFUSER_DISABLE=parallel_compile ...``);
-2. the escape hatches nvFuser documents for paths it turns on by default, newest first: ``-resize_scheduler``,
-   ``-greedy_scheduler``, ``-infer_contiguity``, ``-matmul_expr_eval``, ``-parallel_compile`` (`ESCAPE_HATCHES`);
-3. every other disable option (switching a path off is how nvFuser's escape hatches work), then the enable options
-   (another path, e.g. ``id_model``), each by name;
-4. sets of two and more, smallest first, ranked by the sum of their members' ranks; the pairs that only work
-   together (``fuse_matmul,-matmul_expr_eval``) first among them.
-
-`search` tries them in that order (``jobs`` at a time), up to ``max_set_size`` names per set and within a time
-budget (no probe starts once it is spent, confirmations included), and believes a set only when it cures again
-(``confirm`` repeats, ``jobs`` at a time, stopping at the first that fails): wrong numbers and memory errors can
-depend on allocation history. It stops at the first confirmed set, so no smaller set earlier in the order cured.
-
-How many repeats make a proof when the failure itself is not deterministic (`rate_lower_bound`, `runs_needed`):
-with ``m`` candidates planned, a set that changes nothing passes ``n`` independent runs with probability
-``(1 - p)**n`` (``p`` the defaults' failure rate), so a set believed after ``n`` clean runs, with
-``(1 - p_low)**n <= alpha / m`` and ``p_low`` a lower confidence bound of ``p``, is a false cure with probability at
-most ``alpha`` over all the candidates (Bonferroni, as the other verdicts in `nvscope._measure._stats`).
-"""
+Candidates are the catalog's codegen options without arguments that can affect the fusion's ops, in the order a
+cure is most likely: the options the failure names, the escape hatches, other disables, enables, then larger sets.
+A set is believed only when it cures again; for a flaky failure, after enough clean runs to prove it at ``alpha``
+(docs/rescue.md, "How sure a cure is")."""
 
 from __future__ import annotations
 
@@ -57,8 +37,8 @@ class Attempt:
 
 
 def singles(ops: Collection[str] | None, taken: OptionSet, message: str = "") -> list[tuple[str, str]]:
-    """The single options worth trying on a fusion holding ``ops`` (None: unknown, every option) that runs with
-    ``taken`` already, in the order tried (module docstring)."""
+    """The single options worth trying on a fusion holding ``ops`` (None: every option) that runs with ``taken``
+    already, in the order tried."""
     known = catalog()
     usable = [o for o in known.options if o.effect == "codegen" and not o.requires_args
               and o.name not in (taken.enable if o.kind == "enable" else taken.disable)
@@ -72,7 +52,7 @@ def singles(ops: Collection[str] | None, taken: OptionSet, message: str = "") ->
 
 def candidates(ops: Collection[str] | None, taken: OptionSet, max_set_size: int = 2,
                message: str = "") -> list[OptionSet]:
-    """Every candidate set for one fusion, in the order tried: the singles, then larger sets (module docstring)."""
+    """Every candidate set for one fusion, in the order tried: the singles, then larger sets."""
     order = singles(ops, taken, message)
     rank = {item: i for i, item in enumerate(order)}
     out = [_options((item,)) for item in order]

@@ -119,10 +119,8 @@ def imported(spec: dict[str, Any], where: str) -> ModuleType:
 
 class Plan:
     """What one probe runs: per fusion id its options (the others keep their defaults); ``drop_env``: without
-    ``NVFUSER_ENABLE``/``NVFUSER_DISABLE`` (the names of the variables to drop); ``validate``: the fusions to check
-    with nvFuser's validate (True: every one); ``fresh``: in a fresh process (False: a search probe, which a
-    long-lived worker may run; a cure's confirmation and the proof must hold in a fresh process); ``escape``: under
-    ``on_error="torch"``, so that a fusion that raises runs in PyTorch and the step goes on to the next ones."""
+    ``NVFUSER_ENABLE``/``NVFUSER_DISABLE``; ``validate``: the fusions to check with nvFuser's validate (True: every
+    one); ``fresh``: in a fresh process (False: a worker may run it); ``escape``: under ``on_error="torch"``."""
 
     __slots__ = ("drop_env", "escape", "fresh", "options", "validate")
 

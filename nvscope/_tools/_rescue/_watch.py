@@ -1,13 +1,8 @@
 """The watch over one rescue probe (and the scope it runs in: `detached`, `routes_forgotten`).
 
-`Watch` sits on the frontend's ``FusionDefinition.execute`` while a probe runs, at each fusion's first execution:
-it writes the fusion's repro script (nvFuser's ``repro_script_for(inputs)``: the definition, the inputs' shapes,
-dtypes and strides) before it runs (``prewrite``, in children: a fault leaves no time after) or when it fails, and
-runs nvFuser's own ``FusionDefinition.validate`` in its place (``validate``): the one execution, then the outputs
-compared with ATen's evaluation of the same definition, tolerances by dtype and reduction size. A mismatch is that
-fusion's wrong numbers; the step goes on with its outputs. The scripts go to one directory per rescue
-(`scripts_directory`); `tidy` removes those no failure kept.
-"""
+`Watch` sits on ``FusionDefinition.execute`` at each fusion's first execution: it writes the fusion's repro script
+(before it runs in children, where a fault leaves no time after; else when it fails) and runs nvFuser's
+``FusionDefinition.validate`` in its place, a mismatch being that fusion's wrong numbers."""
 
 from __future__ import annotations
 
@@ -108,7 +103,7 @@ _LONGEST = 120  # characters of a fusion id in a script's name (names of 255 byt
 
 
 class Watch:
-    """The frontend's ``FusionDefinition.execute``, watched while one probe runs (module docstring). ``validate``:
+    """The frontend's ``FusionDefinition.execute``, watched while one probe runs. ``validate``:
     True (every fusion), or the ids to validate; ``scripts``: the directory for repro scripts (None: none);
     ``planned``: the fusions under options in this probe (their scripts are not the defaults' failure)."""
 

@@ -1,22 +1,8 @@
 """The rescue's long-lived probe workers: child processes that load the target once and run many probes.
 
-A fresh process per probe runs the whole step again, so it compiles every fusion again (on a 2-layer Llama-2 in bf16,
-24 fusions, about 40 s a probe). A worker keeps the step's process: Thunder keeps the fusions it compiled across
-calls of the same jitted step, and nvscope compiles a fusion under options once per option set, so within a worker a
-probe compiles only its target fusion under the candidate. `Workers` keeps up to ``jobs`` of them.
-
-The protocol: the worker is started as ``python -c <command> <spec>`` (`nvscope._tools._rescue._probe.WORKER`: the
-target loaded as a fresh child loads it, then `serve`) with two pipes of its own, not its standard streams (the step
-may print): it reads one probe's spec per line from ``requests`` (JSON, the spec a fresh child gets), runs `observe`
-on it (the observation goes to the spec's ``out`` file, as a child's does) and writes one line to ``replies``. The
-end of ``requests`` (the rescue gone, even killed) ends the worker.
-
-A worker whose probe dies (the reply pipe closes: a fault, or an exception `observe` does not catch) or runs past
-its time limit is killed with its process group and judged as a fresh child would be (the last fusion it started);
-one whose probe saw a CUDA error is retired after it (the error is sticky: the context is lost for what follows).
-The next probe starts a fresh worker. Ctrl-C (or any error) kills every worker's group before it propagates;
-`signals_interrupt` makes SIGTERM and SIGHUP such an error for a rescue's duration.
-"""
+A worker keeps the step's process, so a probe compiles only its target fusion under the candidate. It reads one
+probe's spec per line from its ``requests`` pipe, runs `observe`, and writes one line to ``replies``; the end of
+``requests`` ends it. A worker whose probe dies, times out or sees a CUDA error (sticky) is replaced by a fresh one."""
 
 from __future__ import annotations
 
@@ -205,8 +191,7 @@ class Workers:
 
 class Signalled(KeyboardInterrupt):
     """SIGTERM or SIGHUP during a rescue, raised in the main thread so that every ``finally`` on the way out kills
-    its probes (they run in sessions of their own: the signal does not reach them). A KeyboardInterrupt, so that
-    an in-process probe does not take it for the step's failure."""
+    its probes; a KeyboardInterrupt, so that an in-process probe does not take it for the step's failure."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(f"signal {signum}")
@@ -215,9 +200,8 @@ class Signalled(KeyboardInterrupt):
 
 @contextlib.contextmanager
 def signals_interrupt() -> Iterator[None]:
-    """For the rescue's duration, SIGTERM and SIGHUP (where their handler is the default, which would end the
-    process with no cleanup) raise `Signalled`; after the cleanup the signal is sent again under the previous
-    handler, so the process ends as the sender meant. Only in the main thread (the only one that gets signals)."""
+    """For the rescue's duration in the main thread, SIGTERM and SIGHUP with their default handler raise
+    `Signalled`; after the cleanup the signal is sent again, so the process ends as the sender meant."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return

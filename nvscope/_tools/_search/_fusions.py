@@ -1,26 +1,9 @@
 """Search per fusion: for each fusion the candidate option set that helps it, combined into one selector map, and
 measured end to end against the defaults and against the best single global set.
 
-    result = nvscope.search_fusions(step, candidates=["fast_math", "tma_pointwise"], backward=True)
-    print(result.table())            # per fusion: its best candidate; then the map against the global set
-
-The method, built from the search's and the profile's parts:
-
-1. Each candidate is profiled (`nvscope.profile`): per fusion, its time ratio against the defaults with an interval
-   (the intervals of all fusions under all candidates are one family, simultaneous at 95%, and each profile
-   confirms its verdicts in fresh rounds, so that a chance choice needs two chance misses), and its outputs with
-   only it under the candidate (a candidate that breaks a fusion is not chosen for it). The profile's whole-step
-   ratio of each candidate (the candidates' step ratios are a family too) picks the best single global set (faster,
-   with the step's outputs and gradients within tolerance).
-2. Per fusion, the winner is the candidate with the lowest median ratio among those whose interval lies below 1.0
-   with a median at least ``min_gain`` below it (a fusion is not worth its own scope for a sliver), whose outputs
-   for that fusion match, and that did not fail on it. Fusions no candidate helps keep the defaults.
-3. The winners form one selector map: nested scopes, ``nv_options(<candidate>, fusions=[<its fusions>])`` per
-   candidate (the fusion sets are disjoint). The map, the global set and the default are timed against each other in
-   the same randomized rounds (`nvscope._measure._harness.Runner`), the map's outputs and gradients checked.
-
-The result says plainly when the per-fusion map is not better than the global set (or than the defaults).
-"""
+Each candidate is profiled; per fusion the fastest confirmed winner (at least ``min_gain``, outputs matching) is
+chosen, and the winners' nested scopes are timed against the global set and the default in the same rounds. The
+method is in docs/search.md."""
 
 from __future__ import annotations
 
@@ -92,7 +75,6 @@ class FusionSearchResult(JsonResult):
     elapsed_s: float
     min_gain: float = 0.03  # the map must beat the best global set by this much too: not worth its scopes for a sliver
     compile_s: float | None = None  # seconds in first executions of new partitions (nvscope._exec._shared.compiling)
-    # What each variant's first call compiled: the defaults, each candidate (its profile's), the map, the global set.
     compiles: tuple[tuple[str, Compiles | None], ...] = ()
 
     def _beats_global(self) -> bool:

@@ -34,13 +34,10 @@ __all__ = ["SearchResult", "SearchRow", "Stage"]
 class SearchRow:
     """One variant: the default, a candidate alone, or a combination of winners.
 
-    ``first_call_s``: wall time of its first call (nvFuser compiles the variant's kernels there), never part of
-    ``ms_per_call`` (median steady-state time per call over the rounds). ``ratio``: per-round time ratio against
-    the default (< 1 is faster). A combination also has ``versus``/``versus_ratio``: against the set it extends,
-    measured in the same rounds. ``fusions``/``new_partitions``: nvFuser fusion executions seen through nvscope's
-    adapters in the first call, and how many of them compiled a new partition. ``error``: the first line of the
-    exception that made it fail (it is then skipped). ``compiles``: what its first call compiled (distinct fusions,
-    definitions compiled, seconds compiling; None where it never ran).
+    ``first_call_s``: its first call, where nvFuser compiles, never part of ``ms_per_call`` (the median over the
+    rounds). ``ratio``: per-round ratio against the default (< 1 is faster); a combination's ``versus``: against the
+    set it extends. ``fusions``/``new_partitions``: fusion executions in the first call and the new partitions
+    among them. ``error``: why it failed; ``compiles``: what its first call compiled.
     """
 
     label: str
@@ -275,8 +272,7 @@ class SearchResult(LoadableResult):
         ax.set_yticks(range(len(rows)), labels, fontsize=8)
         ax.set_xlabel(f"time / default time per round (median, simultaneous 95% interval; {self.rounds} rounds); "
                       "< 1 is faster", fontsize=8)
-        # Over the whole figure (long candidate labels narrow the axes), wrapped: a recommendation with its reason is
-        # longer than the figure is wide.
+        # Over the whole figure, wrapped: long labels narrow the axes.
         fig.suptitle(textwrap.fill(title or f"nvscope search: {self.recommendation()}", 90), fontsize=9)
         fig.savefig(path, dpi=130)
         return path

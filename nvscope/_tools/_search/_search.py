@@ -1,30 +1,8 @@
-"""Option search: which nvFuser options make this function faster, with its numerics checked.
+"""Option search: which nvFuser options make a function faster, with its numerics checked.
 
-    result = nvscope.search(step, candidates=["fast_math", "fuse_matmul,-matmul_expr_eval"])
-    print(result.table())            # ranked, with 95% intervals; ends with the nv_options(...) line to paste
-
-Scoped options are what makes this possible in one process: every option set gets its own compiled kernels, so
-the default and all candidates can be timed side by side, interleaved. The method (docs/search.md):
-
-1. Every variant (the default, each candidate alone) is called once, timed on its own as its *first call* (nvFuser
-   compiles there), its outputs and gradients copied and compared with the default's, then warmed up.
-2. Rounds: in each, every variant runs ``steps_per_round`` calls back to back (more when a call is short: the
-   number is calibrated so that a sample lasts `nvscope._measure._timer.MIN_SAMPLE_S`), the variants in a random order;
-   the per-round ratio variant/default cancels what the machine does to the whole round (`nvscope._measure._stats`).
-   The candidates' intervals are one family: they hold together with 95% confidence however many there are, so
-   trying more candidates does not make a chance "faster" more likely.
-3. The winners (faster, numerics within tolerance) are combined greedily, best first: a winner joins the set if
-   the union is faster than the set without it and than the default, measured in rounds of their own (the
-   combinations' intervals are a second family). A union that would enable and disable one name is not tried.
-4. Confirmation: the set chosen is timed against the default again, in as many fresh rounds; it is recommended only
-   if it is faster there too (`nvscope._measure._stats.confirm`), so that a chance winner needs two chance misses.
-
-A failure after the default's first call never discards what was measured: the search stops, and the result holds
-the rows measured so far, with the problem in its notes (and a warning).
-
-Candidates are measured in batches no larger than nvscope's per-fusion partition bound (NVSCOPE_MAX_PARTITIONS),
-so that no variant's kernels are evicted and recompiled in the middle of the rounds.
-"""
+Each variant gets its own compiled kernels under scoped options, so the default and every candidate are timed
+interleaved in one process; winners are combined greedily and the set chosen is confirmed in fresh rounds. The
+method, and what a failure midway keeps, are in docs/search.md."""
 
 from __future__ import annotations
 
@@ -60,9 +38,7 @@ from nvscope._tools._search._report import SearchResult, SearchRow
 
 __all__ = ["search"]
 
-# A call is too short to judge when the search's own per-call overhead (the loop, resetting gradients, the call
-# through *args) is more than this fraction of it: the ratios are then diluted toward 1 by more than a quarter and
-# mostly measure Python's call machinery, not what the options change.
+# Above this share of a call, the search's own overhead dilutes the ratios toward 1: the call is too short to judge.
 _SHORT_CALL = 0.25
 
 NO_FUSION = ("search: no nvFuser fusion ran through nvscope when the step ran with its defaults, so no option can "
@@ -71,7 +47,6 @@ NO_FUSION = ("search: no nvFuser fusion ran through nvscope when the step ran wi
 
 
 def _partition_bound() -> int:
-    # Internal on purpose: the LRU size of each fusion's partition table, read by nvscope's one env parser.
     from nvscope._core import _env
 
     return _env.integer("NVSCOPE_MAX_PARTITIONS")
@@ -162,14 +137,8 @@ def search(fn: Callable[..., Any], /, *args: Any, candidates: Iterable[object] |
 
 def _measure(runner: Runner, default: Variant, singles: list[Variant], combos: list[tuple[Variant, Variant]],
              chosen: list[Variant], notes: list[str], rounds: int, rng: random.Random) -> None:
-    """Steps 1 to 3 after the default's first call: the candidates in batches, then the greedy combination. Each set
-    chosen is appended to ``chosen`` as soon as it is (so that a failure later keeps it); the last one is the
-    recommendation, and none means keep the defaults.
-
-    Two families of intervals, each holding together with 95% confidence: the candidates against the default (as
-    many comparisons as candidates, fixed before anything is timed), and the combinations' (two per union that may
-    be tried: against the set it extends and against the default, in rounds of their own). A recommended set that
-    is no faster than the default needs a wrong "faster" in one of them: at most 2.5% each, 5% in all."""
+    """Time the candidates in batches, then combine the winners greedily. Each set chosen is appended to
+    ``chosen`` at once, so that a later failure keeps it; the last one is the recommendation."""
     say = runner.say
     for v in singles:
         v.comparisons = len(singles)
@@ -227,10 +196,7 @@ def _measure(runner: Runner, default: Variant, singles: list[Variant], combos: l
 
 def _confirm(runner: Runner, default: Variant, chosen: list[Variant], notes: list[str], rounds: int,
              rng: random.Random) -> None:
-    """Step 4: the set to recommend, timed again against the default in fresh rounds of their own; it stays
-    recommended only if it is "faster" there too (`confirm`), else ``chosen`` is emptied: nothing is recommended. A
-    set that is no faster then needs a chance "faster" in the screening (at most 5%) and another in rounds
-    independent of it (at most 2.5%)."""
+    """Time the chosen set against the default in fresh rounds; empty ``chosen`` unless it is faster there too."""
     best = chosen[-1]
     screen = _summary(best, best.default_times)
     runner.say(f"confirming {best.label} against the default in {rounds} fresh rounds")
@@ -280,10 +246,8 @@ def _summary(v: Variant, base_times: list[float]) -> RatioSummary:
 
 
 def _wins(v: Variant, base_times: list[float]) -> bool:
-    """Timed, numerics within tolerance, faster than ``base_times`` (measured in the same rounds), and it changed a
-    fusion: one whose options every fusion it reached ran without (the catalog's gates routed each to its defaults)
-    runs the default's kernels, so any speed it shows is noise. (A candidate whose own first call ran no fusion
-    while the default's did is judged on time alone: it changed which fusions run.)"""
+    """Timed, numerics within tolerance, faster than ``base_times``, and it changed a fusion: a variant whose
+    fusions all ran their defaults runs the default's kernels, so any speed it shows is noise."""
     if v.error is not None or v.numerics is None or not v.numerics.ok or not v.times:
         return False
     if _changed_nothing(v):
