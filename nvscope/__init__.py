@@ -14,7 +14,7 @@ from types import MappingProxyType
 
 from nvscope._core._catalog_cache import catalog
 from nvscope._core._decorators import bind
-from nvscope._core._devmode import dev_mode, development_mode, is_development_mode, set_development_mode
+from nvscope._core._devmode import dev_mode, is_development_mode, set_development_mode
 from nvscope._core._errors import (
     ConfigWarning,
     DevelopmentModeError,
@@ -93,7 +93,6 @@ __all__ = [
     "compare",
     "current_options",
     "dev_mode",
-    "development_mode",
     "fusions",
     "holding",
     "install",

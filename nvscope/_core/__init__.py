@@ -16,7 +16,6 @@ from . import _text as _text
 from ._catalog_cache import catalog as catalog
 from ._decorators import bind as bind
 from ._devmode import dev_mode as dev_mode
-from ._devmode import development_mode as development_mode
 from ._devmode import is_development_mode as is_development_mode
 from ._devmode import set_development_mode as set_development_mode
 from ._devmode import strict_mode as strict_mode

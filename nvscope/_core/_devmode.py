@@ -34,7 +34,6 @@ __all__ = [
     "DevelopmentModeWarning",
     "NoFusionWarning",
     "dev_mode",
-    "development_mode",
     "is_development_mode",
     "set_development_mode",
     "strict_mode",
@@ -54,10 +53,6 @@ def is_development_mode() -> bool:
     local = _LOCAL.get()
     setting = _default if local is _FOLLOW_DEFAULT else local
     return setting if isinstance(setting, bool) else _env.flag("NVSCOPE_DEV")
-
-
-# The getter's older name, kept as an alias: it read like the `dev_mode` block, which is a context manager.
-development_mode = is_development_mode
 
 
 def strict_mode() -> bool:
