@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import functools
 import sys
-import threading
 from collections.abc import Collection, Iterable, Mapping
 from types import MappingProxyType
 
 from nvscope._core import _catalog_data, _env, _state
-from nvscope._core._errors import NvscopeWarning, UnknownOptionError
+from nvscope._core._errors import NvscopeWarning, UnknownOptionError, once
 from nvscope._core._optionset import NVFUSER_MODULES
 from nvscope._core._record import Record
 
@@ -168,11 +167,6 @@ PYTHON_SPELLING = "{kind}=[{name!r}]"
 
 _ARTICLE: Mapping[str, str] = MappingProxyType({"enable": "an enable", "disable": "a disable"})
 _LONGEST_SHOWN = 60  # a name longer than this is cut in messages: nobody needs 10,000 characters echoed back
-# The names already noted: per process, not per Catalog, since threads that race on the first `catalog()` call may
-# each build one.
-_noted_lock = threading.Lock()
-_noted: set[tuple[str, str]] = set()
-_state.keep(__name__, "_noted_lock", "a lock")
 
 
 def _shown(name: str) -> str:
@@ -362,10 +356,8 @@ class Catalog:
 
     def _note(self, kind: Kind, name: str, why: str, what: str = "is not in nvscope's option catalog") -> None:
         """Say once per process that ``name`` was let through although the catalog lacks it (``what``: how so)."""
-        with _noted_lock:
-            if (kind, name) in _noted:
-                return
-            _noted.add((kind, name))
+        if not once("catalog", kind, name):
+            return
         import warnings
 
         from nvscope._core._errors import user_stacklevel
@@ -374,6 +366,5 @@ class Catalog:
                       NvscopeWarning, stacklevel=user_stacklevel())
 
 
-_state.keep(__name__, "installed_nvfuser _noted", "the installed nvFuser, its options and the names already "
-            "noted about them: uninstall changes no installation; `nvscope._core._catalog_cache._reset_cache` "
-            "forgets them for tests that fake one")
+_state.keep(__name__, "installed_nvfuser", "the installed nvFuser: uninstall changes no installation; "
+            "`nvscope._core._catalog_cache._reset_cache` forgets it for tests that fake one")

@@ -24,12 +24,11 @@ def catalog() -> Catalog:
 
 def _reset_cache() -> None:
     """Forget the cached catalog, installed version and probe (for tests that fake an installation)."""
-    from nvscope._core import _catalog, _catalog_probe
+    from nvscope._core import _catalog, _catalog_probe, _errors
 
     catalog.cache_clear()
     _catalog.installed_nvfuser.cache_clear()
-    with _catalog._noted_lock:
-        _catalog._noted.clear()
+    _errors.forget("catalog")
     _catalog_probe.reset()
 
 

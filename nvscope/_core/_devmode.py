@@ -25,6 +25,7 @@ from nvscope._core._errors import (
     DevelopmentModeWarning,
     NoEffectWarning,
     NoFusionWarning,
+    once,
     user_stacklevel,
 )
 from nvscope._core._optionset import OptionSet
@@ -105,17 +106,6 @@ def check_scope(options: OptionSet) -> None:
     warnings.warn(message, DevelopmentModeWarning, stacklevel=user_stacklevel())
 
 
-_said: set[str] = set()  # the once-per-process messages said so far
-_state.keep(__name__, "_said", "messages said once per process, not once per install")
-
-
-def _once(key: str) -> bool:
-    if key in _said:
-        return False
-    _said.add(key)
-    return True
-
-
 def warn_no_fusion(scope: object) -> None:
     """Called at the exit of a non-empty scope under which no fusion executed (development mode only)."""
     if not is_development_mode():
@@ -125,7 +115,7 @@ def warn_no_fusion(scope: object) -> None:
     if not _patches.owners():
         # Nothing could have reached a fusion: say it once per process, not at every scope of a program without
         # Thunder (its scopes are then harmless no-ops).
-        if _once("no adapter"):
+        if once("no adapter"):
             warnings.warn(
                 f"{scope!r} exited, and no nvscope adapter is installed, so no scope can reach an nvFuser fusion: "
                 "import thunder before entering scopes (its adapter installs itself), call nvscope.install(), or "

@@ -16,8 +16,7 @@ import warnings
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from nvscope._core import _state
-from nvscope._core._errors import ConfigWarning
+from nvscope._core._errors import ConfigWarning, once
 
 __all__ = ["RUN", "VARIABLES", "flag", "integer", "problems", "share_all", "text", "warn"]
 
@@ -46,10 +45,6 @@ VARIABLES: Mapping[str, tuple[str, object, str]] = MappingProxyType({
     RUN: ("text", "", "set by `nvscope run` while its program runs: its options, as JSON, for the Python "
                     "processes the program starts (read by nvscope/_cli/_child_carry.py, not by this parser)"),
 })
-
-_warned: set[tuple[str, str]] = set()
-_state.keep(__name__, "_warned", "a bad value is warned about once per process, not once per install")
-
 
 def _accepted(kind: str) -> str:
     if kind == "share":
@@ -85,8 +80,7 @@ def _get(name: str) -> object:
     if raw is None:
         return VARIABLES[name][1]
     value, problem = _parse(name, raw)
-    if problem is not None and (name, raw) not in _warned:
-        _warned.add((name, raw))
+    if problem is not None and once("environment", name, raw):
         warn(problem)
     return value
 

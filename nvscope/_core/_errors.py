@@ -12,6 +12,9 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import threading
+
+from nvscope._core import _state
 
 __all__ = [
     "ConfigWarning",
@@ -26,6 +29,8 @@ __all__ = [
     "UnclosedScopeWarning",
     "UnknownOptionError",
     "UnsupportedError",
+    "forget",
+    "once",
     "user_stacklevel",
 ]
 
@@ -101,3 +106,24 @@ def user_stacklevel() -> int:
         frame = frame.f_back  # type: ignore[assignment]
         level += 1
     return level
+
+
+_said: set[tuple[str, ...]] = set()
+_said_lock = threading.Lock()
+_state.keep(__name__, "_said", "what is said once per process, not once per install")
+_state.keep(__name__, "_said_lock", "a lock")
+
+
+def once(topic: str, *key: str) -> bool:
+    """True the first time ``(topic, *key)`` comes in this process, False after: for a warning said once."""
+    with _said_lock:
+        if (topic, *key) in _said:
+            return False
+        _said.add((topic, *key))
+        return True
+
+
+def forget(topic: str) -> None:
+    """Let ``topic``'s warnings be said again (for tests that fake an installation)."""
+    with _said_lock:
+        _said.difference_update([key for key in _said if key[0] == topic])

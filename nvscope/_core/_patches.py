@@ -171,15 +171,17 @@ def describe() -> list[str]:
 # Adapters explicitly uninstalled by the user: an explicit choice that automatic installation
 # (nvscope._exec._autoinstall) must not undo until the adapter is installed explicitly again. Kept here, with the
 # patches, so that an adapter records it without importing the automatic installation (which imports the adapters).
-_declined: set[str] = set()
+_declined: frozenset[str] = frozenset()
 
 
 def decline(owner: str) -> None:
-    _declined.add(owner)
+    global _declined
+    _declined |= {owner}
 
 
 def accept(owner: str) -> None:
-    _declined.discard(owner)
+    global _declined
+    _declined -= {owner}
 
 
 def declined(owner: str) -> bool:
@@ -189,9 +191,10 @@ def declined(owner: str) -> bool:
 def _clear() -> None:
     """The ledger as at import: the adapters undid their patches first (`nvscope._core._state`, step "adapters"); a
     patch one left behind goes back too; the adapters the user declined may install themselves again."""
+    global _declined
     for owner in owners():
         restore(owner)
-    _declined.clear()
+    _declined = frozenset()
 
 
 _state.register(__name__, "_PATCHES _declined", _clear, step="patches")

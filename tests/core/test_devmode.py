@@ -497,3 +497,18 @@ def test_scopes_do_not_import_heavy_modules(tmp_path: Path) -> None:
     """)
     assert result.returncode == 0, result.stderr
     assert result.stdout == "[]\n"
+
+
+def test_no_adapter_is_said_once_per_process_not_at_every_scope(tmp_path: Path) -> None:
+    result = run_script(tmp_path, """\
+        import warnings
+        import nvscope
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for _ in range(3):
+                with nvscope.nv_options(enable=["fuse_matmul"]):
+                    pass
+        print(sum("no nvscope adapter is installed" in str(w.message) for w in caught))
+    """, NVSCOPE_DEV="1", NVSCOPE_AUTOINSTALL="0")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "1\n"
