@@ -1,10 +1,6 @@
-"""Every exception and warning nvscope raises, in one module with one base class per kind, and the line a warning
-names (`user_stacklevel`).
+"""Every exception and warning nvscope raises, the line a warning names (`user_stacklevel`), and `once`.
 
-Kept apart from the code that raises them so that ``except nvscope.UnsupportedError`` (or importing any error)
-never loads an adapter, and so that ``except nvscope.NvscopeError`` catches all of nvscope's own errors. Each error
-also derives from the builtin a caller would expect (``ValueError`` for a bad name, ``RuntimeError`` for a run-time
-refusal), so existing ``except ValueError`` code keeps working.
+Each error derives from `NvscopeError` and from the builtin a caller would expect (``ValueError`` for a bad name).
 """
 
 from __future__ import annotations
@@ -87,9 +83,7 @@ class UnclosedScopeWarning(NvscopeWarning):
     """A program (or test) ended with an ``nv_options`` scope it entered still open."""
 
 
-# Frames in these files are ours (or contextlib's, for `with` via @contextmanager users, or asyncio's, for a decorated
-# coroutine run as a task): a warning is attributed to the first frame outside them, which is the line that entered
-# the scope or called the decorated function (for a task: the line that ran the event loop, e.g. asyncio.run(...)).
+# A warning names the first frame outside these files: nvscope's, contextlib's and asyncio's.
 _INTERNAL_FILES = (
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,  # the nvscope package
     os.path.abspath(contextlib.__file__),
@@ -100,7 +94,7 @@ _INTERNAL_FILES = (
 
 def user_stacklevel() -> int:
     """The ``stacklevel`` that points ``warnings.warn`` (called by our caller) at the first non-nvscope frame."""
-    frame = sys._getframe(1)  # the frame that calls warnings.warn (stacklevel 1)
+    frame = sys._getframe(1)
     level = 1
     while frame is not None and frame.f_code.co_filename.startswith(_INTERNAL_FILES):
         frame = frame.f_back  # type: ignore[assignment]
