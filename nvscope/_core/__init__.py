@@ -72,7 +72,6 @@ from ._text import render as render
 from ._validate import first_line as first_line
 from ._validate import shown as shown
 from ._validate import split as split
-from ._version import version as version
 
 TYPE_CHECKING = False  # not typing's: `import nvscope` does not import typing
 if TYPE_CHECKING:
@@ -85,6 +84,7 @@ if TYPE_CHECKING:
     from ._catalog_data import NIGHTLY_DATES as NIGHTLY_DATES
     from ._catalog_data import VERSIONS as VERSIONS
     from ._fusion import Phase as Phase
+    from ._version import version as version
 
     bundled_options = _catalog._bundled
     close_matches = _catalog._close_matches
@@ -98,4 +98,5 @@ else:
         "installed_nvfuser": "._catalog",
         "NIGHTLY_DATES": "._catalog_data",
         "VERSIONS": "._catalog_data",
+        "version": "._version",
     })

@@ -8,9 +8,6 @@ the body left open, which are rebuilt over the resumer's frame at every step; th
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncGenerator, Callable, Generator
-from contextvars import Token
-from types import TracebackType
 
 from nvscope._core import _patches
 from nvscope._core._frames import ACTIVE, NOTHING, Frame, enter_frame, note_run, reset, switch_frame
@@ -18,6 +15,9 @@ from nvscope._core._validate import shown as _shown
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import AsyncGenerator, Callable, Generator
+    from contextvars import Token
+    from types import TracebackType
     from typing import Any, ParamSpec, TypeVar
 
     P = ParamSpec("P")

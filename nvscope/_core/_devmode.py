@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import warnings
-from collections.abc import Iterator
 from contextvars import ContextVar
 
 from nvscope._core import _env, _state
@@ -22,6 +21,10 @@ from nvscope._core._errors import (
     user_stacklevel,
 )
 from nvscope._core._optionset import OptionSet
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 __all__ = [
     "DevelopmentModeError",

@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Mapping
 from types import MappingProxyType
 
 from nvscope._core._errors import ConfigWarning, once
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 __all__ = ["RUN", "VARIABLES", "flag", "integer", "problems", "share_all", "text", "warn"]
 

@@ -5,7 +5,6 @@ Each error derives from `NvscopeError` and from the builtin a caller would expec
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
 import threading
@@ -84,10 +83,11 @@ class UnclosedScopeWarning(NvscopeWarning):
 
 
 # A warning names the first frame outside these files: nvscope's, contextlib's and asyncio's.
+_STDLIB = os.path.dirname(os.path.abspath(os.__file__))
 _INTERNAL_FILES = (
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,  # the nvscope package
-    os.path.abspath(contextlib.__file__),
-    os.path.join(os.path.dirname(os.path.abspath(contextlib.__file__)), "asyncio") + os.sep,
+    os.path.join(_STDLIB, "contextlib.py"),
+    os.path.join(_STDLIB, "asyncio") + os.sep,
 )
 
 

@@ -5,13 +5,14 @@ It keys every compiled cache, so its hash is computed once and unions are memois
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Mapping
 from types import MappingProxyType
 
 from nvscope._core import _state
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
     from typing import ClassVar
 
 __all__ = ["EMPTY", "NVFUSER_MODULES", "NVFUSER_VARIABLES", "OptionSet", "process_options_shell"]

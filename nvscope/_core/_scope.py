@@ -6,9 +6,6 @@ instance keeps no per-entry token, so one object can be entered nested and from 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from types import TracebackType
-
 from nvscope._core import _devmode, _env, _policy, _state
 from nvscope._core._decorators import ScopeDecorator
 from nvscope._core._errors import ConfigWarning
@@ -33,6 +30,8 @@ from nvscope._core._validate import names as _names
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+    from types import TracebackType
     from typing import Any, TypeVar
 
     F = TypeVar("F", bound=Callable[..., Any])
