@@ -110,7 +110,7 @@ def demand(token: int) -> None:
     _DEMAND.add(token)
     with _LOCK:  # reading `_placed` outside it races with a last `release`
         if not _placed:
-            _settle()
+            _match_demand()
 
 
 def release(token: int) -> None:
@@ -119,10 +119,10 @@ def release(token: int) -> None:
     if not _DEMAND:
         with _LOCK:
             if _placed:
-                _settle()
+                _match_demand()
 
 
-def _settle() -> None:
+def _match_demand() -> None:
     """Under `_LOCK`: every on-demand patch in if anything demands them, else out; again if a finalizer changed the
     demand meanwhile."""
     global _placed
