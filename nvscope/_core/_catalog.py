@@ -172,8 +172,6 @@ def _close_matches(name: str, names: Iterable[str], n: int, cutoff: float) -> li
     return [by_lower[match] for match in difflib.get_close_matches(name.lower(), by_lower, n=n, cutoff=cutoff)]
 
 
-
-
 class Catalog:
     """The options one nvFuser version accepts (or the whole bundled table when no nvFuser is installed).
 

@@ -91,7 +91,6 @@ _INTERNAL_FILES = (
 )
 
 
-
 def user_stacklevel() -> int:
     """The ``stacklevel`` that points ``warnings.warn`` (called by our caller) at the first non-nvscope frame."""
     frame = sys._getframe(1)

@@ -226,7 +226,6 @@ class nv_options(ScopeDecorator):
             _devmode.warn_no_effect(self, self._options, self._selector)
 
 
-
 def _warn_share_off() -> None:
     import warnings
 
