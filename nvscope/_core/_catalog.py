@@ -39,13 +39,9 @@ _OTHER: Mapping[str, Kind] = MappingProxyType({"enable": "disable", "disable": "
 
 
 class OptionInfo(Record):
-    """One nvFuser option.
-
-    ``effect``: "codegen", "runtime" or "debug". ``since``/``until``: the first and last versions with the name
-    (``until`` None: the newest has it). ``ops``: it can only affect fusions holding one of these frontend ops (as
-    ``source`` shows); empty for every fusion. ``since_day``/``until_day``: the day the name came or left within
-    ``since``/``until``, for nightly builds.
-    """
+    """One nvFuser option: ``effect`` is "codegen", "runtime" or "debug"; ``since``/``until`` the first and last
+    versions with it (and ``since_day``/``until_day`` for nightlies); ``ops`` the frontend ops a fusion must hold for
+    it to matter (empty: any fusion)."""
 
     __slots__ = ("description", "effect", "kind", "name", "ops", "requires_args", "since", "since_day", "source",
                  "until", "until_day")

@@ -89,12 +89,8 @@ def decorate(scope: ScopeDecorator, func: F) -> F:
 
 
 class _Steps:
-    """The frames of one generator body around each step (a ``with`` block per resume).
-
-    A step's base is the decorator's frame over the resumer's (or the frame `bind` captured); the body's open scopes
-    (``body``: owner, the frame of a `push` left open or None, ran; outermost first) are rebuilt on it, and saved
-    again when the step ends. What ran counts for the resumer's frame, as for a nested ``with``.
-    """
+    """The frames of one generator body around each step: the decorator's frame over the resumer's (or the frame
+    `bind` captured), with the body's open scopes (``body``: owner, a left-open `push`'s frame or None, ran) on top."""
 
     __slots__ = ("base", "body", "captured", "checked", "consumer", "ran", "scope", "token")
 
@@ -216,9 +212,8 @@ def _wrap_async_generator(func: Callable[..., AsyncGenerator[Any, Any]], scope: 
 def bind(func: Callable[P, R]) -> Callable[P, R]:
     """``func`` wrapped to run under the scope active now, wherever and whenever it is called.
 
-    New threads and executor workers start with no scope: ``pool.submit(nvscope.bind(work), x)`` carries it. Only
-    nvscope's variable is carried, so one bound callable may run in many threads at once; coroutines and each step of
-    a generator run under it too. Fusions run by bound work count for the captured scopes.
+    New threads and executor workers start with no scope: ``pool.submit(nvscope.bind(work), x)`` carries it. One
+    bound callable may run in many threads at once; fusions it runs count for the captured scopes.
     """
     import inspect
 

@@ -1,9 +1,7 @@
-"""Every monkey-patch nvscope makes, recorded in one place (`apply`) and undone exactly (`restore`), so that
-`active()` lists all of them and `nvscope.uninstall()` gives back a pristine process.
+"""Every monkey-patch nvscope makes, recorded (`apply`) and undone exactly (`restore`).
 
-Patches on the per-fusion path (``on_demand=True``) are in place only while something needs them (`demand`): a live
-scope frame (from creation to deallocation, since a copied context may outlive the scope) or a listening audit.
-Outside every scope, Thunder's and nvFuser's own functions run untouched.
+Patches on the per-fusion path (``on_demand=True``) are in place only while a scope frame lives (a copied context may
+outlive its scope) or an audit listens (`demand`); otherwise Thunder's and nvFuser's own functions run untouched.
 """
 
 from __future__ import annotations

@@ -62,8 +62,8 @@ def _clean(text: str) -> str:
 
 
 def inputs_digest(args: tuple[object, ...]) -> str:
-    """Six hex digits of a fusion's inputs: each tensor's shape, strides and dtype, anything else's type. Not
-    Thunder's descriptors: their shapes are symbolic, so batch 8 and 16 would share them."""
+    """Six hex digits of a fusion's inputs: each tensor's shape, strides and dtype (not Thunder's symbolic shapes),
+    anything else's type."""
     import hashlib
 
     def one(arg: object) -> object:

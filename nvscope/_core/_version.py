@@ -1,6 +1,5 @@
-"""nvscope's version, from ``version = "..."`` in pyproject.toml's ``[project]`` table: read from the source tree
-when nvscope runs from a checkout (which may shadow an installed copy), else from the installed metadata. Read on
-first use; a small parser instead of ``tomllib``, which Python 3.10 lacks."""
+"""nvscope's version, from pyproject.toml's ``[project]`` table in a checkout (which may shadow an installed copy),
+else from the installed metadata; a small parser, as Python 3.10 lacks ``tomllib``."""
 
 from __future__ import annotations
 
