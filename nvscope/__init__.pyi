@@ -23,7 +23,6 @@ from nvscope._core import bind as bind
 from nvscope._core import catalog as catalog
 from nvscope._core import current_options as current_options
 from nvscope._core import dev_mode as dev_mode
-from nvscope._core import development_mode as development_mode
 from nvscope._core import holding as holding
 from nvscope._core import is_development_mode as is_development_mode
 from nvscope._core import nv_options as nv_options

@@ -1,11 +1,6 @@
-"""Layer 1, the core: option sets, fusion identity and selectors, the catalog, policy, the scope and its verbs,
-development mode, environment, errors, text helpers and the patch ledger. Everything ``import nvscope`` loads; it
-knows no Thunder or nvFuser object and imports nothing from the layers above (tests/test_layers.py)."""
+"""Layer 1, the core: option sets, fusion identity, the catalog, the scope, development mode, environment, errors
+and the patch ledger. It knows no Thunder or nvFuser object; the layers above use only what this file names."""
 
-# The interface: what the layers above may use (they import it from here, never from a module of this layer; tests/
-# test_layers.py). Everything here loads with `import nvscope` anyway, so it is imported eagerly. Modules named as
-# themselves are namespaces (``_patches.apply(...)``, ``_env.flag(...)``): state read at each use, or a family of
-# verbs whose names only mean something beside their module's.
 from . import _env as _env
 from . import _fusion as _fusion
 from . import _patches as _patches
@@ -16,7 +11,6 @@ from . import _text as _text
 from ._catalog_cache import catalog as catalog
 from ._decorators import bind as bind
 from ._devmode import dev_mode as dev_mode
-from ._devmode import development_mode as development_mode
 from ._devmode import is_development_mode as is_development_mode
 from ._devmode import set_development_mode as set_development_mode
 from ._devmode import strict_mode as strict_mode
@@ -79,9 +73,8 @@ from ._text import render as render
 from ._validate import first_line as first_line
 from ._validate import shown as shown
 from ._validate import split as split
-from ._version import version as version
 
-TYPE_CHECKING = False  # not typing's: `import nvscope` does not import typing (see nvscope/_core/_record.py)
+TYPE_CHECKING = False  # not typing's: `import nvscope` does not import typing
 if TYPE_CHECKING:
     from . import _catalog as _catalog
     from . import _catalog_probe as _catalog_probe
@@ -92,18 +85,19 @@ if TYPE_CHECKING:
     from ._catalog_data import NIGHTLY_DATES as NIGHTLY_DATES
     from ._catalog_data import VERSIONS as VERSIONS
     from ._fusion import Phase as Phase
+    from ._version import version as version
 
     bundled_options = _catalog._bundled
     close_matches = _catalog._close_matches
 else:
-    # The option table and its class load on first use (`catalog()` loads them on its first call): `import nvscope`
-    # does not read the table. `_catalog` and `_catalog_probe`, named as namespaces, load through the import system.
+    # The option table and its class load on first use.
     __getattr__ = lazy_attributes(__name__, {
         "Catalog": "._catalog",
         "OptionInfo": "._catalog",
-        "bundled_options": "._catalog:_bundled",  # the catalog as shipped, whatever nvFuser is installed (check)
-        "close_matches": "._catalog:_close_matches",  # the did-you-mean of option names, for keywords too
+        "bundled_options": "._catalog:_bundled",
+        "close_matches": "._catalog:_close_matches",
         "installed_nvfuser": "._catalog",
         "NIGHTLY_DATES": "._catalog_data",
         "VERSIONS": "._catalog_data",
+        "version": "._version",
     })

@@ -1,34 +1,25 @@
 """The option catalog: every nvFuser enable/disable option name, what it does, and in which versions it exists.
 
-Thunder's reviewers asked how anyone would discover the magic strings. This module answers, and it is also what
-``nv_options`` validates against, early and with a fix in the message (did-you-mean, wrong list, needs arguments,
-not in your nvFuser version) instead of nvFuser's late ``RuntimeError`` inside the first fusion execution.
-
-The table itself lives in ``_catalog_data.py`` (read from nvFuser's ``csrc/options.cpp`` and ``csrc/options.h``).
-When an nvFuser distribution is installed, its version is read from the distribution metadata (nvFuser itself is
-never imported here: that would import torch) and the table is narrowed to the names that version has.
-
-nvFuser's lists change every few releases (renames, moves between the lists, removals), so an installed nvFuser newer
-than the table may accept names the table lacks. For those, nvFuser itself is asked (`nvscope._core._catalog_probe`),
-once per process and only after such a miss; where it cannot be asked (no CUDA), the error says so and names the way
-out, ``NVSCOPE_TRUST_NVFUSER=1``.
+``nv_options`` validates against it, so a bad name fails early with the fix in the message rather than inside the
+first fusion. The table (`_catalog_data`) is narrowed to the installed nvFuser's version, read from its metadata
+without importing it; an nvFuser newer than the table is asked itself about names the table lacks
+(`_catalog_probe`).
 """
 
 from __future__ import annotations
 
 import functools
 import sys
-import threading
 from collections.abc import Collection, Iterable, Mapping
 from types import MappingProxyType
 
 from nvscope._core import _catalog_data, _env, _state
-from nvscope._core._errors import NvscopeWarning, UnknownOptionError
+from nvscope._core._errors import NvscopeWarning, UnknownOptionError, once
 from nvscope._core._optionset import NVFUSER_MODULES
 from nvscope._core._record import Record
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # `import nvscope` loads neither typing nor packaging (see nvscope/_core/_record.py for why)
+if TYPE_CHECKING:
     from typing import Literal
 
     from packaging.version import Version
@@ -48,18 +39,9 @@ _OTHER: Mapping[str, Kind] = MappingProxyType({"enable": "disable", "disable": "
 
 
 class OptionInfo(Record):
-    """One nvFuser option.
-
-    ``effect`` is ``"codegen"`` (can change the compiled kernels or which executor runs), ``"runtime"`` (changes
-    runtime behaviour only) or ``"debug"`` (output, profiling, validation). ``since``/``until`` are the first and
-    last nvFuser versions the bundled table has the name in (``until`` is None when the newest covered one has it).
-    ``ops``: the option can only affect a fusion holding one of these ops (nvFuser frontend op names, as
-    ``fd.ops.<name>(...)`` in a printed FusionDefinition), as the nvFuser files in ``source`` show; empty (and
-    ``source`` None) when it can affect every fusion. ``since_day``/``until_day``: where a version number is not
-    enough, the day (``"YYYY-MM-DD"``) the name came upstream during ``since`` or left it during ``until``, so that a
-    nightly build (``0.2.36.dev20260301``) dated before ``since_day`` (or from ``until_day`` on) lacks it; None
-    where not recorded.
-    """
+    """One nvFuser option: ``effect`` is "codegen", "runtime" or "debug"; ``since``/``until`` the first and last
+    versions with it (and ``since_day``/``until_day`` for nightlies); ``ops`` the frontend ops a fusion must hold for
+    it to matter (empty: any fusion)."""
 
     __slots__ = ("description", "effect", "kind", "name", "ops", "requires_args", "since", "since_day", "source",
                  "until", "until_day")
@@ -83,14 +65,13 @@ class OptionInfo(Record):
                    requires_args=requires_args, ops=ops, source=source, since_day=since_day, until_day=until_day)
 
     def available_in(self, version: Version) -> bool:
-        """Whether nvFuser ``version`` has this option: compared by its release, and for a nightly build
-        (``0.2.36.dev20260301``) of the version the name came in or left, by its date too (local parts ignored)."""
+        """Whether nvFuser ``version`` has this option: by release, and for a nightly by its date too."""
         from packaging.version import Version
 
         release = Version(version.base_version)
         if release < Version(self.since) or (self.until is not None and release > Version(self.until)):
             return False
-        day = _nightly_day(version)  # None for a release: it keeps the whole version's names
+        day = _nightly_day(version)
         if day is None:
             return True
         came = self.since_day is None or release != Version(self.since) or day >= self.since_day
@@ -98,7 +79,7 @@ class OptionInfo(Record):
 
     @property
     def versions(self) -> str:
-        """The version range as text, e.g. ``0.2.23+`` or ``0.2.26-0.2.35`` (see ``since_day``/``until_day`` too)."""
+        """The version range as text, e.g. ``0.2.23+`` or ``0.2.26-0.2.35``."""
         return f"{self.since}+" if self.until is None else f"{self.since}-{self.until}"
 
 
@@ -115,8 +96,7 @@ class InstalledNvFuser(Record):
 
 
 def _nightly_day(version: Version) -> str | None:
-    """The build day of an nvFuser nightly (``0.2.36.dev20260301`` -> ``"2026-03-01"``); None for a release or a dev
-    number that is not a date."""
+    """The build day of a nightly (``0.2.36.dev20260301`` -> ``"2026-03-01"``); None for a release."""
     text = str(version.dev)
     return f"{text[:4]}-{text[4:6]}-{text[6:]}" if len(text) == 8 and "20000101" <= text <= "29991231" else None
 
@@ -133,12 +113,8 @@ def _bundled() -> tuple[OptionInfo, ...]:
 
 @functools.cache
 def installed_nvfuser() -> InstalledNvFuser | None:
-    """The installed nvFuser, from an imported module if there is one, else from the installed distributions.
-
-    nvFuser's wheels are named for CUDA and torch (``nvfuser-cu128-torch28``, ``nvfuser_cu130_torch210``, ...), so
-    the distribution is found by its name's prefix. Cached for the process: a program does not change its nvFuser
-    under its own feet.
-    """
+    """The installed nvFuser, from an imported module if there is one, else from the distributions whose name starts
+    with ``nvfuser`` (wheels are named for CUDA and torch). Cached for the process."""
     from importlib import metadata
 
     from packaging.version import InvalidVersion, Version
@@ -162,17 +138,11 @@ def installed_nvfuser() -> InstalledNvFuser | None:
     return min(found, key=lambda f: f.distribution) if found else None
 
 
-# How the hint "pass it as ..." spells a name in the other list. Python callers see keyword arguments; the command
-# line tools pass their flag's syntax (`Catalog.check(..., spelling="--{kind} {name}")`).
+# How "pass it as ..." spells a name in the other list; command-line tools pass their flag's syntax.
 PYTHON_SPELLING = "{kind}=[{name!r}]"
 
 _ARTICLE: Mapping[str, str] = MappingProxyType({"enable": "an enable", "disable": "a disable"})
-_LONGEST_SHOWN = 60  # a name longer than this is cut in messages: nobody needs 10,000 characters echoed back
-# The names already noted: per process, not per Catalog, since threads that race on the first `catalog()` call may
-# each build one.
-_noted_lock = threading.Lock()
-_noted: set[tuple[str, str]] = set()
-_state.keep(__name__, "_noted_lock", "a lock")
+_LONGEST_SHOWN = 60  # a name longer than this is cut in messages
 
 
 def _shown(name: str) -> str:
@@ -183,14 +153,14 @@ def _shown(name: str) -> str:
 
 
 def _same_but_case(name: str, names: Iterable[str]) -> str | None:
-    """The name in ``names`` that equals ``name`` but for case (nvFuser's are lower case; ``FMA`` is easy to type)."""
+    """The name in ``names`` that equals ``name`` but for case."""
     key = name.lower()
     return next((candidate for candidate in names if candidate.lower() == key), None)
 
 
 def _close_matches(name: str, names: Iterable[str], n: int, cutoff: float) -> list[str]:
     """Did-you-mean candidates, compared case-insensitively."""
-    if len(name) > 2 * _LONGEST_SHOWN:  # nothing is that close to a name this long, and difflib is quadratic
+    if len(name) > 2 * _LONGEST_SHOWN:  # difflib is quadratic
         return []
     import difflib
 
@@ -198,14 +168,11 @@ def _close_matches(name: str, names: Iterable[str], n: int, cutoff: float) -> li
     return [by_lower[match] for match in difflib.get_close_matches(name.lower(), by_lower, n=n, cutoff=cutoff)]
 
 
-
-
 class Catalog:
     """The options one nvFuser version accepts (or the whole bundled table when no nvFuser is installed).
 
-    When the installed nvFuser is newer than the newest version the table covers, a name the table lacks is not
-    refused outright: nvFuser itself is asked, once per process and only on such a miss, which names it accepts
-    (`nvscope._core._catalog_probe`), and those names pass, with a one-time `NvscopeWarning`.
+    On an nvFuser newer than the table, a name the table lacks passes if nvFuser itself accepts it (asked once per
+    process, on such a miss), with a one-time `NvscopeWarning`.
     """
 
     __slots__ = ("_all", "_by_kind", "_gates", "_newer", "nvfuser", "options", "source")
@@ -230,7 +197,7 @@ class Catalog:
         self._all = everything
         for option in self.options:
             self._by_kind[option.kind][option.name] = option
-        # The gates were read in nvFuser's source up to the newest version covered; a newer one may read more.
+        # The gates were read up to the newest version covered; a newer nvFuser may read more.
         self._gates: dict[tuple[str, str], frozenset[str]] = {} if self._newer else {
             (o.kind, o.name): frozenset(o.ops) for o in self.options if o.ops
         }
@@ -243,11 +210,9 @@ class Catalog:
         return frozenset(self._by_kind[kind])
 
     def can_affect(self, kind: str, name: str, ops: Collection[str]) -> bool:
-        """Whether option ``name`` in the ``kind`` list can affect a fusion holding ``ops`` (frontend op names, as
-        ``fd.ops.<name>(`` in its printed definition): False only when the option is gated (`OptionInfo.ops`) on ops
-        the fusion lacks; True for an ungated or unknown name, and for every name on an nvFuser newer than the catalog.
-        """
-        if isinstance(ops, str):  # a lone name would be read as its letters
+        """Whether option ``name`` can affect a fusion holding ``ops`` (frontend op names): False only when it is
+        gated (`OptionInfo.ops`) on ops the fusion lacks."""
+        if isinstance(ops, str):
             raise TypeError(f"can_affect: ops must be a collection of op names, not the string {ops!r}")
         gate = self._gates.get((kind, name))
         return gate is None or not gate.isdisjoint(ops)
@@ -259,9 +224,7 @@ class Catalog:
     def check(self, kind: Kind, name: str, *, spelling: str = PYTHON_SPELLING) -> None:
         """Raise `UnknownOptionError`, with the fix in the message, unless ``name`` is valid per call in ``kind``.
 
-        ``spelling`` is how the message tells the user to pass a name in a list (a format string with ``{kind}`` and
-        ``{name}``): Python's ``disable=['x']`` by default; a command-line tool passes its own flag's syntax, e.g.
-        ``"--{kind} {name}"``.
+        ``spelling`` formats a name in a list (``{kind}``, ``{name}``), e.g. ``"--{kind} {name}"`` for a CLI.
         """
         info = self._by_kind[kind].get(name)
         if info is not None:
@@ -274,7 +237,7 @@ class Catalog:
         self._miss(kind, name, spelling)
 
     def _miss(self, kind: Kind, name: str, spelling: str) -> None:
-        """``check`` for a name this version's table lacks: accept it if nvFuser does (see the class), else raise."""
+        """``check`` for a name this version's table lacks: accept it if nvFuser does, else raise."""
         shown = _shown(name)
         if "(" in name:
             env = f"NVFUSER_{kind.upper()}={name}" if len(name) <= _LONGEST_SHOWN else f"NVFUSER_{kind.upper()}"
@@ -282,10 +245,9 @@ class Catalog:
                                      f"set {env} in the environment before the process starts")
         anywhere = [o for o in self._all if o.name == name and o.kind == kind]
         other = _OTHER[kind]
-        # A name this version has in the other list is the wrong list, not a name the catalog lacks: trusting nvFuser
-        # lets it through only when nvFuser is newer than the catalog (names move between the lists), and says so.
+        # A name in the other list passes on trust only when nvFuser is newer than the catalog (names move).
         wrong_list = name in self._by_kind[other]
-        if not any(o.requires_args for o in anywhere):  # those stay refused, whatever nvFuser accepts
+        if not any(o.requires_args for o in anywhere):
             if _env.flag("NVSCOPE_TRUST_NVFUSER") and (self._newer or not wrong_list):
                 if wrong_list:
                     self._note(kind, name, "passed to nvFuser unvalidated (NVSCOPE_TRUST_NVFUSER=1); if it is "
@@ -301,8 +263,7 @@ class Catalog:
                                        f"call; the bundled catalog is older (it covers nvFuser up to "
                                        f"{_catalog_data.VERSIONS[-1][0]})")
                 return
-        # The version check comes first: a name can move between lists across versions (disable parallel_serde
-        # until 0.2.35, enable parallel_serde from 0.2.35), and "pass it as enable=" would invert the request.
+        # The version check first: a name that moved between lists across versions must not be "passed as" the other.
         if anywhere and self.nvfuser is not None:
             also = f" (it has {name!r} only as {_ARTICLE[other]} option)" if name in self._by_kind[other] else ""
             raise UnknownOptionError(
@@ -321,7 +282,7 @@ class Catalog:
                                  + self._newer_note(kind, name, spelling))
 
     def near(self, kind: Kind, name: str) -> tuple[list[str], list[str]]:
-        """Did-you-mean candidates for ``name``, unknown as a ``kind`` option: (names of that kind, of the other)."""
+        """Did-you-mean candidates for ``name``: (names of ``kind``, of the other kind)."""
         mine, other = self._by_kind[kind], self._by_kind[_OTHER[kind]]
         if (same := _same_but_case(name, mine) or _same_but_case(name, other)) is not None:
             return ([same], []) if same in mine else ([], [same])
@@ -331,10 +292,7 @@ class Catalog:
         return "?" if self.nvfuser is None else str(self.nvfuser.version)
 
     def _nvfuser_accepts(self, kind: Kind, name: str) -> bool | None:
-        """Whether the installed nvFuser accepts ``name`` per call; None when it cannot be asked (e.g. no CUDA).
-
-        Asked once per process (a child process; seconds), and only after a miss, so valid names never pay for it.
-        """
+        """Whether the installed nvFuser accepts ``name`` per call; None when it cannot be asked (e.g. no CUDA)."""
         from nvscope._core import _catalog_probe as _probe
 
         accepted = _probe.accepted()
@@ -351,21 +309,19 @@ class Catalog:
                 f"installed {self._installed()}")
         if probed is not None:
             other = _OTHER[kind]
-            if name in probed[other]:  # moved between the lists since the catalog's newest version
+            if name in probed[other]:
                 return (f"{said}; that nvFuser accepts it as {_ARTICLE[other]} option: pass it as "
                         f"{spelling.format(kind=other, name=name)})")
             return f"{said}, and that nvFuser does not accept it either)"
         if probe_error is not None:
             return (f"{said}, and nvFuser could not be asked which names it accepts: {probe_error}; set "
                     "NVSCOPE_TRUST_NVFUSER=1 to pass names the catalog lacks to nvFuser unvalidated)")
-        return ""  # not asked (a name that needs arguments): nothing to add
+        return ""  # not asked (a name that needs arguments)
 
     def _note(self, kind: Kind, name: str, why: str, what: str = "is not in nvscope's option catalog") -> None:
-        """Say once per process that ``name`` was let through although the catalog lacks it (``what``: how so)."""
-        with _noted_lock:
-            if (kind, name) in _noted:
-                return
-            _noted.add((kind, name))
+        """Say once per process that ``name`` was let through although the catalog lacks it."""
+        if not once("catalog", kind, name):
+            return
         import warnings
 
         from nvscope._core._errors import user_stacklevel
@@ -374,6 +330,5 @@ class Catalog:
                       NvscopeWarning, stacklevel=user_stacklevel())
 
 
-_state.keep(__name__, "installed_nvfuser _noted", "the installed nvFuser, its options and the names already "
-            "noted about them: uninstall changes no installation; `nvscope._core._catalog_cache._reset_cache` "
-            "forgets them for tests that fake one")
+_state.keep(__name__, "installed_nvfuser", "the installed nvFuser: uninstall changes no installation; "
+            "`nvscope._core._catalog_cache._reset_cache` forgets it for tests that fake one")

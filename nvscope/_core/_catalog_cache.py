@@ -1,5 +1,4 @@
-"""`catalog()`, the cached catalog for the installed nvFuser, apart from the table and its class
-(`nvscope._core._catalog`): those load on the first call, so that ``import nvscope`` does not read the table."""
+"""`catalog()`, kept apart from the table and its class so that ``import nvscope`` does not load them."""
 
 from __future__ import annotations
 
@@ -7,7 +6,7 @@ import functools
 
 from nvscope._core import _state
 
-TYPE_CHECKING = False  # not typing's: `import nvscope` does not import typing (see nvscope/_core/_record.py)
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from nvscope._core._catalog import Catalog
 
@@ -16,7 +15,7 @@ __all__ = ["catalog"]  # and `_reset_cache`, for tests
 
 @functools.cache
 def catalog() -> Catalog:
-    """The catalog for the installed nvFuser (or the whole bundled table when none is installed). Cached."""
+    """The catalog for the installed nvFuser (the whole table when none is installed)."""
     from nvscope._core._catalog import Catalog, _bundled, installed_nvfuser
 
     return Catalog(_bundled(), installed_nvfuser())
@@ -24,12 +23,11 @@ def catalog() -> Catalog:
 
 def _reset_cache() -> None:
     """Forget the cached catalog, installed version and probe (for tests that fake an installation)."""
-    from nvscope._core import _catalog, _catalog_probe
+    from nvscope._core import _catalog, _catalog_probe, _errors
 
     catalog.cache_clear()
     _catalog.installed_nvfuser.cache_clear()
-    with _catalog._noted_lock:
-        _catalog._noted.clear()
+    _errors.forget("catalog")
     _catalog_probe.reset()
 
 

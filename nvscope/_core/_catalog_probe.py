@@ -1,11 +1,6 @@
-"""Asking the installed nvFuser itself which option names it accepts (`probe_installed`), and its answer, kept once
-per process for the catalog.
-
-An nvFuser newer than the bundled catalog may accept names the catalog lacks. nvFuser has no call that lists its
-options, but it names them all when it refuses one, so a child process runs a one-op fusion with an invalid name and
-the list is read from its error. That needs CUDA and takes seconds, so the catalog asks only after a miss on such an
-nvFuser (`accepted`), at most once per process, and keeps the answer or why there is none (`known`).
-"""
+"""Asking the installed nvFuser which option names it accepts, for an nvFuser newer than the catalog: it lists them
+all when it refuses one, so a child process runs a one-op fusion with an invalid name. Needs CUDA and seconds, so it
+runs at most once per process, after a miss."""
 
 from __future__ import annotations
 
@@ -31,7 +26,6 @@ with FusionDefinition() as fd:
 fd.execute([torch.ones(4, device="cuda")])
 """
 
-# Per process, not per Catalog: threads that race on the first `catalog()` call may each build one.
 _lock = threading.Lock()
 _accepted: dict[str, frozenset[str]] | None = None
 _error: str | None = None
@@ -41,13 +35,8 @@ _state.keep(__name__, "_lock", "a lock")
 
 
 def probe_installed(timeout: float = 300.0) -> dict[str, frozenset[str]]:
-    """Ask the installed nvFuser itself which option names it accepts (needs CUDA; takes seconds).
-
-    nvFuser parses ``NVFUSER_ENABLE``/``NVFUSER_DISABLE`` when it first reads its options, and an invalid name makes
-    it fail with "Invalid option: ... Available options: a, b, ...". So a child process runs a one-op fusion with an
-    invalid name in each variable, and the list is read from its error output. Raises RuntimeError when the child
-    does not print that list (no CUDA, no nvFuser, or a message format this version does not know).
-    """
+    """Ask the installed nvFuser which option names it accepts, from its "Available options: ..." error (needs CUDA).
+    Raises RuntimeError when the child does not print that list."""
     import re
     import subprocess
 
@@ -58,7 +47,7 @@ def probe_installed(timeout: float = 300.0) -> dict[str, frozenset[str]]:
         done = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, env=env,
                               timeout=timeout, check=False)
         match = re.search(r"Available options: ([^\n]*)", done.stdout + done.stderr)
-        if match is None:  # the child's last line says why (its exception), not its whole traceback
+        if match is None:
             last = (done.stderr.strip() or done.stdout.strip() or "no output").splitlines()[-1].strip()
             raise RuntimeError(f"nvFuser did not list its {kind} options (exit {done.returncode}): {cut(last, 300)}")
         found[kind] = frozenset(name.strip() for name in match.group(1).split(",") if name.strip())
@@ -66,16 +55,14 @@ def probe_installed(timeout: float = 300.0) -> dict[str, frozenset[str]]:
 
 
 def accepted() -> dict[str, frozenset[str]] | None:
-    """The names the installed nvFuser accepts, per list; None when it cannot be asked (`known` says why).
-
-    Asked on the first call only (a child process; seconds), also when several threads call at once.
-    """
+    """The names the installed nvFuser accepts, per list, asked on the first call only; None when it cannot be asked
+    (`known` says why)."""
     global _accepted, _error
     with _lock:
         if _accepted is None and _error is None:
             try:
                 _accepted = probe_installed()
-            except Exception as error:  # RuntimeError (no CUDA, no list printed), a timeout, no interpreter
+            except Exception as error:
                 text = f"{type(error).__name__}: {error}"
                 _error = cut(text, 200)
         return _accepted

@@ -1,22 +1,14 @@
-"""Policy: development mode. Developer flags are for developers; they must not percolate into reference models.
+"""Development mode: developer flags must not leak into reference models and benchmarks.
 
-Thunder's reviewers worried that nvFuser developer flags "percolate into reference models and benchmarks". So a
-non-empty scope entered outside development mode warns (`DevelopmentModeWarning`, attributed to the user's line,
-once per call site under Python's default warning filter), and ``NVSCOPE_STRICT=1`` turns that warning into a
-`DevelopmentModeError` for code that must never run with developer flags.
-
-Development mode is on with ``NVSCOPE_DEV=1``, ``set_development_mode(True)`` (the process-wide default) or inside
-``with dev_mode(True):`` (this context only: as numpy's ``errstate``, a `ContextVar`, so threads running meanwhile and
-threads started inside keep the process-wide default). The innermost ``dev_mode`` block wins, then the process-wide
-switch, then the environment, which is read at each scope entry (not at import), so a launcher or test can change it
-at any time.
+A non-empty scope entered outside development mode warns (`DevelopmentModeWarning`; an error under
+``NVSCOPE_STRICT=1``). The innermost ``dev_mode`` block decides (this context only), then `set_development_mode`
+(process-wide), then ``NVSCOPE_DEV``, read at each scope entry.
 """
 
 from __future__ import annotations
 
 import contextlib
 import warnings
-from collections.abc import Iterator
 from contextvars import ContextVar
 
 from nvscope._core import _env, _state
@@ -25,39 +17,38 @@ from nvscope._core._errors import (
     DevelopmentModeWarning,
     NoEffectWarning,
     NoFusionWarning,
+    once,
     user_stacklevel,
 )
 from nvscope._core._optionset import OptionSet
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 __all__ = [
     "DevelopmentModeError",
     "DevelopmentModeWarning",
     "NoFusionWarning",
     "dev_mode",
-    "development_mode",
     "is_development_mode",
     "set_development_mode",
     "strict_mode",
 ]
 
-_default: bool | None = None  # set_development_mode's process-wide setting; None: follow NVSCOPE_DEV
+_default: bool | None = None  # None: follow NVSCOPE_DEV
 _state.keep(__name__, "_default", "the user's set_development_mode: uninstall undoes nvscope's changes, not theirs")
-_FOLLOW_DEFAULT = object()  # no dev_mode block in this context: the process-wide setting applies
-# A dev_mode block's setting (True, False, or None to follow the environment) for the current context only.
+_FOLLOW_DEFAULT = object()  # no dev_mode block in this context
 _LOCAL: ContextVar[object] = ContextVar("nvscope_dev_mode", default=_FOLLOW_DEFAULT)
 _state.keep(__name__, "_LOCAL", "per context: each dev_mode block resets its own")
 
 
 def is_development_mode() -> bool:
-    """Whether development mode is on: the innermost ``dev_mode`` block's setting in this context, else
-    ``set_development_mode``'s, else ``NVSCOPE_DEV``."""
+    """Whether development mode is on: the innermost ``dev_mode`` block's setting, else ``set_development_mode``'s,
+    else ``NVSCOPE_DEV``."""
     local = _LOCAL.get()
     setting = _default if local is _FOLLOW_DEFAULT else local
     return setting if isinstance(setting, bool) else _env.flag("NVSCOPE_DEV")
-
-
-# The getter's older name, kept as an alias: it read like the `dev_mode` block, which is a context manager.
-development_mode = is_development_mode
 
 
 def strict_mode() -> bool:
@@ -72,12 +63,8 @@ def _checked(enabled: object, who: str) -> bool | None:
 
 
 def set_development_mode(enabled: bool | None) -> bool | None:
-    """Turn development mode on (True) or off (False), or back to following ``NVSCOPE_DEV`` (None), process-wide.
-
-    Returns the previous setting, so ``previous = set_development_mode(True); ...; set_development_mode(previous)``
-    restores it. This is the default of every thread and context; a ``dev_mode`` block overrides it in its own
-    context only.
-    """
+    """Turn development mode on (True), off (False) or back to following ``NVSCOPE_DEV`` (None), process-wide;
+    returns the previous setting, to restore it."""
     global _default
     previous, _default = _default, _checked(enabled, "set_development_mode")
     return previous
@@ -86,9 +73,7 @@ def set_development_mode(enabled: bool | None) -> bool | None:
 @contextlib.contextmanager
 def dev_mode(enabled: bool | None = True) -> Iterator[None]:
     """``with nvscope.dev_mode(): ...`` runs the block with development mode on (or off, or following the
-    environment for ``None``) in the current context only, and then restores the previous setting, also when the
-    block raises. Other threads, and threads started inside the block, keep the process-wide setting
-    (`set_development_mode`), as they keep their own scopes."""
+    environment for ``None``) in this context only; other threads keep the process-wide setting."""
     token = _LOCAL.set(_checked(enabled, "dev_mode"))
     try:
         yield
@@ -97,7 +82,7 @@ def dev_mode(enabled: bool | None = True) -> Iterator[None]:
 
 
 def check_scope(options: OptionSet) -> None:
-    """Called before a non-empty scope is entered: warn, or raise under strict mode, outside development mode."""
+    """Before a non-empty scope is entered: warn, or raise under strict mode, outside development mode."""
     if is_development_mode():
         return
     message = (
@@ -110,27 +95,15 @@ def check_scope(options: OptionSet) -> None:
     warnings.warn(message, DevelopmentModeWarning, stacklevel=user_stacklevel())
 
 
-_said: set[str] = set()  # the once-per-process messages said so far
-_state.keep(__name__, "_said", "messages said once per process, not once per install")
-
-
-def _once(key: str) -> bool:
-    if key in _said:
-        return False
-    _said.add(key)
-    return True
-
-
 def warn_no_fusion(scope: object) -> None:
-    """Called at the exit of a non-empty scope under which no fusion executed (development mode only)."""
+    """At the exit of a non-empty scope under which no fusion executed (development mode only)."""
     if not is_development_mode():
         return
     from nvscope._core import _patches
 
     if not _patches.owners():
-        # Nothing could have reached a fusion: say it once per process, not at every scope of a program without
-        # Thunder (its scopes are then harmless no-ops).
-        if _once("no adapter"):
+        # Without adapters every scope is a no-op: said once per process, not at every scope.
+        if once("no adapter"):
             warnings.warn(
                 f"{scope!r} exited, and no nvscope adapter is installed, so no scope can reach an nvFuser fusion: "
                 "import thunder before entering scopes (its adapter installs itself), call nvscope.install(), or "
@@ -150,13 +123,8 @@ def warn_no_fusion(scope: object) -> None:
 
 
 def warn_no_effect(scope: object, options: OptionSet, chosen: object) -> None:
-    """Called at the clean exit of a non-empty scope under which fusions ran but none was changed by it.
-
-    Each of them ran its default compiled kernels (nothing recompiled): its selector matched none of them, or the
-    catalog says none of its options can affect them (nvscope does not record which: the message names both when
-    both could be why). Python's warning filters make it once per scope text and line (the default action), as for
-    every warning here.
-    """
+    """At the clean exit of a non-empty scope under which fusions ran but none was changed: its selector matched
+    none, or the catalog says its options cannot affect them (the message names both when both could be why)."""
     from nvscope._core._catalog_cache import catalog
 
     gated = []

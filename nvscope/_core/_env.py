@@ -1,35 +1,28 @@
-"""The one parser for nvscope's environment variables (``NVSCOPE_*``), in the manner of JAX's config flags.
-
-Why one parser: four hand-written copies read unknown values as "off" without a word, and one raised at import,
-which (when the pytest plugin still loaded nvscope in every pytest run) killed every test session in that
-environment. Here every variable is declared once with its type and default; a value that does not parse warns once
-(`ConfigWarning`, naming the variable, the value and what is accepted) and the default applies. Values are read at
-each use, not at import (but for ``NVSCOPE_SHARE=all``, the program-wide setting, which is also read once at import,
-quietly), so a launcher or a test may change them at any time; a parse is a dict lookup when the
-variable is unset.
-"""
+"""The one parser for nvscope's environment variables (``NVSCOPE_*``): each declared once with its type and
+default. A value that does not parse warns once (`ConfigWarning`) and the default applies. Values are read at each
+use, so a launcher or a test may change them at any time."""
 
 from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Mapping
 from types import MappingProxyType
 
-from nvscope._core import _state
-from nvscope._core._errors import ConfigWarning
+from nvscope._core._errors import ConfigWarning, once
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 __all__ = ["RUN", "VARIABLES", "flag", "integer", "problems", "share_all", "text", "warn"]
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off", ""})
 
-# `nvscope run` -> its child processes: set by nvscope/_tools/_program.py, read by nvscope/_cli/_child_carry.py;
-# probes drop it
+# `nvscope run` -> its child processes (nvscope/_cli/_child_carry.py)
 RUN = "NVSCOPE_RUN"
 
-# name -> (kind, default, what it does). kind: "flag" (on/off), "count" (an integer >= 1), "text" (any string),
-# "share" (a flag, or "all": one variable says how much is shared, so no two settings can contradict each other).
+# name -> (kind, default, what it does). kind: "flag", "count" (an integer >= 1), "text", "share" (a flag or "all").
 VARIABLES: Mapping[str, tuple[str, object, str]] = MappingProxyType({
     "NVSCOPE_DEV": ("flag", False, "development mode: scopes do not warn"),
     "NVSCOPE_STRICT": ("flag", False, "outside development mode a scope raises DevelopmentModeError"),
@@ -46,10 +39,6 @@ VARIABLES: Mapping[str, tuple[str, object, str]] = MappingProxyType({
     RUN: ("text", "", "set by `nvscope run` while its program runs: its options, as JSON, for the Python "
                     "processes the program starts (read by nvscope/_cli/_child_carry.py, not by this parser)"),
 })
-
-_warned: set[tuple[str, str]] = set()
-_state.keep(__name__, "_warned", "a bad value is warned about once per process, not once per install")
-
 
 def _accepted(kind: str) -> str:
     if kind == "share":
@@ -70,7 +59,7 @@ def _parse(name: str, raw: str) -> tuple[object, str | None]:
         if lowered in _FALSE:
             return False if value else default, None
     elif kind == "count":
-        # ASCII digits only: str.isdigit() also accepts '²' (which int() then refuses) and '٣' (which int() reads as 3).
+        # ASCII digits only: str.isdigit() also accepts '²' and '٣'.
         if value.isascii() and value.isdigit() and int(value) >= 1:
             return int(value), None
     else:
@@ -85,17 +74,13 @@ def _get(name: str) -> object:
     if raw is None:
         return VARIABLES[name][1]
     value, problem = _parse(name, raw)
-    if problem is not None and (name, raw) not in _warned:
-        _warned.add((name, raw))
+    if problem is not None and once("environment", name, raw):
         warn(problem)
     return value
 
 
 def warn(problem: str) -> None:
-    """A `ConfigWarning` about an environment variable's value, located in the environment rather than at the line of
-    nvscope that happened to read it: the fix is in the environment, and Python's default format then prints the
-    warning as one line (``<environment>:0: ConfigWarning: NVSCOPE_SHARE='2' is not ...``), not nvscope's file, line
-    and source."""
+    """A `ConfigWarning` located in ``<environment>``, where the fix is, not at the line that read the variable."""
     warnings.warn_explicit(problem, ConfigWarning, "<environment>", 0, module="nvscope")
 
 
@@ -105,10 +90,8 @@ def flag(name: str) -> bool:
 
 
 def share_all(warn: bool = True) -> bool:
-    """``NVSCOPE_SHARE=all``: the defaults of every fusion share compiled definitions, program-wide. ``warn=False``
-    for the read at import (`nvscope._core._frames.ROOT`): a value that does not parse warns at its first use, as
-    every variable's does, and in ``nvscope doctor``, not in ``import nvscope`` (where ``-W error`` would make a bad
-    value a crash at import)."""
+    """``NVSCOPE_SHARE=all``: the defaults of every fusion share compiled definitions. ``warn=False`` for the read at
+    import, where ``-W error`` would make a bad value a crash."""
     if warn:
         return _get("NVSCOPE_SHARE") == "all"
     raw = os.environ.get("NVSCOPE_SHARE")
@@ -128,16 +111,13 @@ def text(name: str) -> str:
 
 
 def problems() -> list[tuple[str, str]]:
-    """Every set ``NVSCOPE_*`` variable whose value is refused, as (name, message); for ``nvscope doctor``.
-
-    Unknown ``NVSCOPE_*`` names are reported too: a misspelt variable would otherwise do nothing, silently.
-    """
+    """Every set ``NVSCOPE_*`` variable whose value is refused, or whose name is unknown, as (name, message)."""
     found = []
     for name, raw in sorted(os.environ.items()):
         if not name.startswith("NVSCOPE_"):
             continue
         if name not in VARIABLES:
-            if name not in ("NVSCOPE_CI_VENV", "NVSCOPE_GPU_THUNDER"):  # the project's own scripts' variables
+            if name not in ("NVSCOPE_CI_VENV", "NVSCOPE_GPU_THUNDER"):  # the project's scripts' variables
                 found.append((name, f"{name} is not a variable nvscope reads (known: {', '.join(VARIABLES)})"))
             continue
         problem = _parse(name, raw)[1]

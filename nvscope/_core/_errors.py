@@ -1,17 +1,15 @@
-"""Every exception and warning nvscope raises, in one module with one base class per kind, and the line a warning
-names (`user_stacklevel`).
+"""Every exception and warning nvscope raises, the line a warning names (`user_stacklevel`), and `once`.
 
-Kept apart from the code that raises them so that ``except nvscope.UnsupportedError`` (or importing any error)
-never loads an adapter, and so that ``except nvscope.NvscopeError`` catches all of nvscope's own errors. Each error
-also derives from the builtin a caller would expect (``ValueError`` for a bad name, ``RuntimeError`` for a run-time
-refusal), so existing ``except ValueError`` code keeps working.
+Each error derives from `NvscopeError` and from the builtin a caller would expect (``ValueError`` for a bad name).
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
+import threading
+
+from nvscope._core import _state
 
 __all__ = [
     "ConfigWarning",
@@ -26,6 +24,8 @@ __all__ = [
     "UnclosedScopeWarning",
     "UnknownOptionError",
     "UnsupportedError",
+    "forget",
+    "once",
     "user_stacklevel",
 ]
 
@@ -82,22 +82,41 @@ class UnclosedScopeWarning(NvscopeWarning):
     """A program (or test) ended with an ``nv_options`` scope it entered still open."""
 
 
-# Frames in these files are ours (or contextlib's, for `with` via @contextmanager users, or asyncio's, for a decorated
-# coroutine run as a task): a warning is attributed to the first frame outside them, which is the line that entered
-# the scope or called the decorated function (for a task: the line that ran the event loop, e.g. asyncio.run(...)).
+# A warning names the first frame outside these files: nvscope's, contextlib's and asyncio's.
+_STDLIB = os.path.dirname(os.path.abspath(os.__file__))
 _INTERNAL_FILES = (
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,  # the nvscope package
-    os.path.abspath(contextlib.__file__),
-    os.path.join(os.path.dirname(os.path.abspath(contextlib.__file__)), "asyncio") + os.sep,
+    os.path.join(_STDLIB, "contextlib.py"),
+    os.path.join(_STDLIB, "asyncio") + os.sep,
 )
-
 
 
 def user_stacklevel() -> int:
     """The ``stacklevel`` that points ``warnings.warn`` (called by our caller) at the first non-nvscope frame."""
-    frame = sys._getframe(1)  # the frame that calls warnings.warn (stacklevel 1)
+    frame = sys._getframe(1)
     level = 1
     while frame is not None and frame.f_code.co_filename.startswith(_INTERNAL_FILES):
         frame = frame.f_back  # type: ignore[assignment]
         level += 1
     return level
+
+
+_said: set[tuple[str, ...]] = set()
+_said_lock = threading.Lock()
+_state.keep(__name__, "_said", "what is said once per process, not once per install")
+_state.keep(__name__, "_said_lock", "a lock")
+
+
+def once(topic: str, *key: str) -> bool:
+    """True the first time ``(topic, *key)`` comes in this process, False after: for a warning said once."""
+    with _said_lock:
+        if (topic, *key) in _said:
+            return False
+        _said.add((topic, *key))
+        return True
+
+
+def forget(topic: str) -> None:
+    """Let ``topic``'s warnings be said again (for tests that fake an installation)."""
+    with _said_lock:
+        _said.difference_update([key for key in _said if key[0] == topic])

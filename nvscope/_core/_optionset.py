@@ -1,27 +1,25 @@
 """The value type: an immutable, hashable set of nvFuser enable and disable option names.
 
-`OptionSet` knows nothing about which names are valid (that is `nvscope.catalog`) nor about scopes (that is
-`nvscope._core._scope`). It is the key of every per-fusion compiled cache, so equality and hashing must be cheap: the
-hash is computed once, and the union of two sets, which the executor adapters take at every fusion call, is memoised on
-the left operand.
+It keys every compiled cache, so its hash is computed once and unions are memoised on the left operand.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Mapping
 from types import MappingProxyType
 
 from nvscope._core import _state
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
     from typing import ClassVar
 
 __all__ = ["EMPTY", "NVFUSER_MODULES", "NVFUSER_VARIABLES", "OptionSet", "process_options_shell"]
 
 _VARIABLES: Mapping[str, str] = MappingProxyType({"NVFUSER_ENABLE": "enable", "NVFUSER_DISABLE": "disable"})
-NVFUSER_VARIABLES = tuple(_VARIABLES)  # the variables nvFuser reads its options from, for a whole process
-# nvFuser's Python frontend modules, newest first: the one list (install, doctor and the catalog probe look for them).
+NVFUSER_VARIABLES = tuple(_VARIABLES)
+# nvFuser's Python frontend modules, newest first.
 NVFUSER_MODULES = ("nvfuser_direct", "nvfuser")
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 _EXAMPLE = "'NVFUSER_ENABLE=fuse_matmul NVFUSER_DISABLE=matmul_expr_eval'"
@@ -30,8 +28,7 @@ _EXAMPLE = "'NVFUSER_ENABLE=fuse_matmul NVFUSER_DISABLE=matmul_expr_eval'"
 class OptionSet:
     """An immutable set of nvFuser options: ``enable`` and ``disable`` are frozensets of option names.
 
-    Build one with ``OptionSet(enable=[...], disable=[...])``; names are not validated here (``nv_options`` does that
-    against the catalog). Two sets with the same names are equal and hash alike, whatever order they were given in.
+    ``OptionSet(enable=[...], disable=[...])``; names are not validated here (``nv_options`` does that).
     """
 
     __slots__ = ("__weakref__", "_hash", "_overrides", "_unions", "disable", "enable")
@@ -40,14 +37,12 @@ class OptionSet:
     disable: frozenset[str]
     _hash: int
 
-    # Union results, memoised per left operand. The adapters merge Thunder's compile-time options with the active
-    # scope at every fusion call; with this the steady state is one dict lookup and allocates nothing.
+    # Union results, memoised per left operand: adapters merge options at every fusion call.
     _unions: dict[OptionSet, OptionSet]
     _overrides: dict[OptionSet, OptionSet]
     _MAX_MEMO: ClassVar[int] = 256
 
     def __init__(self, enable: Iterable[str] = (), disable: Iterable[str] = ()) -> None:
-        # A str is one name, never its characters.
         if isinstance(enable, str):
             enable = (enable,)
         if isinstance(disable, str):
@@ -99,18 +94,14 @@ class OptionSet:
                 result = other
             else:
                 result = OptionSet(self.enable | other.enable, self.disable | other.disable)
-            if len(self._unions) >= self._MAX_MEMO:  # bounded: a program may build option sets in a loop
+            if len(self._unions) >= self._MAX_MEMO:
                 self._unions.clear()
             self._unions[other] = result
         return result
 
     def override(self, inner: OptionSet) -> OptionSet:
-        """``self`` with ``inner`` laid over it: like `union`, but a name ``inner`` requests the other way wins.
-
-        The rule for nested scopes (and a scope over compile-time options): ``enable=["id_model"]`` outside and
-        ``disable=["id_model"]`` inside gives ``disable=["id_model"]`` alone, never both requests at once (which one
-        scope refuses). Returns ``self`` when ``inner`` adds nothing. Memoised like `union`: it is on the hot path.
-        """
+        """``self`` with ``inner`` laid over it: like `union`, but a name ``inner`` requests the other way wins
+        (the rule for nested scopes). Memoised like `union`."""
         result = self._overrides.get(inner) if isinstance(inner, OptionSet) else None
         if result is None:
             if not isinstance(inner, OptionSet):
@@ -134,17 +125,13 @@ class OptionSet:
         return OptionSet(enable, disable)
 
     def __or__(self, other: object) -> OptionSet:
-        # NotImplemented, not an error: Python then tries other.__ror__ and else raises its own TypeError
-        # ("unsupported operand type(s) for |: 'OptionSet' and 'tuple'").
         if not isinstance(other, OptionSet):
             return NotImplemented
         return self.union(other)
 
     def as_env(self) -> dict[str, str]:
-        """The environment variables that reproduce this set without nvscope, e.g. for ``subprocess.run(env=...)``.
-
-        Only non-empty lists appear. Remember that nvFuser reads these variables once, at startup.
-        """
+        """The environment variables that reproduce this set without nvscope (non-empty lists only); nvFuser reads
+        them once, at startup."""
         env: dict[str, str] = {}
         if self.enable:
             env["NVFUSER_ENABLE"] = ",".join(sorted(self.enable))
@@ -153,26 +140,19 @@ class OptionSet:
         return env
 
     def as_shell(self) -> str:
-        """``as_env()`` as a shell prefix: ``NVFUSER_ENABLE=a,b NVFUSER_DISABLE=c`` (empty string for no options).
-
-        The set as a whole process would get it; `label` is the short form for messages.
-        """
+        """``as_env()`` as a shell prefix: ``NVFUSER_ENABLE=a,b NVFUSER_DISABLE=c`` ("" for no options)."""
         return " ".join(f"{key}={value}" for key, value in self.as_env().items())
 
     def label(self) -> str:
-        """The set in a message: ``+fuse_matmul -matmul_expr_eval`` (enable names with ``+``, then disable names with
-        ``-``, each sorted); ``(none)`` for the empty set."""
+        """The set in a message: ``+fuse_matmul -matmul_expr_eval``; ``(none)`` for the empty set."""
         words = [f"+{name}" for name in sorted(self.enable)] + [f"-{name}" for name in sorted(self.disable)]
         return " ".join(words) or "(none)"
 
     @classmethod
     def parse(cls, line: str) -> OptionSet:
-        """The set that a shell line of ``NVFUSER_ENABLE=...``/``NVFUSER_DISABLE=...`` sets (`as_shell`'s inverse).
+        """The set a shell line of ``NVFUSER_ENABLE=...``/``NVFUSER_DISABLE=...`` sets (`as_shell`'s inverse).
 
-        ``OptionSet.parse("NVFUSER_ENABLE=fuse_matmul NVFUSER_DISABLE=matmul_expr_eval")``. Shell quoting is
-        understood; anything else on the line (a command, another variable, a variable given twice, an option with
-        arguments) raises ValueError naming the fix. Names are checked for form only: ``nv_options`` checks them
-        against the catalog.
+        Anything else on the line raises ValueError naming the fix; names are checked for form only.
         """
         if not isinstance(line, str):
             raise TypeError(f"OptionSet.parse takes a str such as {_EXAMPLE}, not {type(line).__name__}")
@@ -180,7 +160,7 @@ class OptionSet:
 
         try:
             words = shlex.split(line)
-        except ValueError as error:  # "No closing quotation"
+        except ValueError as error:
             raise ValueError(f"OptionSet.parse: {line!r} is not a shell line ({error}): close the quote") from None
         lists: dict[str, list[str]] = {}
         for word in words:
@@ -196,11 +176,8 @@ class OptionSet:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> OptionSet:
-        """The set ``NVFUSER_ENABLE`` and ``NVFUSER_DISABLE`` hold in ``environ`` (default: ``os.environ``).
-
-        Unset or empty variables hold no names. A malformed value (an empty name, a space, an option with arguments)
-        raises ValueError naming the variable and the fix; names are checked for form only, as in `parse`.
-        """
+        """The set ``NVFUSER_ENABLE`` and ``NVFUSER_DISABLE`` hold in ``environ`` (default: ``os.environ``); a
+        malformed value raises ValueError naming the fix."""
         if environ is None:
             import os
 
@@ -212,11 +189,7 @@ class OptionSet:
         return cls(lists["NVFUSER_ENABLE"], lists["NVFUSER_DISABLE"])
 
     def thunder_kwargs(self) -> dict[str, list[str]]:
-        """Thunder's compile options for this set: ``thunder.jit(fn, **options.thunder_kwargs())``.
-
-        ``{"nv_enable_options": [...], "nv_disable_options": [...]}``, sorted lists. Fixed for the jitted function's
-        life, unlike a scope.
-        """
+        """Thunder's compile options for this set: ``thunder.jit(fn, **options.thunder_kwargs())``."""
         return {"nv_enable_options": self.enable_list(), "nv_disable_options": self.disable_list()}
 
     def enable_list(self) -> list[str]:
@@ -229,12 +202,8 @@ class OptionSet:
 
 
 def process_options_shell(environ: Mapping[str, str] | None = None) -> str:
-    """What ``NVFUSER_ENABLE``/``NVFUSER_DISABLE`` hold in ``environ`` (default: ``os.environ``) as a shell prefix,
-    each value one quoted shell word: ``NVFUSER_ENABLE='p2p_protocol(put)'``; empty when neither is set.
-
-    The options of the whole process, as nvFuser reads them, arguments included (which an `OptionSet` cannot hold):
-    what a repro command or a summary adds to the options nvscope passed per call.
-    """
+    """The process-wide ``NVFUSER_ENABLE``/``NVFUSER_DISABLE`` of ``environ`` as a shell prefix, arguments included
+    (which an `OptionSet` cannot hold): ``NVFUSER_ENABLE='p2p_protocol(put)'``; empty when neither is set."""
     import shlex
 
     if environ is None:
@@ -269,7 +238,7 @@ EMPTY = OptionSet()
 
 
 def _forget_memos() -> None:
-    """EMPTY's memos hold the option sets that scopes made: rebuilt on demand (as `_policy`'s interned ones)."""
+    """EMPTY's memos hold the option sets that scopes made: rebuilt on demand."""
     EMPTY._unions.clear()
     EMPTY._overrides.clear()
 

@@ -1,18 +1,7 @@
-"""Every monkey-patch nvscope makes, recorded in one place and undone exactly.
+"""Every monkey-patch nvscope makes, recorded (`apply`) and undone exactly (`restore`).
 
-An adapter never assigns to someone else's class or module directly: it calls `apply`, which records the owner,
-the target, the attribute and what was there before (including "nothing of its own": an attribute inherited from a
-base class is deleted on restore, not shadowed by a copy). `restore` undoes one owner's patches in reverse order.
-So the whole list of what nvscope changes in Thunder and nvFuser is `active()`, ``nvscope doctor`` prints it, and
-tests (or users) return to a pristine process with `nvscope.uninstall()`.
-
-Patches on the per-fusion path (``apply(..., on_demand=True)``: Thunder's ``__call__``, nvFuser's ``execute``, the
-autograd hooks) are in place only while something may need them: a scope's `Frame` exists, or an audit or profile
-listens (`demand`/`release`). With neither, Thunder's and nvFuser's own functions run untouched, so a fusion outside
-every scope costs what it costs without nvscope (issue 26, item 4: the hook's wrapper alone, a Python frame that
-re-spreads ``*args``, was ~150 ns). A frame counts from its creation to its deallocation, not from its scope's entry
-to its exit, because a context copied inside a scope (an asyncio task, `nvscope.bind`, a backward captured by its
-forward) still sees the frame after the scope exits, and its fusions must still meet the hook.
+Patches on the per-fusion path (``on_demand=True``) are in place only while a scope frame lives (a copied context may
+outlive its scope) or an audit listens (`demand`); otherwise Thunder's and nvFuser's own functions run untouched.
 """
 
 from __future__ import annotations
@@ -40,8 +29,8 @@ class Patch:
         self.original = original
         self.replacement = replacement
         self.on_demand = on_demand
-        self.displaced = original  # what placing the replacement took away (another tool's patch, maybe): put back
-        self.pinned = False  # someone patched over the placed replacement: it stays (their patch calls it)
+        self.displaced = original  # what placing the replacement took away: put back when it goes out
+        self.pinned = False  # another tool patched over the replacement: it stays (their patch calls it)
 
     def __repr__(self) -> str:
         name = getattr(self.target, "__qualname__", None) or getattr(self.target, "__name__", repr(self.target))
@@ -61,9 +50,7 @@ class Patch:
         return vars(self.target).get(self.attribute, _MISSING)
 
     def _place(self, on: bool) -> None:
-        """An on-demand patch in (``on``) or out, idempotent. Only nvscope's own value is ever taken away: a patch
-        another tool made while the replacement was out is put back when it goes out again; one made over the
-        replacement pins it (the other tool's patch calls it)."""
+        """An on-demand patch in (``on``) or out, idempotent; only nvscope's own value is ever taken away."""
         if self.pinned:
             return
         current = self._current()
@@ -81,16 +68,14 @@ _PATCHES: list[Patch] = []
 
 
 def apply(owner: str, target: object, attribute: str, replacement: object, *, on_demand: bool = False) -> Patch:
-    """Set ``target.attribute = replacement``, remembering what to put back. ``owner`` names the adapter.
-
-    ``on_demand``: the replacement is in place only while something needs it (`demand`), the original otherwise.
-    """
+    """Set ``target.attribute = replacement`` for adapter ``owner``, recording what to put back (``on_demand``: only
+    while something needs it)."""
     for patch in _PATCHES:
         if patch.target is target and patch.attribute == attribute:
             raise RuntimeError(f"{patch!r} is patched already; nvscope patches each attribute once")
     original = vars(target).get(attribute, _MISSING)
     patch = Patch(owner, target, attribute, original, replacement, on_demand)
-    with _LOCK:  # against a concurrent `_settle`, which would miss a patch half added
+    with _LOCK:
         if not on_demand or _placed:
             setattr(target, attribute, replacement)
         _PATCHES.append(patch)
@@ -103,29 +88,27 @@ def restore(owner: str) -> bool:
         mine = [patch for patch in _PATCHES if patch.owner == owner]
         for patch in reversed(mine):
             if patch.on_demand:
-                patch._place(False)  # what it displaced goes back; a patch made over it stays (it is theirs now)
+                patch._place(False)
             else:
                 patch._put(patch.original)
             _PATCHES.remove(patch)
     return bool(mine)
 
 
-# --- on-demand patches ---------------------------------------------------------------------------------------------
-# The ids of what needs them now (live frames, listening audits). A set, not a counter: `set.add`/`discard` are single
-# steps under the GIL, where ``n += 1`` is several, between which a finalizer (`release`, from a frame collected by
-# the garbage collector) could run and lose an update.
+# The ids of what needs the on-demand patches now. A set, not a counter: a finalizer's `release` may run between the
+# steps of ``n += 1``, never inside `set.add`.
 _DEMAND: set[int] = set()
 _LOCK = threading.RLock()  # reentrant: a frame collected while the lock is held releases from inside it
-_placed = False  # whether the on-demand patches' replacements are in place
+_placed = False
 _state.keep(__name__, "_placed", "follows _DEMAND, which each frame and audit releases itself")
 
 
 def demand(token: int) -> None:
-    """``token`` (an id, unique while it is demanded) needs the on-demand patches in place until `release`."""
+    """``token`` (an id) needs the on-demand patches in place until `release`."""
     _DEMAND.add(token)
-    with _LOCK:  # always: reading `_placed` outside it races with a last `release` putting the originals back
+    with _LOCK:  # reading `_placed` outside it races with a last `release`
         if not _placed:
-            _settle()
+            _match_demand()
 
 
 def release(token: int) -> None:
@@ -134,14 +117,12 @@ def release(token: int) -> None:
     if not _DEMAND:
         with _LOCK:
             if _placed:
-                _settle()
+                _match_demand()
 
 
-def _settle() -> None:
-    """Under `_LOCK`: every on-demand patch in place if anything demands them, out if nothing does. A pass may run
-    finalizers (a frame freed by the collector: `release`; rarely one that makes a frame: `demand`), which settle
-    from inside it; so each pass ends by checking that the demand it settled for is still the demand, else it runs
-    again."""
+def _match_demand() -> None:
+    """Under `_LOCK`: every on-demand patch in if anything demands them, else out; again if a finalizer changed the
+    demand meanwhile."""
     global _placed
     while True:
         want = bool(_DEMAND)
@@ -168,18 +149,18 @@ def describe() -> list[str]:
     return [repr(patch) for patch in _PATCHES]
 
 
-# Adapters explicitly uninstalled by the user: an explicit choice that automatic installation
-# (nvscope._exec._autoinstall) must not undo until the adapter is installed explicitly again. Kept here, with the
-# patches, so that an adapter records it without importing the automatic installation (which imports the adapters).
-_declined: set[str] = set()
+# Adapters the user uninstalled: automatic installation leaves them out until installed explicitly again.
+_declined: frozenset[str] = frozenset()
 
 
 def decline(owner: str) -> None:
-    _declined.add(owner)
+    global _declined
+    _declined |= {owner}
 
 
 def accept(owner: str) -> None:
-    _declined.discard(owner)
+    global _declined
+    _declined -= {owner}
 
 
 def declined(owner: str) -> bool:
@@ -187,11 +168,11 @@ def declined(owner: str) -> bool:
 
 
 def _clear() -> None:
-    """The ledger as at import: the adapters undid their patches first (`nvscope._core._state`, step "adapters"); a
-    patch one left behind goes back too; the adapters the user declined may install themselves again."""
+    """The ledger as at import: patches an adapter left go back; declined adapters may install themselves again."""
+    global _declined
     for owner in owners():
         restore(owner)
-    _declined.clear()
+    _declined = frozenset()
 
 
 _state.register(__name__, "_PATCHES _declined", _clear, step="patches")

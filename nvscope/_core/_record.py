@@ -1,9 +1,5 @@
-"""`Record`: immutable plain data with a readable repr, for the few value classes imported with ``nvscope``.
-
-Why not ``dataclasses``: importing it pulls in ``inspect`` and costs ~6 ms, about half of what ``import nvscope`` is
-allowed to cost a program or a pytest run that uses it. A record's fields are its ``__slots__``;
-the subclass's ``__init__`` assigns them through `Record._init`; equality, hashing, repr and pickling follow.
-"""
+"""`Record`: immutable plain data with a readable repr, without importing ``dataclasses`` (and ``inspect``) at
+``import nvscope``. Fields are the ``__slots__``, set by the subclass's ``__init__`` through `Record._init`."""
 
 from __future__ import annotations
 
@@ -46,7 +42,6 @@ class Record:
         return f"{type(self).__name__}({fields})"
 
     def __reduce__(self) -> tuple[Callable[[type[Record], tuple[object, ...]], Record], tuple[object, ...]]:
-        # Rebuilt field by field: a subclass's __init__ need not take its fields in __slots__ order.
         return (_rebuild, (type(self), self._values()))
 
 

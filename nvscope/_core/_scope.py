@@ -1,20 +1,10 @@
 """The scope: `nv_options` (and `with_nv_options`), `current_options`, and the hooks a scope entry calls.
 
-The frame of the scope active here is in one ContextVar (`nvscope._core._frames`, re-exported here with the verbs
-that write it: the names the layers above take from this module); `nv_options` enters and exits frames, and is a
-decorator by its base class (`nvscope._core._decorators.ScopeDecorator`).
-
-Why no token on the `nv_options` instance: a ContextDecorator that keeps ``self._token`` breaks as soon as the same
-object is entered twice, nested or from two threads (numpy#24013 hit exactly this in ``errstate``). Each entry
-instead pushes a frame that remembers its parent, and exit restores the parent of the frame it finds, after
-checking that the frame is its own. The instance holds only its validated options, so one object can be shared by
-any number of threads, tasks and nested entries.
+Each entry pushes a frame (`nvscope._core._frames`) that knows its parent, and exit restores that parent; the
+instance keeps no per-entry token, so one object can be entered nested and from many threads at once.
 """
 
 from __future__ import annotations
-
-from collections.abc import Callable, Iterable
-from types import TracebackType
 
 from nvscope._core import _devmode, _env, _policy, _state
 from nvscope._core._decorators import ScopeDecorator
@@ -39,7 +29,9 @@ from nvscope._core._text import cut
 from nvscope._core._validate import names as _names
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing is not imported at run time: `import nvscope` must stay light (nvscope/_core/_record.py)
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+    from types import TracebackType
     from typing import Any, TypeVar
 
     F = TypeVar("F", bound=Callable[..., Any])
@@ -68,26 +60,21 @@ _ON_ERROR = (None, "raise", "fallback", "torch")
 _RUN = (None, "torch", "nvfuser")
 
 
-# Called (without arguments) before each non-empty scope is entered: the layers above register through `on_enter`
-# (the execution layer's installation of the adapters, `nvscope._exec._autoinstall`), so that entering a scope is all
-# a user has to do; the core cannot import them (tests/test_layers.py).
+# Called before each non-empty scope is entered; the layers above register here (the core cannot import them).
 ENTER_HOOKS: list[Callable[[], None]] = []
 _state.keep(__name__, "ENTER_HOOKS", "wiring, made once at import")
 
 
 def on_enter(hook: Callable[[], None]) -> None:
-    """Call ``hook()`` before each non-empty scope is entered, from now on (once however often it is registered).
-    An exception it raises keeps the scope from being entered."""
+    """Call ``hook()`` before each non-empty scope is entered (once, however often registered); if it raises, the
+    scope is not entered."""
     if hook not in ENTER_HOOKS:
         ENTER_HOOKS.append(hook)
 
 
 def current_options(fusion: FusionInfo | None = None) -> OptionSet:
-    """The options active in this context (thread, task, generator step): an immutable, hashable `OptionSet`.
-
-    Without ``fusion``, those that reach every fusion (scopes with ``fusions=`` selectors are left out); with a
-    `FusionInfo`, the scopes' options for that fusion (its own compile-time options and the catalog's gates aside).
-    """
+    """The options active in this context (thread, task, generator step) as an `OptionSet`: those that reach every
+    fusion, or with a `FusionInfo`, those the scopes give that fusion."""
     if fusion is not None and not isinstance(fusion, FusionInfo):
         raise TypeError(f"current_options takes a FusionInfo (e.g. FusionInfo('nvFusion0', 'forward', ['linear'])) "
                         f"or nothing, not {type(fusion).__name__}: {fusion!r}")
@@ -100,31 +87,12 @@ def current_options(fusion: FusionInfo | None = None) -> OptionSet:
 class nv_options(ScopeDecorator):
     """Run the nvFuser fusions executed inside with these options: ``with nv_options(enable=[...], disable=[...])``.
 
-    Names are validated here, at construction, before anything is entered. Nested scopes merge (inner laid over
-    outer, per list; a name the inner scope requests the other way is the inner scope's) unless ``inherit=False``,
-    which starts from no options; neither can remove options that come from ``NVFUSER_ENABLE``/``NVFUSER_DISABLE``.
-    ``enable`` may also be an `OptionSet` (e.g. a search's ``recommended``).
-
-    ``fusions=`` limits this scope's options to the fusions it selects: a glob over fusion ids (``"backward/*"``), a
-    list of globs, a callable taking a `FusionInfo`, or ``nvscope.phase(...)``/``nvscope.holding(...)``.
-    ``on_error="fallback"``: a fusion that fails under its options runs again with its defaults (`FallbackWarning`,
-    the audit record, the failure's note and repro script); ``on_error="torch"``: a Thunder fusion that nvFuser fails
-    to compile or run, under whatever options are in force (its defaults included), runs its region in PyTorch
-    instead (`EscapeWarning`; docs/escape.md); ``"raise"`` re-raises (the default, when no enclosing scope chose).
-    ``__enter__`` returns the options that reach every fusion.
-
-    ``run="torch"``: the Thunder fusions this scope selects run their region in PyTorch from their first call,
-    whatever nvFuser would do (the cure for faults, hangs and wrong numbers no exception reports; docs/escape.md);
-    ``run="nvfuser"`` sends them back inside it.
-
-    ``share=True``: the fusions this scope leaves at their own options (no options of its own, or not selected, or
-    gated out) run through nvscope too, one compiled definition per (printed definition, inputs, options, device)
-    shared by every fusion that prints it, as scoped fusions already do; so a deep model's defaults compile once per
-    distinct definition instead of once per fusion. It changes no option (no development-mode warning); nested scopes
-    inherit it; ``share=False`` ends it inside; None (the default) keeps what the enclosing scope chose.
-
-    The object is also a decorator (``@nv_options(...)``, same as ``@with_nv_options(...)``), and it is safe to
-    share: it keeps no per-entry state, so it can be entered nested in itself and from many threads at once.
+    Names are validated at construction. Nested scopes merge, inner over outer, unless ``inherit=False``; ``enable``
+    may be an `OptionSet`. ``fusions=`` limits the options to the fusions selected (glob, globs, callable,
+    ``phase``/``holding``). ``on_error``: "raise", "fallback" (rerun with defaults) or "torch" (run the region in
+    PyTorch); ``run="torch"`` sends selected fusions to PyTorch from their first call, "nvfuser" back; ``share=True``
+    makes the fusions left at their defaults share compiled definitions too (docs/semantics.md, docs/escape.md).
+    Also a decorator, and safe to share across threads and nested entries.
     """
 
     __slots__ = ("_inherit", "_on_error", "_options", "_run", "_selector", "_share")
@@ -147,7 +115,7 @@ class nv_options(ScopeDecorator):
         else:
             enabled, disabled = _names("enable", enable), _names("disable", disable)
         both = enabled & disabled
-        if both:  # a few names are valid in both lists (id_model, ...); nvFuser would get both requests at once
+        if both:  # a few names are valid in both lists (id_model, ...)
             raise ValueError(f"{', '.join(map(repr, sorted(both)))} in both enable= and disable= of one scope: "
                              "keep each name in one of the lists")
         self._selector: Selector | None = None if fusions is None else selector(fusions)
@@ -156,7 +124,7 @@ class nv_options(ScopeDecorator):
         self._on_error = on_error
         self._share = share
         self._run = run
-        if share and not _env.flag("NVSCOPE_SHARE"):  # as `nvscope run --share-defaults` refuses it, said once
+        if share and not _env.flag("NVSCOPE_SHARE"):
             _warn_share_off()
 
     @property
@@ -209,7 +177,7 @@ class nv_options(ScopeDecorator):
         return policy if isinstance(policy, OptionSet) else _policy.resolve(policy, None)
 
     def _frame(self, parent: Frame | None, check: bool) -> Frame:
-        """This scope's frame over ``parent``, after the policy check and the enter hooks (which may raise)."""
+        """This scope's frame over ``parent``, after the policy check and the enter hooks (either may raise)."""
         own = self._options
         if own or self._share or self._on_error == "torch" or self._run is not None:
             if check and own:  # sharing changes no option: nothing to warn about
@@ -224,7 +192,7 @@ class nv_options(ScopeDecorator):
         merged: OptionSet | _policy.Policy | None
         if self._selector is None and self._share is None and self._run is None and \
                 not isinstance(below, _policy.Policy):
-            # _policy.over, inlined: it is hot
+            # _policy.over, inlined: every scope entry takes this path
             policy = below.override(own) if self._inherit and below is not None else own
             merged = policy if policy else None
         else:
@@ -244,19 +212,18 @@ class nv_options(ScopeDecorator):
             )
         ACTIVE.set(frame.parent)
         ran = frame.ran
-        note_run(frame.parent, ran)  # the enclosing scope saw this fusion too
+        note_run(frame.parent, ran)
         if exc_type is None:
             self._report(max(ran, frame.ran_earlier))
 
     def _report(self, ran: int) -> None:
-        """At a clean exit: say so if no fusion ran, or if the options changed none of those that did."""
+        """At a clean exit: warn if no fusion ran, or if the options changed none of those that did."""
         if ran == CHANGED or not self._options:
             return
         if ran == NOTHING:
             _devmode.warn_no_fusion(self)
         else:
             _devmode.warn_no_effect(self, self._options, self._selector)
-
 
 
 def _warn_share_off() -> None:
@@ -276,15 +243,11 @@ _state.register(__name__, "_SHARE_OFF_WARNED", _SHARE_OFF_WARNED.clear, step="ca
 def with_nv_options(enable: Iterable[str] | str | OptionSet = (), disable: Iterable[str] | str = (), *,
                     inherit: bool = True, fusions: object = None, on_error: str | None = None,
                     share: bool | None = None, run: str | None = None) -> Callable[[F], F]:
-    """Decorator: run the function (or coroutine, generator, async generator) body under these options.
+    """Decorator: run the function (or coroutine, generator, async generator) under these options (`nv_options`).
 
-    Names are validated once, when the decorator is built. See `nv_options` for the merge rules. A generator's body
-    sees, at each step, the options of the code that resumes it (``next``, ``send``, ...) merged with these and with
-    the scopes it entered itself. Placed above ``@staticmethod`` or ``@classmethod`` it decorates the function inside.
-    A class cannot be decorated (decorate its methods).
+    A generator sees at each step its resumer's options merged with these; a class cannot be decorated.
     """
     if callable(enable) and not isinstance(enable, (str, OptionSet)):
-        # `@with_nv_options` without parentheses hands the function itself over as enable=.
         raise TypeError(f"with_nv_options needs its arguments: write @with_nv_options(enable=[...]) (with "
                         f"parentheses) above {getattr(enable, '__qualname__', 'the function')}, not @with_nv_options")
     return nv_options(enable, disable, inherit=inherit, fusions=fusions, on_error=on_error, share=share, run=run)

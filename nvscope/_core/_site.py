@@ -1,6 +1,5 @@
-"""Where a fusion sits in a program, as its id says it (`nvscope._core._fusion`): a module's name, a function's
-``<module>:<qualname>``, the digest of a printed FusionDefinition or of a fusion's inputs. Each is the same in every
-run of the program, so an id printed by one run selects the same fusion in the next."""
+"""Where a fusion sits in a program, as its id says it: a module, ``<module>:<qualname>``, or a digest of a printed
+definition or of inputs; each the same in every run, so an id printed by one run selects the same fusion in the next."""
 
 from __future__ import annotations
 
@@ -11,35 +10,32 @@ from nvscope._core import _state
 __all__ = ["NOT_IN_SITE", "definition_digest", "file_of", "inputs_digest", "program_module", "run_as_program",
            "site_of"]
 
-# Not in a site: they would make a printed id a glob that selects more than its fusion, or ambiguous to read back.
+# Not in a site: they would make a printed id a glob, or ambiguous to read back.
 NOT_IN_SITE = frozenset("#/*?[] \t\n\r")
 
 
 def definition_digest(text: str) -> str:
-    """Six hex digits of a printed FusionDefinition, the same in every process: without its ``def ...`` line, which
-    the legacy frontend numbers in the order it cached definitions."""
-    import hashlib  # here: once per direct fusion, not at `import nvscope`
+    """Six hex digits of a printed FusionDefinition, without its ``def ...`` line (which the legacy frontend numbers
+    in cache order)."""
+    import hashlib
 
     first, _, rest = text.partition("\n")
     body = rest if first.lstrip().startswith("def ") else text
     return hashlib.blake2b(body.encode("utf-8", "replace"), digest_size=3).hexdigest()
 
 
-# The modules a tool imports as the program a command line named with ``-m`` (`run_as_program`).
 _PROGRAMS: set[str] = set()
 _state.keep(__name__, "_PROGRAMS", "the program this process runs: it stays the program")
 
 
 def run_as_program(module: str) -> None:
-    """``module`` is the program a command line named (``nvscope rescue -m pkg.train:step``): ids name it as
-    ``python -m pkg.train`` does, by its file's stem (`program_module`)."""
+    """``module`` is the program a command line named (``-m pkg.train:step``): ids name it by its file's stem."""
     _PROGRAMS.add(module)
 
 
 def program_module(module: str | None, filename: str | None = None) -> str:
-    """A module's name as ids show it: a script's (``__main__``, or the name `nvscope profile`/`bisect`/`search`
-    import it under) is its file's stem, so that ``python train.py`` and ``nvscope profile train.py:step`` agree; so
-    is a module a tool imports as the program (`run_as_program`), as under ``python -m``."""
+    """A module's name as ids show it: a script's or a program's is its file's stem, so that ``python train.py`` and
+    ``nvscope profile train.py:step`` agree."""
     if not module or module == "__main__" or module.startswith("__nvscope") or module in _PROGRAMS:
         path = filename or getattr(sys.modules.get(module or "__main__"), "__file__", None)
         if path:
@@ -48,8 +44,7 @@ def program_module(module: str | None, filename: str | None = None) -> str:
 
 
 def file_of(obj: object) -> str | None:
-    """The file defining ``obj``: a function's, or for a class (or an instance, e.g. an ``nn.Module``) its first
-    method's."""
+    """The file defining ``obj``: a function's, or for a class or instance its first method's."""
     code = getattr(obj, "__code__", None)
     if code is None:
         cls = obj if isinstance(obj, type) else type(obj)
@@ -58,7 +53,7 @@ def file_of(obj: object) -> str | None:
 
 
 def site_of(module: str | None, qualname: str, filename: str | None = None) -> str:
-    """``<module>:<qualname>`` (`program_module`); characters that would read as a glob or end the site become ``_``."""
+    """``<module>:<qualname>``; characters that would read as a glob become ``_``."""
     return f"{program_module(module, filename)}:{_clean(qualname)}"
 
 
@@ -67,10 +62,8 @@ def _clean(text: str) -> str:
 
 
 def inputs_digest(args: tuple[object, ...]) -> str:
-    """Six hex digits of a fusion's inputs, the same in every process: each tensor's shape, strides and dtype (not
-    its device or address), a number's or anything else's type. Thunder's own descriptors (``to_descriptors``) would
-    not do: their shapes are symbolic (-1 for every size but 1), so the traces a function gets for batch 8 and 16
-    would share them."""
+    """Six hex digits of a fusion's inputs: each tensor's shape, strides and dtype (not Thunder's symbolic shapes),
+    anything else's type."""
     import hashlib
 
     def one(arg: object) -> object:
@@ -80,7 +73,7 @@ def inputs_digest(args: tuple[object, ...]) -> str:
         stride = getattr(arg, "stride", None)
         try:
             strides = tuple(stride()) if callable(stride) else None
-        except Exception:  # a tensor subclass without strides (sparse, nested): its shape and dtype tell enough
+        except Exception:  # a tensor without strides (sparse, nested)
             strides = None
         return tuple(shape), strides, str(getattr(arg, "dtype", None))
 

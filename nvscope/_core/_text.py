@@ -1,24 +1,22 @@
-"""Text for people: one plain-text table renderer for every tool (audit summaries, compare, search, ``nvscope
-options``), and one way to cut a long text short in a message."""
+"""Text for people: the plain-text table renderer of every tool, and cutting a long text short in a message."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
 
 __all__ = ["cut", "render"]
 
 
 def cut(text: str, limit: int, show: Callable[[str], str] = str) -> str:
-    """``show(text)``, or for a text longer than ``limit`` its first ``limit`` characters shown and how long it was:
-    a message must not echo a 10,000-character argument or a 100,000-character error."""
+    """``show(text)``, or for a text longer than ``limit`` its first ``limit`` characters and its length."""
     return show(text) if len(text) <= limit else f"{show(text[:limit])}... ({len(text)} characters)"
 
 
 def render(header: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[int] = (), indent: str = "") -> str:
-    """Columns padded to their widest cell, a dashed rule under the header; columns in ``right`` align right.
-
-    The last column is not padded (so long descriptions do not leave trailing blanks).
-    """
+    """Columns padded to their widest cell (the last one not), a dashed rule under the header; columns in ``right``
+    align right."""
     widths = [max([len(h), *(len(row[i]) for row in rows)]) for i, h in enumerate(header)]
     last = len(header) - 1
 

@@ -1,10 +1,5 @@
-"""What a scope's ``enable=``/``disable=`` arguments may be: validated before anything is entered.
-
-One place decides what a name is, so `nv_options`, the search's candidate parser and the CLI refuse the same inputs
-with the same messages: a str is one name, anything else an iterable of str; no bytes, no mappings, no
-comma-separated lists or arguments in one string (each gets an error that names the fix); every name is checked
-against the installed nvFuser's catalog (did-you-mean, per-call validity).
-"""
+"""What a scope's ``enable=``/``disable=`` arguments may be, checked in one place so that `nv_options`, the search
+and the CLI refuse the same inputs with the same messages, each naming the fix."""
 
 from __future__ import annotations
 
@@ -15,24 +10,22 @@ from nvscope._core._errors import UnknownOptionError
 from nvscope._core._text import cut
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing is not imported at run time: `import nvscope` must stay light (nvscope/_core/_record.py)
+if TYPE_CHECKING:
     from nvscope._core._catalog import Kind
 
 __all__ = ["MAX_NAME", "first_line", "names", "shown", "split"]
 
-# No nvFuser option name comes close; a longer one is refused before the catalog's did-you-mean sees it.
+# No nvFuser option name comes close: refused before the did-you-mean.
 MAX_NAME = 100
 
 
 def shown(value: object, limit: int = 60) -> str:
-    """``repr(value)`` for an error message, cut short: a message must not echo a 10,000-character argument."""
+    """``repr(value)`` for an error message, cut short."""
     return cut(repr(value), limit)
 
 
 def first_line(error: BaseException, limit: int = 200) -> str:
-    """``Type: first line of the message`` (and the first line of the first note, add_note), each cut short: what a
-    table row says of a failure, which must not hold a 100,000-character message."""
-
+    """``Type: first line of the message`` (and of its first note), cut short: a failure in a table row."""
     text = str(error).strip()
     line = f"{type(error).__name__}: {cut(text.splitlines()[0], limit)}" if text else type(error).__name__
     notes = [n.strip() for n in getattr(error, "__notes__", ()) if isinstance(n, str) and n.strip()]
@@ -40,8 +33,7 @@ def first_line(error: BaseException, limit: int = 200) -> str:
 
 
 def split(values: Iterable[str] | None) -> list[str]:
-    """``["a,b", "c d"]`` -> ``["a", "b", "c", "d"]``: the names of repeatable command-line flags (``nvscope run
-    --enable``, pytest's ``--nv-enable``), where commas or spaces separate names; empty items are dropped."""
+    """``["a,b", "c d"]`` -> ``["a", "b", "c", "d"]``: the names of repeatable command-line flags."""
     return [name for value in values or () for name in value.replace(",", " ").split()]
 
 
@@ -50,7 +42,6 @@ def names(kind: Kind, value: object) -> frozenset[str]:
     if isinstance(value, str):
         items: list[object] = [value]
     elif isinstance(value, (bytes, bytearray, memoryview)):
-        # Iterable, but of ints: without this the message would be about the int 102 (the first byte).
         try:
             hint = f", e.g. {kind}={shown(bytes(value).decode())}"
         except UnicodeDecodeError:

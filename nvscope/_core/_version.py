@@ -1,18 +1,5 @@
-"""nvscope's version, from one source: ``version = "..."`` in the ``[project]`` table of pyproject.toml.
-
-Two ways to reach it, in this order:
-
-1. A source tree: the package directory has a pyproject.toml beside it that declares ``name = "nvscope"``. That file
-   *is* the source, so it is read directly. Why first: the GPU machine runs nvscope from a checkout without
-   installing it (``python -m pytest`` from the repository root), and a checkout may also shadow an nvscope
-   installed elsewhere, or an editable install made before the version was bumped; installed metadata would then
-   name another copy's version.
-2. Installed (a wheel): the distribution's metadata, which the build copied from that same line.
-
-Read lazily, on the first ``nvscope.__version__``, and cached: ``import nvscope`` imports neither
-``importlib.metadata`` nor reads a file. The pyproject line is found with a small parser instead of ``tomllib``
-(Python 3.11+, and nvscope supports 3.10); tests check that both agree.
-"""
+"""nvscope's version, from pyproject.toml's ``[project]`` table in a checkout (which may shadow an installed copy),
+else from the installed metadata; a small parser, as Python 3.10 lacks ``tomllib``."""
 
 from __future__ import annotations
 
@@ -22,7 +9,7 @@ from nvscope._core import _state
 
 __all__ = ["UNKNOWN", "from_pyproject", "version"]
 
-UNKNOWN = "0+unknown"  # neither a source tree nor installed metadata (a copied package directory)
+UNKNOWN = "0+unknown"  # neither a source tree nor installed metadata
 
 _cached: str | None = None
 _state.keep(__name__, "_cached", "the installed nvscope's version: uninstall changes no installation")
@@ -58,7 +45,7 @@ def _source_tree() -> str | None:
 
 
 def version() -> str:
-    """nvscope's version, e.g. ``"0.1.0"`` (see the module docstring for where it comes from)."""
+    """nvscope's version, e.g. ``"0.1.0"``."""
     global _cached
     if _cached is None:
         found = _source_tree()

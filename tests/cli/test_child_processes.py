@@ -37,7 +37,7 @@ with fe.FusionDefinition() as fd:
 fd.execute([1.0])
 # One write per line (print writes the text and the newline apart): workers sharing a pipe cannot interleave it.
 os.write(1, f"child {os.getpid()}: {nvscope.current_options().as_shell() or '(none)'} "
-            f"dev={nvscope.development_mode()}\\n".encode())
+            f"dev={nvscope.is_development_mode()}\\n".encode())
 """
 
 
@@ -249,7 +249,7 @@ def test_a_nested_run_keeps_the_outer_runs_fusions_options_for_its_children(tmp_
 
 # --- the variable and the hook, without nvscope run ------------------------------------------------------------------
 
-PRINT_OPTIONS = "import nvscope; print(nvscope.current_options().as_shell() or '(none)', nvscope.development_mode())"
+PRINT_OPTIONS = "import nvscope; print(nvscope.current_options().as_shell() or '(none)', nvscope.is_development_mode())"
 
 
 @pytest.mark.parametrize(("value", "why"), [

@@ -375,7 +375,7 @@ SCRIPT = """\
     import nvscope
     print("options:", nvscope.current_options().as_shell())
     print("argv:", sys.argv)
-    print("development mode:", nvscope.development_mode())
+    print("development mode:", nvscope.is_development_mode())
     print("main:", __name__, __file__)
     import sibling  # sys.path[0] is the script's directory
     sys.exit(3)

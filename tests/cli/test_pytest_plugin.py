@@ -119,7 +119,7 @@ def test_markers_merge_module_class_function_around_the_call_only(pytester: pyte
             @pytest.mark.nv_options(enable="static_fusion_count")
             def test_function_class_module(self, outside):
                 assert current_options() == OptionSet(["fuse_matmul", "static_fusion_count"], ["matmul_expr_eval"])
-                assert nvscope.development_mode()
+                assert nvscope.is_development_mode()
 
             def test_class_module(self):
                 assert current_options() == OptionSet(["fuse_matmul"], ["matmul_expr_eval"])
@@ -150,7 +150,7 @@ def test_command_line_options_for_the_whole_session(pytester: pytest.Pytester) -
         @pytest.fixture
         def outside():
             assert current_options() == OptionSet()
-            assert nvscope.development_mode()  # on for the whole session
+            assert nvscope.is_development_mode()  # on for the whole session
 
         def test_session(outside):
             assert current_options() == SESSION
@@ -379,15 +379,15 @@ def test_entry_point_autoloads(pytester: pytest.Pytester, monkeypatch: pytest.Mo
 
         def test_unmarked_is_untouched():
             assert nvscope.current_options() == nvscope.OptionSet()
-            assert not nvscope.development_mode()
+            assert not nvscope.is_development_mode()
 
         @pytest.mark.nv_options(enable=["fuse_matmul"])
         def test_marked_runs_in_development_mode():
-            assert nvscope.development_mode()
+            assert nvscope.is_development_mode()
             assert nvscope.current_options() == nvscope.OptionSet(enable=["fuse_matmul"])
 
         def test_and_restores_it():
-            assert not nvscope.development_mode()
+            assert not nvscope.is_development_mode()
     """)
     # A subprocess: development mode is process-wide, and this suite turns it on for its own tests.
     result = pytester.runpytest_subprocess("-p", "no:randomly", "-p", "no:cacheprovider",

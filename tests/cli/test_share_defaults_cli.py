@@ -143,7 +143,7 @@ TESTS_UNDER_THE_PLUGIN = """
     def test_unmarked(run, session):
         assert run() == (1 if session else 4)
         assert nvscope.current_options() == nvscope.OptionSet()
-        assert not nvscope.development_mode()  # sharing alone leaves development mode as it was
+        assert not nvscope.is_development_mode()  # sharing alone leaves development mode as it was
 
 
     @pytest.mark.nv_options(share=True)

@@ -389,4 +389,4 @@ def test_asyncio_task_created_in_a_scope_inherits_it_but_not_later_changes() -> 
 
 def test_dev_mode_switch_is_process_wide(run_threads: RunThreads) -> None:
     # threads see the same development-mode setting (no warnings from worker threads in this suite)
-    assert run_threads(2, lambda _: nvscope.development_mode()) == [True, True]
+    assert run_threads(2, lambda _: nvscope.is_development_mode()) == [True, True]

@@ -224,7 +224,7 @@ ENTER_ONCE = """\
         warnings.simplefilter("always")
         with nvscope.nv_options(enable=["fuse_matmul"]) as active:
             assert nvscope.current_options() == active
-    print(sum(issubclass(w.category, nvscope.DevelopmentModeWarning) for w in caught), nvscope.development_mode())
+    print(sum(issubclass(w.category, nvscope.DevelopmentModeWarning) for w in caught), nvscope.is_development_mode())
 """
 
 
@@ -278,7 +278,7 @@ def test_set_development_mode_false_overrides_the_env(tmp_path: Path) -> None:
 def test_set_development_mode_rejects_non_bools() -> None:
     with pytest.raises(TypeError):
         nvscope.set_development_mode(1)  # type: ignore[arg-type]
-    assert nvscope.development_mode() is True  # the conftest fixture's setting is intact
+    assert nvscope.is_development_mode() is True  # the conftest fixture's setting is intact
 
 
 def test_strict_mode_raises_before_entering(tmp_path: Path) -> None:
@@ -399,14 +399,14 @@ def test_in_process_warning_outside_development_mode() -> None:
 
 
 def test_dev_mode_restores_the_previous_setting_also_on_error() -> None:
-    assert nvscope.development_mode() is True  # the conftest fixture's setting
+    assert nvscope.is_development_mode() is True  # the conftest fixture's setting
     with pytest.raises(KeyError), nvscope.dev_mode(False):
-        assert nvscope.development_mode() is False
+        assert nvscope.is_development_mode() is False
         with nvscope.dev_mode():  # nested, and on by default
-            assert nvscope.development_mode() is True
-        assert nvscope.development_mode() is False
+            assert nvscope.is_development_mode() is True
+        assert nvscope.is_development_mode() is False
         raise KeyError
-    assert nvscope.development_mode() is True
+    assert nvscope.is_development_mode() is True
 
 
 @pytest.mark.no_development_mode
@@ -417,7 +417,7 @@ def test_dev_mode_is_context_local_over_the_process_wide_default() -> None:
 
     def in_thread() -> bool:
         seen: list[bool] = []
-        thread = threading.Thread(target=lambda: seen.append(nvscope.development_mode()))
+        thread = threading.Thread(target=lambda: seen.append(nvscope.is_development_mode()))
         thread.start()
         thread.join(30)
         return seen[0]
@@ -428,7 +428,7 @@ def test_dev_mode_is_context_local_over_the_process_wide_default() -> None:
 
         def running() -> None:
             go.wait(30)
-            during.append(nvscope.development_mode())
+            during.append(nvscope.is_development_mode())
             done.set()
 
         meanwhile = threading.Thread(target=running)
@@ -436,16 +436,16 @@ def test_dev_mode_is_context_local_over_the_process_wide_default() -> None:
         with nvscope.dev_mode(True):
             go.set()
             done.wait(30)
-            assert nvscope.development_mode() is True
+            assert nvscope.is_development_mode() is True
             assert in_thread() is False
             assert nvscope.set_development_mode(True) is False  # the default changes; this block still says True
             assert in_thread() is True
             with nvscope.dev_mode(False):
-                assert nvscope.development_mode() is False
+                assert nvscope.is_development_mode() is False
                 assert in_thread() is True
         meanwhile.join(30)
         assert during == [False]
-        assert nvscope.development_mode() is True  # the process-wide default set inside the block stays
+        assert nvscope.is_development_mode() is True  # the process-wide default set inside the block stays
         with pytest.raises(TypeError, match="dev_mode takes True, False or None"):
             with nvscope.dev_mode(1):  # type: ignore[arg-type]
                 pass
@@ -497,3 +497,18 @@ def test_scopes_do_not_import_heavy_modules(tmp_path: Path) -> None:
     """)
     assert result.returncode == 0, result.stderr
     assert result.stdout == "[]\n"
+
+
+def test_no_adapter_is_said_once_per_process_not_at_every_scope(tmp_path: Path) -> None:
+    result = run_script(tmp_path, """\
+        import warnings
+        import nvscope
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for _ in range(3):
+                with nvscope.nv_options(enable=["fuse_matmul"]):
+                    pass
+        print(sum("no nvscope adapter is installed" in str(w.message) for w in caught))
+    """, NVSCOPE_DEV="1", NVSCOPE_AUTOINSTALL="0")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "1\n"

@@ -3,7 +3,7 @@ accepted) and the default applies; never an error at import, so never a dead pyt
 test_cli.py) and ``problems()`` report them.
 
 The parser is nvscope's internal ``nvscope._core._env`` (imported inside the tests); where a variable has a public
-effect (``NVSCOPE_DEV`` and `nvscope.development_mode`) that is asserted too.
+effect (``NVSCOPE_DEV`` and `nvscope.is_development_mode`) that is asserted too.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def test_flag_values(monkeypatch: pytest.MonkeyPatch, raw: str, expected: bool) 
         warnings.simplefilter("error")
         assert env_module().flag("NVSCOPE_DEV") is expected
         with nvscope.dev_mode(None):  # follow the environment
-            assert nvscope.development_mode() is expected
+            assert nvscope.is_development_mode() is expected
 
 
 def test_an_empty_flag_is_its_default(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -220,10 +220,10 @@ def test_runs_its_variants_in_development_mode_even_under_strict(monkeypatch: py
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", nvscope.DevelopmentModeWarning)
-            nvscope.compare(lambda: seen.append(nvscope.development_mode()),
+            nvscope.compare(lambda: seen.append(nvscope.is_development_mode()),
                             variants={"a": {}, "b": {"enable": ["kernel_profile"]}}, repeat=1, show=False)
         assert seen and all(seen)
-        assert nvscope.development_mode() is False  # restored
+        assert nvscope.is_development_mode() is False  # restored
     finally:
         nvscope.set_development_mode(previous)
 

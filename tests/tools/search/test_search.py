@@ -182,7 +182,7 @@ def test_runs_in_development_mode_and_restores_the_setting(fusion: Fusion) -> No
 
     def fn(x: Any) -> Any:
         fusion()
-        seen.append(nvscope.development_mode())
+        seen.append(nvscope.is_development_mode())
         return x
 
     nvscope.set_development_mode(False)
@@ -203,7 +203,7 @@ def test_the_search_s_development_mode_does_not_leak_to_other_threads(fusion: Fu
 
     def other() -> None:
         asked.wait(30)
-        seen_there.append(nvscope.development_mode())
+        seen_there.append(nvscope.is_development_mode())
         answered.set()
 
     def fn(x: Any) -> Any:
@@ -211,7 +211,7 @@ def test_the_search_s_development_mode_does_not_leak_to_other_threads(fusion: Fu
         if not asked.is_set():
             asked.set()
             answered.wait(30)
-        seen_here.append(nvscope.development_mode())
+        seen_here.append(nvscope.is_development_mode())
         return x
 
     thread = threading.Thread(target=other)
@@ -219,7 +219,7 @@ def test_the_search_s_development_mode_does_not_leak_to_other_threads(fusion: Fu
     search(fn, 1.0, candidates=["fast_math"], **QUICK)
     thread.join(30)
     assert seen_there == [False] and seen_here and all(seen_here)
-    assert nvscope.development_mode() is False
+    assert nvscope.is_development_mode() is False
 
 
 def test_the_default_failing_stops_the_search() -> None:
