@@ -1,0 +1,1 @@
+../_nvscope_pytestplugin.py
