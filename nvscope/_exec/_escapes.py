@@ -14,11 +14,8 @@ from typing import Any
 
 from nvscope._core import EscapeWarning
 from nvscope._exec import _repro
+from nvscope._exec._adapter import FusionCall
 from nvscope._exec._fusion_table import EscapeRefused, FusionTable, Partition
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from nvscope._exec._execute import FusionCall
 
 __all__ = ["region_for", "route", "unusable", "warn"]
 

@@ -34,7 +34,7 @@ from nvscope._core import (
     note_run,
 )
 from nvscope._exec import _escapes, _events, _repro, _shared
-from nvscope._exec._adapter import Adapter, F
+from nvscope._exec._adapter import Adapter, F, FusionCall
 from nvscope._exec._frontends import TABLE_LOCK, THUNDER_CALLERS
 from nvscope._exec._fusion_table import FusionTable, Partition
 
@@ -86,7 +86,8 @@ def lane(adapter: Adapter[F], original: Callable[..., Any]) -> Callable[..., Any
         except NvscopeError:
             raise
         except Exception as error:
-            return failed(error, FusionCall(adapter, table, fusion, frame, partition, table.own_options, args), 3)
+            own = table.own_options
+            return failed(error, FusionCall(adapter, table, fusion, frame, partition, own, args, NO_KWARGS), 3)
 
     return _wraps(call, original)
 
@@ -124,7 +125,8 @@ def direct_lane(adapter: Adapter[F], original: Callable[..., Any], elsewhere: st
         except NvscopeError:
             raise
         except Exception as error:
-            return failed(error, FusionCall(adapter, table, fusion, frame, partition, table.own_options, args), 3)
+            own = table.own_options
+            return failed(error, FusionCall(adapter, table, fusion, frame, partition, own, args, NO_KWARGS), 3)
 
     call.__name__ = "execute"  # where ``original`` has no name of its own
     return _wraps(call, original)
@@ -152,25 +154,6 @@ def fusion_table(adapter: Adapter[F], fusion: F, args: tuple[Any, ...],
                                 build_region=functools.partial(adapter.region, fusion))
             adapter.attach(fusion, table)
         return table
-
-
-class FusionCall:
-    """One fusion call on the execution path, as a failure, a fallback or an escape needs it."""
-
-    __slots__ = ("adapter", "args", "frame", "fusion", "info", "kwargs", "own_options", "partition", "table")
-
-    def __init__(self, adapter: Adapter[Any], table: FusionTable[Partition], fusion: Any, frame: Frame | None,
-                 partition: Partition, own_options: OptionSet, args: tuple[Any, ...],
-                 kwargs: dict[str, Any] = NO_KWARGS) -> None:
-        self.adapter, self.table, self.fusion, self.frame = adapter, table, fusion, frame
-        self.partition, self.own_options, self.args, self.kwargs = partition, own_options, args, kwargs
-        info = table.info
-        assert info is not None, "`fusion_table` sets it"
-        self.info: FusionInfo = info
-
-    def definition(self) -> Any:
-        """The FusionDefinition the partition runs for these inputs (`Adapter.definition`)."""
-        return self.adapter.definition(self.partition, self.args, self.kwargs)
 
 
 def execute(adapter: Adapter[F], fusion: F, frame: Frame | None, args: tuple[Any, ...],
