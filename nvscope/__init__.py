@@ -9,8 +9,8 @@ load on first use; the core loads with the package, and adapters when a scope fi
 """
 
 from nvscope._core import lazy_face, version
-from nvscope._exec import _autoinstall
+from nvscope._exec import enable
 
-_autoinstall.enable()  # scopes install the adapters of the frameworks a program imports
+enable()  # scopes install the adapters of the frameworks a program imports
 __all__, __getattr__, __dir__ = lazy_face(__name__, __file__, __version__=version)
-del _autoinstall, lazy_face, version
+del enable, lazy_face, version

@@ -130,12 +130,12 @@ def start_child() -> None:
     except (ValueError, TypeError) as error:  # UnknownOptionError is a ValueError
         _refuse(raw, f"is refused: {error}")
         return
-    from nvscope._exec import _autoinstall
+    from nvscope._exec import watch_imports
 
     previous = set_development_mode(True)  # process-wide: the scope below stays entered until the process ends
     entered = contextlib.ExitStack()  # left entered: they end with the process
     try:
-        install_errors = entered.enter_context(_autoinstall.watch_imports())
+        install_errors = entered.enter_context(watch_imports())
         log = entered.enter_context(audit()) if settings.audit else None
         for scope in scopes:  # nested, outermost first: each layer's options on the fusions its own globs select
             scope.__enter__()
@@ -168,9 +168,9 @@ def _report() -> None:
         return
     settings, log = carried.settings, carried.log
     lines = [f"nvscope run: could not install an adapter: {problem!r}" for problem in carried.install_errors]
-    from nvscope._exec import _autoinstall
+    from nvscope._exec import WATCHED
 
-    if log is not None and (log.records or any(name in sys.modules for name in _autoinstall._WATCHED)):
+    if log is not None and (log.records or any(name in sys.modules for name in WATCHED)):
         lines.extend(summary(settings.layers(), log).splitlines())
     if not lines:
         return

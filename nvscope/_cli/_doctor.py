@@ -28,7 +28,7 @@ from nvscope._core import (
 from nvscope._core import (
     version as nvscope_version,
 )
-from nvscope._exec import _frontends
+from nvscope._exec import MIN_VERSION
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -175,7 +175,7 @@ def _check_share(report: _Report) -> None:
     """``NVSCOPE_SHARE=all``: whether it is in force (read when nvscope was imported) and what its install at import
     could not do (an unsupported Thunder, say: the program's fusions then run Thunder's own path, unshared)."""
     from nvscope._core import ROOT
-    from nvscope._exec import _autoinstall
+    from nvscope._exec import program_errors
 
     if ROOT is not None:
         report.line("ok", "NVSCOPE_SHARE=all: fusions at their own options share compiled definitions, program-wide "
@@ -183,7 +183,7 @@ def _check_share(report: _Report) -> None:
     elif _env.share_all():
         report.line("warn", "NVSCOPE_SHARE=all was set after nvscope was imported: it takes effect only at import",
                     "set NVSCOPE_SHARE=all before the program starts, or use nv_options(share=True)")
-    for error in _autoinstall.program_errors():
+    for error in program_errors():
         report.line("warn", f"NVSCOPE_SHARE=all: an adapter could not install: {cut(repr(error), 300)}",
                     "the fusions it would reach run Thunder's own path, unshared: use a Thunder and nvFuser that "
                     "nvscope supports (docs/failures.md, \"Thunder versions\")")
@@ -269,7 +269,7 @@ def _checks(report: _Report) -> None:
 
     from nvscope._core import installed_nvfuser
 
-    minimum = Version(_frontends.MIN_VERSION)
+    minimum = Version(MIN_VERSION)
 
     found = installed_nvfuser()
     if found is None and not frontends:
@@ -309,10 +309,10 @@ def _checks(report: _Report) -> None:
                        thunder_hint(str(getattr(torch, "__version__", "(not importable)"))), status="warn")
 
     # nvscope's Thunder adapter
-    from nvscope._exec import _thunder as thunder_adapter
+    from nvscope._exec import installed, unsupported
 
     autoinstall = _env.flag("NVSCOPE_AUTOINSTALL")
-    if thunder_adapter.installed():
+    if installed():
         report.line("ok", "Thunder adapter: installed")
     elif thunder is not None:
         try:
@@ -320,7 +320,7 @@ def _checks(report: _Report) -> None:
 
             _import_quietly(IMPL_MODULE)
             _import_quietly(AUTOGRAD_MODULE)
-            refusal = thunder_adapter.unsupported()
+            refusal = unsupported()
             if refusal is not None:
                 report.gpu(f"Thunder adapter: {refusal}",
                            'use a Thunder listed in docs/failures.md ("Thunder versions")', status="warn")

@@ -15,11 +15,11 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from nvscope._core import FusionInfo, OptionSet, UnsupportedError
+    from nvscope._core import Frame, FusionInfo, OptionSet, UnsupportedError
     from nvscope._exec._direct import Frontend
     from nvscope._exec._fusion_table import FusionTable, Partition
 
-__all__ = ["INSTALLED", "Adapter", "F", "Installed"]
+__all__ = ["INSTALLED", "Adapter", "F", "FusionCall", "Installed"]
 
 F = TypeVar("F")
 
@@ -102,6 +102,24 @@ class Adapter(Generic[F]):
         from nvscope._exec._fusion_table import EscapeRefused
 
         raise EscapeRefused("a direct nvFuser FusionDefinition has no Thunder region to run in PyTorch")
+
+
+class FusionCall:
+    """One fusion call on the execution path, as a failure, a fallback or an escape needs it."""
+
+    __slots__ = ("adapter", "args", "frame", "fusion", "info", "kwargs", "own_options", "partition", "table")
+
+    def __init__(self, adapter: Adapter[Any], table: FusionTable[Partition], fusion: Any, frame: Frame | None,
+                 partition: Partition, own_options: OptionSet, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        self.adapter, self.table, self.fusion, self.frame = adapter, table, fusion, frame
+        self.partition, self.own_options, self.args, self.kwargs = partition, own_options, args, kwargs
+        info = table.info
+        assert info is not None, "`fusion_table` sets it"
+        self.info: FusionInfo = info
+
+    def definition(self) -> Any:
+        """The FusionDefinition the partition runs for these inputs (`Adapter.definition`)."""
+        return self.adapter.definition(self.partition, self.args, self.kwargs)
 
 
 class Installed:

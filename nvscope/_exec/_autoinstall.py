@@ -20,9 +20,9 @@ from contextlib import contextmanager
 from nvscope._core import NVFUSER_MODULES, ROOT, _env, _patches, _state, on_enter
 from nvscope._exec._adapter import INSTALLED
 
-__all__ = ["enable", "ensure_adapters", "install", "program_errors", "uninstall", "watch_imports"]
+__all__ = ["WATCHED", "enable", "ensure_adapters", "install", "program_errors", "uninstall", "watch_imports"]
 
-_WATCHED = ("thunder", *NVFUSER_MODULES)
+WATCHED = ("thunder", *NVFUSER_MODULES)
 
 
 def ensure_adapters(direct: bool = False) -> None:
@@ -104,7 +104,7 @@ def watch_imports() -> Iterator[list[BaseException]]:
     )
 
     report: list[BaseException] = []
-    finder = AfterImport(_WATCHED, report, _imported)
+    finder = AfterImport(WATCHED, report, _imported)
     sys.meta_path.insert(0, finder)
     try:
         ensure_adapters(direct=True)
@@ -120,7 +120,7 @@ def _program_wide() -> None:
     hook stays for the life of the process, as the setting does (importlib.abc's milliseconds are paid only here)."""
     from nvscope._exec._import_hook import AfterImport
 
-    sys.meta_path.insert(0, AfterImport(_WATCHED, INSTALLED.program_errors, _imported))
+    sys.meta_path.insert(0, AfterImport(WATCHED, INSTALLED.program_errors, _imported))
     try:
         ensure_adapters(direct=True)
     except Exception as error:  # an unsupported Thunder: import must not fail; the next scope entry raises it

@@ -12,11 +12,9 @@ from typing import Any
 
 from nvscope._core import OptionSet, UnsupportedError
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from nvscope._exec._fusion_table import Partition
-
 __all__ = ["DIRECT", "Frontend"]
+
+_OPTION_KWARGS = ("_enable_options", "_disable_options")
 
 
 class Frontend:
@@ -44,10 +42,12 @@ class Frontend:
     def release(self, user: str) -> None:
         """``user`` stopped: the last release removes what `acquire` installed."""
 
-    def execute(self, call: Any, partition: Partition, *args: Any, **kwargs: Any) -> Any:
-        """``call(*args, **kwargs)`` (an nvFuser ``execute``) with the partition's options."""
+    def execute(self, call: Any, fd: Any, args: tuple[Any, ...], kwargs: dict[str, Any], enable: list[str],
+                disable: list[str]) -> Any:
+        """``call(fd, *args, **kwargs)`` (an nvFuser ``execute``) with these option lists in place of passed ones."""
+        rest = {k: v for k, v in kwargs.items() if k not in _OPTION_KWARGS}
         with self.quiet():
-            return call(*args, _enable_options=partition.enable, _disable_options=partition.disable, **kwargs)
+            return call(fd, *args, _enable_options=enable, _disable_options=disable, **rest)
 
     def rebuild(self, fd: Any, module: ModuleType, options: OptionSet, definition: str | None = None) -> Any:
         """A fresh FusionDefinition with ``fd``'s definition, a compiled cache of its own for ``options``.

@@ -14,7 +14,7 @@ from typing import Any
 
 from nvscope._core import EscapeWarning
 from nvscope._exec import _repro
-from nvscope._exec._adapter import Adapter, F
+from nvscope._exec._adapter import FusionCall
 from nvscope._exec._fusion_table import EscapeRefused, FusionTable, Partition
 
 __all__ = ["region_for", "route", "unusable", "warn"]
@@ -24,23 +24,20 @@ FATAL = ("out of memory", "illegal memory access", "illegal instruction", "unspe
          "device-side assert", "misaligned address", "an illegal", "cuda error: launch failed")
 
 
-def route(adapter: Adapter[F], table: FusionTable[Partition], fusion: F, partition: Partition,
-          args: tuple[Any, ...], kwargs: dict[str, Any]) -> Callable[..., Any] | None:
-    """The PyTorch callable these inputs take under ``partition``'s options, if nvFuser failed them before."""
+def route(call: FusionCall) -> Callable[..., Any] | None:
+    """The PyTorch callable the call's inputs take under its partition's options, if nvFuser failed them before."""
     try:
-        key = adapter.escape(fusion, args, kwargs)[0]
+        key = call.adapter.escape(call.fusion, call.args, call.kwargs)[0]
     except Exception:  # no route can match: nvFuser runs it
         return None
-    return table.routes.get((partition.options, key))
+    return call.table.routes.get((call.partition.options, key))
 
 
-def region_for(error: Exception, adapter: Adapter[F], table: FusionTable[Partition], fusion: F,
-               partition: Partition, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Callable[..., Any], bool]:
+def region_for(error: Exception, call: FusionCall) -> tuple[Callable[..., Any], bool]:
     """The fusion's PyTorch callable, routed for these inputs and options from now on, after nvFuser failed with
     ``error``, and whether it is the fusion's first route (to warn of, once it ran: `warn`); or ``error`` raised
     again with one note saying why it cannot run in PyTorch."""
-    info = table.info
-    assert info is not None, "the execution path's tables know their fusion"
+    info, table = call.info, call.table
     text = f"{type(error).__name__}: {error}".lower()
     why = None
     key: Any = None
@@ -51,7 +48,7 @@ def region_for(error: Exception, adapter: Adapter[F], table: FusionTable[Partiti
         why = table.region_failed
     else:
         try:
-            key, make_region = adapter.escape(fusion, args, kwargs)
+            key, make_region = call.adapter.escape(call.fusion, call.args, call.kwargs)
             if region is None:
                 region = table.region = make_region()
         except EscapeRefused as refused:
@@ -61,7 +58,7 @@ def region_for(error: Exception, adapter: Adapter[F], table: FusionTable[Partiti
     if why is not None or region is None:
         _add_note(error, f"nvscope: on_error='torch' could not run {info.id} in PyTorch: {why}")
         raise error
-    return region, table.add_route(partition.options, key, region)
+    return region, table.add_route(call.partition.options, key, region)
 
 
 def warn(error: Exception, table: FusionTable[Partition], partition: Partition, stacklevel: int) -> None:

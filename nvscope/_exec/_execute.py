@@ -34,11 +34,12 @@ from nvscope._core import (
     note_run,
 )
 from nvscope._exec import _escapes, _events, _repro, _shared
-from nvscope._exec._adapter import Adapter, F
+from nvscope._exec._adapter import Adapter, F, FusionCall
 from nvscope._exec._frontends import TABLE_LOCK, THUNDER_CALLERS
 from nvscope._exec._fusion_table import FusionTable, Partition
 
-__all__ = ["NO_KWARGS", "Adapter", "execute", "failed", "fusion_table", "lane", "patch", "private_failures"]
+__all__ = ["NO_KWARGS", "Adapter", "direct_lane", "execute", "failed", "fusion_table", "lane", "patch",
+           "private_failures"]
 
 NO_KWARGS: dict[str, Any] = {}  # a call with no keyword arguments (Thunder's always): its fusion's own options
 _SINKS = _events.SINKS  # the list itself (audit appends to it in place): one global load on the hot path
@@ -46,63 +47,38 @@ _PRIVATE: list[list[tuple[FusionTable[Partition], OptionSet, _shared.Entry | Non
 _state.keep(__name__, "NO_KWARGS", "a sentinel compared by identity, never written")
 _state.keep(__name__, "_PRIVATE", "the private_failures blocks open now: each pops its own at its end")
 
-def patch(adapter: Adapter[F], original: Callable[..., Any], keywords: bool = False,
-          elsewhere: str | None = None) -> Callable[..., Any]:
-    """``adapter``'s patch of ``original``: Thunder's wrapper ``__call__`` (the `lane` itself), or nvFuser's
-    ``FusionDefinition.execute`` (``keywords=True``: calls with keyword arguments go to `execute`). ``elsewhere``
-    (with ``keywords``): the mark of a definition Thunder's adapter scoped already; such calls, and those Thunder's
-    own call makes (`nvscope._exec._frontends.THUNDER_CALLERS`), run as they are."""
-    if not keywords:
+def patch(adapter: Adapter[F], original: Callable[..., Any], elsewhere: str | None = None) -> Callable[..., Any]:
+    """``adapter``'s patch of ``original``, the framework's per-fusion call: Thunder's wrapper ``__call__`` (`lane`),
+    or nvFuser's ``FusionDefinition.execute`` (``elsewhere`` given: `direct_lane`)."""
+    if elsewhere is None:
         return lane(adapter, original)
-    positional = lane(adapter, original, depth=1)
-    sinks = _SINKS
-    get_active = ACTIVE.get
-    no_dict: dict[str, Any] = {}
-    callers = THUNDER_CALLERS
-    caller = sys._getframe
-
-    def with_keywords(fusion: F, *args: Any, **kwargs: Any) -> Any:
-        # The lane's unscoped test, written again: an unscoped call (most of them) then calls ``original`` itself
-        # rather than going through the lane's frame too; sharing the test would cost that call.
-        frame = get_active()
-        if (frame is None or frame.policy is None) and not sinks:
-            return original(fusion, *args, **kwargs)
-        if elsewhere is not None and (elsewhere in getattr(fusion, "__dict__", no_dict)
-                                      or (callers and caller(1).f_code in callers)):  # scoped or audited calls only
-            return original(fusion, *args, **kwargs)
-        if not kwargs:
-            return positional(fusion, *args)
-        return execute(adapter, fusion, frame, args, kwargs, None, 4)
-
-    with_keywords.__name__ = "execute"  # where ``original`` has no name of its own
-    return _wraps(with_keywords, original)
+    return direct_lane(adapter, original, elsewhere)
 
 
-def lane(adapter: Adapter[F], original: Callable[..., Any], depth: int = 0) -> Callable[..., Any]:
+def lane(adapter: Adapter[F], original: Callable[..., Any]) -> Callable[..., Any]:
     """The one lane of ``adapter``'s fusion calls: ``original(fusion, *args)``, the framework's own call, patched.
 
     Unscoped and unaudited: ``original`` behind one ContextVar read and two tests. The steady state of a scoped loop
     (the fusion's memo holds this scope's partition, nothing listens) runs the partition here, in one call; the rest
-    goes to `execute`. No lock: nvFuser's execute binding holds the GIL for the whole call (`nvscope._exec._frontends`).
-    ``depth``: the frames between the caller and the lane, so that a failure's warning points at the caller's line."""
+    goes to `execute`. No lock: nvFuser's execute binding holds the GIL for the whole call
+    (`nvscope._exec._frontends`)."""
     table_of = adapter.table_of
     sinks = _SINKS
     get_active = ACTIVE.get
-    here, later = 3 + depth, 4 + depth  # `failed`'s stack level from this frame, and from `execute`
 
     def call(fusion: F, *args: Any) -> Any:  # no **kwargs: an empty dict per call costs measurably here
         frame = get_active()
         if frame is None or frame.policy is None:
             if not sinks:
                 return original(fusion, *args)
-            return execute(adapter, fusion, frame, args, NO_KWARGS, None, later)
+            return execute(adapter, fusion, frame, args)
         try:
             table = table_of(fusion)
         except AttributeError:  # never scoped or audited before: `execute` makes its table
-            return execute(adapter, fusion, frame, args, NO_KWARGS, None, later)
+            return execute(adapter, fusion, frame, args)
         policy, partition, level = table.steady
         if policy is not frame.policy or sinks or partition is None:
-            return execute(adapter, fusion, frame, args, NO_KWARGS, table, later)
+            return execute(adapter, fusion, frame, args, NO_KWARGS, table)
         if frame.ran < level:
             note_run(frame, level)
         try:
@@ -110,8 +86,49 @@ def lane(adapter: Adapter[F], original: Callable[..., Any], depth: int = 0) -> C
         except NvscopeError:
             raise
         except Exception as error:
-            return failed(error, adapter, table, fusion, frame, partition, table.own_options, args, NO_KWARGS, here)
+            own = table.own_options
+            return failed(error, FusionCall(adapter, table, fusion, frame, partition, own, args, NO_KWARGS), 3)
 
+    return _wraps(call, original)
+
+
+def direct_lane(adapter: Adapter[F], original: Callable[..., Any], elsewhere: str) -> Callable[..., Any]:
+    """`lane` for nvFuser's ``FusionDefinition.execute``, which takes keyword arguments (calls with some go to
+    `execute`). A definition marked ``elsewhere`` (Thunder's adapter scoped it already), and the executions Thunder's
+    own call makes (`nvscope._exec._frontends.THUNDER_CALLERS`), run as they are."""
+    table_of = adapter.table_of
+    sinks = _SINKS
+    get_active = ACTIVE.get
+    callers = THUNDER_CALLERS
+    caller = sys._getframe
+    no_dict: dict[str, Any] = {}
+
+    def call(fusion: F, *args: Any, **kwargs: Any) -> Any:
+        frame = get_active()
+        if (frame is None or frame.policy is None) and not sinks:
+            return original(fusion, *args, **kwargs)
+        if elsewhere in getattr(fusion, "__dict__", no_dict) or (callers and caller(1).f_code in callers):
+            return original(fusion, *args, **kwargs)
+        if kwargs or frame is None or frame.policy is None:
+            return execute(adapter, fusion, frame, args, kwargs or NO_KWARGS)
+        try:
+            table = table_of(fusion)
+        except AttributeError:
+            return execute(adapter, fusion, frame, args)
+        policy, partition, level = table.steady
+        if policy is not frame.policy or sinks or partition is None:
+            return execute(adapter, fusion, frame, args, NO_KWARGS, table)
+        if frame.ran < level:
+            note_run(frame, level)
+        try:
+            return partition.run(args, NO_KWARGS)
+        except NvscopeError:
+            raise
+        except Exception as error:
+            own = table.own_options
+            return failed(error, FusionCall(adapter, table, fusion, frame, partition, own, args, NO_KWARGS), 3)
+
+    call.__name__ = "execute"  # where ``original`` has no name of its own
     return _wraps(call, original)
 
 
@@ -140,11 +157,9 @@ def fusion_table(adapter: Adapter[F], fusion: F, args: tuple[Any, ...],
 
 
 def execute(adapter: Adapter[F], fusion: F, frame: Frame | None, args: tuple[Any, ...],
-            kwargs: dict[str, Any] = NO_KWARGS, table: FusionTable[Partition] | None = None,
-            stacklevel: int = 4) -> Any:
+            kwargs: dict[str, Any] = NO_KWARGS, table: FusionTable[Partition] | None = None) -> Any:
     """Run ``fusion`` (called with ``args``/``kwargs``) under ``frame``'s policy: every call made in a scope or under
-    an audit that the `lane` does not run itself. ``table`` is the fusion's, if the lane found one; ``stacklevel``
-    is `failed`'s (4: `execute` called by the patch)."""
+    an audit that the lane does not run itself. ``table`` is the fusion's, if the lane found one."""
     if table is None:
         table = fusion_table(adapter, fusion, args, kwargs)
     policy = None if frame is None else frame.policy
@@ -173,57 +188,51 @@ def execute(adapter: Adapter[F], fusion: F, frame: Frame | None, args: tuple[Any
         if _SINKS:
             return _timed(adapter.default, _record(info, own_options, "default", adapter), fusion, args, kwargs)
         return adapter.default(fusion, args, kwargs)
+    call = FusionCall(adapter, table, fusion, frame, partition, own_options, args, kwargs)
     if partition.error is not None and frame is not None and frame.on_error == "fallback":
-        return _fall_back(adapter, info, fusion, partition, args, kwargs, table, frame, own_options)
+        return _fall_back(call)
     if table.routes and _policy.escapes(policy):
-        region = _escapes.route(adapter, table, fusion, partition, args, kwargs)
+        region = _escapes.route(call)
         if region is not None:
-            return _run_region(region, info, partition.options, adapter, args)
+            return _run_region(region, call)
     started = time.perf_counter() if new else 0.0
     try:
         if _SINKS:
-            route: _events.Route = ("default" if partition.runner is fusion else "torch"
-                                    if partition.runner is table.region else "new" if new else "reused")
-            record = _record(info, partition.options, route, adapter,
-                             shared_from=_shared_from(adapter, info, partition, args, kwargs, new))
+            runner = partition.runner
+            route: _events.Route = ("default" if runner is fusion else "torch" if runner is not None
+                                    and runner is table.region else "new" if new else "reused")
+            record = _record(info, partition.options, route, adapter, shared_from=_shared_from(call, new))
             return _timed(partition.run, record, args, kwargs)
         return partition.run(args, kwargs)
     except NvscopeError:
         raise
     except Exception as error:
-        return failed(error, adapter, table, fusion, frame, partition, own_options, args, kwargs, stacklevel)
+        return failed(error, call)
     finally:
         if new:  # where the partition's definition compiles (tools report it: nvscope._exec._shared.compiling)
             _shared.SHARED.note_compile(time.perf_counter() - started)
 
 
-def failed(error: Exception, adapter: Adapter[F], table: FusionTable[Partition], fusion: F, frame: Frame | None,
-           partition: Partition, own_options: OptionSet, args: tuple[Any, ...], kwargs: dict[str, Any],
-           stacklevel: int = 4) -> Any:
+def failed(error: Exception, call: FusionCall, stacklevel: int = 4) -> Any:
     """A partition raised: note the options and the repro on the error; re-raise it, fall back to the defaults, or
     run the region in PyTorch. ``stacklevel``: the warning's, naming the line that called the fusion."""
-    info = table.info
-    assert info is not None, "`fusion_table` sets it"
-    own = partition.options == own_options
+    info, partition, frame, table = call.info, call.partition, call.frame, call.table
+    own = partition.options == call.own_options
     try:
         if own and isinstance(error, _shared.SharedFailure):
             # A fusion's own options are never refused on another fusion's failure under a scope: compile.
             try:
                 with _shared.SHARED.ignoring_failures():
-                    return partition.run(args, kwargs)
+                    return partition.run(call.args, call.kwargs)
             except NvscopeError:
                 raise
             except Exception as again:
                 error = again
-
-        def script() -> str:
-            return _script(adapter, partition, args, kwargs)
-
         scope = _policy.resolve(None if frame is None else frame.policy, info)
-        _repro.annotate(error, adapter.describe, info, own_options, scope, partition.options, script,
-                        given_as=adapter.given_as)
+        _repro.annotate(error, call.adapter.describe, info, call.own_options, scope, partition.options,
+                        functools.partial(_script, call), given_as=call.adapter.given_as)
         if frame is not None and frame.on_error == "torch":
-            return _escape(error, adapter, table, fusion, partition, args, kwargs, stacklevel)
+            return _escape(error, call, stacklevel)
         if frame is None or frame.on_error != "fallback" or own:
             # A partition at the fusion's own options (its defaults, run shared: `nv_options(share=True)`) has no
             # defaults to fall back to, and its failure is not remembered: the next call tries again, as Thunder's
@@ -236,13 +245,13 @@ def failed(error: Exception, adapter: Adapter[F], table: FusionTable[Partition],
         if private is not None:
             private.append((table, partition.options, None))
         if isinstance(error, _shared.SharedFailure):  # another fusion's failure with this definition: warned then
-            return _fall_back(adapter, info, fusion, partition, args, kwargs, table, frame, own_options)
-        entry = _shared.entry_of(_definition(adapter, partition, args, kwargs))
+            return _fall_back(call)
+        entry = _shared.entry_of(_definition(call))
         # Shared only where the definition's compile failed (its first execution); a later failure is this
         # execution's. Remembered already (by a racing thread): warned then.
         users = None if entry is None else _shared.SHARED.fail(entry, text, info.id)
         if users == []:
-            return _fall_back(adapter, info, fusion, partition, args, kwargs, table, frame, own_options)
+            return _fall_back(call)
         if private is not None and users is not None:
             private.append((table, partition.options, entry))
         others = [f for f in users or () if f != info.id]
@@ -253,66 +262,63 @@ def failed(error: Exception, adapter: Adapter[F], table: FusionTable[Partition],
         warnings.warn(f"nvscope: fusion {info.id} failed with nvFuser options {partition.options.label()} and ran "
                       f"again with its defaults (on_error='fallback'); later executions of it under these options use "
                       f"its defaults directly.{shared}\n{text}", FallbackWarning, stacklevel=stacklevel)
-        return _fall_back(adapter, info, fusion, partition, args, kwargs, table, frame, own_options)
+        return _fall_back(call)
     finally:
         _shared.SHARED.release_failed()  # a compile failure not remembered above: raised, not shared
 
 
-def _escape(error: Exception, adapter: Adapter[F], table: FusionTable[Partition], fusion: F, partition: Partition,
-            args: tuple[Any, ...], kwargs: dict[str, Any], stacklevel: int) -> Any:
-    region, first = _escapes.region_for(error, adapter, table, fusion, partition, args, kwargs)
-    info = table.info
-    assert info is not None, "`fusion_table` sets it"
+def _escape(error: Exception, call: FusionCall, stacklevel: int) -> Any:
+    region, first = _escapes.region_for(error, call)
+    table = call.table
     try:  # a first run fails where Thunder's PyTorch executor left a symbol in the region that only nvFuser runs
-        outputs = _run_region(region, info, partition.options, adapter, args)
+        outputs = _run_region(region, call)
     except Exception as problem:
         if table.region_ran:
             raise
         raise _escapes.unusable(error, table, problem) from problem
     table.region_ran = True
     if first:
-        _escapes.warn(error, table, partition, stacklevel + 1)
+        _escapes.warn(error, table, call.partition, stacklevel + 1)
     return outputs
 
 
-def _run_region(region: Callable[..., Any], info: FusionInfo, options: OptionSet, adapter: Adapter[Any],
-                args: tuple[Any, ...]) -> Any:
+def _run_region(region: Callable[..., Any], call: FusionCall) -> Any:
     if _SINKS:
-        return _timed(region, _record(info, options, "torch", adapter), *args)
-    return region(*args)
+        return _timed(region, _record(call.info, call.partition.options, "torch", call.adapter), *call.args)
+    return region(*call.args)
 
 
-def _script(adapter: Adapter[Any], partition: Partition, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
-    """A repro script of ``partition`` run on these inputs, with its options: nvFuser's own (``repro_script_for``)
-    of the definition it runs, whose last ``execute`` passes them (`nvscope._exec._repro.with_options`)."""
+def _script(call: FusionCall) -> str:
+    """A repro script of the call's partition run on its inputs, with its options: nvFuser's own
+    (``repro_script_for``) of the definition it runs, whose last ``execute`` passes them
+    (`nvscope._exec._repro.with_options`)."""
     try:
-        fd = adapter.definition(partition, args, kwargs)
+        fd = call.definition()
     except _shared.SharedFailure as known:  # its compile failed for another fusion: the same definition
         fd = known.fd
-    return _repro.with_options(type(fd).repro_script_for(fd, adapter.repro_inputs(args, kwargs)), partition.options)
+    inputs = call.adapter.repro_inputs(call.args, call.kwargs)
+    return _repro.with_options(type(fd).repro_script_for(fd, inputs), call.partition.options)
 
 
-def _definition(adapter: Adapter[Any], partition: Partition, args: tuple[Any, ...],
-                kwargs: dict[str, Any]) -> Any:
+def _definition(call: FusionCall) -> Any:
     try:
-        return adapter.definition(partition, args, kwargs)
+        return call.definition()
     except Exception:  # a definition that cannot be built for these inputs: the execution will say why
         return None
 
 
-def _shared_from(adapter: Adapter[Any], info: FusionInfo, partition: Partition, args: tuple[Any, ...],
-                 kwargs: dict[str, Any], new: bool) -> str | None:
-    """The fusion whose compiled definition ``partition`` runs for these inputs, if another one's; for a ``new``
-    partition (rebuilt after eviction) that runs its own fusion's definition compiled before, that fusion: it compiles
-    nothing (audit only)."""
+def _shared_from(call: FusionCall, new: bool) -> str | None:
+    """The fusion whose compiled definition the call's partition runs for these inputs, if another one's; for a
+    ``new`` partition (rebuilt after eviction) that runs its own fusion's definition compiled before, that fusion: it
+    compiles nothing (audit only)."""
     try:
-        fd = adapter.definition(partition, args, kwargs)
+        fd = call.definition()
     except _shared.SharedFailure as failure:  # it compiles nothing: it fails as the fusion that compiled it did
         return failure.entry.failed_in or failure.entry.owner
     except Exception:  # a definition that cannot be built for these inputs: the execution will say why
         return None
     entry = _shared.entry_of(fd)
-    if entry is None or (entry.owner == info.id and not (new and entry.compiled)):
+    if entry is None or (entry.owner == call.info.id and not (new and entry.compiled)):
         return None
     return entry.owner
 
@@ -333,17 +339,15 @@ def private_failures() -> Iterator[None]:
                 _shared.SHARED.forget(entry)
 
 
-def _fall_back(adapter: Adapter[F], info: FusionInfo, fusion: F, partition: Partition, args: tuple[Any, ...],
-               kwargs: dict[str, Any], table: FusionTable[Partition] | None = None, frame: Frame | None = None,
-               own_options: OptionSet | None = None) -> Any:
-    """Run the fusion with its defaults after ``partition`` failed: the framework's own call, or where the scope
-    shares the defaults, the fusion's shared partition at its own options (one compile for all that print it)."""
+def _fall_back(call: FusionCall) -> Any:
+    """Run the fusion with its defaults after the call's partition failed: the framework's own call, or where the
+    scope shares the defaults, the fusion's shared partition at its own options (one compile for all that print it)."""
+    adapter, args, kwargs, frame = call.adapter, call.args, call.kwargs, call.frame
     run: Any = adapter.default
-    call_args: tuple[Any, ...] = (fusion, args, kwargs)
+    call_args: tuple[Any, ...] = (call.fusion, args, kwargs)
     new = False  # the own-options partition built now: its first run compiles, and counts as `execute`'s do
-    if (table is not None and frame is not None and own_options is not None and _policy.sharing(frame.policy)
-            and _shared.enabled()):
-        own, new = table.get(own_options)
+    if frame is not None and _policy.sharing(frame.policy) and _shared.enabled():
+        own, new = call.table.get(call.own_options)
         if own.error is None:
             run, call_args = _run_own, (own.run, args, kwargs)
         else:
@@ -351,7 +355,7 @@ def _fall_back(adapter: Adapter[F], info: FusionInfo, fusion: F, partition: Part
     started = time.perf_counter() if new else 0.0
     try:
         if _SINKS:
-            record = _record(info, partition.options, "fallback", adapter, partition.error)
+            record = _record(call.info, call.partition.options, "fallback", adapter, call.partition.error)
             return _timed(run, record, *call_args)
         return run(*call_args)
     except BaseException:

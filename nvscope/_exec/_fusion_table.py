@@ -40,25 +40,25 @@ _MAX_RESOLVED = 256  # (policy, own options) pairs remembered per fusion beyond 
 class Partition:
     """One option set's compiled cache for one fusion, with the option lists nvFuser takes (built once).
 
-    ``runner`` is what the adapter executes: for Thunder a copy of the fusion's ``FusionDefinitionWrapper`` whose
-    ``get_fd`` is an ``lru_cache`` of FusionDefinitions for this option set (see `nvscope._exec._thunder_adapter`); for
-    direct users a function of ``execute``'s device argument that gives the FusionDefinition rebuilt for that device
-    (and the call that runs it; `nvscope._exec._nvfuser`). ``run(args, kwargs)`` executes the fusion in this
-    partition (the adapter builds it, bound to the fusion: the one call of the execution path's lane in the steady
-    state, `nvscope._exec._execute.lane`). ``error`` is set when it failed under ``on_error="fallback"``: the text of
-    the failure (with nvscope's note), and later executions under a fallback policy go to the default directly.
+    ``run(args, kwargs)`` executes the fusion in this partition (bound to the fusion by its adapter: the one call of
+    the lane in the steady state, `nvscope._exec._execute.lane`). ``runner`` is the object it runs: a copy of a Thunder
+    fusion's ``FusionDefinitionWrapper`` (`nvscope._exec._thunder_adapter`), the fusion itself (its own call), or its
+    PyTorch region (``run="torch"``); None for a direct FusionDefinition, whose ``definitions(device, own)`` gives the
+    definition rebuilt for ``execute``'s device argument and the call that runs it (`nvscope._exec._nvfuser`).
+    ``error``: the text of its failure under ``on_error="fallback"``; later such calls run the defaults directly.
     """
 
-    __slots__ = ("disable", "enable", "error", "options", "run", "runner")
+    __slots__ = ("definitions", "disable", "enable", "error", "options", "run", "runner")
 
-    def __init__(self, runner: Any, options: OptionSet,
-                 run: Callable[[tuple[Any, ...], dict[str, Any]], Any]) -> None:
+    def __init__(self, runner: Any, options: OptionSet, run: Callable[[tuple[Any, ...], dict[str, Any]], Any],
+                 definitions: Callable[[Any, bool], tuple[Any, Any]] | None = None) -> None:
         self.runner = runner
         self.options = options
         self.enable = options.enable_list()
         self.disable = options.disable_list()
         self.error: str | None = None
         self.run = run
+        self.definitions = definitions
 
 
 class EscapeRefused(Exception):

@@ -47,7 +47,6 @@ from nvscope._exec._fusion_table import FusionTable
 __all__ = ["UnsupportedError", "frontends", "install", "installed", "uninstall"]
 
 _INFO = "_nvscope_info"  # its FusionInfo, beside the table; kept by uninstall, then claimed again from it (`remember`)
-_OPTION_KWARGS = ("_enable_options", "_disable_options")
 
 
 def _device(device: Any) -> object:
@@ -128,7 +127,7 @@ class FrontendAdapter(Adapter[Definition]):
         self.frontend.acquire(self.module, name)
         # Beside Thunder's adapter, a Thunder partition's definition is that adapter's: run as it asks.
         _patches.apply(name, self.module.FusionDefinition, "execute",
-                       patch(self, self.original, keywords=True, elsewhere=_frontends.CARRIED), on_demand=True)
+                       patch(self, self.original, elsewhere=_frontends.CARRIED), on_demand=True)
 
     def uninstall(self) -> bool:
         name = self.module.__name__
@@ -181,7 +180,7 @@ class FrontendAdapter(Adapter[Definition]):
         return self.passed_options(kwargs)
 
     def build(self, fusion: Definition, info: FusionInfo, options: OptionSet) -> _frontends.Partition:
-        adapter, execute_with, frontend, module = self, self.frontend.execute, self.frontend, self.module
+        adapter, frontend, module = self, self.frontend, self.module
         definition = repr(fusion)
         share = _shared.enabled()
         # execute's device argument -> (the definition built for it, the call that runs it): a definition runs on the
@@ -189,47 +188,50 @@ class FrontendAdapter(Adapter[Definition]):
         by_device: dict[Any, tuple[Any, Any]] = {}
         lock = threading.Lock()
 
-        def definition_for(device: Any, own: bool = False) -> tuple[Any, Any]:
+        def definitions(device: Any, own: bool = False) -> tuple[Any, Any]:
             """``own``: asked by a call whose passed options are the partition's (its defaults, run shared)."""
             with lock:
                 built = by_device.get(device)
                 if built is not None:
                     return built
-                runner = frontend.rebuild(fusion, module, options, definition)
+                fd = frontend.rebuild(fusion, module, options, definition)
                 entry = None
                 if share:
                     # An equal definition compiled for these options and this device runs instead of a new copy;
                     # the legacy frontend's salted copies share nvFuser's cache entry themselves. A refused build is
                     # not kept, so an own-options call after a refused scoped one compiles.
-                    runner, entry = _shared.SHARED.adopt(runner, options, info.id, definition, device=_device(device),
-                                                         share=frontend is _frontends.DIRECT, watch=False, own=own)
+                    fd, entry = _shared.SHARED.adopt(fd, options, info.id, definition, device=_device(device),
+                                                     share=frontend is _frontends.DIRECT, watch=False, own=own)
                 # None: the adapter's `calls`, read at each run (a watch may wrap it: `watch_execute`).
-                call = None if entry is None or entry.compiled else first(entry, device)
-                built = by_device[device] = (runner, call)
+                call = None if entry is None or entry.compiled else run_uncompiled(entry, device)
+                built = by_device[device] = (fd, call)
                 return built
 
-        def first(entry: _shared.Entry, device: Any) -> Any:
+        def run_uncompiled(entry: _shared.Entry, device: Any) -> Any:
             """nvFuser's execute through `_shared.SharedDefinitions.run_uncompiled` until one completes."""
 
-            def execute_first(fd: Any, *args: Any, **kwargs: Any) -> Any:
+            def execute(fd: Any, *args: Any, **kwargs: Any) -> Any:
                 outputs = _shared.SHARED.run_uncompiled(entry, adapter.calls, fd, args, kwargs)
                 by_device[device] = (fd, None)
                 return outputs
 
-            return execute_first
+            return execute
+
+        enable, disable = options.enable_list(), options.disable_list()
+        execute_with = None if frontend is _frontends.DIRECT else frontend.execute
 
         def run(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             device = kwargs.get("device")
-            runner, call = by_device.get(device) or definition_for(device, options == adapter.passed_options(kwargs))
-            rest = {k: v for k, v in kwargs.items() if k not in _OPTION_KWARGS}
-            return execute_with(call or adapter.calls, partition, runner, *args, **rest)
+            fd, call = by_device.get(device) or definitions(device, options == adapter.passed_options(kwargs))
+            if kwargs or execute_with is not None:
+                return (execute_with or frontend.execute)(call or adapter.calls, fd, args, kwargs, enable, disable)
+            return (call or adapter.calls)(fd, *args, _enable_options=enable, _disable_options=disable)
 
-        # The partition's runner gives the definition for a device argument, and the call that runs it.
-        partition = _frontends.Partition(definition_for, options, run)
-        return partition
+        return _frontends.Partition(None, options, run, definitions)
 
     def definition(self, partition: _frontends.Partition, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        return partition.runner(kwargs.get("device"), partition.options == self.passed_options(kwargs))[0]
+        assert partition.definitions is not None, "`build` sets it"
+        return partition.definitions(kwargs.get("device"), partition.options == self.passed_options(kwargs))[0]
 
     def default(self, fusion: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         return self.calls(fusion, *args, **kwargs)

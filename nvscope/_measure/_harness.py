@@ -5,7 +5,7 @@ probes are built on it (docs/search.md describes the method).
 The tools run the step in `Runner.sharing`: ``nv_options(share=True)``, so that the fusions running their own
 options (the defaults, and the fusions an option set does not reach) share one compiled definition per distinct
 definition, as scoped fusions do: a deep model's first default call compiles its distinct definitions, not one per
-fusion. Each variant's first call says what it compiled (`Compiles`, from its audit and `_shared.compiling`).
+fusion. Each variant's first call says what it compiled (`Compiles`, from its audit and `compiling`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Literal
 
 from nvscope._core import OptionSet, _env, cut, first_line, nv_options
-from nvscope._exec import _shared, audit
+from nvscope._exec import audit, compiling
 from nvscope._measure._numerics import Numerics, compare_leaves, flatten_outputs, grad_targets
 from nvscope._measure._results import Compiles
 from nvscope._measure._timer import Timer
@@ -77,14 +77,14 @@ class Variant:
 
 def compile_clock() -> float:
     """Seconds nvFuser has spent compiling new partitions in this process so far: `compiles_of`'s ``began``."""
-    return _shared.compiling()[0]
+    return compiling()[0]
 
 
 def compiles_of(records: Iterable[FusionRecord], began: float) -> Compiles:
     """What a first call whose audit holds ``records`` compiled, `compile_clock` having read ``began`` before it.
 
     A definition is compiled where an execution built a new partition (route "new") that runs no other fusion's
-    definition (``shared_from``): counted from the audit rather than from `_shared.stats`, so that it holds with
+    definition (``shared_from``): counted from the audit rather than from `stats`, so that it holds with
     ``NVSCOPE_SHARE=0`` too (each partition then compiles its own)."""
     records = list(records)
     own_path = {r.fusion for r in records if r.route in ("default", "fallback")}
@@ -242,7 +242,7 @@ def install_adapters() -> None:
     the candidates, from its first call; a scope installs the adapter only when it is entered, and the default runs
     in none."""
     try:
-        from nvscope._exec import _autoinstall
+        from nvscope._exec import ensure_adapters
     except ImportError:
         return
-    _autoinstall.ensure_adapters(direct=True)  # a direct FusionDefinition program too, as the subprocess runner does
+    ensure_adapters(direct=True)  # a direct FusionDefinition program too, as the subprocess runner does

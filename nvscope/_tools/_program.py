@@ -24,7 +24,7 @@ from nvscope._core import (
     set_development_mode,
     unwind,
 )
-from nvscope._exec import AuditLog, _autoinstall, audit
+from nvscope._exec import AuditLog, audit, watch_imports
 
 __all__ = ["HOOK_DIR", "SHARE", "VARIABLE", "Settings", "export", "run_program"]
 
@@ -206,7 +206,7 @@ def run_program(script: str | None, module: str | None, args: list[str], setting
     code = 0
     try:
         recording: AbstractContextManager[AuditLog | None] = audit() if settings.audit else nullcontext()
-        with recording as log, _autoinstall.watch_imports() as install_errors:
+        with recording as log, watch_imports() as install_errors:
             scope.__enter__()
             ours = ACTIVE.get()
             # In a child of another nvscope run, this run's scope nests in that one's and its summary names both.

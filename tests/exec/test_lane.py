@@ -1,8 +1,7 @@
-"""The one lane, followed call by call: a steady-state scoped fusion call goes from the adapter's patch to nvFuser's
-``execute`` entering each nvscope module once, for Thunder's adapter and the direct nvFuser adapter alike (the
-patch and the lane, `nvscope._exec._execute`; the partition's run, the adapter's module; for a direct definition,
-the frontend's call with the options). ``sys.setprofile`` sees every Python function call; the doubles stand in for
-Thunder and nvFuser.
+"""The fast path, followed call by call: a scoped fusion call whose partition is cached goes from the adapter's
+patch to nvFuser's ``execute`` through two nvscope functions (the patch, `nvscope._exec._execute`; the partition's
+run, the adapter's module), for Thunder's adapter and the direct nvFuser adapter alike, building no dict on the way.
+``sys.setprofile`` sees every Python function call; the doubles stand in for Thunder and nvFuser.
 """
 
 from __future__ import annotations
@@ -30,24 +29,27 @@ def _clean() -> Iterator[None]:
     reset_nvscope()
 
 
-def followed(call: Callable[[], Any], frontend: str) -> tuple[list[str], list[str]]:
-    """Run ``call`` under ``sys.setprofile``: the nvscope modules it entered before ``frontend``'s
-    ``FusionDefinition.execute`` began (one entry each time a call crosses into an nvscope module from another
-    module, in order), and those entered inside that execute."""
+def followed(call: Callable[[], Any], frontend: str) -> tuple[list[str], list[str], list[str]]:
+    """Run ``call`` under ``sys.setprofile``: the nvscope functions it called before ``frontend``'s
+    ``FusionDefinition.execute`` began (``module.function``, in order), those called inside that execute, and every
+    dict comprehension run before it (a dict built per call)."""
     before: list[str] = []
     inside: list[str] = []
+    comprehensions: list[str] = []
     reached: list[FrameType] = []
 
     def profile(frame: FrameType, event: str, arg: object) -> None:
         if event != "call":
             return
         module = frame.f_globals.get("__name__", "")
-        if not reached and module == frontend and frame.f_code.co_name == "execute":
+        name = frame.f_code.co_name
+        if not reached and module == frontend and name == "execute":
             reached.append(frame)
             return
-        caller = frame.f_back.f_globals.get("__name__", "") if frame.f_back is not None else ""
-        if module.partition(".")[0] == "nvscope" and module != caller:
-            (inside if reached else before).append(module)
+        if name == "<dictcomp>" and not reached:
+            comprehensions.append(module)
+        elif module.partition(".")[0] == "nvscope":
+            (inside if reached else before).append(f"{module}.{name}")
 
     sys.setprofile(profile)
     try:
@@ -55,7 +57,7 @@ def followed(call: Callable[[], Any], frontend: str) -> tuple[list[str], list[st
     finally:
         sys.setprofile(None)
     assert reached, f"{frontend}'s execute never ran"
-    return before, inside
+    return before, inside, comprehensions
 
 
 def direct_linear(monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
@@ -68,28 +70,28 @@ def direct_linear(monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
     return fe, fd
 
 
-def test_thunders_steady_scoped_call_enters_each_nvscope_module_once(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_thunders_steady_scoped_call_is_two_nvscope_functions(monkeypatch: pytest.MonkeyPatch) -> None:
     double = ThunderDouble(monkeypatch)
     assert nvscope.thunder.install()
     fusion = double.make_wrapper()
     x = Tensor((1.0, 1.0))
     with nv_options(enable=FM):
         fusion(x)  # builds and compiles the partition: the fusion's memo now holds it
-        before, inside = followed(lambda: fusion(x), "nvfuser_direct")
-    assert before == ["nvscope._exec._execute", "nvscope._exec._thunder_adapter"]
-    assert inside == []
+        before, inside, dicts = followed(lambda: fusion(x), "nvfuser_direct")
+    assert before == ["nvscope._exec._execute.call", "nvscope._exec._thunder_adapter.run"]
+    assert inside == dicts == []
     assert double.executions[-1].enable == FM  # the partition ran, with the options
     assert fusion.last_used is double.executions[-1].fd  # and Thunder's tools see what ran
 
 
-def test_a_direct_definitions_steady_scoped_call_enters_each_nvscope_module_once(
+def test_a_direct_definitions_steady_scoped_call_is_two_nvscope_functions(
         monkeypatch: pytest.MonkeyPatch) -> None:
     fe, fd = direct_linear(monkeypatch)
     with nv_options(enable=FM):
         fd.execute([1.0, 1.0])
-        before, inside = followed(lambda: fd.execute([1.0, 1.0]), "nvfuser_direct")
-    assert before == ["nvscope._exec._execute", "nvscope._exec._nvfuser", "nvscope._exec._direct"]
-    assert inside == []
+        before, inside, dicts = followed(lambda: fd.execute([1.0, 1.0]), "nvfuser_direct")
+    assert before == ["nvscope._exec._execute.call", "nvscope._exec._nvfuser.run"]  # as short as Thunder's
+    assert inside == dicts == []  # no dict built per call: the options go to nvFuser as keyword arguments
     ran = fe.EXECUTIONS[-1]
     assert ran.fd is not fd and ran.enable == FM  # the partition's rebuilt definition, with the options
 

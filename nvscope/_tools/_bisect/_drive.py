@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 
 from nvscope._core import OptionSet
-from nvscope._exec import _shared
+from nvscope._exec import compiling
 from nvscope._measure import Compiles
 from nvscope._tools._bisect._minimize import minimize
 from nvscope._tools._bisect._report import BisectResult, Culprit, Probe
@@ -43,10 +43,10 @@ def drive(given: OptionSet, fusions: Sequence[str], run: Callable[[OptionSet, tu
           max_culprits: int = 4, default: Compiles | None = None) -> BisectResult:
     """The bisect's stages (module docstring) over ``run(options, fusions) -> Outcome``; ``fusions``: the ids;
     ``default``: what the default's run compiled."""
-    began, compiled = time.perf_counter(), _shared.compiling()[0]
+    began, compiled = time.perf_counter(), compiling()[0]
 
     def compile_s() -> float | None:  # the probes' children compile in subprocess mode: not seen here
-        return _shared.compiling()[0] - compiled if mode == "in-process" else None
+        return compiling()[0] - compiled if mode == "in-process" else None
 
     all_fusions = tuple(fusions)
     items = items_of(given)

@@ -27,7 +27,7 @@ from nvscope._core import (
     first_line,
     nv_options,
 )
-from nvscope._exec import _shared, audit, failure_note, private_failures
+from nvscope._exec import audit, compiling, failure_note, private_failures
 from nvscope._measure import (
     Compiles,
     Numerics,
@@ -82,7 +82,7 @@ def profile(fn: Callable[..., Any], /, *args: Any, enable: Any = (), disable: An
     defaults as the options are, so that a row shows where nvFuser loses to eager; without options, PyTorch alone.
     Runs in development mode; no scope and no timing hook stays behind.
     """
-    from nvscope._exec import _events
+    from nvscope._exec import listening
 
     step_callable("profile", fn)
     step_keywords(profile, fn, kwargs)  # a misspelt keyword is the tool's error, not the step's
@@ -100,7 +100,7 @@ def profile(fn: Callable[..., Any], /, *args: Any, enable: Any = (), disable: An
 
     say = progress_printer("profile", progress)
 
-    began, compiled = time.perf_counter(), _shared.compiling()[0]
+    began, compiled = time.perf_counter(), compiling()[0]
     runner = Runner(fn, args, kwargs, backward, module, tolerance, steps_per_round, warmup, say,
                     share=share_defaults)
     default, variant = Variant("default", OptionSet(), "default"), Variant("options", options, "candidate")
@@ -115,7 +115,7 @@ def profile(fn: Callable[..., Any], /, *args: Any, enable: Any = (), disable: An
     torch_step_numerics = None
     # Timers run with a sink. Its fallbacks are its own (private_failures): the user's later scopes try the options
     # afresh, and warn.
-    with _events.listening(_listen, clock), dev_mode(True), private_failures(), runner.sharing(), \
+    with listening(_listen, clock), dev_mode(True), private_failures(), runner.sharing(), \
             warnings.catch_warnings():
         for quiet in (NoFusionWarning, NoEffectWarning, FallbackWarning):
             warnings.simplefilter("ignore", quiet)  # the rows say which fusions ran, changed and failed
@@ -174,7 +174,7 @@ def profile(fn: Callable[..., Any], /, *args: Any, enable: Any = (), disable: An
     result = ProfileResult(tuple(rows), options, runner.timer.name, rounds,
                            steps_per_round, warmup, tolerance, seed, time.perf_counter() - began, steps.get("options"),
                            step_numerics, None if clock.recorder is None else clock.recorder.source, tuple(notes),
-                           _shared.compiling()[0] - compiled, base.compiles, None if under is None else under.compiles,
+                           compiling()[0] - compiled, base.compiles, None if under is None else under.compiles,
                            torch=torch, torch_step=steps.get("torch"), torch_step_numerics=torch_step_numerics)
     say(f"done in {result.elapsed_s:.1f} s")
     return result

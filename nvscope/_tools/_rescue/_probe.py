@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from typing import Any, TextIO
 
 from nvscope._core import OptionSet, _env, dev_mode, first_line, nv_options, program_sharing_suspended
-from nvscope._exec import _autoinstall, _events, audit, repro_paths, scripts_named_in
+from nvscope._exec import FusionRecord, audit, listening, repro_paths, scripts_named_in, watch_imports
 from nvscope._measure import compare_leaves, flatten_outputs, options_dict, options_from
 from nvscope._tools._common import ScopeMap, exit_detail
 from nvscope._tools._rescue._events import ENDED, FAILED, MARK, STARTED, Progress, read_json, sanitizer_errors
@@ -108,7 +108,7 @@ def observe(step: Callable[[], Any], reference: Callable[[], Any] | None, spec: 
 
     running = threading.local()  # the fusion this thread runs: an execution inside it is part of it
 
-    def seen(record: _events.FusionRecord) -> None:
+    def seen(record: FusionRecord) -> None:
         # A definition a fusion executes (Thunder's, met again by the direct adapter installed beside it; validate's
         # own execute) is that fusion, not another.
         if getattr(running, "fusion", None) is None and record.fusion not in fusions:
@@ -120,7 +120,7 @@ def observe(step: Callable[[], Any], reference: Callable[[], Any] | None, spec: 
     versions: dict[str, str] = {}
 
     @contextmanager
-    def timer(record: _events.FusionRecord) -> Iterator[None]:
+    def timer(record: FusionRecord) -> Iterator[None]:
         if getattr(running, "fusion", None) is not None:
             yield None
             return
@@ -165,8 +165,8 @@ def observe(step: Callable[[], Any], reference: Callable[[], Any] | None, spec: 
     try:
         # share=False: the diagnosis sees Thunder's own path, as the user's program runs it; watch_imports: the
         # adapter installs when the step imports Thunder, as under `nvscope run`.
-        with dev_mode(True), warnings.catch_warnings(), audit(), _autoinstall.watch_imports(), \
-                _events.listening(seen, timer), program_sharing_suspended(), routes_forgotten(), detached(), \
+        with dev_mode(True), warnings.catch_warnings(), audit(), watch_imports(), \
+                listening(seen, timer), program_sharing_suspended(), routes_forgotten(), detached(), \
                 nv_options(share=False, inherit=False, on_error="torch" if spec.get("escape") else None), \
                 ScopeMap(groups):
             warnings.simplefilter("ignore")

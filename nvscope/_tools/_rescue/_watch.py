@@ -132,12 +132,12 @@ class Watch:
         self.local.fusion = None
 
     def _patch(self) -> None:
-        from nvscope._exec import _nvfuser
+        from nvscope._exec import watch_execute
 
         self.frontends = []
         # The direct adapter (`nvscope.nvfuser.install()`, before the watch or while it lasts) calls the execute it
         # saved, under the class's: its executions are watched through its hook.
-        self.unhook = _nvfuser.watch_execute(self._wrap)
+        self.unhook = watch_execute(self._wrap)
         for name in NVFUSER_MODULES:  # the frontend Thunder (or the program) loaded by now
             cls: Any = getattr(sys.modules.get(name), "FusionDefinition", None)
             if not (isinstance(cls, type) and callable(getattr(cls, "execute", None))):

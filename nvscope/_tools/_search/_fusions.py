@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nvscope._core import OptionSet, dev_mode, first_line
-from nvscope._exec import _shared, audit
+from nvscope._exec import audit, compiling
 from nvscope._measure import (
     Compiles,
     JsonResult,
@@ -199,7 +199,7 @@ def search_fusions(fn: Callable[..., Any], /, *args: Any, candidates: Iterable[o
     warmup, seed = checks.count("warmup", warmup), checks.integer("seed", seed)
     tolerance, min_gain = checks.number("tolerance", tolerance, none=True), checks.fraction("min_gain", min_gain)
     options = resolve(candidates)
-    began, compiled = time.perf_counter(), _shared.compiling()[0]
+    began, compiled = time.perf_counter(), compiling()[0]
 
     say = progress_printer("search", progress)
 
@@ -277,7 +277,7 @@ def search_fusions(fn: Callable[..., Any], /, *args: Any, candidates: Iterable[o
             global_ratio = summarize(times[id(variants[2])], times[id(default)], comparisons=judged)
     result = FusionSearchResult(tuple(choices), tuple((o, tuple(f)) for o, f in groups), global_best, vs_default,
                                 vs_global, global_ratio, numerics, tuple(profiles), tuple(errors),
-                                time.perf_counter() - began, min_gain, _shared.compiling()[0] - compiled,
+                                time.perf_counter() - began, min_gain, compiling()[0] - compiled,
                                 tuple(compiles))
     say(f"done in {result.elapsed_s:.1f} s: {result.verdict()}")
     return result

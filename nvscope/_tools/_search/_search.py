@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from nvscope._core import NoEffectWarning, NoFusionWarning, NvscopeWarning, OptionSet, dev_mode, first_line
-from nvscope._exec import _shared
+from nvscope._exec import compiling
 from nvscope._measure import (
     MIN_SAMPLE_S,
     RatioSummary,
@@ -79,7 +79,7 @@ def search(fn: Callable[..., Any], /, *args: Any, candidates: Iterable[object] |
     tolerance = checks.number("tolerance", tolerance, none=True)
     options = resolve(candidates)
     say = progress_printer("search", progress)
-    began, compiled = time.perf_counter(), _shared.compiling()[0]
+    began, compiled = time.perf_counter(), compiling()[0]
     rng = random.Random(seed)
     runner = Runner(fn, args, kwargs, backward, module, tolerance, steps_per_round, warmup, say,
                     share=share_defaults)
@@ -127,7 +127,7 @@ def search(fn: Callable[..., Any], /, *args: Any, candidates: Iterable[object] |
     rows += [_row(c, recommended, base) for c, base in combos]
     result = SearchResult(tuple(rows), recommended, runner.timer.name, rounds, runner.steps, warmup, tolerance, seed,
                           time.perf_counter() - began, tuple(notes + _notes(default, variants)),
-                          _shared.compiling()[0] - compiled)
+                          compiling()[0] - compiled)
     for note in notes:
         if note.startswith(("the search stopped early", "a call of the function takes")):
             warnings.warn(f"nvscope.search: {note}", NvscopeWarning, stacklevel=2)

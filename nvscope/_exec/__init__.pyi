@@ -1,0 +1,27 @@
+# The execution layer's face: what the layers above may use (nvscope/_core/_lazy.py reads this list).
+from nvscope._exec._audit import AuditLog as AuditLog
+from nvscope._exec._audit import audit as audit
+from nvscope._exec._audit import fusions as fusions
+from nvscope._exec._autoinstall import WATCHED as WATCHED
+from nvscope._exec._autoinstall import enable as enable
+from nvscope._exec._autoinstall import ensure_adapters as ensure_adapters
+from nvscope._exec._autoinstall import install as install
+from nvscope._exec._autoinstall import program_errors as program_errors
+from nvscope._exec._autoinstall import watch_imports as watch_imports
+from nvscope._exec._events import TIMERS as TIMERS
+from nvscope._exec._events import FusionRecord as FusionRecord
+from nvscope._exec._events import listening as listening
+from nvscope._exec._execute import private_failures as private_failures
+from nvscope._exec._frontends import MIN_VERSION as MIN_VERSION
+from nvscope._exec._fusion_table import FusionTable as FusionTable
+from nvscope._exec._nvfuser import watch_execute as watch_execute
+from nvscope._exec._repro import failure_note as failure_note
+from nvscope._exec._repro import repro_paths as repro_paths
+from nvscope._exec._repro import scripts_named_in as scripts_named_in
+from nvscope._exec._shared import compiling as compiling
+from nvscope._exec._shared import stats as stats
+from nvscope._exec._thunder import installed as installed
+from nvscope._exec._thunder import unsupported as unsupported
+from nvscope._exec._thunder_adapter import IMPL_MODULE as IMPL_MODULE
+from nvscope._exec._thunder_autograd import AUTOGRAD_MODULE as AUTOGRAD_MODULE
+from nvscope._exec._thunder_region import escape_refusal as escape_refusal
