@@ -41,6 +41,7 @@ TYPE_CHECKING = False  # not typing's: `import nvscope` does not import typing (
 if TYPE_CHECKING:  # what __getattr__ loads on first use, spelled out for type checkers
     from nvscope._core._catalog import Catalog, OptionInfo
     from nvscope._measure._kernels import kernel_names
+    from nvscope._measure._settings import Measure
     from nvscope._tools._bisect import bisect
     from nvscope._tools._bisect_report import BisectResult
     from nvscope._tools._check import CheckResult, check
@@ -69,6 +70,7 @@ __all__ = [
     "FusionInfo",
     "FusionRecord",
     "FusionSearchResult",
+    "Measure",
     "NoEffectWarning",
     "NoFusionWarning",
     "NvscopeError",
@@ -117,6 +119,7 @@ _LAZY = MappingProxyType({
     "compare": ("nvscope._tools._compare", "compare"),
     "CompareResult": ("nvscope._tools._compare", "CompareResult"),
     "kernel_names": ("nvscope._measure._kernels", "kernel_names"),
+    "Measure": ("nvscope._measure._settings", "Measure"),
     "search": ("nvscope._tools._search", "search"),
     "SearchResult": ("nvscope._tools._search_report", "SearchResult"),
     "profile": ("nvscope._tools._profile", "profile"),

@@ -12,9 +12,11 @@ __all__ = [
     "DEFAULT_TOLERANCES",
     "MIN_SAMPLE_S",
     "OPTION_PAIRS",
+    "TIMED",
     "Compiles",
     "JsonResult",
     "LoadableResult",
+    "Measure",
     "Numerics",
     "RatioSummary",
     "Runner",
@@ -26,6 +28,7 @@ __all__ = [
     "_checks",
     "arg",
     "attribute",
+    "begin",
     "compare_leaves",
     "compile_clock",
     "compiles_dict",
@@ -43,15 +46,16 @@ __all__ = [
     "import_script",
     "install_adapters",
     "kernel_names",
+    "measure_of",
     "median",
     "now",
     "number",
     "numerics_dict",
     "numerics_from",
     "nv_options_line",
+    "only_own",
     "options_dict",
     "options_from",
-    "own_keywords",
     "pair",
     "progress_printer",
     "raw_max_abs_diff",
@@ -82,13 +86,14 @@ if TYPE_CHECKING:  # what __getattr__ loads, spelled out for type checkers
     from ._harness import Runner as Runner
     from ._harness import Stage as Stage
     from ._harness import Variant as Variant
+    from ._harness import begin as begin
     from ._harness import compile_clock as compile_clock
     from ._harness import compiles_of as compiles_of
     from ._harness import install_adapters as install_adapters
     from ._harness import progress_printer as progress_printer
     from ._harness import seconds as seconds
     from ._kernels import kernel_names as kernel_names
-    from ._keywords import own_keywords as own_keywords
+    from ._keywords import only_own as only_own
     from ._keywords import step_keywords as step_keywords
     from ._load import attribute as attribute
     from ._load import import_program_module as import_program_module
@@ -116,6 +121,9 @@ if TYPE_CHECKING:  # what __getattr__ loads, spelled out for type checkers
     from ._schedulers import Segment as Segment
     from ._schedulers import SegmentRecorder as SegmentRecorder
     from ._schedulers import recorder as recorder
+    from ._settings import TIMED as TIMED
+    from ._settings import Measure as Measure
+    from ._settings import measure_of as measure_of
     from ._stats import RatioSummary as RatioSummary
     from ._stats import confirm as confirm
     from ._stats import flagged as flagged
@@ -130,11 +138,12 @@ else:  # hidden from type checkers, which then still report a misspelt name
         **dict.fromkeys(("default_candidates", "resolve", "spec"), "._candidates"),
         "OPTION_PAIRS": "._candidates:_PAIRS",
         **dict.fromkeys(("arg", "count", "number", "rounds", "step_callable"), "._checks"),
-        **dict.fromkeys(("Runner", "Stage", "Variant", "compile_clock", "compiles_of", "install_adapters",
+        **dict.fromkeys(("Runner", "Stage", "Variant", "begin", "compile_clock", "compiles_of", "install_adapters",
                          "progress_printer", "seconds"), "._harness"),
         "kernel_names": "._kernels",
         **dict.fromkeys(("attribute", "import_program_module", "import_script"), "._load"),
-        **dict.fromkeys(("own_keywords", "step_keywords"), "._keywords"),
+        **dict.fromkeys(("only_own", "step_keywords"), "._keywords"),
+        **dict.fromkeys(("TIMED", "Measure", "measure_of"), "._settings"),
         **dict.fromkeys(("DEFAULT_TOLERANCES", "Numerics", "compare_leaves", "flatten_outputs", "grad_targets",
                          "has_nan", "pair", "raw_max_abs_diff"), "._numerics"),
         **dict.fromkeys(("Compiles", "JsonResult", "LoadableResult", "compiles_dict", "compiles_lines", "figure_class",

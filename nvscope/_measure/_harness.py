@@ -14,14 +14,17 @@ import gc
 import random
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Literal
 
-from nvscope._core import OptionSet, _env, cut, first_line, nv_options
+from nvscope._core import OptionSet, _env, first_line, nv_options
 from nvscope._exec import _shared, audit
+from nvscope._measure import _checks
+from nvscope._measure._keywords import step_keywords
 from nvscope._measure._numerics import Numerics, compare_leaves, flatten_outputs, grad_targets
 from nvscope._measure._results import Compiles
+from nvscope._measure._settings import TIMED, Measure, measure_of
 from nvscope._measure._timer import Timer
 
 TYPE_CHECKING = False
@@ -30,8 +33,8 @@ if TYPE_CHECKING:
 
     from nvscope._exec import FusionRecord
 
-__all__ = ["Runner", "Stage", "Variant", "compile_clock", "compiles_of", "install_adapters", "progress_printer",
-           "seconds"]
+__all__ = ["Runner", "Stage", "Variant", "begin", "compile_clock", "compiles_of", "install_adapters",
+           "progress_printer", "seconds"]
 
 Stage = Literal["default", "candidate", "combination"]
 
@@ -49,6 +52,21 @@ def progress_printer(tool: str, on: bool = True) -> Callable[[str], None]:
                 printing[0] = False
 
     return say
+
+
+def begin(tool: Callable[..., Any], step: object, measure: object, kwargs: dict[str, Any], defaults: Measure,
+          keywords: Mapping[str, str] | tuple[str, ...] = TIMED, *, least_rounds: bool = True,
+          printer: str = "") -> tuple[Measure, Callable[[str], None]]:
+    """The tools' preamble, before anything runs: the step checked callable, the `Measure` folded from ``measure``
+    and the ``keywords`` given (`measure_of`), the keywords left checked as the step's, the rounds checked (at
+    least `MIN_ROUNDS` with ``least_rounds``, as intervals need); the measure and the progress printer."""
+    name = tool.__name__
+    checked = _checks.step_callable(name, step)
+    measure = measure_of(name, measure, kwargs, defaults, keywords)
+    step_keywords(tool, checked, kwargs, keywords)
+    if least_rounds:
+        _checks.rounds("rounds", measure.rounds)
+    return measure, progress_printer(printer or name, measure.progress)
 
 
 def seconds(value: float | None) -> str:
@@ -95,19 +113,16 @@ def compiles_of(records: Iterable[FusionRecord], began: float) -> Compiles:
 class Runner:
     """Calls the function, copies and compares its outputs, times blocks of calls."""
 
-    def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], backward: bool,
-                 module: Any, tolerance: float | None, steps: int, warmup: int, say: Callable[[str], None], *,
-                 grads: bool = True, share: bool = True) -> None:
-        """``grads=False``: the call is the user's as written, gradients untouched (compare does not judge them).
-        ``share=False``: `sharing` enters nothing (the defaults run on Thunder's own path, one compile per fusion)."""
-        self.fn, self.args, self.kwargs, self.backward = fn, args, kwargs, backward
-        self.tolerance, self.steps, self.warmup, self.say = tolerance, steps, warmup, say
-        self.targets = grad_targets(args, kwargs, module) if grads else []
+    def __init__(self, step: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], measure: Measure,
+                 say: Callable[[str], None], *, grads: bool = True) -> None:
+        """``measure``: backward, module, tolerance, steps, warm-up and sharing, each set (the tool's defaults
+        filled in). ``grads=False``: gradients untouched (compare does not judge them)."""
+        self.step, self.args, self.kwargs, self.backward, self.say = step, args, kwargs, measure.backward, say
+        self.tolerance, self.steps, self.warmup = measure.tolerance, measure.steps or 1, measure.warmup or 0
+        self.targets = grad_targets(args, kwargs, measure.module) if grads else []
         self.reference: list[tuple[str, Any]] = []
         self.timer = Timer()
-        if not isinstance(share, bool):  # the tools' share_defaults=, checked before anything runs
-            raise TypeError(f"share_defaults= takes True or False, not {cut(repr(share), 40)}")
-        self.share = share
+        self.share = measure.share
         self.own: dict[str, OptionSet] = {}  # each fusion's own options: what the default's first call ran it with
 
     def sharing(self) -> AbstractContextManager[Any]:
@@ -126,7 +141,7 @@ class Runner:
     def invoke(self) -> Any:
         for _, tensor in self.targets:
             tensor.grad = None  # as zero_grad(set_to_none=True): each call's gradients are its own
-        out = self.fn(*self.args, **self.kwargs)
+        out = self.step(*self.args, **self.kwargs)
         if self.backward:
             torch = sys.modules.get("torch")
             if torch is None or not isinstance(out, torch.Tensor) or out.numel() != 1 or not out.requires_grad:
@@ -178,12 +193,12 @@ class Runner:
     def calibrate(self) -> tuple[float, float]:
         """Set ``steps`` (calls per sample) from the default's calls; (ms per call, harness ms per call)."""
         self.steps, per_call = self.timer.calibrate(self.invoke, least=self.steps)
-        fn, backward = self.fn, self.backward
-        self.fn, self.backward = (lambda *a, **k: None), False  # the same loop and call, around a no-op
+        step, backward = self.step, self.backward
+        self.step, self.backward = (lambda *a, **k: None), False  # the same loop and call, around a no-op
         try:
             _, overhead = self.timer.calibrate(self.invoke)
         finally:
-            self.fn, self.backward = fn, backward
+            self.step, self.backward = step, backward
         return per_call, overhead
 
     def prepare(self, v: Variant, index: str) -> None:
