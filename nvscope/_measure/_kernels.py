@@ -11,19 +11,22 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from nvscope._core import _state
-
-__all__ = ["kernel_name", "kernel_names", "torch_profiler_used"]
-
-# Whether nvscope ran torch.profiler in this process. Once torch.profiler (kineto) has subscribed to CUPTI it keeps the
-# subscription, and nvFuser's own profiler then aborts the process (CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED,
-# measured on the H200): nvscope._measure._schedulers asks this before choosing nvFuser's profiler.
-_used = [False]
-_state.keep(__name__, "_used", "torch.profiler keeps its CUPTI subscription for the process: uninstall cannot undo it")
+__all__ = ["Cupti", "kernel_name", "kernel_names"]
 
 
-def torch_profiler_used() -> bool:
-    return _used[0]
+class Cupti:
+    """torch.profiler's hold on CUPTI: once it subscribes it keeps the subscription for the process, and nvFuser's
+    own profiler then aborts the process (`nvscope._measure._schedulers` asks `held` before choosing it)."""
+
+    held = False
+
+    @classmethod
+    def profile(cls) -> Any:
+        """``torch.profiler.profile`` of CUDA activity, noted as holding CUPTI from now on."""
+        from torch.profiler import ProfilerActivity, profile
+
+        cls.held = True
+        return profile(activities=[ProfilerActivity.CUDA])
 
 
 def kernel_name(raw: str) -> str:
@@ -44,13 +47,11 @@ def kernel_names(fn: Callable[[], Any]) -> tuple[list[str], Any]:
     Needs torch with CUDA.
     """
     import torch
-    from torch.profiler import ProfilerActivity, profile
 
     if not torch.cuda.is_available():  # torch's own error here is an AssertionError about how torch was built
         raise RuntimeError("kernel_names needs a CUDA device: torch.cuda.is_available() is False here")
     torch.cuda.synchronize()
-    _used[0] = True
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+    with Cupti.profile() as prof:
         result = fn()
         torch.cuda.synchronize()
     events = sorted((e for e in prof.events() if e.device_type.name == "CUDA"), key=lambda e: e.time_range.start)

@@ -98,14 +98,11 @@ class SegmentRecorder:
     @contextmanager
     def _kernel_names(self) -> Iterator[list[Segment]]:
         torch = sys.modules["torch"]
-        from torch.profiler import ProfilerActivity, profile
-
-        from nvscope._measure._kernels import kernel_name
+        from nvscope._measure._kernels import Cupti, kernel_name
 
         segments: list[Segment] = []
         torch.cuda.synchronize()
-        _kernels._used[0] = True
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        with Cupti.profile() as prof:
             yield segments
             torch.cuda.synchronize()
         try:
@@ -141,6 +138,6 @@ def recorder(source: str = "kernels") -> SegmentRecorder | None:
     profiler = getattr(direct, "PythonProfiler", None) if direct is not None else None
     # CUPTI takes one subscriber: after torch.profiler ran in this process (nvscope's kernel names included), nvFuser's
     # profiler would abort the process (measured on the H200), so kernel names it is.
-    if source == "nvfuser" and profiler is not None and not _kernels.torch_profiler_used():
+    if source == "nvfuser" and profiler is not None and not _kernels.Cupti.held:
         return SegmentRecorder("nvFuser's PythonProfiler", profiler)
     return SegmentRecorder("kernel names (torch.profiler)")
