@@ -1,10 +1,5 @@
-"""Which GPU kernels a call launched, by name: the oracle that does not depend on nvscope's own bookkeeping.
-
-nvFuser names its kernels after the scheduler that made them (``nvf::nvfuser_pointwise_f0_c1_r0_g1``,
-``nvf::nvfuser_matmul_...``), or ``nvf::nvfuser_<n>`` under ``static_fusion_count``; cuBLAS matmuls show up as
-``nvjet_*``. So the kernel names of one call tell which options its fusions really ran with. One helper for the
-library, the examples and the GPU tests, so they cannot disagree on how a name is cut.
-"""
+"""Which GPU kernels a call launched, by name: nvFuser names its kernels after their scheduler
+(``nvf::nvfuser_pointwise_f0_c1_r0_g1``), so the names tell which options the fusions ran with."""
 
 from __future__ import annotations
 
@@ -15,8 +10,7 @@ __all__ = ["Cupti", "kernel_name", "kernel_names"]
 
 
 class Cupti:
-    """torch.profiler's hold on CUPTI: once it subscribes it keeps the subscription for the process, and nvFuser's
-    own profiler then aborts the process (`nvscope._measure._schedulers` asks `held` before choosing it)."""
+    """torch.profiler's hold on CUPTI, which it keeps for the process; nvFuser's profiler then aborts it."""
 
     held = False
 
@@ -30,10 +24,7 @@ class Cupti:
 
 
 def kernel_name(raw: str) -> str:
-    """A profiler event name without its return type, template arguments and parameter list.
-
-    ``void at::native::elementwise_kernel<4, ...>(int, ...)`` -> ``at::native::elementwise_kernel``.
-    """
+    """A profiler event name without return type, template arguments and parameters."""
     name = raw.removeprefix("void ")
     for stop in ("(", "<"):
         name = name.partition(stop)[0]
@@ -41,11 +32,7 @@ def kernel_name(raw: str) -> str:
 
 
 def kernel_names(fn: Callable[[], Any]) -> tuple[list[str], Any]:
-    """Run ``fn()`` under ``torch.profiler`` and return (the CUDA kernels it launched, in launch order, and its result).
-
-    Names are cut by `kernel_name`. The device is synchronised before and after, so only ``fn``'s kernels count.
-    Needs torch with CUDA.
-    """
+    """``(the CUDA kernels fn() launched, in order, its result)``, under torch.profiler (needs CUDA)."""
     import torch
 
     if not torch.cuda.is_available():  # torch's own error here is an AssertionError about how torch was built

@@ -1,9 +1,5 @@
-"""Which of a tool's keyword arguments are the step's: ``nvscope.search(step, x, candiates=[...])`` fails as the
-tool's misspelt keyword before anything runs, not minutes later inside the step.
-
-A keyword is refused only when the step's signature is known and takes no such keyword (no parameter of that name,
-no ``**kwargs``): a call where the step accepted what it got still works.
-"""
+"""Which of a tool's keywords are the step's: a misspelt tool keyword fails before anything runs. A keyword is
+refused only when the step's signature is known and takes no such keyword."""
 
 from __future__ import annotations
 
@@ -22,9 +18,8 @@ __all__ = ["only_own", "step_keywords"]
 
 def step_keywords(tool: Callable[..., Any], step: Callable[..., Any], kwargs: Mapping[str, object],
                   measuring: Iterable[str] = ()) -> None:
-    """Refuse, with a `TypeError` naming ``tool``'s keywords (its parameters, then ``measuring``: the `Measure`
-    keywords it takes) and the closest, the first keyword in ``kwargs`` that ``step`` cannot take. A step whose
-    signature Python cannot tell (a builtin, a C extension) takes anything."""
+    """Refuse the first of ``kwargs`` that ``step`` cannot take: a `TypeError` naming ``tool``'s keywords
+    (its parameters, then its `Measure` keywords ``measuring``) and the closest."""
     if not kwargs:
         return
     signature = _signature(step)
@@ -45,8 +40,7 @@ def step_keywords(tool: Callable[..., Any], step: Callable[..., Any], kwargs: Ma
 
 
 def only_own(tool: Callable[..., Any], kwargs: Mapping[str, object], measuring: Iterable[str] = ()) -> None:
-    """Refuse the first of ``kwargs`` (what is left once ``tool``'s `Measure` keywords ``measuring`` are taken) as
-    Python would, naming ``tool``'s keywords and the closest: for a tool that passes nothing on to a step."""
+    """Refuse the first of ``kwargs`` as Python would, naming ``tool``'s keywords and the closest."""
     if kwargs:
         own = _own(tool, measuring)
         raise TypeError(f"{_unexpected(tool, next(iter(kwargs)), own)} ({tool.__name__}() takes {', '.join(own)})")
