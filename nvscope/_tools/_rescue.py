@@ -34,10 +34,10 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from nvscope._core import OptionSet, cut
-from nvscope._measure import Measure, _checks, measure_of, only_own, options_from, progress_printer
+from nvscope._measure import Measure, _checks, measure_of, only_own, options_from, progress_printer, resolve
 from nvscope._tools._rescue_probe import Children, Plan, check_target, observe
 from nvscope._tools._rescue_report import Failure, FusionRescue, RescueResult, with_issue
 from nvscope._tools._rescue_route import (
@@ -99,23 +99,11 @@ def rescue(step: Callable[[], Any] | str, /, *, reference: Callable[[], Any] | s
            candidates: Sequence[object] | None = None, validate: bool = True, fresh_probes: bool = False,
            alpha: float = 0.05, measure: Measure | None = None, **keywords: Any) -> RescueResult:
     """Find per fusion the nvFuser options that make ``step`` run (and match ``reference``) when it goes wrong under
-    nvFuser's defaults. See the module docstring and docs/rescue.md.
-
-    ``step``: a callable taking no arguments (probes in this process: exceptions and wrong numbers), or a target
-    ``"script.py:FUNCTION"`` / ``"script.py"`` (a program, with ``args``) / with ``module=True`` ``"pkg.mod:FUNCTION"``,
-    whose probes run in child processes (faults too, ``jobs`` at a time; ``sanitize``: under ``compute-sanitizer
-    --tool memcheck``; ``fresh_probes=True``: each in a fresh process). ``reference``: the step's reference (a
-    callable, or for a target the name of a function beside it), compared with tolerances by dtype.
-    ``max_set_size``: the most options per candidate set; ``budget_s``: the time for the whole search; ``confirm``:
-    how many more runs a cure must pass; ``candidates``: the sets to try instead of the catalog's (specs as for
-    `nvscope.search`); ``validate``: check each fusion's first execution with nvFuser's ``FusionDefinition.validate``
-    where the frontend has it. ``alpha``: the false-cure rate a flaky failure's cure is proven at.
-    ``measure`` (or its keywords ``tolerance=``, ``progress=``, ``repeat=``, ``timeout=``): one bound instead of the
-    dtype tolerances; progress lines; the runs of the defaults that measure a flaky failure's rate (default 5), and
-    with ``sanitize`` the memcheck runs of a clean diagnosis; seconds per child process (default 600).
-    """
-    from nvscope._measure import resolve
-
+    nvFuser's defaults (the module docstring; docs/rescue.md). ``step``: a callable taking no arguments (probed in this
+    process), or a target ``"script.py:FUNCTION"``, ``"script.py"`` (with ``args``) or with ``module=True``
+    ``"pkg.mod:FUNCTION"``, probed in child processes (``jobs`` at a time; ``sanitize``: under memcheck;
+    ``fresh_probes``: each in a fresh process). ``reference``: a callable, or a function's name beside a target.
+    ``measure`` (or ``tolerance=``, ``progress=``, ``repeat=``, ``timeout=``): `nvscope.Measure` (``repeat``: 5)."""
     m = measure_of("rescue", measure, keywords, Measure(repeat=5), RESCUE)
     only_own(rescue, keywords, RESCUE)
     given = None if candidates is None else resolve(candidates)
@@ -187,9 +175,8 @@ def _candidates(n: int) -> str:
     return f"{n} candidate{'s' * (n != 1)}"
 
 
-@dataclasses.dataclass(frozen=True)
-class Limits:
-    """How far a rescue searches (`rescue`'s parameters of those names; ``given``: its resolved candidates)."""
+class Limits(NamedTuple):
+    """How far a rescue searches (`rescue`'s parameters of those names; ``given``: resolved candidates)."""
 
     max_set_size: int = 2
     budget_s: float = 1800.0
@@ -202,8 +189,7 @@ class Limits:
 
 def _drive(probe: Probe, say: Callable[[str], None], mode: str, checks: tuple[str, ...], env: OptionSet,
            drops: list[str], limits: Limits) -> RescueResult:
-    max_set_size, budget_s, jobs, confirm = limits.max_set_size, limits.budget_s, limits.jobs, limits.confirm
-    given, alpha, repeat = limits.given, limits.alpha, limits.repeat
+    max_set_size, budget_s, jobs, confirm, given, alpha, repeat = limits
     began = time.monotonic()
     validate = "validate" in checks
     say("running the step under nvFuser's defaults (Thunder's own path)"
