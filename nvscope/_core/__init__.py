@@ -47,6 +47,7 @@ from ._fusion import phase as phase
 from ._fusion import remember as remember
 from ._ids import note_ids as note_ids
 from ._lazy import lazy_attributes as lazy_attributes
+from ._lazy import lazy_face as lazy_face
 from ._optionset import EMPTY as EMPTY
 from ._optionset import NVFUSER_MODULES as NVFUSER_MODULES
 from ._optionset import OptionSet as OptionSet

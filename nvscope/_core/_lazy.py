@@ -1,6 +1,7 @@
-"""The interface of a layer whose modules load on first use: a layer's ``__init__`` names what the layers above may
-use, and `lazy_attributes` imports the module that defines a name only when the name is first looked up, so that naming
-the interface costs ``import nvscope`` nothing (tests/test_layers.py holds callers to the interfaces)."""
+"""A layer's face, declared once. The package's ``__init__.pyi`` is the one list: a line
+``from .module import name as alias`` per public name (``alias: type`` for a value the face computes). Type checkers
+read that stub; `lazy_face` reads the same lines at import time (plain string splits, no ``ast``) into ``__all__`` and
+a ``__getattr__`` that imports a name's module on first lookup, so that naming a layer loads none of it."""
 
 from __future__ import annotations
 
@@ -11,21 +12,48 @@ TYPE_CHECKING = False  # not typing's: `import nvscope` does not import typing (
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-__all__ = ["lazy_attributes"]
+__all__ = ["lazy_attributes", "lazy_face"]
 
 
-def lazy_attributes(package: str, where: dict[str, str]) -> Callable[[str], object]:
-    """The module ``__getattr__`` of ``package``: ``name`` is the attribute of that name of the submodule
-    ``where[name]`` (relative: ``"._harness"``; ``"._candidates:_PAIRS"`` for another attribute name), kept in the
-    package once loaded. A submodule the interface names as a namespace (``from nvscope._exec import _shared``) needs
-    no entry: the import system loads it."""
-
+def _getter(package: str, where: dict[str, tuple[str, str]],
+            computed: dict[str, Callable[[], object]]) -> Callable[[str], object]:
     def __getattr__(name: str) -> object:
+        if name in computed:
+            return computed[name]()
         if name not in where:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        module, _, attribute = where[name].partition(":")
-        value = getattr(importlib.import_module(module, package), attribute or name)
+        module, attribute = where[name]
+        if not module.strip("."):  # `from . import _x as _x`: a submodule, which the import system loads
+            value: object = importlib.import_module(module + attribute, package)
+        else:
+            value = getattr(importlib.import_module(module, package), attribute)
         setattr(sys.modules[package], name, value)  # later lookups skip this function
         return value
 
     return __getattr__
+
+
+def lazy_face(package: str, init_file: str, **computed: Callable[[], object],
+              ) -> tuple[list[str], Callable[[str], object], Callable[[], list[str]]]:
+    """``__all__, __getattr__, __dir__`` of ``package``, read from the ``__init__.pyi`` beside ``init_file``. A stub
+    line ``alias: type`` names a value that ``computed[alias]()`` gives at each lookup (``__version__``). A
+    parenthesised import fails here: one name per line keeps the stub readable without a parser."""
+    where: dict[str, tuple[str, str]] = {}
+    with open(init_file[: -len(".py")] + ".pyi", encoding="utf-8") as stub:
+        for line in stub:
+            words = line.split("#")[0].split()
+            if words[:1] == ["from"] and "(" in line:
+                raise ImportError(f"{package}/__init__.pyi: one `from m import a as a` per line, not {line.strip()!r}")
+            if len(words) == 6 and words[0] == "from" and words[2] == "import" and words[4] == "as":
+                where[words[5]] = (words[1], words[3])
+            elif words and line[0] not in " \t" and words[0].endswith(":") and words[0][:-1] not in computed:
+                raise ImportError(f"{package}/__init__.pyi declares {words[0][:-1]}, which {package} does not compute")
+    names = sorted([*where, *computed])
+    return names, _getter(package, where, dict(computed)), lambda: list(names)
+
+
+def lazy_attributes(package: str, where: dict[str, str]) -> Callable[[str], object]:
+    """The module ``__getattr__`` of ``package`` from a table: ``where[name]`` is the submodule that defines it
+    (``"._harness"``; ``"._candidates:_PAIRS"`` for another attribute name), loaded on first lookup."""
+    return _getter(package, {name: (spec.partition(":")[0], spec.partition(":")[2] or name)
+                             for name, spec in where.items()}, {})
