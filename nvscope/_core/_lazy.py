@@ -1,5 +1,5 @@
 """A layer's face, declared once. The package's ``__init__.pyi`` is the one list: a line
-``from .module import name as alias`` per public name (``alias: type`` for a value the face computes). Type checkers
+``from .module import name as name`` per public name (``name: type`` for a value the face computes). Type checkers
 read that stub; `lazy_face` reads the same lines at import time (plain string splits, no ``ast``) into ``__all__`` and
 a ``__getattr__`` that imports a name's module on first lookup, so that naming a layer loads none of it."""
 
@@ -45,6 +45,8 @@ def lazy_face(package: str, init_file: str, **computed: Callable[[], object],
             if words[:1] == ["from"] and "(" in line:
                 raise ImportError(f"{package}/__init__.pyi: one `from m import a as a` per line, not {line.strip()!r}")
             if len(words) == 6 and words[0] == "from" and words[2] == "import" and words[4] == "as":
+                if words[3] != words[5]:  # a type checker re-exports `a as a` only
+                    raise ImportError(f"{package}/__init__.pyi: `import {words[3]} as {words[3]}`, not as {words[5]}")
                 where[words[5]] = (words[1], words[3])
             elif words and line[0] not in " \t" and words[0].endswith(":") and words[0][:-1] not in computed:
                 raise ImportError(f"{package}/__init__.pyi declares {words[0][:-1]}, which {package} does not compute")
