@@ -191,6 +191,16 @@ def test_the_test_reads_imports() -> None:
 
 # --- the layers' interfaces ----------------------------------------------------------------------------------------
 
+def stub_names(path: pathlib.Path) -> set[str] | None:
+    """The names of the ``__init__.pyi`` beside ``path`` (a face that `nvscope._core.lazy_face` reads), if any."""
+    stub = path.with_suffix(".pyi")
+    if not stub.exists():
+        return None
+    tree = ast.parse(stub.read_text())
+    return ({a.asname for node in tree.body if isinstance(node, ast.ImportFrom) for a in node.names if a.asname}
+            | {n.target.id for n in tree.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)})
+
+
 def types_only(path: pathlib.Path) -> set[str]:
     """The names an ``__init__`` offers for type checkers only (under ``if TYPE_CHECKING:``; a Literal, say)."""
     tree = ast.parse(path.read_text())
@@ -209,6 +219,9 @@ def type_sources(path: pathlib.Path) -> dict[str, tuple[str, str]]:
 def interface(path: pathlib.Path) -> set[str]:
     """What a layer's ``__init__`` offers the layers above: its ``__all__``, else its explicit re-exports (``from ._x
     import a as a``, also under ``if TYPE_CHECKING:``) and the names it assigns."""
+    listed = stub_names(path)
+    if listed is not None:
+        return listed
     tree = ast.parse(path.read_text())
     offered: set[str] = set()
     body = [n for top in tree.body for n in (top.body if isinstance(top, ast.If) else [top])]
@@ -265,7 +278,8 @@ def test_the_interfaces_name_what_exists() -> None:
             if name.startswith("_"):
                 assert f"nvscope.{layer_name}.{name}" in MODULES, f"nvscope.{layer_name} offers no module {name}"
                 importlib.import_module(f"nvscope.{layer_name}.{name}")
-            elif name not in types_only(PACKAGE / layer_name / "__init__.py"):
+            elif stub_names(PACKAGE / layer_name / "__init__.py") is not None or \
+                    name not in types_only(PACKAGE / layer_name / "__init__.py"):
                 getattr(package, name)
             elif hasattr(package, "__getattr__"):  # offered lazily: resolves to the defining module's object
                 module, attribute = type_sources(PACKAGE / layer_name / "__init__.py")[name]

@@ -10,7 +10,7 @@ from nvscope._core import OptionSet, UnknownOptionError, catalog, nv_options, sh
 __all__ = ["default_candidates", "parse_candidate", "resolve", "spec"]
 
 # fuse_matmul changes no kernel without -matmul_expr_eval (nvFuser hands the matmul back to ATen).
-_PAIRS = ((("fuse_matmul",), ("matmul_expr_eval",)),)
+OPTION_PAIRS = ((("fuse_matmul",), ("matmul_expr_eval",)),)
 
 
 def default_candidates() -> list[str]:
@@ -20,7 +20,7 @@ def default_candidates() -> list[str]:
     specs = [("-" if o.kind == "disable" else "") + o.name
              for o in sorted(known.options, key=lambda o: (o.kind != "enable", o.name))
              if o.effect == "codegen" and not o.requires_args]
-    for enable, disable in _PAIRS:
+    for enable, disable in OPTION_PAIRS:
         if all(known.get("enable", n) for n in enable) and all(known.get("disable", n) for n in disable):
             specs.append(",".join([*enable, *(f"-{n}" for n in disable)]))
     return specs
