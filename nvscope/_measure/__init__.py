@@ -1,5 +1,4 @@
-"""Layer 3, the measuring kit the tools share: the harness, candidates, numerics, timer, statistics, kernel names,
-schedulers, `Measure`, and what every result shares. Its face is the list in ``__init__.pyi``, loaded on first use."""
+"""Layer 3, the measuring kit the tools share; its face is the list in ``__init__.pyi``, loaded on first use."""
 
 from nvscope._core import lazy_face
 

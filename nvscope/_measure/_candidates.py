@@ -14,8 +14,7 @@ OPTION_PAIRS = ((("fuse_matmul",), ("matmul_expr_eval",)),)
 
 
 def default_candidates() -> list[str]:
-    """Each argument-free codegen option of the installed catalog alone, plus the pairs that only work
-    together."""
+    """Each argument-free codegen option of the catalog alone, plus the pairs that work only together."""
     known = catalog()
     specs = [("-" if o.kind == "disable" else "") + o.name
              for o in sorted(known.options, key=lambda o: (o.kind != "enable", o.name))

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from nvscope._core import shown
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing is not imported at run time (nvscope/_core/_record.py)
+if TYPE_CHECKING:
     from typing import Any, TypeVar
 
     T = TypeVar("T")
@@ -86,5 +86,5 @@ def arg(check: Callable[[str, Any], T], convert: Callable[[str], Any] = int) -> 
         except (ValueError, TypeError) as error:
             raise argparse.ArgumentTypeError(str(error).removeprefix("the value ")) from None
 
-    parse.__name__ = getattr(check, "__name__", "value")  # argparse names the type in "invalid <name> value"
+    parse.__name__ = getattr(check, "__name__", "value")
     return parse

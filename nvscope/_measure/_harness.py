@@ -1,5 +1,5 @@
 """The tools' harness: the step called, outputs and gradients copied and compared, blocks of calls timed in
-interleaved rounds (docs/search.md), every call in `Runner.sharing`."""
+interleaved rounds (docs/search.md)."""
 
 from __future__ import annotations
 
@@ -77,10 +77,10 @@ class Variant:
         self.default_times: list[float] = []  # the default's, in the same rounds
         self.base_times: list[float] = []  # the set a combination extends
         self.numerics: Numerics | None = None
-        self.comparisons = 1  # the ratios judged together with its own
+        self.comparisons = 1
         self.error: str | None = None
         self.fusions = self.new_partitions = 0
-        self.changed = 0  # executions of its first call that ran options other than their fusion's own
+        self.changed = 0  # first-call executions that ran options not their own
         self.compiles: Compiles | None = None
 
 
@@ -117,12 +117,12 @@ class Runner:
         return nv_options(share=self.share if _env.flag("NVSCOPE_SHARE") else None)
 
     def changed(self, record: FusionRecord) -> bool:
-        """Whether an execution ran options other than its fusion's own (the default's first call's)."""
+        """Whether an execution ran options other than its fusion's own."""
         return record.own and self.own.get(record.fusion) != record.options
 
     def invoke(self) -> Any:
         for _, tensor in self.targets:
-            tensor.grad = None  # as zero_grad(set_to_none=True): each call's gradients are its own
+            tensor.grad = None  # each call's gradients are its own
         out = self.step(*self.args, **self.kwargs)
         if self.backward:
             torch = sys.modules.get("torch")
@@ -166,15 +166,15 @@ class Runner:
         return leaves
 
     def block(self, v: Variant) -> float:
-        """``steps`` calls of one variant inside its scope; milliseconds per call."""
+        """``steps`` calls of one variant in its scope; ms per call."""
         with v.scope:
             return self.timer.time(self.invoke, self.steps)
 
     def calibrate(self) -> tuple[float, float]:
-        """Set ``steps`` (calls per sample) from the default's calls; (ms per call, harness ms per call)."""
+        """Set ``steps`` from the default's calls; (ms per call, harness ms per call)."""
         self.steps, per_call = self.timer.calibrate(self.invoke, least=self.steps)
         step, backward = self.step, self.backward
-        self.step, self.backward = (lambda *a, **k: None), False  # the same loop and call, around a no-op
+        self.step, self.backward = (lambda *a, **k: None), False  # the harness around a no-op
         try:
             _, overhead = self.timer.calibrate(self.invoke)
         finally:
@@ -182,7 +182,7 @@ class Runner:
         return per_call, overhead
 
     def prepare(self, v: Variant, index: str) -> None:
-        """First call, numerics and warm-up of one candidate; a failure is recorded on it, never raised."""
+        """First call, numerics and warm-up of one candidate; a failure is recorded, never raised."""
         try:
             leaves = self.first_call(v)
         except Exception as error:

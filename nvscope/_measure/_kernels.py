@@ -1,5 +1,5 @@
-"""Which GPU kernels a call launched, by name: nvFuser names its kernels after their scheduler
-(``nvf::nvfuser_pointwise_f0_c1_r0_g1``), so the names tell which options the fusions ran with."""
+"""Which GPU kernels a call launched, by name: nvFuser names a kernel after its scheduler, so the names tell which
+options the fusions ran with."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def kernel_names(fn: Callable[[], Any]) -> tuple[list[str], Any]:
     """``(the CUDA kernels fn() launched, in order, its result)``, under torch.profiler (needs CUDA)."""
     import torch
 
-    if not torch.cuda.is_available():  # torch's own error here is an AssertionError about how torch was built
+    if not torch.cuda.is_available():
         raise RuntimeError("kernel_names needs a CUDA device: torch.cuda.is_available() is False here")
     torch.cuda.synchronize()
     with Cupti.profile() as prof:

@@ -9,7 +9,7 @@ from nvscope._core import close_matches as _close_matches
 from nvscope._core import cut, shown
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing is not imported at run time (nvscope/_core/_record.py)
+if TYPE_CHECKING:
     import inspect
     from typing import Any
 

@@ -1,5 +1,4 @@
-"""Loading a user's step from a script (imported under a name of its own: its ``__main__`` block does not run) or a
-module, the function found by a dotted name."""
+"""Loading a user's step from a script (its ``__main__`` block not run) or a module, by a dotted name."""
 
 from __future__ import annotations
 
@@ -12,7 +11,7 @@ from nvscope._core import cut
 
 __all__ = ["SCRIPT_MODULE", "attribute", "import_program_module", "import_script"]
 
-SCRIPT_MODULE = "__nvscope_search__"  # the name a script is imported under (fusion ids read it as the file's stem)
+SCRIPT_MODULE = "__nvscope_search__"
 
 
 def import_script(path: str) -> ModuleType:

@@ -42,7 +42,7 @@ class Numerics:
 
 
 class Marker:
-    """A leaf without a value to compare (None, an empty container, another object): markers match by kind."""
+    """A leaf without a value to compare (None, an empty container, another object), matched by kind."""
 
     __slots__ = ("kind", "opaque")
 
@@ -63,8 +63,7 @@ _NUMBERS = (bool, int, float, complex)
 
 
 def flatten_outputs(value: Any, path: str) -> list[tuple[str, Any]]:
-    """(path, copy) for every leaf of ``value``: tensors cloned now, numbers and str as they are, else a
-    `Marker`."""
+    """(path, copy) for every leaf of ``value``: tensors cloned now, else as they are or a `Marker`."""
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(value, torch.Tensor):
         return [(path, value.detach().clone())]
@@ -127,7 +126,7 @@ def _tolerance(reference: Any, tolerance: float | None) -> float:
 
 
 class LeafStats(NamedTuple):
-    """One pair of numeric leaves: max |a-b| and max |a| where finite, NaN/Inf patterns and counts."""
+    """One pair of numeric leaves: max |a-b|, max |a|, NaN/Inf patterns and counts."""
 
     diff: float
     scale: float

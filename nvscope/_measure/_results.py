@@ -35,7 +35,7 @@ class JsonResult:
         raise NotImplementedError
 
     def to_json(self, indent: int | None = 2) -> str:
-        """The result as strict JSON."""
+        """Strict JSON."""
         return json.dumps(self.as_dict(), indent=indent, allow_nan=False)
 
 
@@ -48,7 +48,7 @@ class LoadableResult(JsonResult):
 
     @classmethod
     def from_json(cls: type[_Loaded], text: str) -> _Loaded:
-        """The result that ``to_json`` wrote."""
+        """The result ``to_json`` wrote."""
         return cls.from_dict(json.loads(text))
 
 
@@ -82,7 +82,7 @@ class Compiles:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> Compiles | None:
-        """The counts that `as_dict` wrote (None: none)."""
+        """What `as_dict` wrote (None: none)."""
         return None if data is None else cls(int(data["fusions"]), int(data["definitions"]), float(data["seconds"]),
                                              int(data.get("unshared", 0)))
 
@@ -99,7 +99,7 @@ def compiles_lines(variants: Iterable[tuple[str, Compiles | None]]) -> list[str]
 
 
 def options_dict(options: OptionSet) -> dict[str, list[str]]:
-    """``{"enable": [...], "disable": [...]}``, sorted: an option set in a result's JSON."""
+    """An option set as sorted JSON data."""
     return {"enable": options.enable_list(), "disable": options.disable_list()}
 
 
@@ -109,12 +109,12 @@ def options_from(data: dict[str, list[str]]) -> OptionSet:
 
 
 def finite(value: float) -> float | str:
-    """``value``, or the string "inf", "-inf" or "nan": strict JSON has no non-finite numbers."""
+    """``value``, or "inf", "-inf" or "nan" (strict JSON has no non-finite numbers)."""
     return value if math.isfinite(value) else str(value)
 
 
 def numerics_dict(n: Numerics | None) -> dict[str, Any] | None:
-    """A numerics verdict as JSON data (non-finite differences as strings, `finite`)."""
+    """A numerics verdict as JSON data."""
     return None if n is None else {
         "max_abs_diff": finite(n.max_abs_diff), "max_rel_diff": finite(n.max_rel_diff), "ok": n.ok,
         "compared": n.compared, "nonfinite": n.nonfinite, "detail": n.detail, "uncompared": n.uncompared}

@@ -39,7 +39,7 @@ def scheduler_of_kernel(name: str) -> str:
 
 
 class SegmentRecorder:
-    """Records the segments of the nvFuser fusion executed inside `record` (see the module docstring)."""
+    """Records the segments of the fusion executed inside `record`."""
 
     def __init__(self, source: str, profiler: Any = None) -> None:
         self.source = source
@@ -47,7 +47,7 @@ class SegmentRecorder:
         self._last_id: object = None  # nvFuser's fusion_id of the last profile read
 
     def record(self) -> AbstractContextManager[list[Segment]]:
-        """A context manager whose list holds the execution's segments once it exits (empty if nothing was seen)."""
+        """A context manager whose list holds the execution's segments once it exits."""
         return self._python_profiler() if self._profiler is not None else self._kernel_names()
 
     @contextmanager

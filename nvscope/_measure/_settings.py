@@ -18,14 +18,13 @@ _ALIASES = (("steps_per_round", "steps"), ("share_defaults", "share"))
 @dataclass(frozen=True)
 class Measure:
     """How a tool measures. A *step* is the user's callable; a *round* one timed sample of every variant, in
-    a random order (compare's ``repeat=``); ``steps`` the least calls of the step per sample; ``warmup`` untimed calls
-    after a variant's first; ``repeat`` rescue's runs of the defaults that tell how often a flaky failure fails.
+    a random order (compare's ``repeat=``); ``steps`` the least calls per sample; ``warmup`` untimed calls after a
+    variant's first; ``repeat`` rescue's runs of the defaults that tell how often a flaky failure fails.
 
-    None in ``rounds``, ``steps``, ``warmup`` and ``repeat`` takes the tool's default; ``tolerance=None`` bounds each
-    output by its dtype. ``backward``: the step returns a scalar loss, and the gradients of ``module``'s parameters are
-    compared too. ``seed``: the variants' order. ``share``: defaults compile once per distinct definition.
-    ``timeout``: seconds per child process. Each field is also a tool keyword (``steps_per_round=``,
-    ``share_defaults=``), which wins over ``measure=``."""
+    None in ``rounds``, ``steps``, ``warmup`` and ``repeat``: the tool's default. ``tolerance=None``: by dtype.
+    ``backward``: the step returns a loss; ``module``'s gradients are compared too. ``seed``: the variants' order.
+    ``share``: defaults compile once per distinct definition. ``timeout``: seconds per child process. Each field is
+    also a tool keyword (``steps_per_round=``, ``share_defaults=``), which wins over ``measure=``."""
 
     rounds: int | None = None
     steps: int | None = None
@@ -83,7 +82,7 @@ def measure_of(tool: str, measure: object, kwargs: dict[str, Any], defaults: Mea
     base = defaults if measure is None else measure.over(defaults)
     try:
         return dataclasses.replace(base, **{name: value for name, (_, value) in given.items()})
-    except (TypeError, ValueError) as error:  # said under the keyword's own name, not the field's
+    except (TypeError, ValueError) as error:
         for name, (keyword, _) in given.items():
             text = str(error)
             if text.startswith(f"{name} ") and keyword != name:
@@ -92,4 +91,4 @@ def measure_of(tool: str, measure: object, kwargs: dict[str, Any], defaults: Mea
 
 
 TIMED = ("rounds", "steps_per_round", "warmup", "tolerance", "backward", "module", "seed", "progress",
-         "share_defaults")  # the keywords of search, search_fusions and profile
+         "share_defaults")  # search's, profile's

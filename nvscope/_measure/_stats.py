@@ -1,8 +1,6 @@
-"""Paired-ratio statistics: is variant B faster than variant A on a noisy machine, and how sure are we?
-
-Variants run back to back in a random order over many rounds, so the per-round ratio B/A cancels a slow spell. The
-median ratio's interval is the sign test's (exact whatever the distribution); ratios judged together share a
-family-wise confidence (Bonferroni); a verdict is confirmed on fresh rounds (`confirm`)."""
+"""Paired-ratio statistics: per-round ratios B/A of variants timed back to back in a random order (a slow spell hits
+both), their median with the sign test's interval (family-wise over the ratios judged together), and a verdict
+confirmed on fresh rounds (`confirm`)."""
 
 from __future__ import annotations
 
@@ -106,7 +104,7 @@ def rounds_needed(comparisons: int = 1, confidence: float = CONFIDENCE) -> int:
 
 
 def verdict(low: float, high: float) -> Verdict:
-    """For a time ratio (candidate / baseline): "faster" when the whole interval is below 1.0, "slower" above."""
+    """"faster" when the whole interval of a time ratio is below 1.0, "slower" when above."""
     if high < 1.0:
         return "faster"
     if low > 1.0:
@@ -129,7 +127,7 @@ class RatioSummary:
 
     @property
     def confidence(self) -> float:
-        """This interval's own confidence: ``1 - (1 - CONFIDENCE) / comparisons`` (Bonferroni)."""
+        """This interval's own confidence (Bonferroni)."""
         return 1 - (1 - CONFIDENCE) / self.comparisons
 
     def as_dict(self) -> dict[str, float | int | str]:

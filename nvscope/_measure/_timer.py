@@ -15,7 +15,7 @@ clock: Callable[[], float] = time.perf_counter
 
 
 def now() -> float:
-    """`clock`'s reading: the host time of the tools' timed blocks and per-fusion timers."""
+    """`clock`'s reading."""
     return clock()
 
 
@@ -28,7 +28,7 @@ _MAX_CALLS = 10**7
 
 
 class Timer:
-    """Times ``n`` back-to-back calls of a function; `calibrate` finds the ``n`` that makes a sample long enough."""
+    """Times ``n`` back-to-back calls; `calibrate` finds the ``n`` that makes a sample long enough."""
 
     def __init__(self) -> None:
         self.cuda = False
@@ -39,7 +39,7 @@ class Timer:
         return "CUDA events" if self.cuda else "time.perf_counter"
 
     def detect(self) -> bool:
-        """Use CUDA events from now on if the process has initialised CUDA (call it after a first call)."""
+        """Use CUDA events from now on if the process has initialised CUDA."""
         torch = sys.modules.get("torch")
         self.cuda = torch is not None and bool(torch.cuda.is_initialized())
         return self.cuda
@@ -49,7 +49,7 @@ class Timer:
             sys.modules["torch"].cuda.synchronize()
 
     def time(self, call: Callable[[], object], n: int) -> float:
-        """Milliseconds per call of ``n`` calls of ``call``, back to back (the device synchronised first)."""
+        """Milliseconds per call of ``n`` back-to-back calls."""
         if self.cuda:
             if self._events is None:
                 torch = sys.modules["torch"]
@@ -89,8 +89,8 @@ class Timer:
         return float(interval[0].elapsed_time(interval[1])) if isinstance(interval, tuple) else float(interval)
 
     def calibrate(self, call: Callable[[], object], least: int = 1) -> tuple[int, float]:
-        """``(n, ms per call)``: the calls per sample, at least ``least``, that make it last `MIN_SAMPLE_S`
-        (each ``n`` timed twice, the shorter kept)."""
+        """``(n, ms per call)``: the calls per sample, at least ``least``, that last `MIN_SAMPLE_S` (the
+        shorter of two timings of each ``n``)."""
         n, step = 1, 0
         while True:
             per_call = min(self.time(call, n), self.time(call, n))
