@@ -84,7 +84,7 @@ def drive(given: OptionSet, fusions: Sequence[str], run: Callable[[OptionSet, tu
     def fewest_fusions(options: OptionSet, pool: tuple[str, ...]) -> tuple[str, ...]:
         return tuple(minimize(pool, lambda sub: probe(options, tuple(sub)))) if len(pool) > 1 else pool
 
-    def settle(options: OptionSet, found: tuple[str, ...]) -> tuple[Culprit, str | None]:
+    def final_culprit(options: OptionSet, found: tuple[str, ...]) -> tuple[Culprit, str | None]:
         stage[0] = "final"
         probe(options, found)  # usually run already (then free): the problem and repro scripts of this culprit
         final = seen[(options, found)]
@@ -114,7 +114,7 @@ def drive(given: OptionSet, fusions: Sequence[str], run: Callable[[OptionSet, tu
             if probe(fewer, found):
                 chosen, reduced = fewer, True
                 break
-    culprit, flaky = settle(chosen, found)
+    culprit, flaky = final_culprit(chosen, found)
     culprits, notes = [culprit], [flaky] if flaky else []
     # More culprits among the other fusions, until the given options on all the rest run clean.
     others_clean = None
@@ -131,7 +131,7 @@ def drive(given: OptionSet, fusions: Sequence[str], run: Callable[[OptionSet, tu
         stage[0] = "more"
         found = fewest_fusions(given, rest)
         chosen = fewest_options(found)
-        culprit, flaky = settle(chosen, found)
+        culprit, flaky = final_culprit(chosen, found)
         if set(culprit.fusions) <= taken:  # flaky: nothing new can be told apart
             break
         culprits.append(culprit)
