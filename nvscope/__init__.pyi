@@ -35,6 +35,7 @@ from nvscope._exec import audit as audit
 from nvscope._exec import fusions as fusions
 from nvscope._exec._autoinstall import install as install
 from nvscope._exec._autoinstall import uninstall as uninstall
+from nvscope._measure import Measure as Measure
 from nvscope._measure import kernel_names as kernel_names
 from nvscope._tools import BisectResult as BisectResult
 from nvscope._tools import CompareResult as CompareResult

@@ -1,9 +1,4 @@
-"""What the search tries: candidate specs parsed into validated option sets, and the default list.
-
-A candidate is written the way a person types it on a command line (``"fuse_matmul,-matmul_expr_eval"``) or as a
-mapping, an `OptionSet` or an ``nv_options``; every name goes through the same validation as a scope's, so a typo
-fails before anything is compiled, with the fix.
-"""
+"""What the search tries: candidate specs parsed into option sets validated as a scope's, and the default list."""
 
 from __future__ import annotations
 
@@ -14,39 +9,30 @@ from nvscope._core import OptionSet, UnknownOptionError, catalog, nv_options, sh
 
 __all__ = ["default_candidates", "parse_candidate", "resolve", "spec"]
 
-# Options that only do something together: fuse_matmul brings matmuls into nvFuser's fusions, and without
-# -matmul_expr_eval nvFuser hands a fusion containing one straight back to ATen, so neither alone changes a kernel.
-_PAIRS = ((("fuse_matmul",), ("matmul_expr_eval",)),)
+# fuse_matmul changes no kernel without -matmul_expr_eval (nvFuser hands the matmul back to ATen).
+OPTION_PAIRS = ((("fuse_matmul",), ("matmul_expr_eval",)),)
 
 
 def default_candidates() -> list[str]:
-    """The default candidates, as specs: each codegen option of the installed nvFuser's catalog that takes no
-    arguments, alone, plus the pairs that only work together (``fuse_matmul,-matmul_expr_eval``)."""
+    """Each argument-free codegen option of the catalog alone, plus the pairs that work only together."""
     known = catalog()
     specs = [("-" if o.kind == "disable" else "") + o.name
              for o in sorted(known.options, key=lambda o: (o.kind != "enable", o.name))
              if o.effect == "codegen" and not o.requires_args]
-    for enable, disable in _PAIRS:
+    for enable, disable in OPTION_PAIRS:
         if all(known.get("enable", n) for n in enable) and all(known.get("disable", n) for n in disable):
             specs.append(",".join([*enable, *(f"-{n}" for n in disable)]))
     return specs
 
 
 def spec(options: OptionSet) -> str:
-    """The candidate spec of an option set, `parse_candidate`'s inverse: enable names, then ``-``disable names, each
-    sorted, comma-separated (``fuse_matmul,-matmul_expr_eval``). The search names its rows with it, so that a row's
-    name is what ``--candidates`` takes and ``result["fast_math"]`` finds; messages use `OptionSet.label`."""
+    """An option set as a candidate spec (`parse_candidate`'s inverse), names sorted."""
     return ",".join([*options.enable_list(), *(f"-{n}" for n in options.disable_list())])
 
 
 def parse_candidate(spec: object) -> OptionSet:
-    """One candidate -> its validated `OptionSet`.
-
-    A candidate is a string of comma-separated names (``"fuse_matmul,-matmul_expr_eval"``: a bare or ``+`` name is
-    an enable option, ``-name`` a disable option; ``enable:name``/``disable:name`` also work), a mapping
-    ``{"enable": [...], "disable": [...]}``, an `OptionSet` or an ``nv_options`` object. Names are checked against
-    the catalog of the installed nvFuser; an unknown one raises `UnknownOptionError` with the fix.
-    """
+    """One candidate (``"fuse_matmul,-matmul_expr_eval"``, a mapping of enable/disable, an `OptionSet`
+    or an ``nv_options``) -> its validated `OptionSet`."""
     if isinstance(spec, nv_options):
         extra = [f"{name}={value!r}" for name, value, default in (
             ("fusions", spec.fusions, None), ("on_error", spec.on_error, None), ("inherit", spec.inherit, True))

@@ -1,10 +1,5 @@
-"""The tools' argument checks, in one place: search, profile, bisect, compare and search_fusions refuse the same bad
-values with the same messages, before anything runs; the command line's argument types are built on them (`arg`).
-
-Each check returns the value it accepts and raises an early error that names the parameter, the value it got and
-what to write instead: `ValueError` for a value of the right kind out of range, `TypeError` for the wrong kind.
-Plain functions, no imports beyond `nvscope._core._validate`: the tools import them, `import nvscope` does not.
-"""
+"""The tools' argument checks, shared with the command line's types (`arg`): each returns the value or raises a
+`ValueError` (out of range) or `TypeError` (wrong kind) naming the parameter and the value."""
 
 from __future__ import annotations
 
@@ -14,7 +9,7 @@ from collections.abc import Callable
 from nvscope._core import shown
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing is not imported at run time (nvscope/_core/_record.py)
+if TYPE_CHECKING:
     from typing import Any, TypeVar
 
     T = TypeVar("T")
@@ -32,16 +27,14 @@ def integer(name: str, value: object) -> int:
 
 
 def count(name: str, value: object, minimum: int = 0, why: str = "") -> int:
-    """An int (not a bool) >= ``minimum``: a number of rounds, calls or warm-up calls. ``why``: the reason for the
-    minimum, said in the message."""
+    """An int (not a bool) >= ``minimum``; ``why`` says the reason for the minimum."""
     if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
         raise ValueError(f"{name} must be an int >= {minimum}, got {shown(value)}" + (f" ({why})" if why else ""))
     return value
 
 
 def rounds(name: str, value: object) -> int:
-    """A number of timing rounds: at least `nvscope._measure._stats.MIN_ROUNDS`, below which no interval can be
-    given."""
+    """A number of timing rounds: at least `MIN_ROUNDS`, below which no interval can be given."""
     from nvscope._measure._stats import MIN_ROUNDS
 
     return count(name, value, MIN_ROUNDS, ROUNDS_WHY)
@@ -49,8 +42,8 @@ def rounds(name: str, value: object) -> int:
 
 def number(name: str, value: object, minimum: float = 0.0, *, above: bool = False, none: bool = False,
            finite: bool = True) -> Any:
-    """A finite int or float (not a bool; infinity too with ``finite=False``) >= ``minimum`` (> it with
-    ``above=True``); None too with ``none=True``: a tolerance, a margin, a timeout."""
+    """A finite number (not a bool; infinite too with ``finite=False``) >= ``minimum`` (> with ``above``);
+    None too with ``none``."""
     if value is None and none:
         return None
     ok = isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value) and (
@@ -78,8 +71,7 @@ def step_callable(tool: str, fn: object) -> Callable[..., Any]:
 
 
 def arg(check: Callable[[str, Any], T], convert: Callable[[str], Any] = int) -> Callable[[str], T]:
-    """An ``argparse`` type built on a check: the word converted (``int`` or ``float``), then checked; a refusal
-    becomes argparse's own error (exit 2, the flag named by argparse). ``check`` takes (name, value)."""
+    """An ``argparse`` type: the word converted, then checked by ``check(name, value)``."""
 
     def parse(text: str) -> T:
         import argparse
@@ -94,5 +86,5 @@ def arg(check: Callable[[str, Any], T], convert: Callable[[str], Any] = int) -> 
         except (ValueError, TypeError) as error:
             raise argparse.ArgumentTypeError(str(error).removeprefix("the value ")) from None
 
-    parse.__name__ = getattr(check, "__name__", "value")  # argparse names the type in "invalid <name> value"
+    parse.__name__ = getattr(check, "__name__", "value")
     return parse

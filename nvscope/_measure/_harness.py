@@ -1,12 +1,5 @@
-"""The tools' harness: the step called, its outputs and gradients copied and compared, blocks of calls timed in
-interleaved rounds, and progress said on stderr. Search, per-fusion search, profile, compare and bisect's in-process
-probes are built on it (docs/search.md describes the method).
-
-The tools run the step in `Runner.sharing`: ``nv_options(share=True)``, so that the fusions running their own
-options (the defaults, and the fusions an option set does not reach) share one compiled definition per distinct
-definition, as scoped fusions do: a deep model's first default call compiles its distinct definitions, not one per
-fusion. Each variant's first call says what it compiled (`Compiles`, from its audit and `compiling`).
-"""
+"""The tools' harness: the step called, outputs and gradients copied and compared, blocks of calls timed in
+interleaved rounds (docs/search.md)."""
 
 from __future__ import annotations
 
@@ -14,14 +7,17 @@ import gc
 import random
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Literal
 
-from nvscope._core import OptionSet, _env, cut, first_line, nv_options
+from nvscope._core import OptionSet, _env, first_line, nv_options
 from nvscope._exec import audit, compiling
+from nvscope._measure import _checks
+from nvscope._measure._keywords import step_keywords
 from nvscope._measure._numerics import Numerics, compare_leaves, flatten_outputs, grad_targets
 from nvscope._measure._results import Compiles
+from nvscope._measure._settings import TIMED, Measure, measure_of
 from nvscope._measure._timer import Timer
 
 TYPE_CHECKING = False
@@ -30,25 +26,38 @@ if TYPE_CHECKING:
 
     from nvscope._exec import FusionRecord
 
-__all__ = ["Runner", "Stage", "Variant", "compile_clock", "compiles_of", "install_adapters", "progress_printer",
-           "seconds"]
+__all__ = ["Runner", "Stage", "Variant", "begin", "compile_clock", "compiles_of", "install_adapters",
+           "progress_printer", "seconds"]
 
 Stage = Literal["default", "candidate", "combination"]
 
 
 def progress_printer(tool: str, on: bool = True) -> Callable[[str], None]:
-    """The ``say(message)`` of a tool: ``nvscope <tool>: message`` on stderr while ``on``; a closed or gone stderr
-    stops the progress, never the tool."""
+    """``say(message)``: ``nvscope <tool>: message`` on stderr while ``on``; a closed stderr ends it quietly."""
     printing = [on]
 
     def say(message: str) -> None:
         if printing[0]:
             try:
                 print(f"nvscope {tool}: {message}", file=sys.stderr, flush=True)
-            except (OSError, ValueError):  # stderr closed or gone: progress stops, the tool goes on
+            except (OSError, ValueError):  # stderr closed
                 printing[0] = False
 
     return say
+
+
+def begin(tool: Callable[..., Any], step: object, measure: object, kwargs: dict[str, Any], defaults: Measure,
+          keywords: Mapping[str, str] | tuple[str, ...] = TIMED, *, least_rounds: bool = True,
+          printer: str = "") -> tuple[Measure, Callable[[str], None]]:
+    """The tools' preamble: the step checked, the `Measure` folded (`measure_of`), the other keywords checked as
+    the step's, the rounds checked (``least_rounds``: enough for an interval); the measure and a progress printer."""
+    name = tool.__name__
+    checked = _checks.step_callable(name, step)
+    measure = measure_of(name, measure, kwargs, defaults, keywords)
+    step_keywords(tool, checked, kwargs, keywords)
+    if least_rounds:
+        _checks.rounds("rounds", measure.rounds)
+    return measure, progress_printer(printer or name, measure.progress)
 
 
 def seconds(value: float | None) -> str:
@@ -57,7 +66,7 @@ def seconds(value: float | None) -> str:
 
 
 class Variant:
-    """A variant being measured (mutable while the search runs; a tool's row when it is done)."""
+    """A variant being measured; a tool's row when done."""
 
     def __init__(self, label: str, options: OptionSet, stage: Stage) -> None:
         self.label, self.options, self.stage = label, options, stage
@@ -66,26 +75,23 @@ class Variant:
         self.first_call_s: float | None = None
         self.times: list[float] = []  # ms per call, one per round
         self.default_times: list[float] = []  # the default's, in the same rounds
-        self.base_times: list[float] = []  # a combination's: the set it extends, in the same rounds
+        self.base_times: list[float] = []  # the set a combination extends
         self.numerics: Numerics | None = None
-        self.comparisons = 1  # the ratios judged together with its own (nvscope._measure._stats.summarize)
+        self.comparisons = 1
         self.error: str | None = None
         self.fusions = self.new_partitions = 0
-        self.changed = 0  # executions of its first call that ran options other than their fusion's own
-        self.compiles: Compiles | None = None  # what its first call compiled
+        self.changed = 0  # first-call executions that ran options not their own
+        self.compiles: Compiles | None = None
 
 
 def compile_clock() -> float:
-    """Seconds nvFuser has spent compiling new partitions in this process so far: `compiles_of`'s ``began``."""
+    """Seconds nvFuser has spent compiling new partitions in this process so far."""
     return compiling()[0]
 
 
 def compiles_of(records: Iterable[FusionRecord], began: float) -> Compiles:
-    """What a first call whose audit holds ``records`` compiled, `compile_clock` having read ``began`` before it.
-
-    A definition is compiled where an execution built a new partition (route "new") that runs no other fusion's
-    definition (``shared_from``): counted from the audit rather than from `stats`, so that it holds with
-    ``NVSCOPE_SHARE=0`` too (each partition then compiles its own)."""
+    """What a first call with audit ``records`` compiled since `compile_clock` read ``began`` (counted from
+    the audit, so it holds with ``NVSCOPE_SHARE=0`` too)."""
     records = list(records)
     own_path = {r.fusion for r in records if r.route in ("default", "fallback")}
     compiled = sum(r.route == "new" and r.shared_from is None for r in records)
@@ -93,40 +99,31 @@ def compiles_of(records: Iterable[FusionRecord], began: float) -> Compiles:
 
 
 class Runner:
-    """Calls the function, copies and compares its outputs, times blocks of calls."""
+    """Calls the step, copies and compares its outputs, times blocks of calls."""
 
-    def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], backward: bool,
-                 module: Any, tolerance: float | None, steps: int, warmup: int, say: Callable[[str], None], *,
-                 grads: bool = True, share: bool = True) -> None:
-        """``grads=False``: the call is the user's as written, gradients untouched (compare does not judge them).
-        ``share=False``: `sharing` enters nothing (the defaults run on Thunder's own path, one compile per fusion)."""
-        self.fn, self.args, self.kwargs, self.backward = fn, args, kwargs, backward
-        self.tolerance, self.steps, self.warmup, self.say = tolerance, steps, warmup, say
-        self.targets = grad_targets(args, kwargs, module) if grads else []
+    def __init__(self, step: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], measure: Measure,
+                 say: Callable[[str], None], *, grads: bool = True) -> None:
+        """``measure``: its fields set (the tool's defaults filled in); ``grads=False``: gradients untouched."""
+        self.step, self.args, self.kwargs, self.backward, self.say = step, args, kwargs, measure.backward, say
+        self.tolerance, self.steps, self.warmup = measure.tolerance, measure.steps or 1, measure.warmup or 0
+        self.targets = grad_targets(args, kwargs, measure.module) if grads else []
         self.reference: list[tuple[str, Any]] = []
         self.timer = Timer()
-        if not isinstance(share, bool):  # the tools' share_defaults=, checked before anything runs
-            raise TypeError(f"share_defaults= takes True or False, not {cut(repr(share), 40)}")
-        self.share = share
-        self.own: dict[str, OptionSet] = {}  # each fusion's own options: what the default's first call ran it with
+        self.share = measure.share
+        self.own: dict[str, OptionSet] = {}  # per fusion, the options the default's first call ran it with
 
     def sharing(self) -> AbstractContextManager[Any]:
-        """The scope a tool runs every call of the step in (its variants' scopes inside): ``nv_options(share=True)``,
-        or ``share=False`` when the tool was asked not to share its defaults (also under ``NVSCOPE_SHARE=all``, whose
-        program-wide sharing it ends for the tool's calls). It changes no option, and ``NVSCOPE_SHARE=0`` still turns
-        sharing off."""
-        # Under NVSCOPE_SHARE=0 nothing is asked: sharing is off, and a tool's own scope must not warn about it.
+        """``nv_options(share=...)`` around every call of the step (nothing asked under ``NVSCOPE_SHARE=0``)."""
         return nv_options(share=self.share if _env.flag("NVSCOPE_SHARE") else None)
 
     def changed(self, record: FusionRecord) -> bool:
-        """Whether an execution ran options other than its fusion's own (in a partition of their own). Under
-        `sharing` a fusion's own options run in a partition too: compared with the default's first call."""
+        """Whether an execution ran options other than its fusion's own."""
         return record.own and self.own.get(record.fusion) != record.options
 
     def invoke(self) -> Any:
         for _, tensor in self.targets:
-            tensor.grad = None  # as zero_grad(set_to_none=True): each call's gradients are its own
-        out = self.fn(*self.args, **self.kwargs)
+            tensor.grad = None  # each call's gradients are its own
+        out = self.step(*self.args, **self.kwargs)
         if self.backward:
             torch = sys.modules.get("torch")
             if torch is None or not isinstance(out, torch.Tensor) or out.numel() != 1 or not out.requires_grad:
@@ -136,15 +133,13 @@ class Runner:
         return out
 
     def snapshot(self, out: Any) -> list[tuple[str, Any]]:
-        """Copies of every output and gradient leaf, taken now: a function returning a reused buffer, or the next
-        variant overwriting .grad, cannot change what is compared."""
+        """Copies of every output and gradient leaf, taken now."""
         leaves = flatten_outputs(out, "out")
         leaves += [(name, t.grad.detach().clone()) for name, t in self.targets if t.grad is not None]
         return leaves
 
     def first_call(self, v: Variant) -> list[tuple[str, Any]]:
-        """The first call (timed alone: it compiles), audited, what it compiled counted, its outputs copied; then
-        the warm-up calls. The default's tells each fusion's own options (`changed`)."""
+        """The first call (timed alone: it compiles), audited, its outputs copied; then the warm-up calls."""
         began = compile_clock()
         with v.scope:
             with audit() as log:
@@ -171,23 +166,23 @@ class Runner:
         return leaves
 
     def block(self, v: Variant) -> float:
-        """``steps`` calls of one variant inside its scope; milliseconds per call."""
+        """``steps`` calls of one variant in its scope; ms per call."""
         with v.scope:
             return self.timer.time(self.invoke, self.steps)
 
     def calibrate(self) -> tuple[float, float]:
-        """Set ``steps`` (calls per sample) from the default's calls; (ms per call, harness ms per call)."""
+        """Set ``steps`` from the default's calls; (ms per call, harness ms per call)."""
         self.steps, per_call = self.timer.calibrate(self.invoke, least=self.steps)
-        fn, backward = self.fn, self.backward
-        self.fn, self.backward = (lambda *a, **k: None), False  # the same loop and call, around a no-op
+        step, backward = self.step, self.backward
+        self.step, self.backward = (lambda *a, **k: None), False  # the harness around a no-op
         try:
             _, overhead = self.timer.calibrate(self.invoke)
         finally:
-            self.fn, self.backward = fn, backward
+            self.step, self.backward = step, backward
         return per_call, overhead
 
     def prepare(self, v: Variant, index: str) -> None:
-        """First call, numerics and warm-up of one candidate; a failure is recorded on it, never raised."""
+        """First call, numerics and warm-up of one candidate; a failure is recorded, never raised."""
         try:
             leaves = self.first_call(v)
         except Exception as error:
@@ -202,8 +197,8 @@ class Runner:
                  f"numerics {state}, max rel diff {n.max_rel_diff:.2g}" + (f", {n.nonfinite}" if n.nonfinite else ""))
 
     def rounds(self, variants: list[Variant], rounds: int, rng: random.Random) -> dict[int, list[float]]:
-        """Interleaved rounds of ``variants`` (the first is the baseline, whose failure propagates): per variant
-        (by id) its ms per call in each round. A variant that raises is marked failed and dropped."""
+        """Interleaved rounds of ``variants``: per variant id, ms per call in each round. The first (the
+        baseline) propagates its failure; another that raises is marked failed and dropped."""
         live = [v for v in variants if v.error is None]
         times: dict[int, list[float]] = {id(v): [] for v in live}
         self.say(f"timing {len(live)} variants x {rounds} rounds x {self.steps} calls")
@@ -213,8 +208,7 @@ class Runner:
         for r in range(rounds):
             order = live[:]
             rng.shuffle(order)
-            # No collection inside a block (it would be charged to that variant alone); between rounds only the
-            # young generations, which hold what the round left: a full collection costs ~50 ms once torch is loaded.
+            # No collection inside a block (it would be charged to one variant); between rounds the young ones only.
             gc.collect(1)
             gc.disable()
             try:
@@ -238,9 +232,8 @@ class Runner:
 
 
 def install_adapters() -> None:
-    """Install the adapters of what is imported now: the default must run through the same (patched) executor as
-    the candidates, from its first call; a scope installs the adapter only when it is entered, and the default runs
-    in none."""
+    """Install the adapters of what is imported now: the default, in no scope, must run through the same
+    executor as the candidates."""
     try:
         from nvscope._exec import ensure_adapters
     except ImportError:

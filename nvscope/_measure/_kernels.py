@@ -1,36 +1,30 @@
-"""Which GPU kernels a call launched, by name: the oracle that does not depend on nvscope's own bookkeeping.
-
-nvFuser names its kernels after the scheduler that made them (``nvf::nvfuser_pointwise_f0_c1_r0_g1``,
-``nvf::nvfuser_matmul_...``), or ``nvf::nvfuser_<n>`` under ``static_fusion_count``; cuBLAS matmuls show up as
-``nvjet_*``. So the kernel names of one call tell which options its fusions really ran with. One helper for the
-library, the examples and the GPU tests, so they cannot disagree on how a name is cut.
-"""
+"""Which GPU kernels a call launched, by name: nvFuser names a kernel after its scheduler, so the names tell which
+options the fusions ran with."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
-from nvscope._core import _state
-
-__all__ = ["kernel_name", "kernel_names", "torch_profiler_used"]
-
-# Whether nvscope ran torch.profiler in this process. Once torch.profiler (kineto) has subscribed to CUPTI it keeps the
-# subscription, and nvFuser's own profiler then aborts the process (CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED,
-# measured on the H200): nvscope._measure._schedulers asks this before choosing nvFuser's profiler.
-_used = [False]
-_state.keep(__name__, "_used", "torch.profiler keeps its CUPTI subscription for the process: uninstall cannot undo it")
+__all__ = ["Cupti", "kernel_name", "kernel_names"]
 
 
-def torch_profiler_used() -> bool:
-    return _used[0]
+class Cupti:
+    """torch.profiler's hold on CUPTI, which it keeps for the process; nvFuser's profiler then aborts it."""
+
+    held = False
+
+    @classmethod
+    def profile(cls) -> Any:
+        """``torch.profiler.profile`` of CUDA activity, noted as holding CUPTI from now on."""
+        from torch.profiler import ProfilerActivity, profile
+
+        cls.held = True
+        return profile(activities=[ProfilerActivity.CUDA])
 
 
 def kernel_name(raw: str) -> str:
-    """A profiler event name without its return type, template arguments and parameter list.
-
-    ``void at::native::elementwise_kernel<4, ...>(int, ...)`` -> ``at::native::elementwise_kernel``.
-    """
+    """A profiler event name without return type, template arguments and parameters."""
     name = raw.removeprefix("void ")
     for stop in ("(", "<"):
         name = name.partition(stop)[0]
@@ -38,19 +32,13 @@ def kernel_name(raw: str) -> str:
 
 
 def kernel_names(fn: Callable[[], Any]) -> tuple[list[str], Any]:
-    """Run ``fn()`` under ``torch.profiler`` and return (the CUDA kernels it launched, in launch order, and its result).
-
-    Names are cut by `kernel_name`. The device is synchronised before and after, so only ``fn``'s kernels count.
-    Needs torch with CUDA.
-    """
+    """``(the CUDA kernels fn() launched, in order, its result)``, under torch.profiler (needs CUDA)."""
     import torch
-    from torch.profiler import ProfilerActivity, profile
 
-    if not torch.cuda.is_available():  # torch's own error here is an AssertionError about how torch was built
+    if not torch.cuda.is_available():
         raise RuntimeError("kernel_names needs a CUDA device: torch.cuda.is_available() is False here")
     torch.cuda.synchronize()
-    _used[0] = True
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+    with Cupti.profile() as prof:
         result = fn()
         torch.cuda.synchronize()
     events = sorted((e for e in prof.events() if e.device_type.name == "CUDA"), key=lambda e: e.time_range.start)

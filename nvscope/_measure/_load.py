@@ -1,5 +1,4 @@
-"""Loading a user's step from a script or module, as the tools' command lines and their child processes do: the
-script imported under a name of its own (its ``__main__`` block does not run), the function found by a dotted name."""
+"""Loading a user's step from a script (its ``__main__`` block not run) or a module, by a dotted name."""
 
 from __future__ import annotations
 
@@ -12,7 +11,7 @@ from nvscope._core import cut
 
 __all__ = ["SCRIPT_MODULE", "attribute", "import_program_module", "import_script"]
 
-SCRIPT_MODULE = "__nvscope_search__"  # the name a script is imported under (fusion ids read it as the file's stem)
+SCRIPT_MODULE = "__nvscope_search__"
 
 
 def import_script(path: str) -> ModuleType:
@@ -31,8 +30,7 @@ def import_script(path: str) -> ModuleType:
 
 
 def import_program_module(name: str) -> ModuleType:
-    """Import the module ``name`` a command line named with ``-m`` (``nvscope rescue -m pkg.train:step``), its fusion
-    ids naming it as ``python -m pkg.train`` does (`nvscope._core.run_as_program`)."""
+    """Import the module ``name`` given with ``-m``, its fusion ids naming it as ``python -m`` does."""
     import importlib
 
     from nvscope._core import run_as_program

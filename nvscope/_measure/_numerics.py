@@ -1,18 +1,6 @@
-"""Outputs of two variants, compared: which leaves are copied, how their structures are matched, and the
-differences `nvscope.search` judges and `nvscope.compare` reports.
-
-One flattening (`flatten_outputs`) and one pairing (`pair`) serve both: the outputs' nested lists, tuples and dicts
-are walked into (path, leaf) pairs; the paths must match (a changed key, nesting, number of outputs or leaf type is a
-structure difference, reported, never an exception); tensors and numbers (bool, int, float, complex) are compared by
-value, str and bytes by equality; None and empty containers only by being there; other objects cannot be compared,
-and are named as such. The two tools then differ on purpose in what they make of the values:
-
-* **search** judges (`compare_leaves`): per output, max |diff| where both are finite, divided by the output's
-  largest finite ``|default|`` (relative to the tensor's scale, not elementwise, which explodes near zero), against
-  a tolerance per dtype; NaN/Inf where the default has finite values (or the reverse) fails, wherever it is.
-* **compare** shows (`raw_max_abs_diff`): the raw max |diff| over every element, NaN propagating (any NaN on either
-  side makes it nan: a NaN is never the same value), equal infinities no difference, a structure difference inf.
-"""
+"""Outputs of two variants, compared leaf by leaf (`flatten_outputs`, `pair`): judged by search
+(`compare_leaves`: max |diff| relative to the output's largest finite |default|, against a tolerance per dtype) and
+shown raw by compare (`raw_max_abs_diff`). Tensors and numbers compare by value, str and bytes by equality."""
 
 from __future__ import annotations
 
@@ -27,10 +15,8 @@ from typing import Any, NamedTuple
 __all__ = ["DEFAULT_TOLERANCES", "Marker", "Numerics", "Paired", "compare_leaves", "flatten_outputs", "grad_targets",
            "has_nan", "pair", "raw_max_abs_diff"]
 
-# Bounds on max|candidate - default| / max|default| per output or gradient, by the default's dtype, when the user
-# gives no tolerance: a few units in the last place of the largest value for bf16 (8 significant bits) and fp16,
-# more for fp32, whose reductions over thousands of terms legitimately differ by more than one ulp in another order.
-# A wrong kernel is off by far more. Integer and bool outputs must match exactly.
+# max|diff| / max|default| by the default's dtype: a few ulps of the largest value (more for fp32, whose long
+# reductions differ in another order); integers and bools exactly.
 DEFAULT_TOLERANCES: Mapping[str, float] = MappingProxyType({
     "float64": 1e-7, "float32": 1e-4, "float16": 1e-2, "bfloat16": 4e-2, "python float": 1e-7,
 })
@@ -38,16 +24,8 @@ DEFAULT_TOLERANCES: Mapping[str, float] = MappingProxyType({
 
 @dataclass(frozen=True)
 class Numerics:
-    """A variant's outputs (and gradients) against the default's.
-
-    ``max_abs_diff`` is the largest ``|candidate - default|`` over every compared value where both are finite;
-    ``max_rel_diff`` the largest, over outputs/gradients, of that difference divided by the output's largest
-    ``|default|`` (relative to the tensor's scale, not elementwise, which explodes near zero). ``nonfinite`` names
-    where the variant has NaN/Inf; ``ok`` is False when a difference exceeds the tolerance, NaN/Inf appear where the
-    default has finite values (or the reverse), a str changed, or the structure differs; ``detail`` says which.
-    ``compared`` counts the leaves compared (tensors, numbers, str); ``uncompared`` names the leaves that cannot be
-    (objects of other types). Nothing compared is not "ok": `verdict` says "not compared".
-    """
+    """A variant's outputs and gradients against the default's: the largest differences, NaN/Inf found, and
+    ``ok`` (within tolerance, same NaN/Inf, structure and str), ``detail`` saying what failed."""
 
     max_abs_diff: float
     max_rel_diff: float
@@ -64,8 +42,7 @@ class Numerics:
 
 
 class Marker:
-    """A leaf without a value to compare: None, an empty container, or an object of another type (``opaque``).
-    Two markers match when their kinds do; the object itself is not kept."""
+    """A leaf without a value to compare (None, an empty container, another object), matched by kind."""
 
     __slots__ = ("kind", "opaque")
 
@@ -86,8 +63,7 @@ _NUMBERS = (bool, int, float, complex)
 
 
 def flatten_outputs(value: Any, path: str) -> list[tuple[str, Any]]:
-    """(path, copy) for every leaf of ``value`` (nested lists, tuples, dicts): tensors detached and cloned (the copy
-    is the value at this moment), numbers, str and bytes as they are (immutable), a `Marker` for the rest."""
+    """(path, copy) for every leaf of ``value``: tensors cloned now, else as they are or a `Marker`."""
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(value, torch.Tensor):
         return [(path, value.detach().clone())]
@@ -107,8 +83,7 @@ def flatten_outputs(value: Any, path: str) -> list[tuple[str, Any]]:
 
 
 def grad_targets(args: tuple[Any, ...], kwargs: dict[str, Any], module: Any) -> list[tuple[str, Any]]:
-    """The tensors whose gradients are compared: ``module``'s parameters, then leaf tensors in the arguments that
-    require grad (each once)."""
+    """The tensors whose gradients are compared: ``module``'s parameters, then leaf arguments that require grad."""
     torch = sys.modules.get("torch")
     found: list[tuple[str, Any]] = []
     if module is not None:
@@ -151,8 +126,7 @@ def _tolerance(reference: Any, tolerance: float | None) -> float:
 
 
 class LeafStats(NamedTuple):
-    """One pair of numeric leaves: max |a-b| where both are finite, max |a| where finite, whether the NaN/Inf
-    patterns differ, NaNs and Infs in b, and whether a NaN is on either side."""
+    """One pair of numeric leaves: max |a-b|, max |a|, NaN/Inf patterns and counts."""
 
     diff: float
     scale: float
@@ -163,10 +137,7 @@ class LeafStats(NamedTuple):
 
 
 class Paired(NamedTuple):
-    """Two outputs' leaves, paired by path (`pair`). ``problem``: why they cannot be compared value by value (a
-    structure or type difference, a changed str), "" when they can; ``numeric``: (path, reference leaf, stats) per
-    tensor or number; ``exact``: str/bytes leaves found equal; ``uncompared``: "path (type)" of objects neither
-    tool can compare."""
+    """Two outputs' leaves paired by path: ``problem`` says why values cannot be compared ("" when they can)."""
 
     problem: str
     numeric: list[tuple[str, Any, LeafStats]]
@@ -264,8 +235,7 @@ def pair(reference: list[tuple[str, Any]], leaves: list[tuple[str, Any]],
 
 def compare_leaves(reference: list[tuple[str, Any]], leaves: list[tuple[str, Any]],
                    tolerance: float | None) -> Numerics:
-    """The search's judgement of a variant's copied leaves against the default's: differences, NaN/Inf, and
-    whether all are within tolerance."""
+    """The search's judgement of a variant's leaves against the default's."""
     paired = pair(reference, leaves)
     uncompared = ", ".join(paired.uncompared[:3]) + (", ..." if len(paired.uncompared) > 3 else "")
     if paired.problem:
@@ -286,8 +256,7 @@ def compare_leaves(reference: list[tuple[str, Any]], leaves: list[tuple[str, Any
 
 
 def raw_max_abs_diff(paired: Paired) -> float | None:
-    """compare's number: the raw max |diff| over every numeric element; nan when a NaN is on either side, inf for a
-    problem (structure, type, a changed str) or an infinity facing another value; None when no number was compared."""
+    """compare's number: the raw max |diff|; nan with a NaN, inf for a structure problem; None: nothing."""
     if paired.problem:
         return math.inf
     if not paired.numeric:

@@ -1,6 +1,4 @@
-"""What the tools' results share: option sets and numerics as JSON data and back, what a variant's first call compiled
-(`Compiles`), the matplotlib loader of their charts, and the two lines a result hands its reader: the
-``nv_options(...)`` call and the ``nvscope run`` command."""
+"""What the tools' results share: JSON data and back, `Compiles`, the charts' loader, the lines to paste."""
 
 from __future__ import annotations
 
@@ -31,18 +29,18 @@ _Loaded = TypeVar("_Loaded", bound="LoadableResult")
 
 
 class JsonResult:
-    """A result saved as JSON: its ``as_dict()`` (plain data, non-finite floats as strings), written strictly."""
+    """A result saved as strict JSON from its ``as_dict()`` (non-finite floats as strings)."""
 
     def as_dict(self) -> dict[str, Any]:
         raise NotImplementedError
 
     def to_json(self, indent: int | None = 2) -> str:
-        """The result as strict JSON (``as_dict()``), to save and load again with ``from_json`` where it has one."""
+        """Strict JSON."""
         return json.dumps(self.as_dict(), indent=indent, allow_nan=False)
 
 
 class LoadableResult(JsonResult):
-    """A `JsonResult` that ``from_json`` reads back (through its ``from_dict``), equal to the one saved."""
+    """A `JsonResult` that ``from_json`` reads back, equal to the one saved."""
 
     @classmethod
     def from_dict(cls: type[_Loaded], data: dict[str, Any]) -> _Loaded:
@@ -50,20 +48,14 @@ class LoadableResult(JsonResult):
 
     @classmethod
     def from_json(cls: type[_Loaded], text: str) -> _Loaded:
-        """The result that ``to_json`` wrote."""
+        """The result ``to_json`` wrote."""
         return cls.from_dict(json.loads(text))
 
 
 @dataclass(frozen=True)
 class Compiles:
-    """What one variant's first call of the step cost in compiles (the defaults', or an option set's).
-
-    ``fusions``: distinct fusions that ran; ``definitions``: nvFuser definitions compiled for them through nvscope's
-    partitions (a fusion that ran an equal fusion's definition, or one compiled before, compiled none);
-    ``seconds``: the first executions of new partitions, where nvFuser compiles (`nvscope._exec._shared.compiling`);
-    ``unshared``: fusions that ran on their own path (Thunder's, or a direct definition's own execute: the tool's
-    default sharing off, ``NVSCOPE_SHARE=0``, or a fallback), whose compiles nvscope does not see or count.
-    """
+    """What one variant's first call compiled: ``fusions`` that ran, ``definitions`` compiled through
+    nvscope's partitions, ``seconds`` compiling, and ``unshared`` fusions on their own path (not seen)."""
 
     fusions: int
     definitions: int
@@ -90,7 +82,7 @@ class Compiles:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> Compiles | None:
-        """The counts that `as_dict` wrote (None: none, as in results saved before they existed)."""
+        """What `as_dict` wrote (None: none)."""
         return None if data is None else cls(int(data["fusions"]), int(data["definitions"]), float(data["seconds"]),
                                              int(data.get("unshared", 0)))
 
@@ -100,14 +92,14 @@ def compiles_dict(counts: Compiles | None) -> dict[str, Any] | None:
 
 
 def compiles_lines(variants: Iterable[tuple[str, Compiles | None]]) -> list[str]:
-    """A report's lines on what each variant's first call compiled, one per variant that ran (none if none did)."""
+    """A report's lines on what each variant's first call compiled."""
     lines = [f"  {label}: {counts.line()}" for label, counts in variants if counts is not None]
     return ["first call of each variant (the defaults shared unless the tool was told not to):", *lines] if lines \
         else []
 
 
 def options_dict(options: OptionSet) -> dict[str, list[str]]:
-    """``{"enable": [...], "disable": [...]}``, sorted: an option set in a result's JSON."""
+    """An option set as sorted JSON data."""
     return {"enable": options.enable_list(), "disable": options.disable_list()}
 
 
@@ -117,28 +109,26 @@ def options_from(data: dict[str, list[str]]) -> OptionSet:
 
 
 def finite(value: float) -> float | str:
-    """``value``, or the string "inf", "-inf" or "nan": strict JSON has no non-finite numbers."""
+    """``value``, or "inf", "-inf" or "nan" (strict JSON has no non-finite numbers)."""
     return value if math.isfinite(value) else str(value)
 
 
 def numerics_dict(n: Numerics | None) -> dict[str, Any] | None:
-    """A numerics verdict as JSON data (non-finite differences as strings, `finite`)."""
+    """A numerics verdict as JSON data."""
     return None if n is None else {
         "max_abs_diff": finite(n.max_abs_diff), "max_rel_diff": finite(n.max_rel_diff), "ok": n.ok,
         "compared": n.compared, "nonfinite": n.nonfinite, "detail": n.detail, "uncompared": n.uncompared}
 
 
 def numerics_from(data: dict[str, Any] | None) -> Numerics | None:
-    """The numerics verdict that `numerics_dict` wrote (results saved before ``uncompared`` existed too)."""
+    """The numerics verdict that `numerics_dict` wrote."""
     return None if data is None else Numerics(float(data["max_abs_diff"]), float(data["max_rel_diff"]), data["ok"],
                                               data["compared"], data["nonfinite"], data["detail"],
                                               data.get("uncompared", ""))
 
 
 def figure_class(who: str, what: str) -> Any:
-    """matplotlib's ``Figure`` for a result's ``plot`` (``who``), or an ImportError saying ``what`` works without it.
-
-    The object API: no pyplot, so no GUI backend and no global figure state in the caller's process."""
+    """matplotlib's ``Figure`` (no pyplot) for ``who``, or an ImportError saying ``what`` works without it."""
     import importlib
 
     try:
@@ -148,8 +138,7 @@ def figure_class(who: str, what: str) -> Any:
 
 
 def nv_options_line(options: OptionSet, fusions: Iterable[str] | None = None) -> str:
-    """``nv_options(enable=[...], disable=[...], fusions=[...])``, the call to paste: ``fusions`` by id (each as the
-    glob that matches exactly it), None for every fusion."""
+    """The ``nv_options(...)`` call to paste (``fusions`` by exact glob; None: every fusion)."""
     parts = []
     if options.enable:
         parts.append(f"enable={options.enable_list()!r}")
@@ -162,11 +151,8 @@ def nv_options_line(options: OptionSet, fusions: Iterable[str] | None = None) ->
 
 def run_command(options: OptionSet, fusions: Iterable[str] | None, program: Sequence[str], *, python: str = "python",
                 audit: bool = True) -> list[str]:
-    """The ``python -m nvscope run`` command, as words, that runs ``program`` under ``options`` on ``fusions`` (by
-    id; None: every fusion). ``program`` is a script and its arguments, or ``-m``, a module and its arguments.
-
-    Every flag is one ``--flag=value`` word and ``--`` comes before a script, so that no value, and no argument of
-    the script, can be read as another flag."""
+    """The ``python -m nvscope run`` command, as words, running ``program`` under ``options`` on ``fusions``;
+    one ``--flag=value`` word per flag and ``--`` before a script, so that no argument reads as a flag."""
     words = [python, "-m", "nvscope", "run", *([] if audit else ["--no-audit"])]
     if options.enable:
         words.append(f"--enable={','.join(options.enable_list())}")

@@ -1,29 +1,6 @@
-"""Paired-ratio statistics: is variant B faster than variant A on a noisy machine, and how sure are we?
-
-The method (used by `nvscope.search`, `nvscope.profile` and ``benchmarks/thunder_steps.py``): time the variants back
-to back, in a random order, over many short rounds. A slow spell of the machine (another process, a clock change, a
-page-cache miss) then hits every variant of that round alike, so the per-round ratio B/A cancels it; what remains is
-the spread of the ratios across rounds. The median ratio ignores the outlier rounds that timing always has (a GC
-pause, a preempted thread), and its interval is the sign test's: two order statistics of the ratios, chosen with the
-binomial distribution, which cover the median with at least the stated confidence whatever the distribution of the
-ratios (exact, where a bootstrap's interval of a median over a few dozen rounds is too narrow, more so the further
-out in the tails it is read). The verdict only says what the interval excludes: "faster" or "slower" when it
-excludes 1.0, "no difference detected" otherwise (which is not "no difference": the interval says how large one
-could be).
-
-A tool judges many ratios at once (a search's candidates, a profile's fusions): ``comparisons`` of them share a
-family-wise confidence (Bonferroni: each interval at ``1 - (1 - confidence) / comparisons``), so that the chance
-that *any* interval of the family misses its median stays within ``1 - confidence`` however many there are.
-
-A tool's verdicts are then confirmed (`confirm`): the ratios with a verdict in the first rounds (the screening) are
-timed again in fresh rounds, their intervals a family of their own (Bonferroni over the ``k`` flagged), and a verdict
-stands only where the fresh interval excludes 1.0 on the same side. A chance verdict must then miss twice, in
-independent rounds: the family-wise rate is at most about the product of the two levels (5% x 5%), where Bonferroni
-alone sits at its 5% bound (the sign test's steps leave little slack at a tool's default rounds); a real difference
-passes both, and the fresh rounds cost time only when something was flagged.
-
-Pure Python (``math``, ``random`` for the bootstrap that benchmarks use): no numpy, deterministic.
-"""
+"""Paired-ratio statistics: per-round ratios B/A of variants timed back to back in a random order (a slow spell hits
+both), their median with the sign test's interval (family-wise over the ratios judged together), and a verdict
+confirmed on fresh rounds (`confirm`)."""
 
 from __future__ import annotations
 
@@ -52,17 +29,12 @@ __all__ = [
 
 Verdict = Literal["faster", "slower", "no difference detected"]
 
-# The least number of rounds a tool accepts: fewer say nothing at all. A verdict needs more where many ratios are
-# judged together (`rounds_needed`: 6 for one, 11 for 32 at 95%); below that the interval is the range of the ratios
-# and no verdict is given.
-MIN_ROUNDS = 5
-
-# The family-wise confidence of every tool's intervals: all the intervals of one table hold together this often.
-CONFIDENCE = 0.95
+MIN_ROUNDS = 5  # fewer rounds say nothing; a verdict may need more (`rounds_needed`)
+CONFIDENCE = 0.95  # family-wise: all the intervals of one table hold together this often
 
 
 def paired_ratios(numerator: Sequence[float], denominator: Sequence[float]) -> list[float]:
-    """Per-round ratios ``numerator[i] / denominator[i]``; both must be equally long, positive and finite."""
+    """Per-round ratios; both series equally long, positive and finite."""
     if len(numerator) != len(denominator):
         raise ValueError(f"paired ratios need one value of each per round: got {len(numerator)} and "
                          f"{len(denominator)} values")
@@ -73,7 +45,7 @@ def paired_ratios(numerator: Sequence[float], denominator: Sequence[float]) -> l
 
 
 def median(values: Sequence[float]) -> float:
-    """The median (the mean of the two middle values for an even count)."""
+    """The median (the mean of the middle two for an even count)."""
     if not values:
         raise ValueError("the median of no values is undefined")
     ordered = sorted(values)
@@ -83,11 +55,7 @@ def median(values: Sequence[float]) -> float:
 
 def bootstrap_median_ci(values: Sequence[float], *, confidence: float = 0.95, resamples: int = 2000,
                         seed: int = 0) -> tuple[float, float]:
-    """The percentile-bootstrap ``confidence`` interval of the median of ``values``.
-
-    The values are sorted before resampling, so the interval depends on the values, not on their order: the same
-    rounds measured in another order give the same interval. ``seed`` makes it reproducible.
-    """
+    """The percentile-bootstrap ``confidence`` interval of the median (independent of the order)."""
     if not values:
         raise ValueError("a confidence interval needs at least one value")
     if not 0 < confidence < 1:
@@ -112,15 +80,12 @@ def bootstrap_median_ci(values: Sequence[float], *, confidence: float = 0.95, re
 
 
 def median_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> tuple[float, float] | None:
-    """The distribution-free ``confidence`` interval of the median of ``values`` (independent draws): the sorted
-    values ``x[k-1]`` and ``x[n-k]`` for the largest ``k`` with ``P(Binomial(n, 1/2) < k) <= (1 - confidence) / 2``,
-    the sign test's interval. It covers the median at least ``confidence`` of the time whatever the distribution;
-    None when ``n`` values are too few for that confidence (``2 / 2**n > 1 - confidence``)."""
+    """The sign test's ``confidence`` interval of the median; None when ``n`` values are too few."""
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be between 0 and 1, got {confidence!r}")
     n = len(values)
-    tail = Fraction(1 - confidence) * 2 ** (n - 1)  # the most binomial weight (of 2**n in all) a side may leave out
-    k, below = 0, 0  # below: the weight of Binomial(n, 1/2) < k, in units of 2**-n
+    tail = Fraction(1 - confidence) * 2 ** (n - 1)  # binomial weight (of 2**n) one side may leave out
+    k, below = 0, 0
     while k < n and below + math.comb(n, k) <= tail:
         below += math.comb(n, k)
         k += 1
@@ -139,7 +104,7 @@ def rounds_needed(comparisons: int = 1, confidence: float = CONFIDENCE) -> int:
 
 
 def verdict(low: float, high: float) -> Verdict:
-    """For a *time* ratio (candidate / baseline): "faster" when the whole interval is below 1.0, "slower" above."""
+    """"faster" when the whole interval of a time ratio is below 1.0, "slower" when above."""
     if high < 1.0:
         return "faster"
     if low > 1.0:
@@ -149,11 +114,8 @@ def verdict(low: float, high: float) -> Verdict:
 
 @dataclass(frozen=True)
 class RatioSummary:
-    """The median of per-round ratios, its interval, the verdict, how many rounds it rests on, and how many ratios
-    were judged together with it (``comparisons``: the interval is one of a family that holds together with
-    `CONFIDENCE`; its own confidence is `confidence`). ``screened``: 0 for a plain summary; for a confirmation
-    (`confirm`: a verdict timed again in fresh rounds, which these figures come from) how many ratios the first
-    rounds judged together."""
+    """Per-round ratios' median, interval, verdict and rounds; ``comparisons``: the ratios judged with it;
+    ``screened``: for a confirmation, those the first rounds judged."""
 
     median: float
     low: float
@@ -165,7 +127,7 @@ class RatioSummary:
 
     @property
     def confidence(self) -> float:
-        """This interval's own confidence: ``1 - (1 - CONFIDENCE) / comparisons`` (Bonferroni)."""
+        """This interval's own confidence (Bonferroni)."""
         return 1 - (1 - CONFIDENCE) / self.comparisons
 
     def as_dict(self) -> dict[str, float | int | str]:
@@ -174,22 +136,15 @@ class RatioSummary:
 
     @classmethod
     def from_dict(cls, data: dict[str, object]) -> RatioSummary:
-        """The summary `as_dict` wrote (one saved before ``comparisons`` existed stood alone: 1; before
-        ``screened``, unconfirmed: 0)."""
+        """The summary `as_dict` wrote."""
         return cls(float(data["median"]), float(data["low"]), float(data["high"]),  # type: ignore[arg-type]
                    data["verdict"], int(data["rounds"]),  # type: ignore[arg-type,call-overload]
                    int(data.get("comparisons", 1)), int(data.get("screened", 0)))  # type: ignore[call-overload]
 
 
 def summarize(numerator: Sequence[float], denominator: Sequence[float], *, comparisons: int = 1) -> RatioSummary:
-    """Paired ratios of two per-round series: median, interval (`median_interval`), verdict (see `verdict`).
-
-    ``comparisons``: how many ratios are judged together with this one (a table's rows); its interval is then at
-    ``1 - (1 - CONFIDENCE) / comparisons``, so that a verdict of the family is wrong with at most ``1 - CONFIDENCE``
-    probability, one-sided ("faster" alone) with half that. With fewer rounds than `rounds_needed` the interval is
-    the range of the ratios and the verdict is always "no difference detected": too few rounds to conclude anything.
-    With times (ms per call) the ratio is a time ratio and `verdict` reads as faster/slower for the numerator.
-    """
+    """Paired ratios' median, interval at ``1 - (1 - CONFIDENCE) / comparisons`` and verdict (none with fewer
+    rounds than `rounds_needed`: the interval is then the range)."""
     if not isinstance(comparisons, int) or isinstance(comparisons, bool) or comparisons < 1:
         raise ValueError(f"comparisons must be an int >= 1, got {comparisons!r}")
     ratios = paired_ratios(numerator, denominator)
@@ -204,16 +159,13 @@ def summarize(numerator: Sequence[float], denominator: Sequence[float], *, compa
 
 
 def flagged(summary: RatioSummary | None) -> bool:
-    """Whether ``summary`` has a verdict ("faster" or "slower") that `confirm` must time again."""
+    """Whether ``summary`` has a verdict for `confirm` to time again."""
     return summary is not None and summary.verdict != "no difference detected"
 
 
 def confirm(screen: RatioSummary, numerator: Sequence[float], denominator: Sequence[float], *,
             comparisons: int) -> RatioSummary:
-    """A verdict of the screening rounds (``screen``) confirmed on fresh rounds: the summary of the fresh per-round
-    series, its interval one of ``comparisons`` (the verdicts confirmed together), whose verdict stands only where it
-    is ``screen``'s; else "no difference detected" (an interval on the other side of 1.0 than the screening's is
-    two chance results that disagree). ``screened`` records the screening's family."""
+    """``screen``'s verdict timed again on fresh rounds: it stands only where the fresh verdict agrees."""
     fresh = summarize(numerator, denominator, comparisons=comparisons)
     kept: Verdict = fresh.verdict if fresh.verdict == screen.verdict else "no difference detected"
     return RatioSummary(fresh.median, fresh.low, fresh.high, kept, fresh.rounds, comparisons, screen.comparisons)

@@ -1,11 +1,5 @@
-"""The one timer of `nvscope.search` and `nvscope.compare`: blocks of calls, each block one timed sample.
-
-CUDA events when the process uses CUDA (one event pair around the block, after a synchronisation, so host overhead
-counts, as it does for a user), ``time.perf_counter`` otherwise. The number of calls in a block is calibrated as
-``timeit.Timer.autorange`` does (1, 2, 5, 10, 20, 50, ... calls until a block lasts `MIN_SAMPLE_S`): a sample of
-one sub-microsecond call would measure the timer's resolution and the harness (entering the scope, reading the
-clock, a cold cache after the switch), not the call, and bias the comparison of variants whose harness differs.
-"""
+"""The tools' one timer: blocks of calls, each one timed sample, by CUDA events once the process uses CUDA, else
+``time.perf_counter``; calls per block calibrated as ``timeit.Timer.autorange`` does."""
 
 from __future__ import annotations
 
@@ -16,30 +10,25 @@ from typing import Any
 
 __all__ = ["MIN_SAMPLE_S", "Timer", "clock", "now"]
 
-# The host clock of every timed block (seconds), looked up at each reading: a test replaces it with one that also
-# advances by the time a double's executions say they took, to run thousands of searches with known noise in seconds.
+# Looked up at each reading: a test replaces it with a clock its doubles advance.
 clock: Callable[[], float] = time.perf_counter
 
 
 def now() -> float:
-    """`clock`'s reading: the host time of the tools' timed blocks and per-fusion timers."""
+    """`clock`'s reading."""
     return clock()
 
 
-# A timed sample lasts at least this long: 500 times perf_counter's and CUDA events' resolution (about a
-# microsecond) and more than the harness's own cost around a block (under a microsecond on CPU), so neither weighs
-# more than 0.2 % in a time ratio; short enough that a busy machine rarely preempts a sample. Measured on no-op
-# candidates (tests/tools/search/test_search_timing.py):
-# verdicts then say "faster" or "slower" as often as the 95% interval
-# allows, where samples of 5 sub-microsecond calls said "slower" most of the time.
+# A sample's least length: far above the clocks' resolution and the harness's cost around a block, short enough
+# that a preemption is rare.
 MIN_SAMPLE_S = 0.0005
 
-# The most calls in one sample: a call that takes no measurable time cannot make calibration loop forever.
+# The most calls in one sample: calibration ends even for a call that takes no measurable time.
 _MAX_CALLS = 10**7
 
 
 class Timer:
-    """Times ``n`` back-to-back calls of a function; `calibrate` finds the ``n`` that makes a sample long enough."""
+    """Times ``n`` back-to-back calls; `calibrate` finds the ``n`` that makes a sample long enough."""
 
     def __init__(self) -> None:
         self.cuda = False
@@ -50,7 +39,7 @@ class Timer:
         return "CUDA events" if self.cuda else "time.perf_counter"
 
     def detect(self) -> bool:
-        """Use CUDA events from now on if the process has initialised CUDA (call it after a first call)."""
+        """Use CUDA events from now on if the process has initialised CUDA."""
         torch = sys.modules.get("torch")
         self.cuda = torch is not None and bool(torch.cuda.is_initialized())
         return self.cuda
@@ -60,7 +49,7 @@ class Timer:
             sys.modules["torch"].cuda.synchronize()
 
     def time(self, call: Callable[[], object], n: int) -> float:
-        """Milliseconds per call of ``n`` calls of ``call``, back to back (the device synchronised first)."""
+        """Milliseconds per call of ``n`` back-to-back calls."""
         if self.cuda:
             if self._events is None:
                 torch = sys.modules["torch"]
@@ -79,8 +68,7 @@ class Timer:
         return (now() - begin) * 1e3 / n
 
     def mark(self) -> Any:
-        """The start of one interval (a fusion's execution, say): a recorded CUDA event when timing with CUDA events,
-        else `clock`'s reading."""
+        """The start of one interval: a recorded CUDA event under CUDA events, else `clock`'s reading."""
         if self.cuda:
             start = sys.modules["torch"].cuda.Event(enable_timing=True)
             start.record()
@@ -88,8 +76,7 @@ class Timer:
         return now()
 
     def since(self, mark: Any) -> Any:
-        """The interval from ``mark`` to now, pending: milliseconds, or the pair of CUDA events that `ms` reads once
-        the device has been synchronised (reading it earlier would synchronise inside the measured code)."""
+        """The pending interval from ``mark`` to now, which `ms` reads."""
         if self.cuda:
             end = sys.modules["torch"].cuda.Event(enable_timing=True)
             end.record()
@@ -102,11 +89,8 @@ class Timer:
         return float(interval[0].elapsed_time(interval[1])) if isinstance(interval, tuple) else float(interval)
 
     def calibrate(self, call: Callable[[], object], least: int = 1) -> tuple[int, float]:
-        """``(n, ms per call)``: the calls per sample, at least ``least``, that make a sample last `MIN_SAMPLE_S`.
-
-        Each tried ``n`` is timed twice and the shorter kept: a block stretched by a preemption on a busy machine
-        would otherwise stop the calibration at too few calls.
-        """
+        """``(n, ms per call)``: the calls per sample, at least ``least``, that last `MIN_SAMPLE_S` (the
+        shorter of two timings of each ``n``)."""
         n, step = 1, 0
         while True:
             per_call = min(self.time(call, n), self.time(call, n))

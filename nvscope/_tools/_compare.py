@@ -9,7 +9,7 @@ import math
 import statistics
 import warnings
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from nvscope._core import NvscopeWarning, OptionSet, dev_mode, first_line, nv_options, shown
@@ -18,7 +18,9 @@ from nvscope._exec import audit
 from nvscope._measure import (
     MIN_SAMPLE_S,
     Compiles,
+    Measure,
     Runner,
+    begin,
     compile_clock,
     compiles_lines,
     compiles_of,
@@ -26,13 +28,12 @@ from nvscope._measure import (
     flatten_outputs,
     has_nan,
     pair,
-    progress_printer,
     raw_max_abs_diff,
-    step_callable,
-    step_keywords,
 )
 
 __all__ = ["CompareResult", "VariantResult", "compare"]
+
+COMPARE = {"warmup": "warmup", "repeat": "rounds", "share_defaults": "share"}  # its keywords: the Measure fields
 
 
 @dataclass(frozen=True)
@@ -136,35 +137,29 @@ def compare(
     fn: Callable[..., Any],
     *args: Any,
     variants: Mapping[str, Mapping[str, Iterable[str] | str | bool]],
-    warmup: int = 3,
-    repeat: int = 20,
     kernels: bool = True,
     show: bool = True,
-    share_defaults: bool = True,
+    measure: Measure | None = None,
     **kwargs: Any,
 ) -> CompareResult:
     """Run ``fn(*args, **kwargs)`` under each variant's options; time it, diff outputs vs the first, list kernels.
 
     ``variants`` maps a name (a str) to ``nv_options`` keyword arguments (``enable``, ``disable``, ``inherit``);
-    every variant is validated before anything runs. Each variant warms up ``warmup`` times (compiling its own
-    partition), then takes ``repeat`` timed samples, each a block of calls (as many as make a sample last half a
-    millisecond, found on the first variant: 1 for a call that long). The output of each variant's first call is
-    copied at once (a function may return a buffer it overwrites later) and compared with the first variant's, leaf
-    by leaf; a NaN makes max|diff| nan and is named under the table, a structure difference makes it inf and is
-    described there. A variant after the first that raises is reported with its error and the others still run.
-    Runs in development mode and restores the previous setting. Prints the table unless ``show=False``; returns
-    the data. ``share_defaults``: as for `nvscope.search` (every variant runs in ``nv_options(share=True)``, so the
-    fusions a variant leaves at their own options compile once per distinct definition); each variant says what its
-    first call compiled.
+    every variant is validated before anything runs. Each variant warms up ``measure.warmup`` times (``warmup=``,
+    default 3), then takes ``measure.rounds`` timed samples (``repeat=``, default 20), each a block of calls (as many
+    as make a sample last half a millisecond, found on the first variant). The output of each variant's first call
+    is copied at once and compared with the first variant's, leaf by leaf; a NaN makes max|diff| nan and a structure
+    difference inf, each named under the table. A variant after the first that raises is reported with its error.
+    Runs in development mode. Prints the table unless ``show=False``; returns the data. ``share_defaults=`` (the
+    measure's ``share``): as for `nvscope.search`; each variant says what its first call compiled.
     """
-    step_callable("compare", fn)
-    step_keywords(compare, fn, kwargs)  # a misspelt keyword is the tool's error, not the step's
-    repeat, warmup = count("repeat", repeat, 1), count("warmup", warmup)
+    m, _ = begin(compare, fn, measure, kwargs, Measure(rounds=20, warmup=3), COMPARE, least_rounds=False)
+    repeat, warmup = count("repeat", m.rounds, 1), m.warmup or 0
     scopes = _validated(variants)
     results: dict[str, VariantResult] = {}
     reference: list[tuple[str, Any]] | None = None
-    runner = Runner(fn, args, kwargs, False, None, None, 1, warmup, progress_printer("compare", False), grads=False,
-                    share=share_defaults)
+    quiet = replace(m, backward=False, module=None, tolerance=None, steps=1)
+    runner = Runner(fn, args, kwargs, quiet, lambda message: None, grads=False)
     timer, call = runner.timer, runner.invoke
     first = next(iter(scopes))
 

@@ -30,6 +30,11 @@ TOOLS: dict[str, dict[str, Any]] = {
 MISSPELT = {"search": ("candiates", "candidates"), "search_fusions": ("min_gian", "min_gain"),
             "profile": ("schedulrs", "schedulers"), "bisect": ("chek", "check"), "compare": ("repet", "repeat")}
 
+# The Measure fields each tool also takes as keywords, in the order its message names them.
+TIMED = ["rounds", "steps_per_round", "warmup", "tolerance", "backward", "module", "seed", "progress", "share_defaults"]
+MEASURING = {"search": TIMED, "search_fusions": TIMED, "profile": TIMED,
+             "bisect": [k for k in TIMED if k != "warmup"], "compare": ["warmup", "repeat", "share_defaults"]}
+
 
 class Stop(BaseException):
     """Raised by a step once it has recorded its call: ends the tool there."""
@@ -69,9 +74,9 @@ def test_a_misspelt_keyword_is_the_tools_error_before_the_step_runs(tool: str) -
         run(tool, recorder.plain(), **{wrong: 3})
     message = str(raised.value)
     assert message.startswith(f"{tool}() got an unexpected keyword argument {wrong!r}; did you mean {meant!r}?")
-    own = [name for name in inspect.signature(getattr(nvscope, tool)).parameters if name not in ("fn", "args",
-                                                                                                   "kwargs")]
-    assert f"{tool}() takes {', '.join(own)};" in message  # every parameter of the tool, in order
+    own = [name for name in list(inspect.signature(getattr(nvscope, tool)).parameters)[1:]
+           if name not in ("args", "kwargs")]
+    assert f"{tool}() takes {', '.join(own + MEASURING[tool])};" in message  # its parameters, then its keywords
     assert message.endswith("other keywords go to the step, and step() takes x, scale)")
     assert "\n" not in message
     assert recorder.calls == []  # refused before anything ran

@@ -10,13 +10,14 @@ from contextlib import ExitStack
 from typing import Any
 
 from nvscope._core import NoEffectWarning, NoFusionWarning, dev_mode, nv_options
-from nvscope._measure import _checks, progress_printer, step_callable, step_keywords
+from nvscope._measure import TIMED, Measure, _checks, begin
 from nvscope._tools._bisect._drive import drive, items_of
 from nvscope._tools._bisect._report import BisectResult
 
 __all__ = ["CHECKS", "bisect", "check_arg"]
 
 CHECKS = ("raises", "numerics", "slower")
+BISECT = tuple(k for k in TIMED if k != "warmup")  # its Measure keywords
 
 
 def check_arg(check: object, flag: str | None = None) -> tuple[str, ...] | Callable[[Any], bool]:
@@ -58,37 +59,27 @@ def _verdict(check: Callable[[Any], object]) -> Callable[[Any], bool]:
     return judged
 
 
-def bisect(fn: Callable[..., Any], /, *args: Any, enable: Iterable[str] | str = (), disable: Iterable[str] | str = (),
-           check: object = ("raises", "numerics"), tolerance: float | None = None, slower_by: float = 0.05,
-           rounds: int = 10, steps_per_round: int = 3, backward: bool = False, module: Any = None, seed: int = 0,
-           progress: bool = True, share_defaults: bool = True, **kwargs: Any) -> BisectResult:
-    """Find the options and fusions that make ``fn(*args, **kwargs)`` go wrong under ``enable``/``disable``.
+def bisect(step: Callable[..., Any], /, *args: Any, enable: Iterable[str] | str = (), disable: Iterable[str] | str = (),
+           check: object = ("raises", "numerics"), slower_by: float = 0.05, measure: Measure | None = None,
+           **kwargs: Any) -> BisectResult:
+    """Find the options and fusions that make ``step(*args, **kwargs)`` go wrong under ``enable``/``disable``.
 
-    ``check``: what "wrong" is: ``"raises"`` (an exception), ``"numerics"`` (an output or gradient leaves
-    ``tolerance`` against the default's: see `nvscope.search`), ``"slower"`` (slower than the default by more than
-    ``slower_by``, i.e. the 95% interval of the paired time ratio lies above ``1 + slower_by``, timed in ``rounds``
-    randomized rounds of at least ``steps_per_round`` calls, calibrated as the search does), several of them in a
-    list, or a callable taking the step's return value and returning True when it is bad (an exception is then bad
-    too). ``backward``/``module``: as for
-    `nvscope.search`. Runs in development mode, outside any scope of the caller's (the default is the defaults);
-    every probe leaves no scope, warning filter or patch behind. ``share_defaults``: as for `nvscope.search` (the
-    default and every probe run in ``nv_options(share=True)``; the report says what each run compiled).
+    ``check``: what "wrong" is: ``"raises"`` (an exception), ``"numerics"`` (an output or gradient leaves the
+    tolerance against the default's: see `nvscope.search`), ``"slower"`` (the 95% interval of the paired time ratio
+    lies above ``1 + slower_by``, timed in the measure's rounds), several of them in a list, or a callable taking the
+    step's return value and returning True when it is bad (an exception is then bad too). ``measure`` and its
+    keywords: as for `nvscope.search` (default: 10 rounds of at least 3 calls; no ``warmup=``). Runs in development
+    mode, outside any scope of the caller's; every probe leaves no scope, warning filter or patch behind.
     """
     from nvscope._tools._bisect._in_process import InProcess
 
-    step_callable("bisect", fn)
-    step_keywords(bisect, fn, kwargs)  # a misspelt keyword is the tool's error, not the step's
+    m, say = begin(bisect, step, measure, kwargs, Measure(rounds=10, steps=3), BISECT)
     checks = check_arg(check)
     given = nv_options(enable, disable).options  # validated against the catalog before anything runs
     if not given:
         raise ValueError("bisect() needs the options under which the step goes wrong: enable=[...] and/or "
                          "disable=[...]")
-    tolerance = _checks.number("tolerance", tolerance, none=True)
     slower_by = _checks.number("slower_by", slower_by)
-    rounds, steps_per_round = _checks.rounds("rounds", rounds), _checks.count("steps_per_round", steps_per_round, 1)
-    seed = _checks.integer("seed", seed)
-
-    say = progress_printer("bisect", progress)
 
     from nvscope._core import enter_frame, reset
 
@@ -97,8 +88,7 @@ def bisect(fn: Callable[..., Any], /, *args: Any, enable: Iterable[str] | str = 
         with dev_mode(True), warnings.catch_warnings(), ExitStack() as stack:
             for quiet in (NoFusionWarning, NoEffectWarning):  # probes that change nothing: expected
                 warnings.simplefilter("ignore", quiet)
-            oracle = InProcess(fn, args, kwargs, checks, tolerance, slower_by, rounds, steps_per_round, backward,
-                               module, seed, share_defaults)
+            oracle = InProcess(step, args, kwargs, checks, slower_by, m)
             stack.enter_context(oracle.runner.sharing())
             fusions = oracle.baseline()
             say(f"the default ran {len(fusions)} fusions ({oracle.default.compiles}); bisecting "

@@ -10,12 +10,13 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 
 from nvscope._core import OptionSet
-from nvscope._exec import compiling
-from nvscope._measure import Compiles
+from nvscope._measure import Compiles, compile_clock
 from nvscope._tools._bisect._minimize import minimize
 from nvscope._tools._bisect._report import BisectResult, Culprit, Probe
 
-__all__ = ["Outcome", "drive"]
+__all__ = ["MAX_CULPRITS", "Outcome", "drive"]
+
+MAX_CULPRITS = 4  # culprits found before the bisect stops looking for more
 
 
 class Outcome:
@@ -40,13 +41,13 @@ def options_of(items: Iterable[str]) -> OptionSet:
 
 def drive(given: OptionSet, fusions: Sequence[str], run: Callable[[OptionSet, tuple[str, ...] | None], Outcome],
           say: Callable[[str], None], check: str, mode: str = "in-process", program: tuple[str, ...] = (),
-          max_culprits: int = 4, default: Compiles | None = None) -> BisectResult:
+          default: Compiles | None = None) -> BisectResult:
     """The bisect's stages (module docstring) over ``run(options, fusions) -> Outcome``; ``fusions``: the ids;
     ``default``: what the default's run compiled."""
-    began, compiled = time.perf_counter(), compiling()[0]
+    began, compiled = time.perf_counter(), compile_clock()
 
     def compile_s() -> float | None:  # the probes' children compile in subprocess mode: not seen here
-        return compiling()[0] - compiled if mode == "in-process" else None
+        return compile_clock() - compiled if mode == "in-process" else None
 
     all_fusions = tuple(fusions)
     items = items_of(given)
@@ -83,7 +84,7 @@ def drive(given: OptionSet, fusions: Sequence[str], run: Callable[[OptionSet, tu
     def fewest_fusions(options: OptionSet, pool: tuple[str, ...]) -> tuple[str, ...]:
         return tuple(minimize(pool, lambda sub: probe(options, tuple(sub)))) if len(pool) > 1 else pool
 
-    def settle(options: OptionSet, found: tuple[str, ...]) -> tuple[Culprit, str | None]:
+    def final_culprit(options: OptionSet, found: tuple[str, ...]) -> tuple[Culprit, str | None]:
         stage[0] = "final"
         probe(options, found)  # usually run already (then free): the problem and repro scripts of this culprit
         final = seen[(options, found)]
@@ -113,7 +114,7 @@ def drive(given: OptionSet, fusions: Sequence[str], run: Callable[[OptionSet, tu
             if probe(fewer, found):
                 chosen, reduced = fewer, True
                 break
-    culprit, flaky = settle(chosen, found)
+    culprit, flaky = final_culprit(chosen, found)
     culprits, notes = [culprit], [flaky] if flaky else []
     # More culprits among the other fusions, until the given options on all the rest run clean.
     others_clean = None
@@ -125,12 +126,12 @@ def drive(given: OptionSet, fusions: Sequence[str], run: Callable[[OptionSet, tu
             break
         stage[0] = "rest"
         others_clean = not probe(given, rest)
-        if others_clean or len(culprits) >= max_culprits:
+        if others_clean or len(culprits) >= MAX_CULPRITS:
             break
         stage[0] = "more"
         found = fewest_fusions(given, rest)
         chosen = fewest_options(found)
-        culprit, flaky = settle(chosen, found)
+        culprit, flaky = final_culprit(chosen, found)
         if set(culprit.fusions) <= taken:  # flaky: nothing new can be told apart
             break
         culprits.append(culprit)

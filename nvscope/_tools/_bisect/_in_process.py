@@ -13,11 +13,13 @@ from __future__ import annotations
 import random
 import warnings
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from nvscope._core import OptionSet, catalog, current_options, exact_glob, first_line, nv_options
 from nvscope._exec import audit, repro_paths
 from nvscope._measure import (
+    Measure,
     Numerics,
     Runner,
     Variant,
@@ -36,16 +38,14 @@ __all__ = ["InProcess"]
 class InProcess:
     """The step, its reference (the default's outputs and gradients), and `run` for one probe."""
 
-    def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
-                 checks: tuple[str, ...] | Callable[[Any], bool], tolerance: float | None, slower_by: float,
-                 rounds: int, steps: int, backward: bool, module: Any, seed: int, share: bool = True) -> None:
-        self.checks, self.tolerance, self.slower_by, self.rounds = checks, tolerance, slower_by, rounds
+    def __init__(self, step: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
+                 checks: tuple[str, ...] | Callable[[Any], bool], slower_by: float, measure: Measure) -> None:
+        self.checks, self.tolerance, self.slower_by = checks, measure.tolerance, slower_by
+        self.rounds = measure.rounds or 0
         timed = not callable(checks) and "slower" in checks
-        self.runner = Runner(fn, args, kwargs, backward, module, tolerance, steps, 1 if timed else 0,
-                             lambda message: None, share=share)
+        self.runner = Runner(step, args, kwargs, replace(measure, warmup=1 if timed else 0), lambda message: None)
         self.default = Variant("default", OptionSet(), "default")
-        self.rng = random.Random(seed)
-        self.seed = seed
+        self.rng = random.Random(measure.seed)
         self.patches: list[str] = []
 
     def baseline(self) -> list[str]:

@@ -19,10 +19,12 @@ from typing import Any
 
 from nvscope._core import OptionSet, cut, exact_glob, note_ids, nv_options, shown, split
 from nvscope._exec import scripts_named_in
-from nvscope._measure import Compiles, number, progress_printer
+from nvscope._measure import Compiles, Measure, measure_of, number, only_own, progress_printer
 from nvscope._tools._bisect._drive import Outcome, drive
 from nvscope._tools._bisect._report import BisectResult
 from nvscope._tools._common import exit_detail, no_fusion
+
+PROGRAM = ("timeout", "progress", "share_defaults")  # bisect_program's Measure keywords
 
 __all__ = ["bisect_program"]
 
@@ -84,12 +86,15 @@ def _repro(stderr: str) -> tuple[str, ...]:
 
 
 def bisect_program(program: Sequence[str], *, module: bool = False, enable: Iterable[str] | str = (),
-                   disable: Iterable[str] | str = (), timeout: float = 600.0, bad_exit: Iterable[int] | None = None,
-                   python: str = sys.executable, progress: bool = True, kernel_db: bool = True,
-                   share_defaults: bool = True) -> BisectResult:
+                   disable: Iterable[str] | str = (), bad_exit: Iterable[int] | None = None,
+                   python: str = sys.executable, kernel_db: bool = True, measure: Measure | None = None,
+                   **keywords: Any) -> BisectResult:
     """Find the options and fusions under which ``program`` (a script and its arguments, or with ``module=True`` a
     module and its arguments) fails. See the module docstring (``kernel_db``: nvFuser's kernel database, shared by
-    the runs of this bisect only; ``share_defaults``: every run under ``NVSCOPE_SHARE=all``)."""
+    the runs of this bisect only). ``measure`` (or its keywords ``timeout=``, ``progress=``, ``share_defaults=``):
+    seconds per run (default 600), progress lines, and every run under ``NVSCOPE_SHARE=all``."""
+    m = measure_of("bisect_program", measure, keywords, Measure(), PROGRAM)
+    only_own(bisect_program, keywords, PROGRAM)
     program = list(program)
     if not program:
         raise ValueError("bisect_program() needs the program: a script (or, with module=True, a module) and its "
@@ -97,21 +102,19 @@ def bisect_program(program: Sequence[str], *, module: bool = False, enable: Iter
     given = nv_options(enable, disable).options
     if not given:
         raise ValueError("bisect needs the options under which the program fails: --enable and/or --disable")
-    timeout = timeout_seconds("timeout", timeout)
-    if not isinstance(share_defaults, bool):
-        raise TypeError(f"share_defaults= takes True or False, not {cut(repr(share_defaults), 40)}")
+    timeout = timeout_seconds("timeout", m.timeout)
     bad_codes = None if bad_exit is None else set(bad_exit)
     if not module and not os.path.exists(program[0]):
         raise FileNotFoundError(f"can't open file {cut(os.path.abspath(program[0]), 200, repr)}: no such file")
 
-    say = progress_printer("bisect", progress)
+    say = progress_printer("bisect", m.progress)
 
     database = tempfile.mkdtemp(prefix="nvscope-kernel-db-") if kernel_db else None
     try:
         repro_dir = None
         if database is not None and not os.environ.get("NVSCOPE_REPRO_DIR"):  # not under TMPDIR: it is removed
             repro_dir = tempfile.mkdtemp(prefix="nvscope-repro-")
-        env = _environment(database, repro_dir, share_defaults)
+        env = _environment(database, repro_dir, m.share)
         result = _bisect(program, module, given, timeout, bad_codes, python, say, env)
     finally:
         if database is not None:

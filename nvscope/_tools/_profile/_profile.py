@@ -27,14 +27,16 @@ from nvscope._core import (
     first_line,
     nv_options,
 )
-from nvscope._exec import audit, compiling, failure_note, private_failures
+from nvscope._exec import audit, failure_note, private_failures
 from nvscope._measure import (
     Compiles,
+    Measure,
     Numerics,
     RatioSummary,
     Runner,
     Segment,
     Variant,
+    begin,
     compare_leaves,
     compile_clock,
     compiles_of,
@@ -42,13 +44,9 @@ from nvscope._measure import (
     flagged,
     install_adapters,
     median,
-    progress_printer,
     recorder,
-    step_callable,
-    step_keywords,
     summarize,
 )
-from nvscope._measure import _checks as checks
 from nvscope._tools._common import no_fusion
 from nvscope._tools._profile._clock import _Clock
 from nvscope._tools._profile._report import ProfileResult, ProfileRow
@@ -64,31 +62,23 @@ NO_FUSION = ("{tool}: no nvFuser fusion ran through nvscope when the step ran wi
              "nvFuser's FusionDefinition, and is the step run in this process?")
 
 
-def profile(fn: Callable[..., Any], /, *args: Any, enable: Any = (), disable: Any = (), fusions: object = None,
-            rounds: int = 20, steps_per_round: int = 1, warmup: int = 2, tolerance: float | None = None,
-            backward: bool = False, module: Any = None, seed: int = 0, progress: bool = True,
-            schedulers: str = "kernels", share_defaults: bool = True, torch: bool = False,
+def profile(step: Callable[..., Any], /, *args: Any, enable: Any = (), disable: Any = (), fusions: object = None,
+            schedulers: str = "kernels", torch: bool = False, measure: Measure | None = None,
             **kwargs: Any) -> ProfileResult:
-    """Profile ``fn(*args, **kwargs)`` fusion by fusion under ``enable``/``disable`` against the defaults.
+    """Profile ``step(*args, **kwargs)`` fusion by fusion under ``enable``/``disable`` against the defaults.
 
     ``fusions``: only these fusions get the options (a glob over ids, a list, a callable or a selector, as
-    ``nv_options(fusions=...)``); the rows are theirs. ``rounds`` x ``steps_per_round``: the paired timing;
-    ``warmup``: calls of each variant after its first. ``tolerance``, ``backward``, ``module``: as for
-    `nvscope.search`. ``schedulers``: read them off kernel names (``"kernels"``, the default) or ask nvFuser's
-    PythonProfiler (``"nvfuser"``: compile times too; fragile in nvFuser 0.2.35, see `nvscope._measure._schedulers`).
-    ``share_defaults``: as for `nvscope.search` (the step runs in ``nv_options(share=True)``; the result's
-    ``default_compiles``/``options_compiles`` say what each first call compiled).
-    ``torch=True``: each fusion's region in PyTorch too (``nv_options(run="torch")``), timed and compared with the
-    defaults as the options are, so that a row shows where nvFuser loses to eager; without options, PyTorch alone.
-    Runs in development mode; no scope and no timing hook stays behind.
+    ``nv_options(fusions=...)``); the rows are theirs. ``measure`` and its keywords: as for `nvscope.search`
+    (default: 20 rounds of at least one call, 2 warm-up calls). ``schedulers``: read them off kernel names
+    (``"kernels"``) or ask nvFuser's PythonProfiler (``"nvfuser"``: compile times too; see
+    `nvscope._measure._schedulers`). ``torch=True``: each fusion's region in PyTorch too (``nv_options(run="torch")``),
+    timed and compared with the defaults as the options are; without options, PyTorch alone. Runs in development
+    mode; no scope and no timing hook stays behind.
     """
     from nvscope._exec import listening
 
-    step_callable("profile", fn)
-    step_keywords(profile, fn, kwargs)  # a misspelt keyword is the tool's error, not the step's
-    rounds, steps_per_round = checks.rounds("rounds", rounds), checks.count("steps_per_round", steps_per_round, 1)
-    warmup, seed = checks.count("warmup", warmup), checks.integer("seed", seed)
-    tolerance = checks.number("tolerance", tolerance, none=True)
+    m, say = begin(profile, step, measure, kwargs, Measure(rounds=20, steps=1, warmup=2))
+    rounds, steps_per_round, tolerance = m.rounds or 0, m.steps or 1, m.tolerance
     recorder(schedulers)  # validates the choice before anything runs
     scope = nv_options(enable, disable, fusions=fusions, on_error="fallback")  # validated before anything runs
     options = scope.options
@@ -97,12 +87,8 @@ def profile(fn: Callable[..., Any], /, *args: Any, enable: Any = (), disable: An
     if not options and not torch:
         raise ValueError("profile() needs the options to profile: enable=[...] and/or disable=[...], or torch=True "
                          "(each fusion in PyTorch)")
-
-    say = progress_printer("profile", progress)
-
-    began, compiled = time.perf_counter(), compiling()[0]
-    runner = Runner(fn, args, kwargs, backward, module, tolerance, steps_per_round, warmup, say,
-                    share=share_defaults)
+    began, compiled = time.perf_counter(), compile_clock()
+    runner = Runner(step, args, kwargs, m, say)
     default, variant = Variant("default", OptionSet(), "default"), Variant("options", options, "candidate")
     variant.scope = scope
     eager = Variant("torch", OptionSet(), "candidate")  # the selected fusions' regions in PyTorch
@@ -152,7 +138,7 @@ def profile(fn: Callable[..., Any], /, *args: Any, enable: Any = (), disable: An
                 compared["torch"] = ok
         say(f"timing {' and '.join(v.label for v in variants)} x {rounds} rounds x {steps_per_round} calls, "
             "per fusion")
-        rng = random.Random(seed)
+        rng = random.Random(m.seed)
         fusion_times, step_times = _rounds(runner, clock, variants, rounds, rng)
         ratios, steps = _verdicts(runner, clock, variants, rounds, rng, compared, (fusion_times, step_times), notes)
     rows = []
@@ -172,9 +158,10 @@ def profile(fn: Callable[..., Any], /, *args: Any, enable: Any = (), disable: An
     if clock.recorder is None:
         notes.append("no schedulers: they need CUDA and nvFuser (`nvscope._measure._schedulers`)")
     result = ProfileResult(tuple(rows), options, runner.timer.name, rounds,
-                           steps_per_round, warmup, tolerance, seed, time.perf_counter() - began, steps.get("options"),
+                           steps_per_round, runner.warmup, tolerance, m.seed, time.perf_counter() - began,
+                           steps.get("options"),
                            step_numerics, None if clock.recorder is None else clock.recorder.source, tuple(notes),
-                           compiling()[0] - compiled, base.compiles, None if under is None else under.compiles,
+                           compile_clock() - compiled, base.compiles, None if under is None else under.compiles,
                            torch=torch, torch_step=steps.get("torch"), torch_step_numerics=torch_step_numerics)
     say(f"done in {result.elapsed_s:.1f} s")
     return result

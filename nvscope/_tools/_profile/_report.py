@@ -45,9 +45,6 @@ from nvscope._tools._profile._cells import (
 
 __all__ = ["ProfileResult", "ProfileRow"]
 
-VARIANTS = ("default", "options")
-
-
 @dataclass(frozen=True)
 class ProfileRow:
     """One fusion of the step, by its id (``"backward/nvFusion3"``), under the defaults and under the options.

@@ -13,10 +13,10 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from nvscope._core import OptionSet, cut
-from nvscope._measure import _checks, options_from, own_keywords, progress_printer
+from nvscope._measure import Measure, _checks, measure_of, only_own, options_from, progress_printer, resolve
 from nvscope._tools._rescue._probe import Children, Plan, check_target, observe
 from nvscope._tools._rescue._report import Failure, FusionRescue, RescueResult, with_issue
 from nvscope._tools._rescue._route import (
@@ -35,7 +35,9 @@ from nvscope._tools._rescue._target import ASYNC_STEP
 from nvscope._tools._rescue._watch import NO_VALIDATE, scripts_directory, tidy
 from nvscope._tools._rescue._workers import signals_interrupt
 
-__all__ = ["rescue"]
+__all__ = ["Limits", "rescue"]
+
+RESCUE = ("tolerance", "progress", "repeat", "timeout")  # its Measure keywords
 
 Probe = Callable[[list[Plan]], list[dict[str, Any]]]
 _ENV = ("NVFUSER_ENABLE", "NVFUSER_DISABLE")
@@ -68,44 +70,28 @@ def _target(step: str, reference: str | None, module: bool, args: list[str]) -> 
     return target
 
 
-@own_keywords  # `rescue(step, sanitze=True)`: did you mean 'sanitize'?
 def rescue(step: Callable[[], Any] | str, /, *, reference: Callable[[], Any] | str | None = None,
-           max_set_size: int = 2, budget_s: float = 1800.0, jobs: int = 1, timeout: float = 600.0,
-           confirm: int = 1, sanitize: bool = False, sanitizer: str = "compute-sanitizer",
-           tolerance: float | None = None, module: bool = False, args: list[str] | tuple[str, ...] = (),
+           max_set_size: int = 2, budget_s: float = 1800.0, jobs: int = 1, confirm: int = 1, sanitize: bool = False,
+           sanitizer: str = "compute-sanitizer", module: bool = False, args: list[str] | tuple[str, ...] = (),
            candidates: Sequence[object] | None = None, validate: bool = True, fresh_probes: bool = False,
-           progress: bool = True, alpha: float = 0.05, repeat: int = 5) -> RescueResult:
+           alpha: float = 0.05, measure: Measure | None = None, **keywords: Any) -> RescueResult:
     """Find per fusion the nvFuser options that make ``step`` run (and match ``reference``) when it goes wrong under
-    nvFuser's defaults. See the module docstring and docs/rescue.md.
-
-    ``step``: a callable taking no arguments (probes in this process: exceptions and wrong numbers), or a target
-    ``"script.py:FUNCTION"`` / ``"script.py"`` (a program, with ``args``) / with ``module=True`` ``"pkg.mod:FUNCTION"``,
-    whose probes run in child processes (faults too, ``jobs`` at a time, ``timeout`` seconds each; ``sanitize``:
-    under ``compute-sanitizer --tool memcheck``): the search's probes of a function in ``jobs`` long-lived workers
-    (``fresh_probes=True``: each in a fresh process too), the diagnosis, confirmations and the proof each in a fresh
-    process. ``reference``: the step's reference (a callable, or for a target the name of a function beside it);
-    its result and the step's are compared with tolerances by dtype (``tolerance``: one bound instead; for a target
-    too). ``max_set_size``: the most options per candidate set; ``budget_s``: the time for the whole
-    search; ``confirm``: how many more runs a cure must pass; ``candidates``: the sets to try instead of the
-    catalog's (specs as for `nvscope.search`, tried in the order given, each still gated by the fusion's ops);
-    ``validate``: check each fusion's first execution with nvFuser's ``FusionDefinition.validate`` (its outputs
-    against ATen's), where the installed frontend has it, so that a fusion computing wrong numbers is named and
-    searched like one that raises. ``alpha``: the false-cure rate a flaky failure's cure is proven at, over every
-    candidate planned; ``repeat``: the runs of the defaults that measure a flaky failure's rate (a failure that fails
-    again in one more run is taken as deterministic), and with ``sanitize`` the memcheck runs of a clean diagnosis.
-    """
-    from nvscope._measure import resolve
-
+    nvFuser's defaults (the module docstring; docs/rescue.md). ``step``: a callable taking no arguments (probed in this
+    process), or a target ``"script.py:FUNCTION"``, ``"script.py"`` (with ``args``) or with ``module=True``
+    ``"pkg.mod:FUNCTION"``, probed in child processes (``jobs`` at a time; ``sanitize``: under memcheck;
+    ``fresh_probes``: each in a fresh process). ``reference``: a callable, or a function's name beside a target.
+    ``measure`` (or ``tolerance=``, ``progress=``, ``repeat=``, ``timeout=``): `nvscope.Measure` (``repeat``: 5)."""
+    m = measure_of("rescue", measure, keywords, Measure(repeat=5), RESCUE)
+    only_own(rescue, keywords, RESCUE)
     given = None if candidates is None else resolve(candidates)
     max_set_size = _checks.count("max_set_size", max_set_size, 1)
     jobs, confirm = _checks.count("jobs", jobs, 1), _checks.count("confirm", confirm, 0)
     budget_s = _checks.number("budget_s", budget_s, above=True)
-    repeat = _checks.count("repeat", repeat, 1)
     alpha = _checks.number("alpha", alpha, above=True)
     if alpha >= 1:
         raise ValueError(f"alpha must be a number between 0 and 1 (a false-cure rate, e.g. 0.05), got {alpha:g}")
-    tolerance = _checks.number("tolerance", tolerance, none=True)
-    say = progress_printer("rescue", progress)
+    tolerance, timeout = m.tolerance, m.timeout
+    say = progress_printer("rescue", m.progress)
     env = OptionSet.from_env()
     for name, flag in (("validate", validate), ("fresh_probes", fresh_probes)):
         if not isinstance(flag, bool):
@@ -144,8 +130,8 @@ def rescue(step: Callable[[], Any] | str, /, *, reference: Callable[[], Any] | s
     result: RescueResult | None = None
     with signals_interrupt():
         try:
-            result = _drive(probe, say, mode, checks, env, drops, max_set_size, budget_s, jobs, confirm, given,
-                            alpha=alpha, repeat=repeat)
+            limits = Limits(max_set_size, budget_s, jobs, confirm, given, alpha, m.repeat or 1)
+            result = _drive(probe, say, mode, checks, env, drops, limits)
         finally:  # Ctrl-C, SIGTERM, SIGHUP too: no worker outlives the rescue, no fusion's pre-written script stays
             if children is not None:
                 children.close()
@@ -166,9 +152,21 @@ def _candidates(n: int) -> str:
     return f"{n} candidate{'s' * (n != 1)}"
 
 
+class Limits(NamedTuple):
+    """How far a rescue searches (`rescue`'s parameters of those names; ``given``: resolved candidates)."""
+
+    max_set_size: int = 2
+    budget_s: float = 1800.0
+    jobs: int = 1
+    confirm: int = 1
+    given: list[OptionSet] | None = None
+    alpha: float = 0.05
+    repeat: int = 5
+
+
 def _drive(probe: Probe, say: Callable[[str], None], mode: str, checks: tuple[str, ...], env: OptionSet,
-           drops: list[str], max_set_size: int, budget_s: float, jobs: int, confirm: int,
-           given: list[OptionSet] | None = None, *, alpha: float = 0.05, repeat: int = 5) -> RescueResult:
+           drops: list[str], limits: Limits) -> RescueResult:
+    max_set_size, budget_s, jobs, confirm, given, alpha, repeat = limits
     began = time.monotonic()
     validate = "validate" in checks
     say("running the step under nvFuser's defaults (Thunder's own path)"

@@ -7,6 +7,7 @@ method is in docs/search.md."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import time
 from collections.abc import Callable, Iterable
@@ -14,14 +15,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from nvscope._core import OptionSet, dev_mode, first_line
-from nvscope._exec import audit, compiling
+from nvscope._exec import audit
 from nvscope._measure import (
     Compiles,
     JsonResult,
+    Measure,
     Numerics,
     RatioSummary,
     Runner,
     Variant,
+    begin,
     compile_clock,
     compiles_dict,
     compiles_lines,
@@ -29,11 +32,8 @@ from nvscope._measure import (
     figure_class,
     install_adapters,
     nv_options_line,
-    progress_printer,
     resolve,
     spec,
-    step_callable,
-    step_keywords,
     summarize,
 )
 from nvscope._measure import _checks as checks
@@ -185,32 +185,22 @@ class FusionSearchResult(JsonResult):
         return path
 
 
-def search_fusions(fn: Callable[..., Any], /, *args: Any, candidates: Iterable[object] | None = None,
-                   rounds: int = 20, steps_per_round: int = 1, warmup: int = 2, tolerance: float | None = None,
-                   backward: bool = False, module: Any = None, seed: int = 0, min_gain: float = 0.03,
-                   progress: bool = True, share_defaults: bool = True, **kwargs: Any) -> FusionSearchResult:
-    """Recommend an option set per fusion (see the module docstring). Parameters as for `nvscope.search`; each
-    candidate is profiled with ``rounds`` x ``steps_per_round``, then the map is timed in as many rounds.
-    ``min_gain``: the least a candidate must save on a fusion (median ratio <= 1 - min_gain) to be chosen for it."""
-
-    step_callable("search_fusions", fn)
-    step_keywords(search_fusions, fn, kwargs)  # a misspelt keyword is the tool's error, not the step's
-    rounds, steps_per_round = checks.rounds("rounds", rounds), checks.count("steps_per_round", steps_per_round, 1)
-    warmup, seed = checks.count("warmup", warmup), checks.integer("seed", seed)
-    tolerance, min_gain = checks.number("tolerance", tolerance, none=True), checks.fraction("min_gain", min_gain)
+def search_fusions(step: Callable[..., Any], /, *args: Any, candidates: Iterable[object] | None = None,
+                   min_gain: float = 0.03, measure: Measure | None = None, **kwargs: Any) -> FusionSearchResult:
+    """Recommend an option set per fusion (see the module docstring). Parameters as for `nvscope.search` (default
+    measure: 20 rounds of at least one call, 2 warm-up calls); each candidate is profiled with them, then the map is
+    timed in as many rounds. ``min_gain``: the least a candidate must save on a fusion (median ratio <= 1 - min_gain)
+    to be chosen for it."""
+    m, say = begin(search_fusions, step, measure, kwargs, Measure(rounds=20, steps=1, warmup=2), printer="search")
+    min_gain = checks.fraction("min_gain", min_gain)
     options = resolve(candidates)
-    began, compiled = time.perf_counter(), compiling()[0]
-
-    say = progress_printer("search", progress)
+    began, compiled = time.perf_counter(), compile_clock()
 
     # The default once, before any candidate: a step that fails with its defaults is the caller's bug (it propagates,
     # where a candidate's failure is only that candidate's), and one that runs no fusion through nvscope has nothing
     # to choose per fusion.
-    defaults = _default_runs(fn, args, kwargs, backward, module, share_defaults)
+    defaults = _default_runs(step, args, kwargs, m)
     compiles: list[tuple[str, Compiles | None]] = [("defaults", defaults)]
-    common = {"rounds": rounds, "steps_per_round": steps_per_round, "warmup": warmup, "tolerance": tolerance,
-              "backward": backward, "module": module, "seed": seed, "progress": progress,
-              "share_defaults": share_defaults}
     profiles: list[ProfileResult] = []
     errors: list[tuple[str, str]] = []
     # Every candidate's per-fusion verdicts are one family (fusions x candidates): a fusion's choice is the best of
@@ -220,8 +210,8 @@ def search_fusions(fn: Callable[..., Any], /, *args: Any, candidates: Iterable[o
         for i, candidate in enumerate(options, 1):
             say(f"[{i}/{len(options)}] profiling {spec(candidate)} per fusion")
             try:
-                profiles.append(profile(fn, *args, enable=candidate.enable_list(), disable=candidate.disable_list(),
-                                        **common, **kwargs))
+                profiles.append(profile(step, *args, enable=candidate.enable_list(), disable=candidate.disable_list(),
+                                        measure=m, **kwargs))
                 compiles.append((spec(candidate), profiles[-1].options_compiles))
             except Exception as error:  # a candidate that breaks the step outside a fusion: skipped, said
                 errors.append((spec(candidate), first_line(error)))
@@ -251,8 +241,7 @@ def search_fusions(fn: Callable[..., Any], /, *args: Any, candidates: Iterable[o
     if groups:
         say(f"timing the per-fusion map ({len(groups)} scopes) against the defaults"
             + (f" and {spec(global_best)}" if global_best is not None else ""))
-        runner = Runner(fn, args, kwargs, backward, module, tolerance, steps_per_round, warmup, say,
-                        share=share_defaults)
+        runner = Runner(step, args, kwargs, m, say)
         with dev_mode(True), runner.sharing():
             install_adapters()
             default = Variant("default", OptionSet(), "default")
@@ -265,7 +254,7 @@ def search_fusions(fn: Callable[..., Any], /, *args: Any, candidates: Iterable[o
                 variants.append(Variant(spec(global_best), global_best, "candidate"))
             for v in variants[1:]:
                 runner.prepare(v, "[per fusion]")
-            times = runner.rounds(variants, rounds, random.Random(seed))
+            times = runner.rounds(variants, m.rounds or 0, random.Random(m.seed))
         compiles += [(v.label, v.compiles) for v in variants[1:]]
         numerics = mapped.numerics
         judged = 1 if global_best is None else 3  # the map's ratios are one family too
@@ -277,17 +266,16 @@ def search_fusions(fn: Callable[..., Any], /, *args: Any, candidates: Iterable[o
             global_ratio = summarize(times[id(variants[2])], times[id(default)], comparisons=judged)
     result = FusionSearchResult(tuple(choices), tuple((o, tuple(f)) for o, f in groups), global_best, vs_default,
                                 vs_global, global_ratio, numerics, tuple(profiles), tuple(errors),
-                                time.perf_counter() - began, min_gain, compiling()[0] - compiled,
+                                time.perf_counter() - began, min_gain, compile_clock() - compiled,
                                 tuple(compiles))
     say(f"done in {result.elapsed_s:.1f} s: {result.verdict()}")
     return result
 
 
-def _default_runs(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], backward: bool,
-                  module: Any, share: bool) -> Compiles:
+def _default_runs(step: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], m: Measure) -> Compiles:
     """One call of the step with its defaults, audited: what it raises propagates; no fusion is a `ValueError`.
     Returns what it compiled (the profiles' defaults then run what it compiled, shared)."""
-    runner = Runner(fn, args, kwargs, backward, module, None, 1, 0, lambda message: None, share=share)
+    runner = Runner(step, args, kwargs, dataclasses.replace(m, tolerance=None, steps=1, warmup=0), lambda message: None)
     with dev_mode(True), runner.sharing():
         install_adapters()
         began = compile_clock()

@@ -13,26 +13,24 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from nvscope._core import NoEffectWarning, NoFusionWarning, NvscopeWarning, OptionSet, dev_mode, first_line
-from nvscope._exec import compiling
 from nvscope._measure import (
     MIN_SAMPLE_S,
+    Measure,
     RatioSummary,
     Runner,
     Variant,
+    begin,
     compare_leaves,
+    compile_clock,
     confirm,
     install_adapters,
     median,
-    progress_printer,
     resolve,
     rounds_needed,
     seconds,
     spec,
-    step_callable,
-    step_keywords,
     summarize,
 )
-from nvscope._measure import _checks as checks
 from nvscope._tools._common import no_fusion
 from nvscope._tools._search._report import SearchResult, SearchRow
 
@@ -52,37 +50,25 @@ def _partition_bound() -> int:
     return _env.integer("NVSCOPE_MAX_PARTITIONS")
 
 
-def search(fn: Callable[..., Any], /, *args: Any, candidates: Iterable[object] | None = None, rounds: int = 30,
-           steps_per_round: int = 5, warmup: int = 2, tolerance: float | None = None, backward: bool = False,
-           module: Any = None, seed: int = 0, progress: bool = True, share_defaults: bool = True,
-           **kwargs: Any) -> SearchResult:
-    """Find the nvFuser options that make ``fn(*args, **kwargs)`` faster, with its numerics checked.
+def search(step: Callable[..., Any], /, *args: Any, candidates: Iterable[object] | None = None,
+           measure: Measure | None = None, **kwargs: Any) -> SearchResult:
+    """Find the nvFuser options that make ``step(*args, **kwargs)`` faster, with its numerics checked.
 
     ``candidates``: a list of candidates (see `parse_candidate`: ``"fast_math"``, ``"fuse_matmul,-matmul_expr_eval"``,
     ``{"disable": ["fma"]}``, ...), all validated before anything runs; None for `default_candidates`.
-    ``rounds`` x ``steps_per_round``: the timing (see the module docstring); ``steps_per_round`` is the least number
-    of calls per sample, raised when a call is short; ``warmup``: calls after the first.
-    ``tolerance``: bound on max|diff| / max|default| for every output and gradient (None: `DEFAULT_TOLERANCES`).
-    ``backward=True``: ``fn`` returns a scalar loss and the search calls ``.backward()`` on it. Gradients compared:
-    those of ``module``'s parameters (an ``nn.Module``, a Thunder module, or an iterable of tensors) and of the
-    leaf tensors in ``args``/``kwargs`` that require grad, also when ``fn`` runs backward itself; their ``.grad`` is
-    set to None before every call. Progress goes to stderr unless ``progress=False``. Runs in development mode (in
-    this context only: other threads keep theirs); no scope stays active afterwards.
-    ``share_defaults``: the step runs in ``nv_options(share=True)``, so that its fusions' defaults compile once per
-    distinct definition (False: on Thunder's own path, one compile per fusion, as before); each row says what its
-    first call compiled (``row.compiles``).
+    ``measure``: an `nvscope.Measure` (default: 30 rounds, at least 5 calls per sample, 2 warm-up calls); each of its
+    fields is a keyword too (``rounds=``, ``steps_per_round=``, ``warmup=``, ``tolerance=``, ``backward=``,
+    ``module=``, ``seed=``, ``progress=``, ``share_defaults=``), which wins over ``measure``. Other keywords go to
+    the step. With ``backward`` the gradients of ``module``'s parameters and of the leaf tensors in the arguments
+    that require grad are compared too; their ``.grad`` is set to None before every call. Runs in development mode
+    (in this context only); no scope stays active afterwards. Each row says what its first call compiled.
     """
-    step_callable("search", fn)
-    step_keywords(search, fn, kwargs)  # a misspelt keyword is the tool's error, not the step's
-    rounds, steps_per_round = checks.rounds("rounds", rounds), checks.count("steps_per_round", steps_per_round, 1)
-    warmup, seed = checks.count("warmup", warmup), checks.integer("seed", seed)
-    tolerance = checks.number("tolerance", tolerance, none=True)
+    m, say = begin(search, step, measure, kwargs, Measure(rounds=30, steps=5, warmup=2))
+    rounds, steps_per_round, tolerance = m.rounds or 0, m.steps or 1, m.tolerance
     options = resolve(candidates)
-    say = progress_printer("search", progress)
-    began, compiled = time.perf_counter(), compiling()[0]
-    rng = random.Random(seed)
-    runner = Runner(fn, args, kwargs, backward, module, tolerance, steps_per_round, warmup, say,
-                    share=share_defaults)
+    began, compiled = time.perf_counter(), compile_clock()
+    rng = random.Random(m.seed)
+    runner = Runner(step, args, kwargs, m, say)
     default = Variant("default", OptionSet(), "default")
     singles = [Variant(spec(o), o, "candidate") for o in options]
     combos: list[tuple[Variant, Variant]] = []  # (combination, the set it extends)
@@ -125,9 +111,9 @@ def search(fn: Callable[..., Any], /, *args: Any, candidates: Iterable[object] |
     recommended = chosen[-1].options if chosen else OptionSet()
     rows = [_row(v, recommended, None) for v in (default, *singles)]
     rows += [_row(c, recommended, base) for c, base in combos]
-    result = SearchResult(tuple(rows), recommended, runner.timer.name, rounds, runner.steps, warmup, tolerance, seed,
-                          time.perf_counter() - began, tuple(notes + _notes(default, variants)),
-                          compiling()[0] - compiled)
+    result = SearchResult(tuple(rows), recommended, runner.timer.name, rounds, runner.steps, runner.warmup, tolerance,
+                          m.seed, time.perf_counter() - began, tuple(notes + _notes(default, variants)),
+                          compile_clock() - compiled)
     for note in notes:
         if note.startswith(("the search stopped early", "a call of the function takes")):
             warnings.warn(f"nvscope.search: {note}", NvscopeWarning, stacklevel=2)

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from nvscope import OptionSet
 from nvscope._core import catalog
 from nvscope._tools._rescue._probe import Plan
-from nvscope._tools._rescue._rescue import _drive
+from nvscope._tools._rescue._rescue import Limits, _drive
 from nvscope._tools._rescue._search import ESCAPE_HATCHES, candidates, search
 
 ITEMS = ["-resize_scheduler", "-infer_contiguity", "-greedy_scheduler", "fast_math", "id_model"]
@@ -89,7 +89,7 @@ def test_rescue_matches_the_reference_model(fusions: list[tuple[str, list[frozen
     sets = [options(s) for s in order]
     log: list[Plan] = []
     result = _drive(model_probe(fusions, log, once, stops), lambda m: None, "model", ("raises",), OptionSet(), [],
-                    max_size, 1e9, jobs, 1, sets)
+                    Limits(max_size, 1e9, jobs, 1, sets))
     usable = [s for s in order if len(s) <= max_size]
 
     def first_cure(cure: list[frozenset[str]]) -> OptionSet | None:
