@@ -190,8 +190,8 @@ def _matches(chosen: Selector, info: FusionInfo) -> bool:
 
 def effective_split(own_options: OptionSet, policy: OptionSet | Policy | None,
                     info: FusionInfo) -> tuple[OptionSet, bool]:
-    """What one fusion executes with under ``policy`` (its own options, the scopes, the gates), and whether the innermost scope changed it, so
-    a selective scope that matched nothing can say so."""
+    """What one fusion executes with under ``policy`` (its own options, the scopes, the gates), and whether the
+    innermost scope changed it, so that a selective scope that matched nothing can say so."""
     scope, below = _layered(policy, info)
     options = _gated(own_options, scope, info)
     if not isinstance(policy, Policy) or len(policy.layers) < 2 or policy.layers[-1][1] is None:
