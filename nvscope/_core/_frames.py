@@ -1,16 +1,8 @@
-"""Scope frames: the one ContextVar holding the frame of the scope active here, and the verbs that write it.
+"""Scope frames: the one ContextVar holding the active scope's frame, and the verbs that write it.
 
-Why a ContextVar: it is what threads (each starts empty), asyncio tasks (each runs in a copy of its creator's
-context) and generators need, and reading it costs about 20 ns, which matters because the executor adapters read it
-at every fusion execution. The variable holds a `Frame` (or None when no scope is active): the frame's ``policy``
-is already merged with the enclosing scopes (`nvscope._core._policy`), so the hot path does one ``get()`` and one
-attribute load, never a merge.
-
-Only this module and `nvscope._core._scope.nv_options` (entry and exit) write the variable: `push`/`pop` (a backward
-pass under its forward's scope), `unwind` (a runner or test harness dropping scopes a program left open),
-`enter_frame`/`switch_frame` (the decorators of `nvscope._core._decorators`, which rebuild a generator body's scopes
-at every step). Below both the scope and its decorators, as torch keeps its decorator machinery (``_contextlib``)
-below grad mode: `nv_options` is a decorator by inheritance, not by a callback registered at import.
+A ContextVar, because threads, asyncio tasks and generators each need their own. A `Frame`'s ``policy`` is already
+merged with the enclosing scopes, so an adapter does one ``get()`` and one attribute load per fusion, never a merge.
+Only this module and `nv_options` write the variable.
 """
 
 from __future__ import annotations
@@ -42,7 +34,7 @@ __all__ = [
     "unwind",
 ]
 
-# Frame.ran: what happened under a frame. Ordered, so that merging two is max().
+# Frame.ran, ordered so that merging two is max().
 NOTHING, NO_EFFECT, CHANGED = 0, 1, 2
 
 
@@ -53,27 +45,22 @@ class Frame:
 
     def __init__(self, policy: OptionSet | _policy.Policy | None, parent: Frame | None, owner: object,
                  on_error: str | None) -> None:
-        # on_error="torch" needs every fusion in the execution path, its defaults too: an escaping policy.
+        # on_error="torch" must reach every fusion, the defaults too.
         self.policy = _policy.escaping(policy) if on_error == "torch" else policy
         self.parent = parent
         self.owner = owner
-        # on_error in force here: "raise", "fallback", "torch", or None when no scope chose (so "raise"; a backward
-        # pass under its forward's scope then takes the choice of the thread running it, `push`).
+        # None when no scope chose: "raise", and a backward takes its thread's choice (`push`).
         self.on_error = on_error
-        # NOTHING, NO_EFFECT (fusions ran, none changed by the scope) or CHANGED; written by `note_run` only.
         self.ran = NOTHING
-        # Set on a generator body's scope rebuilt for a later step (`nvscope._core._decorators`) when a fusion ran
-        # under it in an earlier step: that fusion has already been counted below, so it only keeps the scope's exit
-        # quiet.
+        # A generator body's scope rebuilt for a later step: what ran in earlier steps, already counted.
         self.ran_earlier = NOTHING
-        # While any frame exists, the adapters' per-fusion patches are in place (`nvscope._core._patches.demand`):
-        # from here to `__del__`, wherever the frame is visible (an entered scope, a copied context, a backward).
+        # The adapters' patches stay in place while any frame lives, wherever it is visible.
         _demand(id(self))
 
     def __del__(self, _release: Callable[[int], None] = _patches.release) -> None:
         try:
             _release(id(self))
-        except Exception:  # pragma: no cover - at interpreter exit the module's state may be gone already
+        except Exception:  # pragma: no cover - interpreter exit
             pass
 
 
@@ -81,12 +68,8 @@ _demand = _patches.demand
 
 
 def note_run(frame: Frame | None, ran: int, *, outward: bool = False) -> None:
-    """What ran under ``frame`` is at least ``ran`` (`NO_EFFECT`: fusions ran, its options changed none; `CHANGED`);
-    with ``outward``, under every scope around it too. Nothing for None (no scope).
-
-    The one writer of `Frame.ran`: the execution path when a fusion runs, a scope's exit and `pop` for the scope
-    around them, the decorators for the consumer of a generator's step and for the scopes `bind` captured. What a
-    frame ran only rises, so an update is a max."""
+    """What ran under ``frame`` (with ``outward``, every scope around it) is at least ``ran``; the one writer of
+    `Frame.ran`."""
     while frame is not None:
         if ran > frame.ran:
             frame.ran = ran
@@ -99,10 +82,8 @@ PROGRAM = "NVSCOPE_SHARE=all"  # the owner of the program-wide frame (`ROOT`)
 
 
 def _root() -> Frame | None:
-    """``NVSCOPE_SHARE=all``: a frame that shares the defaults (``nv_options(share=True)``), in force wherever no scope
-    is: the variable's default, so every thread, task and autograd thread starts under it, which no entered scope
-    could give (a new thread starts with an empty context). Read once, at import: a program-wide setting, set before
-    the program starts (as ``nvscope run --share-defaults`` and the pytest plugin do)."""
+    """``NVSCOPE_SHARE=all``: a frame sharing the defaults, the variable's default so that every thread starts under
+    it. Read once, at import."""
     if not _env.share_all(warn=False):
         return None
     return Frame(_policy.over(None, EMPTY, None, True, True), None, PROGRAM, None)
@@ -128,8 +109,7 @@ _state.keep(__name__, "_SUSPENSION", "the open blocks that suspend ROOT's sharin
 
 @contextmanager
 def program_sharing_suspended() -> Iterator[None]:
-    """Inside, `ROOT` shares nothing, in every thread: for a tool that must see Thunder's own path (`nvscope rescue`'s
-    diagnosis in process). Process-wide while it runs; nothing without ``NVSCOPE_SHARE=all``."""
+    """Inside, `ROOT` shares nothing, in every thread: for a tool that must see Thunder's own path."""
     if ROOT is None:
         yield
         return
@@ -146,17 +126,15 @@ def program_sharing_suspended() -> Iterator[None]:
                 ROOT.policy = _ROOT_POLICY
 
 
-# The one piece of state. Adapters read ACTIVE.get() on their hot path; everything else goes through the verbs.
 ACTIVE: ContextVar[Frame | None] = ContextVar("nvscope.active", default=ROOT)
 _state.keep(__name__, "ACTIVE", "per context: each scope resets its own (uninstall inside a scope leaves it active)")
 
 
 def enter_frame(frame: Frame | None) -> Token[Frame | None]:
-    """Make ``frame`` the active one (decorators and `nvscope.bind` rebuild or carry frames); undo with ``reset``.
+    """Make ``frame`` the active one; undo with ``reset``.
 
-    The entry demands the patches itself (`nvscope._core._patches.demand`), not only through the frame's life: a
-    generator left in a reference cycle can be closed by the collector after its captured frame was finalized, and
-    its cleanup runs under that frame."""
+    The entry demands the patches itself: a generator in a reference cycle may be closed after its frame was
+    finalized, and its cleanup runs under that frame."""
     token = ACTIVE.set(frame)
     if frame is not None:
         _demand(id(token))
@@ -164,25 +142,20 @@ def enter_frame(frame: Frame | None) -> Token[Frame | None]:
 
 
 def switch_frame(frame: Frame | None) -> None:
-    """Make ``frame`` the active one with no token, for a caller that demands the patches around it itself (a
-    generator body's step: `nvscope._core._decorators`)."""
+    """Make ``frame`` the active one with no token, for a caller that demands the patches itself."""
     ACTIVE.set(frame)
 
 
 def reset(token: Token[Frame | None]) -> None:
     ACTIVE.reset(token)
-    _patches.release(id(token))  # nothing if `enter_frame` demanded nothing for it
+    _patches.release(id(token))
 
 
 def push(policy: OptionSet | _policy.Policy | None, on_error: str | None,
          share: bool | None = None) -> Token[Frame | None]:
-    """Activate ``policy`` laid over the current scope, unvalidated and without policy checks; for adapters.
+    """Activate ``policy`` over the current scope, unchecked: a backward under its forward's scope. Undo with `pop`.
 
-    Used where nvscope itself carries a scope somewhere (a backward pass under its forward's scope). ``fallback`` is
-    the carried scope's on_error choice (a `Frame`'s); None takes the current scope's. ``share``: the carried scope's
-    sharing where it must win over the current one's (`carried`); None: ``policy``'s, else the current scope's.
-    Undo with `pop`.
-    """
+    ``on_error``/``share``: the carried scope's, where they must win; None takes the current scope's."""
     parent = ACTIVE.get()
     below = None if parent is None else parent.policy
     if on_error is None and parent is not None:
@@ -191,24 +164,19 @@ def push(policy: OptionSet | _policy.Policy | None, on_error: str | None,
 
 
 def carried(frame: Frame | None) -> tuple[Frame | None, bool | None]:
-    """What a forward carries to its backward: its frame (None: nothing, the backward takes its thread's scope) and
-    its sharing where the backward must keep it (`push`'s ``share``).
-
-    The program-wide frame (`ROOT`) is no scope of the user's: a forward under it carries nothing, so a backward run
-    inside ``share=False`` does not share. A frame that does not share under one that does (`ROOT` included) ended
-    sharing on purpose (``share=False``: sharing is inherited, ``inherit=False`` included, so nothing else makes
-    one): its backward must not share either, wherever it runs."""
+    """What a forward carries to its backward: its frame (None: the backward takes its thread's scope) and its
+    sharing where the backward must keep it. A frame that stopped sharing on purpose keeps its backward unshared."""
     if frame is None or frame is ROOT:
         return None, None
     if not _policy.sharing(frame.policy) and _shares_around(frame):
         return frame, False
     if frame.policy is None and frame.on_error is None:
-        return None, None  # an empty frame: nothing to carry to the backward
+        return None, None
     return frame, None
 
 
 def _shares_around(frame: Frame) -> bool:
-    """Whether a scope around ``frame`` shares (a forward's frame, once per backward it carries to)."""
+    """Whether a scope around ``frame`` shares."""
     parent = frame.parent
     while parent is not None:
         if _policy.sharing(parent.policy):
@@ -226,8 +194,7 @@ def pop(token: Token[Frame | None]) -> None:
 
 
 def unwind(to: Frame | None) -> list[object]:
-    """Drop every frame above ``to`` (scopes a program or test entered and left open); return their owners,
-    innermost first. The runner and the pytest plugin use it so that their own scopes then exit cleanly."""
+    """Drop every frame above ``to`` (scopes left open); return their owners, innermost first."""
     owners = []
     frame = ACTIVE.get()
     while frame is not None and frame is not to:

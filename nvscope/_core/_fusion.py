@@ -1,36 +1,9 @@
 """A fusion as a unit: its identity (`FusionInfo`) and the selectors that pick fusions (``nv_options(fusions=...)``).
 
-A fusion's identity is computed once, when nvscope first sees it (its table is made, `nvscope._exec._execute`), from
-where the fusion sits in the program, never from what nvscope happened to see first, so that an id printed by one
-run (a listing, which audits everything) selects the same fusion in a later run that scopes only part of it:
-
-    <phase>/<name>[@<site>:<key> | @<site> | @<key>][#<k>]
-
-``<phase>/<name>``: Thunder's name restarts per trace (forward and backward both have an ``nvFusion0``). ``<site>``:
-for Thunder, the jitted function as ``<module>:<qualname>`` (a backward's: its forward's); for a direct
-``FusionDefinition`` of a subclass, its class as ``<module>:<qualname>``, for a plain one nothing (the module that
-executes it is no property of the definition: its ``function`` says where it first ran). ``<key>``: six hex digits
-of what tells the fusions of one site apart, the same in every process: for Thunder, the fusion's inputs (shapes,
-strides, dtypes: `nvscope._core._site.inputs_digest`), which pick the trace of the jitted function it belongs to; for
-a direct definition, the definition nvFuser prints (`nvscope._core._site.definition_digest`). A script's module is
-its file's stem, whether it runs as ``__main__`` or is imported by ``nvscope profile``/``bisect``/``search``
-(`nvscope._core._site`). ``#<k>`` only where nothing else tells fusions apart (the same function jitted twice, equal
-direct definitions): the k-th of them nvscope saw (`claim`, `nvscope._core._ids`); a number a fusion holds is never
-handed to another while it lives, also across ``nvscope.uninstall()``. The ops are the nvFuser operations of its
-definition, read from the Python nvFuser prints for it (``fd.ops.linear(...)``), the same on every Thunder and both
-frontends, so a selector by ops means one thing.
-
-Selectors are values: a glob over ids, a list of globs, a callable taking a `FusionInfo`, or the helpers `phase`
-and `holding`, combined with ``|``, ``&`` and ``~``. Each is compiled when its scope is built (and kept: the same
-glob or list of globs written again, e.g. in a loop, is the same compiled selector), so a bad glob or a non-callable
-fails before anything is entered; a selector that raises, or a callable that returns something other than True or
-False, fails the fusion's call with a message naming the selector and the fusion (it is matched once per fusion and
-scope, never per execution). A glob selects a fusion when it matches its id, or the short form ``<phase>/<name>``
-(so ``"*/nvFusion0"`` and ``"forward/nvFusion0"`` select every such fusion, of every function), or its numbered id
-``<id without #k>#<k>`` (``#1`` for the first: ``"forward/nvFusion0#1"`` selects the first of the fusions without a
-site), or, for a fusion with a site and a key, ``<phase>/<name>@<site>`` (the fusions of every trace of a function).
-An id as printed selects that fusion alone (`exact_glob` where one without a site shares its short form).
-Messages cut long globs and selectors short (`nvscope._core._text.cut`).
+A fusion's id, ``<phase>/<name>[@<site>:<key> | @<site> | @<key>][#<k>]``, is computed once, from where the fusion
+sits in the program, so that an id printed by one run selects the same fusion in the next (docs/fusions.md).
+Selectors are compiled when their scope is built, so a bad glob fails before anything is entered, and are matched
+once per fusion and scope.
 """
 
 from __future__ import annotations
@@ -52,31 +25,19 @@ if TYPE_CHECKING:
 __all__ = ["FusionInfo", "Selector", "claim", "exact_glob", "holding", "phase", "remember", "selector"]
 
 _PHASES = ("forward", "backward", "call")
-# What a message shows of a glob, a list of globs or a selector's name: enough to recognize it (a full id is ~80).
 _SHOWN = 200
 
 
 def ops_of_definition(text: str) -> tuple[str, ...]:
     """The nvFuser ops a printed FusionDefinition calls (``fd.ops.<name>(``), sorted and unique."""
-    import re  # here: `import nvscope` does not pay for re (this runs once per fusion)
+    import re
 
     return tuple(sorted(set(re.findall(r"\bfd\.ops\.([A-Za-z_][A-Za-z0-9_]*)\s*\(", text))))
 
 
 class FusionInfo(Record):
-    """One fusion as nvscope knows it: ``id``, ``name``, ``phase``, ``ops``, ``function``, ``site``, ``key``,
-    ``instance``.
-
-    ``phase`` is ``"forward"``, ``"backward"`` (Thunder's backward trace) or ``"call"`` (a direct nvFuser
-    ``execute``); ``ops`` the sorted nvFuser op names of its definition; ``function`` the qualified name of the
-    jitted function it belongs to (Thunder), or where a direct definition first executed (``"<module>:<qualname>"``),
-    when nvscope could tell, else None; ``site`` where it sits in the program (``"train:Model.forward"``, or the class
-    of a direct definition's subclass; see the module docstring), or None; ``key`` six hex digits of what tells it
-    from the other fusions of its site (a Thunder fusion's inputs, a direct definition's printed definition), or None.
-    ``instance`` is k when this is the k-th distinct fusion nvscope saw with the same phase, name, site and key: the
-    id is ``"<phase>/<name>[@<site>[:<key>]][#<k>]"`` (``@<key>`` without a site; 1, the first: no suffix), so an id
-    names one fusion.
-    """
+    """One fusion as nvscope knows it: ``id``, ``name``, ``phase`` (``"forward"``, ``"backward"``, ``"call"``),
+    ``ops`` (sorted nvFuser op names), ``function``, ``site``, ``key`` and ``instance``; docs/fusions.md."""
 
     __slots__ = ("function", "id", "instance", "key", "name", "ops", "phase", "site")
 
@@ -91,7 +52,6 @@ class FusionInfo(Record):
 
     def __init__(self, name: str, phase: Phase, ops: Iterable[str] | None = (), function: str | None = None, *,
                  instance: int = 1, site: str | None = None, key: str | None = None) -> None:
-        # Checked once per fusion: a fusion built wrong here would be one that no selector or gate reads right.
         if not isinstance(name, str) or not name:
             raise (ValueError if name == "" else TypeError)(
                 f"FusionInfo: name takes the fusion's name, e.g. 'nvFusion0', not {_shown(name)}")
@@ -129,16 +89,15 @@ class FusionInfo(Record):
         return f"FusionInfo({self.id!r}, ops={ops}{where})"
 
     def aliases(self) -> tuple[str, ...]:
-        """What a glob may match besides the id: the short form ``<phase>/<name>``, the numbered id
-        ``<id without #k>#<k>`` and, for a fusion with a key, the id without it (``<phase>/<name>@<site>``: the
-        fusions of every trace of a function)."""
+        """What a glob may match besides the id: ``<phase>/<name>``, the id with its ``#<k>`` and, with a key,
+        ``<phase>/<name>@<site>``."""
         short = f"{self.phase}/{self.name}"
         if self.key is None or self.site is None:
             return short, f"{self.base()}#{self.instance}"
         return short, f"{self.base()}#{self.instance}", f"{short}@{self.site}"
 
     def base(self) -> str:
-        """The id without its ``#<k>``: what the fusions nothing else tells apart share."""
+        """The id without its ``#<k>``."""
         return self.id if self.instance == 1 else self.id[:-len(f"#{self.instance}")]
 
 
@@ -150,11 +109,9 @@ def _shown(value: object) -> str:
 
 def claim(name: str, phase: Phase, ops: Iterable[str] | None, function: str | None, site: str | None = None, *,
           key: str | None = None) -> FusionInfo:
-    """The identity of a fusion nvscope sees for the first time: the k-th distinct fusion (by its ops) to claim
-    ``<phase>/<name>[@<site>:<key>]`` gets ``#k``, an equal one the same id (only where nothing else tells them
-    apart; numbering restarts at ``nvscope.uninstall()``, `_ids`).
-    The adapters call it under `nvscope._exec._frontends.TABLE_LOCK`, once per fusion."""
-    info = FusionInfo(name, phase, ops, function, site=site, key=key)  # may raise: then nothing is claimed
+    """The identity of a fusion seen for the first time: the k-th distinct one (by its ops) of an id gets ``#k``.
+    Called under `nvscope._exec._frontends.TABLE_LOCK`, once per fusion."""
+    info = FusionInfo(name, phase, ops, function, site=site, key=key)
     instance = _ids.number(info.id, info.ops)
     if instance > 1:
         info = FusionInfo(name, phase, info.ops, function, instance=instance, site=site, key=key)
@@ -163,26 +120,22 @@ def claim(name: str, phase: Phase, ops: Iterable[str] | None, function: str | No
 
 
 def remember(info: FusionInfo) -> FusionInfo:
-    """The identity of a fusion an adapter identified before ``nvscope.uninstall()``, claimed again as if seen for the
-    first time: its site and key give the same id; a ``#k`` follows the order of sight since the uninstall, as in a
-    new process, so that no two fusions hold one id."""
+    """A fusion identified before ``nvscope.uninstall()``, claimed again as if seen for the first time."""
     return claim(info.name, info.phase, info.ops, info.function, info.site, key=info.key)
 
 
 class Selector:
     """Which fusions a scope's options reach: ``selector(info) -> bool``, with a readable ``repr``.
 
-    Combine with ``|`` (either), ``&`` (both) and ``~`` (not). Equal when they select alike by construction (the same
-    glob, phases, ops, function, or combination of equal selectors; another callable only to itself), so a scope
-    written anew at every step of a loop resolves to the same interned policy and each fusion's memo still hits.
-    """
+    Combine with ``|``, ``&`` and ``~``. Equal when built alike, so a scope written anew at every step of a loop
+    resolves to the same interned policy."""
 
     __slots__ = ("_hash", "_key", "_match", "_text")
 
     def __init__(self, match: Callable[[FusionInfo], bool], text: str, key: object = None) -> None:
         self._match = match
-        self._text = cut(text, 2 * _SHOWN)  # a list of 10,000 globs must not make a message of them all
-        self._key = key  # what it selects, as a hashable value (None: only itself is equal to it)
+        self._text = cut(text, 2 * _SHOWN)
+        self._key = key
         self._hash = object.__hash__(self) if key is None else hash(key)
 
     def __eq__(self, other: object) -> bool:
@@ -226,10 +179,7 @@ def phase(*phases: str) -> Selector:
 
 
 def holding(*ops: str) -> Selector:
-    """Fusions whose nvFuser definition holds at least one of these ops: ``holding("matmul", "linear")``.
-
-    Op names are nvFuser's (``fd.ops.<name>`` in a printed definition; ``nvscope fusions`` lists each fusion's).
-    """
+    """Fusions whose nvFuser definition holds at least one of these ops: ``holding("matmul", "linear")``."""
     if not ops or not all(isinstance(op, str) and op.isidentifier() for op in ops):
         raise ValueError(f"holding() takes nvFuser op names, e.g. holding('matmul', 'linear'), not {_shown(ops)}")
     wanted = frozenset(ops)
@@ -267,8 +217,7 @@ def _glob(pattern: str) -> Selector:
 
 
 def _glob_shown(text: str) -> str:
-    """A glob as messages and a selector's repr show it: quoted, cut short (a 180,000-character glob must not make a
-    360,000-character message)."""
+    """A glob as messages show it: quoted, cut short."""
     return cut(text, _SHOWN, repr)
 
 
@@ -288,8 +237,7 @@ def _checked(call: Callable[[FusionInfo], object], name: str) -> Callable[[Fusio
     return checked
 
 
-# Compiled selectors by the value they were built from (a glob, or a list or tuple of globs): a scope written inside
-# a loop builds its selector once, not at every entry. Bounded: a program generating globs stays finite.
+# Compiled selectors by the globs they were built from, so a scope inside a loop builds its selector once.
 _compiled: dict[object, Selector] = {}
 _MAX_COMPILED = 1024
 _state.register(__name__, "_compiled", _compiled.clear, step="caches")
@@ -326,7 +274,6 @@ def _build(value: object) -> Selector:
         raise TypeError(f"fusions= takes a glob (str), not bytes: {shown(value)}")
     if callable(value):
         name = cut(str(getattr(value, "__qualname__", None) or repr(value)), _SHOWN)
-        # A function (or a bound method) is equal to itself only: the same one passed again selects the same.
         same = isinstance(value, (FunctionType, MethodType, BuiltinFunctionType))
         return Selector(_checked(value, name), name, ("call", value) if same else None)
     if isinstance(value, Iterable) and not isinstance(value, dict):
@@ -349,10 +296,9 @@ def _not_a_selector(value: object) -> Selector:
 
 
 def exact_glob(fusion_id: str) -> str:
-    """A glob (``fusions=``) that matches exactly ``fusion_id``: ``*``, ``?`` and ``[`` in brackets, and ``#1`` after
-    the id of the first of several fusions of one ``<phase>/<name>`` (the id alone selects them all)."""
+    """A ``fusions=`` glob that matches exactly ``fusion_id``."""
     base, mark, number = fusion_id.rpartition("#")
     numbered = bool(mark) and number.isdigit() and "/" in base
     if not numbered and "@" not in fusion_id and _ids.shares_short_form(fusion_id):
-        fusion_id += "#1"  # without a site, its id is also the short form of every fusion with its phase and name
+        fusion_id += "#1"
     return "".join(f"[{c}]" if c in "*?[" else c for c in fusion_id)

@@ -1,6 +1,6 @@
-"""Fusion ids' numbers: which ``#k`` a fusion nvscope sees for the first time gets (`nvscope._core._fusion.claim`),
-only where nothing else tells fusions apart. Ids as
-strings here: ``base`` is an id without its ``#k``, ``short`` its ``<phase>/<name>``."""
+"""Fusion ids' numbers: the ``#k`` a fusion seen for the first time gets, where nothing else tells fusions apart.
+
+``base`` is an id without its ``#k``, ``short`` its ``<phase>/<name>``."""
 
 from __future__ import annotations
 
@@ -11,12 +11,7 @@ from nvscope._core import _state
 __all__ = ["count", "forget_ids", "note_ids", "number", "shares_short_form"]
 
 
-# Per id without its "#k": the number each distinct fusion got, by what it computes (its ops; `claim`), and the ids
-# seen per short form "<phase>/<name>" (`exact_glob`); the adapters call `claim` under
-# `nvscope._exec._frontends.TABLE_LOCK`, once per fusion. An equal fusion seen again (a step that builds or jits its
-# fusions anew at every call) gets the number the first one got: numbering never grows with the steps.
-# `nvscope.uninstall()` empties both: fusions seen afterwards are numbered afresh, in order of sight, as in a new
-# process.
+# An equal fusion built anew at every step gets the number the first one got, so numbering does not grow with steps.
 _claimed: dict[str, dict[object, int]] = {}
 _shorts: dict[str, set[str]] = {}
 
@@ -27,8 +22,7 @@ def count(fusion_id: str, short: str) -> None:
 
 
 def number(base: str, computes: object) -> int:
-    """The number of the fusion with the id ``base`` that computes ``computes`` (its ops): the one an equal fusion got
-    before, else the next (1: the first)."""
+    """The number of fusion ``base`` computing ``computes``: the one an equal fusion got, else the next."""
     numbers = _claimed.setdefault(base, {})
     found = numbers.get(computes)
     if found is None:
@@ -37,7 +31,7 @@ def number(base: str, computes: object) -> int:
 
 
 def note_ids(ids: Iterable[str]) -> None:
-    """Count the fusions behind ``ids`` seen in another process (a bisect's probes), for `exact_glob`."""
+    """Count the fusions behind ``ids`` seen in another process (a bisect's probes)."""
     for fusion_id in ids:
         phase, slash, _ = fusion_id.partition("/")
         if not slash:
@@ -51,7 +45,7 @@ def note_ids(ids: Iterable[str]) -> None:
 
 
 def forget_ids() -> None:
-    """Numbering starts again (the adapters dropped every fusion's table: `nvscope.uninstall`)."""
+    """Numbering starts again."""
     _claimed.clear()
     _shorts.clear()
 
@@ -60,6 +54,5 @@ _state.register(__name__, "_claimed _shorts", forget_ids, step="ids")
 
 
 def shares_short_form(fusion_id: str) -> bool:
-    """Whether ``fusion_id`` (one without a site) is also the short form of another fusion's id, or was claimed by
-    several fusions (`nvscope._core._fusion.exact_glob`)."""
+    """Whether ``fusion_id`` is also another fusion's short form, or was claimed by several fusions."""
     return len(_claimed.get(fusion_id, ())) > 1 or len(_shorts.get(fusion_id, ())) > 1

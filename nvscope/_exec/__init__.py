@@ -1,7 +1,6 @@
-"""Layer 2, execution: the `Adapter` interface, the one execution path, fusion tables and partitions, events and
-audit, failure notes and repro scripts, nvFuser's frontends, the Thunder and nvFuser adapters, auto-install.
-Imports only `nvscope._core` from below (tests/test_layers.py); the names below are in ``__init__.pyi`` and load on
-first use, so that `import nvscope` loads only the modules it needs."""
+"""Layer 2, execution: the adapters, the one execution path, fusion tables, events, audit and failures.
+
+Its face is declared in ``__init__.pyi`` and loads on first use."""
 
 from nvscope._core import lazy_face
 

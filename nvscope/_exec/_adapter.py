@@ -1,8 +1,7 @@
 """The `Adapter` base, and `INSTALLED`, the registry of the adapters installed now.
 
-An adapter (Thunder's fusion wrapper, one direct nvFuser frontend) is an object, as a Thunder executor is: it installs
-and uninstalls its patches, holds its fusions' tables, and tells the one execution path (`nvscope._exec._execute`)
-what differs between frameworks. Generic over ``F``, the type of its fusions.
+An adapter (Thunder's fusion wrapper, one direct nvFuser frontend) installs and uninstalls its patches, holds its
+fusions' tables, and tells the execution path what differs between frameworks. ``F`` is the type of its fusions.
 """
 
 from __future__ import annotations
@@ -25,15 +24,13 @@ F = TypeVar("F")
 
 
 class Adapter(Generic[F]):
-    """What one adapter supplies to the execution path. Subclasses set ``frontend`` and ``table_of`` and override
-    every method that raises here."""
+    """What one adapter supplies to the execution path; subclasses override what raises here."""
 
-    given_as = "compile-time"  # where a fusion's own options come from, for failure notes
-    describe = "fusion"  # what kind of fusion, for failure notes: "Thunder fusion forward/nvFusion0 failed ..."
-    frontend: Frontend  # the nvFuser frontend the fusions run on
-    version_error: UnsupportedError | None = None  # set at install: raised when a scope reaches a fusion
-    # The fusion's table; AttributeError when it has none yet. Read at every scoped call, so a C-level getter
-    # (``operator.attrgetter``): a Python function here would cost the call that the execution path's lane saves.
+    given_as = "compile-time"  # for failure notes
+    describe = "fusion"
+    frontend: Frontend
+    version_error: UnsupportedError | None = None
+    # AttributeError when the fusion has no table yet; a C-level getter, as it is read at every scoped call.
     table_of: Callable[[F], FusionTable[Partition]]
 
     def install(self) -> None:
@@ -49,14 +46,14 @@ class Adapter(Generic[F]):
         raise NotImplementedError
 
     def lookup(self, fusion: F) -> FusionTable[Partition] | None:
-        """The fusion's table, or None if nvscope has not seen it scoped or audited."""
+        """The fusion's table, or None."""
         try:
             return self.table_of(fusion)
         except AttributeError:
             return None
 
     def attach(self, fusion: F, table: FusionTable[Partition]) -> None:
-        """Keep ``table`` with ``fusion`` (where `table_of` finds it), and note it for uninstall."""
+        """Keep ``table`` with ``fusion``, and note it for uninstall."""
         raise NotImplementedError
 
     def identify(self, fusion: F, args: tuple[Any, ...], kwargs: dict[str, Any]) -> FusionInfo:
@@ -81,11 +78,11 @@ class Adapter(Generic[F]):
         raise NotImplementedError
 
     def definition(self, partition: Partition, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """The FusionDefinition ``partition`` runs for these inputs (audit and failures only, never per call)."""
+        """The FusionDefinition ``partition`` runs for these inputs (audit and failures only)."""
         return partition.runner
 
     def own_partition(self, fusion: F, own_options: OptionSet) -> Partition:
-        """The fusion's own call (`default`) as a partition: no definition of its own, nothing compiled anew."""
+        """The fusion's own call (`default`) as a partition."""
         from nvscope._exec._fusion_table import Partition
 
         default = self.default
@@ -98,7 +95,7 @@ class Adapter(Generic[F]):
         return None, lambda: self.region(fusion)
 
     def region(self, fusion: F) -> Callable[..., Any]:
-        """The fusion's PyTorch callable (its region, run eagerly), or `EscapeRefused` saying why it has none."""
+        """The fusion's PyTorch callable, or `EscapeRefused` saying why it has none."""
         from nvscope._exec._fusion_table import EscapeRefused
 
         raise EscapeRefused("a direct nvFuser FusionDefinition has no Thunder region to run in PyTorch")
@@ -123,14 +120,14 @@ class FusionCall:
 
 
 class Installed:
-    """The installed adapters by owner (``"thunder"``, a frontend module's name), the watches on nvFuser's execute
-    that direct adapters route their executions through, and what automatic installation has looked at."""
+    """The installed adapters by owner (``"thunder"``, a frontend module's name), the watches on nvFuser's execute,
+    and what automatic installation has looked at."""
 
     def __init__(self) -> None:
         self._adapters: dict[str, Adapter[Any]] = {}
         self.watches: list[Callable[[Any], Any]] = []
-        self.seen_modules = -1  # len(sys.modules) at the last automatic look (`nvscope._exec._autoinstall`)
-        self.program_errors: list[BaseException] = []  # install errors under NVSCOPE_SHARE=all, for doctor
+        self.seen_modules = -1
+        self.program_errors: list[BaseException] = []
 
     def add(self, owner: str, adapter: Adapter[Any]) -> None:
         adapter.install()
@@ -148,7 +145,7 @@ class Installed:
         return adapter is not None and adapter.uninstall()
 
     def clear(self) -> None:
-        """Uninstall every adapter (``nvscope.uninstall()``); the next scope looks at ``sys.modules`` again."""
+        """Uninstall every adapter; the next scope looks at ``sys.modules`` again."""
         self.seen_modules = -1
         for owner in list(self._adapters):
             self.remove(owner)

@@ -1,14 +1,8 @@
-"""Zero setup: adapters install themselves for the frameworks a program uses, by one rule and two triggers.
+"""Zero setup: adapters install themselves for the frameworks a program uses.
 
-The rule (`ensure_adapters`): once ``thunder`` is imported, the Thunder adapter is installed (unless
-``NVSCOPE_AUTOINSTALL=0`` or after an explicit ``nvscope.thunder.uninstall()``); with ``direct=True`` (``nvscope
-run``, which owns the whole program), an nvFuser frontend imported without Thunder gets the direct adapter too. It
-imports an adapter only when its framework is already in ``sys.modules``, so ``import nvscope`` and scopes on a
-machine without Thunder stay light.
-
-The triggers: every non-empty scope entry (`enable` registers `ensure_adapters` with the core's enter hooks, which
-``import nvscope`` calls; it looks again only when ``sys.modules`` has grown since the last look), and, inside
-`watch_imports` (``nvscope run``), the moment the program finishes importing Thunder or nvFuser.
+Once ``thunder`` is imported, a non-empty scope entry installs the Thunder adapter (unless ``NVSCOPE_AUTOINSTALL=0``
+or after ``nvscope.thunder.uninstall()``); ``nvscope run`` also installs the direct adapter for nvFuser without
+Thunder, at the moment it is imported. An adapter is imported only once its framework is in ``sys.modules``.
 """
 
 from __future__ import annotations
@@ -26,7 +20,7 @@ WATCHED = ("thunder", *NVFUSER_MODULES)
 
 
 def ensure_adapters(direct: bool = False) -> None:
-    """Install the adapter for each framework imported by now (see the module docstring for the rule)."""
+    """Install the adapter for each framework imported by now."""
     count = len(sys.modules)
     if count == INSTALLED.seen_modules and not direct:
         return
@@ -40,26 +34,20 @@ def ensure_adapters(direct: bool = False) -> None:
             if not _patches.declined("thunder") and not thunder.installed():
                 thunder.install()
         elif direct and any(name in sys.modules for name in NVFUSER_MODULES):
-            # Thunder imports nvFuser while it is itself being imported; its own adapter then covers it.
             from nvscope._exec import _nvfuser as nvfuser
 
             nvfuser.install()
     except BaseException:
-        # A refusal (an unknown Thunder: UnsupportedError) must meet every later scope too, not only the first:
-        # otherwise the second scope would run its fusions silently without the options.
+        # A refusal must meet every later scope too, or they would run silently without the options.
         INSTALLED.seen_modules = -1
         raise
-    INSTALLED.seen_modules = len(sys.modules)  # installing may import more; those need no second look
+    INSTALLED.seen_modules = len(sys.modules)
 
 
 def install() -> list[str]:
-    """Install now the adapter of every framework already imported; returns the adapters in place, e.g.
-    ``["nvscope.thunder"]`` (``[]``: import Thunder or nvFuser first).
-
-    Thunder's adapter when ``thunder`` is imported (it covers the nvFuser that Thunder uses), else the direct nvFuser
-    adapter for the imported nvFuser frontends. Explicit, so it works under ``NVSCOPE_AUTOINSTALL=0`` and after an
-    explicit uninstall; idempotent. Raises `UnsupportedError`, patching nothing, for a Thunder nvscope cannot drive.
-    """
+    """Install now the adapter of every framework already imported (Thunder's, else the direct nvFuser one); returns
+    those in place, e.g. ``["nvscope.thunder"]``. Idempotent; `UnsupportedError`, patching nothing, for a Thunder
+    nvscope cannot drive."""
     if "thunder" in sys.modules:
         from nvscope._exec import _thunder as thunder
 
@@ -72,36 +60,30 @@ def install() -> list[str]:
 
 
 def uninstall() -> bool:
-    """Undo every patch nvscope made (all adapters), back to a freshly imported nvscope. Returns whether any was undone.
+    """Undo every patch nvscope made, back to a freshly imported nvscope; returns whether any was undone.
 
-    One reset of every state registered with `nvscope._core._state`, each cleared once; fusion ids (kept on the
-    fusions) and the legacy frontend's salts outlive it (docs/how-it-works.md, "State"). After it, the next non-empty
-    scope installs the Thunder adapter again, as after ``import nvscope``; use ``nvscope.thunder.uninstall()`` instead
-    to keep scopes from doing so. Under ``NVSCOPE_SHARE=all`` the adapters of what is imported are installed again at
-    once, as ``import nvscope`` installs them there.
+    The next non-empty scope installs the Thunder adapter again; ``nvscope.thunder.uninstall()`` keeps it off.
     """
-    restored = bool(_patches.owners())  # only adapters patch: what is in the ledger is theirs
-    _state.reset()  # every piece of state registered with nvscope._core._state, in its order
-    if ROOT is not None:  # as after `import nvscope` under NVSCOPE_SHARE=all: the adapters of what is imported, now
+    restored = bool(_patches.owners())
+    _state.reset()
+    if ROOT is not None:
         try:
             ensure_adapters(direct=True)
-        except Exception as error:  # an unsupported Thunder: the next scope entry raises it, as at import
+        except Exception as error:  # the next scope entry raises it, as at import
             INSTALLED.program_errors.append(error)
     return restored
 
 
 def _imported(name: str) -> None:
     if name != "thunder" and "thunder" in sys.modules:
-        return  # nvFuser imported by Thunder's own import: Thunder's adapter installs once Thunder is complete
+        return  # Thunder's own import: its adapter covers nvFuser
     ensure_adapters(direct=True)
 
 
 @contextmanager
 def watch_imports() -> Iterator[list[BaseException]]:
     """Inside, adapters install as soon as Thunder or nvFuser is imported; yields the list of install errors."""
-    from nvscope._exec._import_hook import (
-        AfterImport,  # importlib.abc costs milliseconds that `import nvscope` must not pay
-    )
+    from nvscope._exec._import_hook import AfterImport
 
     report: list[BaseException] = []
     finder = AfterImport(WATCHED, report, _imported)
@@ -115,26 +97,23 @@ def watch_imports() -> Iterator[list[BaseException]]:
 
 
 def _program_wide() -> None:
-    """``NVSCOPE_SHARE=all`` (`nvscope._core._frames.ROOT`): no scope is entered, so neither trigger would fire for a
-    program that never enters one; install for what is imported now and watch for Thunder or nvFuser to come. The
-    hook stays for the life of the process, as the setting does (importlib.abc's milliseconds are paid only here)."""
+    """``NVSCOPE_SHARE=all``: no scope need be entered, so install now and watch imports for the process's life."""
     from nvscope._exec._import_hook import AfterImport
 
     sys.meta_path.insert(0, AfterImport(WATCHED, INSTALLED.program_errors, _imported))
     try:
         ensure_adapters(direct=True)
-    except Exception as error:  # an unsupported Thunder: import must not fail; the next scope entry raises it
+    except Exception as error:  # import must not fail; the next scope entry raises it
         INSTALLED.program_errors.append(error)
 
 
 def program_errors() -> tuple[BaseException, ...]:
-    """The install errors of ``NVSCOPE_SHARE=all``'s program-wide install (for ``nvscope doctor``)."""
+    """The install errors of ``NVSCOPE_SHARE=all`` (for ``nvscope doctor``)."""
     return tuple(INSTALLED.program_errors)
 
 
 def enable() -> None:
-    """Wire automatic installation: scope entries trigger it, and under ``NVSCOPE_SHARE=all`` it runs now
-    (``import nvscope`` calls this once)."""
+    """Wire automatic installation (``import nvscope`` calls this once)."""
     on_enter(ensure_adapters)
     if ROOT is not None:
         _program_wide()

@@ -1,12 +1,8 @@
 """Execute one fusion under the active scope: the one path every adapter uses.
 
-    the lane (the steady state) -> effective options (`nvscope._core._policy`) -> partition
-    (`nvscope._exec._fusion_table`) -> audit -> run -> annotate / fall back / run in PyTorch (`_escapes`)
-
-An adapter (`nvscope._exec._adapter.Adapter`) patches its framework's per-fusion call with the one lane (`patch`,
-`lane`) and says only what differs between frameworks; everything that decides (which options, which partition,
-what is recorded, what a failure becomes) is here, once. A fusion's table (a `FusionTable`) keeps its identity, its
-own options and its memos, so the steady state of a training loop is one identity test in the `lane`.
+An adapter patches its framework's per-fusion call with the lane (`patch`) and says only what differs between
+frameworks; which options, which partition, what is recorded and what a failure becomes are decided here, once. In a
+training loop's steady state the lane is one identity test on the fusion's table.
 """
 
 from __future__ import annotations
@@ -234,10 +230,8 @@ def failed(error: Exception, call: FusionCall, stacklevel: int = 4) -> Any:
         if frame is not None and frame.on_error == "torch":
             return _escape(error, call, stacklevel)
         if frame is None or frame.on_error != "fallback" or own:
-            # A partition at the fusion's own options (its defaults, run shared: `nv_options(share=True)`) has no
-            # defaults to fall back to, and its failure is not remembered: the next call tries again, as Thunder's
-            # own path would (a transient failure, out of memory say, must not fail every fusion that prints the
-            # definition).
+            # A shared partition at the fusion's own options has no defaults to fall back to; not remembered, so a
+            # transient failure (out of memory) is tried again next call, as Thunder's own path would.
             raise error
         text = _failure_text(error)
         table.mark_failed(partition, text)

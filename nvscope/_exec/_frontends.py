@@ -1,22 +1,9 @@
 """nvFuser's Python frontends as nvscope needs them: one `Frontend` object each, found by `frontend_of`.
 
-* ``nvfuser_direct`` (`DIRECT`, `nvscope._exec._direct`, with the `Frontend` base): every FusionDefinition owns its
-  FusionExecutorCache, so a separate definition per option set is a compiled cache of its own (measured on the H200).
-* the legacy ``nvfuser`` (`nvscope._exec._legacy`, all of its code in that one module): identical definitions share a
-  global cache entry, so a partition's definitions are salted.
-
-A frontend says how a partition gets definitions of its own (`Frontend.own_definitions`), how one runs with options
-(`Frontend.execute`), and which hooks it needs while an adapter uses it (`Frontend.acquire` / `release`).
-
-* No lock around executions: nvFuser applies per-call options by changing its process-global option state for the
-  duration of the call (snapshot/restore), which is safe between threads only because its execute binding holds
-  the GIL for the whole call (no ``gil_scoped_release`` in ``python/python_direct/runtime.cpp``; tested with two
-  threads on the H200). `TABLE_LOCK` only makes the creation of a fusion's table happen once.
-* A partition's FusionDefinition carries its options (`carry`), for the two callers that execute it without them:
-  nvFuser's ``execute_with_dtensors(fd, dtensors)``, which Thunder calls for DTensor inputs and which calls
-  ``fd.execute(local_tensors)`` with no options (`make_execute_with_dtensors` hands it a view whose ``execute``
-  passes them), and the repro scripts nvFuser writes for it (`nvscope._exec._repro.attach`). The mark (`CARRIED`) also
-  tells the direct adapter, where it is installed beside Thunder's, that the definition is scoped already.
+``nvfuser_direct`` (`DIRECT`): every FusionDefinition owns its cache, so a definition per option set compiles apart.
+The legacy ``nvfuser`` (`LEGACY`): identical definitions share a global cache entry, so partitions are salted.
+No lock around executions: nvFuser's execute holds the GIL for the whole call (docs/how-it-works.md, Threads).
+A partition's definition carries its options (`carry`) for callers that execute it without them.
 """
 
 from __future__ import annotations
@@ -48,7 +35,7 @@ __all__ = [
     "make_execute_with_dtensors",
 ]
 
-# The first nvFuser whose execute() takes _enable_options/_disable_options: both adapters check it.
+# The first nvFuser whose execute() takes _enable_options/_disable_options.
 MIN_VERSION = "0.2.23"
 
 # Reentrant: table creation may run while a partition of another fusion is being built.
@@ -57,13 +44,10 @@ _state.keep(__name__, "TABLE_LOCK", "a lock")
 
 
 def check_version(version: str | None) -> UnsupportedError | None:
-    """The error to raise when a scope reaches a fusion, if nvFuser ``version`` takes no per-call options, else None.
-
-    None also for an unknown or unparsable version (assumed fine).
-    """
+    """The error to raise when a scope reaches a fusion if nvFuser ``version`` takes no per-call options, else None."""
     if version is None:
         return None
-    from packaging.version import InvalidVersion, Version  # here: `import nvscope` must not pay for packaging
+    from packaging.version import InvalidVersion, Version
 
     try:
         release = Version(Version(version).base_version)
@@ -77,7 +61,6 @@ def check_version(version: str | None) -> UnsupportedError | None:
     return None
 
 
-# The frontend of each nvFuser Python module, by its top-level name.
 FRONTENDS: Mapping[str, Frontend] = MappingProxyType({"nvfuser_direct": DIRECT, "nvfuser": LEGACY})
 
 
@@ -88,14 +71,11 @@ def frontend_of(fd_type: type) -> Frontend:
 
 # --- a partition's FusionDefinition carries its options ----------------------------------------------------------
 
-# The code of the functions whose ``fd.execute`` calls run a Thunder fusion (Thunder's wrapper ``__call__``, nvFuser's
-# ``execute_with_dtensors`` as Thunder calls it) while Thunder's adapter drives Thunder: those executions are Thunder's
-# adapter's to scope, and the direct adapter, installed beside it, runs them as they are.
+# The code of the functions whose ``fd.execute`` runs a Thunder fusion: the direct adapter leaves those to Thunder's.
 THUNDER_CALLERS: set[Any] = set()
 _state.register(__name__, "THUNDER_CALLERS", THUNDER_CALLERS.clear, step="adapters")
 
-# In the __dict__ of each FusionDefinition a Thunder partition built for an option set: its options. The direct
-# adapter runs such a definition as it is (`nvscope._exec._execute.patch`): Thunder's adapter scoped it already.
+# The attribute holding a partition definition's options; the direct adapter runs such a definition as it is.
 CARRIED = "_nvscope_options"
 
 
@@ -103,7 +83,7 @@ def carry(fd: Any, options: OptionSet) -> None:
     """Mark ``fd`` (built by nvscope for ``options``) so that executions and repro scripts that omit them get them."""
     try:
         setattr(fd, CARRIED, options)
-    except AttributeError as error:  # a frontend whose definitions take no attributes: DTensor runs would lose them
+    except AttributeError as error:
         raise UnsupportedError(
             f"nvscope cannot mark this {type(fd).__module__} FusionDefinition with its options ({error}); run it "
             "outside the scope, or set NVFUSER_ENABLE/NVFUSER_DISABLE for the whole process"
@@ -112,10 +92,7 @@ def carry(fd: Any, options: OptionSet) -> None:
 
 
 class _WithOptions:
-    """A partition's FusionDefinition as nvFuser's ``execute_with_dtensors`` sees it: ``execute`` passes the options.
-
-    Everything else (``fec``, which that function reads after executing) is the definition's own.
-    """
+    """A partition's FusionDefinition whose ``execute`` passes its options, for ``execute_with_dtensors``."""
 
     __slots__ = ("_disable", "_enable", "_fd")
 
@@ -134,11 +111,7 @@ class _WithOptions:
 
 
 def make_execute_with_dtensors(original: Any) -> Any:
-    """nvFuser's ``execute_with_dtensors``, run with a partition's options when given a partition's definition.
-
-    nvFuser's function is kept whole (it unwraps the DTensors, executes, and wraps the outputs by their shardings);
-    only the definition it is handed changes. Thunder's own definitions carry no options and go through unchanged.
-    """
+    """nvFuser's ``execute_with_dtensors``, kept whole, handed a view that passes a partition's options."""
 
     def execute_with_dtensors(fd: Any, in_dtensors: Any) -> Any:
         options = getattr(fd, CARRIED, None)
@@ -146,4 +119,4 @@ def make_execute_with_dtensors(original: Any) -> Any:
             return original(fd, in_dtensors)
         return original(_WithOptions(fd, options), in_dtensors)
 
-    return functools.update_wrapper(execute_with_dtensors, original, assigned=(), updated=())  # __wrapped__ only
+    return functools.update_wrapper(execute_with_dtensors, original, assigned=(), updated=())
