@@ -300,7 +300,8 @@ TOP_DIRS = (".ci", "benchmarks", "docs", "examples", "nvscope", "tests", "tools"
 _DIRS = "|".join(re.escape(d) for d in TOP_DIRS)
 REPO_PATH = re.compile(rf"(?<![\w./~$-])((?:{_DIRS})/[\w./*{{}},<>-]*)")
 AS_IT_WAS = re.compile(r"`? at [0-9a-f]{7,40}\b")
-# A dotted name: `nvscope.thunder.partitions`, `nvscope._exec._shared.SharedDefinitions.adopt`, `_nvscope_pytestplugin.pytest_configure`.
+# A dotted name: `nvscope.thunder.partitions`, `nvscope._exec._shared.SharedDefinitions.adopt`,
+# `_nvscope_pytestplugin.pytest_configure`.
 DOTTED = re.compile(r"(?<![\w./-])((?:nvscope|_nvscope\w*)(?:\.\w+)+)(?![\w-])")
 FILE_SUFFIXES = {"py", "md", "txt", "json", "png", "sh", "toml"}  # `_nvscope_pytestplugin.py` is a file, not a name
 # CHANGELOG.md is history: it names files and names as they were when each entry was written.
