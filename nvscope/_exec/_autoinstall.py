@@ -6,9 +6,10 @@ run``, which owns the whole program), an nvFuser frontend imported without Thund
 imports an adapter only when its framework is already in ``sys.modules``, so ``import nvscope`` and scopes on a
 machine without Thunder stay light.
 
-The triggers: every non-empty scope entry (`enable` registers `ensure_adapters` with the core's enter hooks, which
-``import nvscope`` calls; it looks again only when ``sys.modules`` has grown since the last look), and, inside
-`watch_imports` (``nvscope run``), the moment the program finishes importing Thunder or nvFuser.
+The triggers: every non-empty scope entry (``import nvscope`` registers `ensure_adapters` by name with the core's
+enter hooks; it looks again only when ``sys.modules`` has grown since the last look), and, inside `watch_imports`
+(``nvscope run``) or under ``NVSCOPE_SHARE=all`` (`share_program_wide`), the moment the program finishes
+importing Thunder or nvFuser.
 """
 
 from __future__ import annotations
@@ -17,10 +18,11 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from nvscope._core import NVFUSER_MODULES, ROOT, _env, _patches, _state, on_enter
+from nvscope._core import NVFUSER_MODULES, ROOT, _env, _patches, _state
 from nvscope._exec._adapter import INSTALLED
 
-__all__ = ["enable", "ensure_adapters", "install", "program_errors", "uninstall", "watch_imports"]
+__all__ = ["ensure_adapters", "install", "program_errors", "share_program_wide", "uninstall",
+           "watch_imports"]
 
 _WATCHED = ("thunder", *NVFUSER_MODULES)
 
@@ -114,10 +116,13 @@ def watch_imports() -> Iterator[list[BaseException]]:
             sys.meta_path.remove(finder)
 
 
-def _program_wide() -> None:
-    """``NVSCOPE_SHARE=all`` (`nvscope._core._frames.ROOT`): no scope is entered, so neither trigger would fire for a
-    program that never enters one; install for what is imported now and watch for Thunder or nvFuser to come. The
-    hook stays for the life of the process, as the setting does (importlib.abc's milliseconds are paid only here)."""
+def share_program_wide() -> None:
+    """``NVSCOPE_SHARE=all`` (`nvscope._core._frames.ROOT`; ``import nvscope`` calls this when the variable is set):
+    no scope is entered, so neither trigger would fire for a program that never enters one; install for what is
+    imported now and watch for Thunder or nvFuser to come. The hook stays for the life of the process, as the setting
+    does (importlib.abc's milliseconds are paid only here). Without that setting, nothing."""
+    if ROOT is None:
+        return
     from nvscope._exec._import_hook import AfterImport
 
     sys.meta_path.insert(0, AfterImport(_WATCHED, INSTALLED.program_errors, _imported))
@@ -130,11 +135,3 @@ def _program_wide() -> None:
 def program_errors() -> tuple[BaseException, ...]:
     """The install errors of ``NVSCOPE_SHARE=all``'s program-wide install (for ``nvscope doctor``)."""
     return tuple(INSTALLED.program_errors)
-
-
-def enable() -> None:
-    """Wire automatic installation: scope entries trigger it, and under ``NVSCOPE_SHARE=all`` it runs now
-    (``import nvscope`` calls this once)."""
-    on_enter(ensure_adapters)
-    if ROOT is not None:
-        _program_wide()
