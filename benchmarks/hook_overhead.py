@@ -249,7 +249,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=20_000, help="calls per variant per round (default 20000)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the round order and the bootstrap")
     parser.add_argument("--import-only", action="store_true", help="measure `import nvscope` and the first scope only")
-    parser.add_argument("--import-rounds", type=int, default=21, help="paired rounds of fresh interpreters (default 21)")
+    parser.add_argument("--import-rounds", type=int, default=21, help="paired rounds of fresh interpreters")
     args = parser.parse_args()
     rng = random.Random(args.seed)
     if args.import_only:
