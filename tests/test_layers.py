@@ -43,10 +43,11 @@ def module_name(path: pathlib.Path) -> str:
 
 
 # A module named in a string that code imports or runs: after `import`, in `from X import a, b` (X, or X.a where that
-# is a module), after `-m` (a package's `__main__`), or a layer's module as the whole string (import_module's argument).
+# is a module), after `-m` (a package's `__main__`), or a layer's module as the whole string (import_module's argument,
+# or `nvscope._core.load`'s "module:attribute").
 _NAME = r"nvscope(?:\.\w+)*"
 CODE_NAME = re.compile(rf"\bfrom\s+({_NAME})\s+import\s+([\w\s,()]+?)\s*(?=$|;)|\bimport\s+({_NAME})(?=$|[\s;,])"
-                       rf"|-m\s+({_NAME})(?=$|\s)|^(nvscope\._\w+(?:\.\w+)*)$")
+                       rf"|-m\s+({_NAME})(?=$|\s)|^(nvscope\._\w+(?:\.\w+)*)(?::\w+)?$")
 
 
 def _module(name: str) -> str:
@@ -317,9 +318,11 @@ def test_the_interface_test_reads_what_it_must() -> None:
     tree = ast.parse('"""from nvscope._cli._run import run"""\n'
                      'CHILD = "import nvscope\\nfrom nvscope._cli._run import run\\n"\n'
                      'NOTE = "see `nvscope._measure._stats`"\n'
-                     'import_module("nvscope._tools._profile._profile")\n')
-    # not the docstring, not the note; the package face a child imports
-    assert names_in_strings(tree) == {"nvscope", "nvscope._cli._run", "nvscope._tools._profile._profile"}
+                     'import_module("nvscope._tools._profile._profile")\n'
+                     'on_enter("nvscope._exec._autoinstall:ensure_adapters")\n')
+    # not the docstring, not the note; the package face a child imports; a hook loaded by name
+    assert names_in_strings(tree) == {"nvscope", "nvscope._cli._run", "nvscope._tools._profile._profile",
+                                      "nvscope._exec._autoinstall"}
     # The public faces too, mapped to the layer they serve: the command's face, `-m nvscope` (in one string or as a
     # list's words), `from nvscope import _x`, and a face named for a child to import.
     tree = ast.parse('CHILD = "import json\\nfrom nvscope.cli import main; main(command)\\n"\n'
