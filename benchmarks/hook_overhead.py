@@ -1,6 +1,6 @@
 """CPU microbenchmark: what nvscope's Thunder hook adds to each fusion call, with a no-op executor double.
 
-    python benchmarks/hook_overhead.py [--rounds 200] [--calls 20000] [--seed 0]
+    python benchmarks/hook_overhead.py [--rounds 200] [--calls 20000] [--seed 0] [--import-only]
 
 Thunder's FusionDefinitionWrapper.__call__ is reproduced (same shape: lru_cache'd get_fd on the input descriptors,
 then fd.execute(...)) over an FD whose execute does nothing, so the differences are the hook's own cost. Three copies
@@ -21,7 +21,10 @@ context while one exists elsewhere (a context copied inside a scope, as an async
 nested scopes, (d) a ``share=True`` scope that adds no option (the defaults run shared; skipped by code older than
 ``share=``); (c) - (b) and (d) - (b) are paired too. Then, paired the same way: the per-call cost against
 the number of option sets used round-robin on one fusion; net allocations on the steady-state path; and
-`import nvscope` time against bare Python in fresh interpreters. No numbers are hard-coded.
+`import nvscope` time against bare Python in fresh interpreters (``--import-only``: that alone), with nvscope's
+bytecode compiled first (``compileall``, as an installed copy has it; ``PYTHONDONTWRITEBYTECODE`` would otherwise
+make each interpreter compile the sources), and the first scope's entry and exit after it, which loads what the import
+leaves out. No numbers are hard-coded.
 """
 
 from __future__ import annotations
@@ -202,22 +205,42 @@ def net_blocks(call: Any, n: int = 100_000) -> tuple[int, int]:
     return sys.getallocatedblocks() - before, peak - base
 
 
-def import_ms(rounds: int, rng: random.Random, seed: int) -> tuple[float, float, float]:
-    """``import nvscope`` minus ``pass`` in fresh interpreters, paired per round (random order): median, interval."""
-    def run(code: str) -> float:
-        out = subprocess.run([sys.executable, "-c", f"import time; t=time.perf_counter(); {code}; "
-                              "print(time.perf_counter()-t)"], capture_output=True, text=True, check=True)
-        return float(out.stdout)
+def import_ms(rounds: int, rng: random.Random, seed: int) -> tuple[tuple[float, float, float], ...]:
+    """Fresh interpreters, run to completion in a random order per round: ``import nvscope`` minus ``pass``, and
+    ``import nvscope`` then a first scope (development mode; `warnings`, which the scope loads, filtered) minus
+    ``import nvscope`` alone: the medians of the per-round differences with their intervals, in ms."""
+    import compileall
+
+    import nvscope
+
+    compileall.compile_dir(os.path.dirname(nvscope.__file__), quiet=1)
+    env = {name: value for name, value in os.environ.items() if not name.startswith("NVSCOPE_")}
+    env["NVSCOPE_DEV"] = "1"
+
+    def run(code: str) -> None:
+        subprocess.run([sys.executable, "-c", code], capture_output=True, check=True, env=env)
 
     heavy = subprocess.run([sys.executable, "-c", "import nvscope, sys; print(sorted(m for m in sys.modules if "
                             "m.split('.')[0] in ('torch', 'thunder', 'nvfuser', 'nvfuser_direct')))"],
-                           capture_output=True, text=True, check=True).stdout.strip()
+                           capture_output=True, text=True, check=True, env=env).stdout.strip()
     assert heavy == "[]", heavy
-    times = paired_rounds({"nvscope": lambda: run("import nvscope"), "bare": lambda: run("pass")}, rounds, rng,
-                          warmup=1)
-    differences = [(a - b) * 1e3 for a, b in zip(times["nvscope"], times["bare"], strict=True)]
-    low, high = bootstrap_median_ci(differences, seed=seed)
-    return median(differences), low, high
+    scope = ("import nvscope, warnings\nwarnings.simplefilter('ignore')\n"
+             "with nvscope.nv_options(enable=['static_fusion_count']):\n    pass")
+    times = paired_rounds({"bare": lambda: run("pass"), "import": lambda: run("import nvscope"),
+                           "scope": lambda: run(scope)}, rounds, rng, warmup=1)
+    found = []
+    for name, base in (("import", "bare"), ("scope", "import")):
+        differences = [(a - b) * 1e3 for a, b in zip(times[name], times[base], strict=True)]
+        found.append((median(differences), *bootstrap_median_ci(differences, seed=seed)))
+    return tuple(found)
+
+
+def print_import_ms(rng: random.Random, seed: int, rounds: int) -> None:
+    imported, first = import_ms(rounds, rng, seed)
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"\nimport nvscope: {interval(*imported, digits=2)} ms over bare python (target <= 5); first scope after it: "
+          f"{interval(*first, digits=2)} ms; {rounds} paired rounds of fresh interpreters, bytecode compiled; load "
+          f"average {load}; no torch/thunder/nvfuser imported")
 
 
 def main() -> None:
@@ -225,8 +248,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=200, help="paired rounds of the per-call cases (default 200)")
     parser.add_argument("--calls", type=int, default=20_000, help="calls per variant per round (default 20000)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the round order and the bootstrap")
+    parser.add_argument("--import-only", action="store_true", help="measure `import nvscope` and the first scope only")
+    parser.add_argument("--import-rounds", type=int, default=21, help="paired rounds of fresh interpreters")
     args = parser.parse_args()
     rng = random.Random(args.seed)
+    if args.import_only:
+        print_import_ms(rng, args.seed, args.import_rounds)
+        return
     install_fake_thunder()
     import nvscope
     import nvscope.thunder
@@ -369,9 +397,7 @@ def main() -> None:
         print(f"  maxsize {bound:<3} partitions kept {len(table):3d}, evicted {table.evictions:3d}, "
               f"traced {current / 1024:7.1f} KiB")
 
-    mid, low, high = import_ms(21, rng, args.seed)
-    print(f"\nimport nvscope: {interval(mid, low, high)} ms over bare python (target <= 10), 21 paired rounds of "
-          "fresh interpreters; no torch/thunder/nvfuser imported")
+    print_import_ms(rng, args.seed, args.import_rounds)
 
 
 if __name__ == "__main__":

@@ -43,10 +43,11 @@ def module_name(path: pathlib.Path) -> str:
 
 
 # A module named in a string that code imports or runs: after `import`, in `from X import a, b` (X, or X.a where that
-# is a module), after `-m` (a package's `__main__`), or a layer's module as the whole string (import_module's argument).
+# is a module), after `-m` (a package's `__main__`), or a layer's module as the whole string (import_module's argument,
+# or `nvscope._core.load`'s "module:attribute").
 _NAME = r"nvscope(?:\.\w+)*"
 CODE_NAME = re.compile(rf"\bfrom\s+({_NAME})\s+import\s+([\w\s,()]+?)\s*(?=$|;)|\bimport\s+({_NAME})(?=$|[\s;,])"
-                       rf"|-m\s+({_NAME})(?=$|\s)|^(nvscope\._\w+(?:\.\w+)*)$")
+                       rf"|-m\s+({_NAME})(?=$|\s)|^(nvscope\._\w+(?:\.\w+)*)(?::\w+)?$")
 
 
 def _module(name: str) -> str:
@@ -202,20 +203,28 @@ def stub_names(path: pathlib.Path) -> set[str] | None:
     if not stub.exists():
         return None
     tree = ast.parse(stub.read_text())
-    return ({a.asname for node in tree.body if isinstance(node, ast.ImportFrom) for a in node.names if a.asname}
-            | {n.target.id for n in tree.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)})
+    body = [n for top in tree.body for n in (top.body if isinstance(top, ast.If) else [top])]  # TYPE_CHECKING's too
+    return ({a.asname for node in body if isinstance(node, ast.ImportFrom) for a in node.names if a.asname}
+            | {n.target.id for n in tree.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)}
+            | {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)})
+
+
+def declared(path: pathlib.Path) -> ast.Module:
+    """An ``__init__``'s declarations: its ``__init__.pyi`` where it has one, else its code."""
+    stub = path.with_suffix(".pyi")
+    return ast.parse((stub if stub.exists() else path).read_text())
 
 
 def types_only(path: pathlib.Path) -> set[str]:
-    """The names an ``__init__`` offers for type checkers only (under ``if TYPE_CHECKING:``; a Literal, say)."""
-    tree = ast.parse(path.read_text())
+    """The names an ``__init__`` (or its stub) offers for type checkers only (under ``if TYPE_CHECKING:``)."""
+    tree = declared(path)
     return {a.name for top in tree.body if isinstance(top, ast.If) and getattr(top.test, "id", "") == "TYPE_CHECKING"
             for node in top.body if isinstance(node, ast.ImportFrom) for a in node.names}
 
 
 def type_sources(path: pathlib.Path) -> dict[str, tuple[str, str]]:
     """Where each name of `types_only` comes from: its (relative) module and the name there."""
-    tree = ast.parse(path.read_text())
+    tree = declared(path)
     return {a.asname or a.name: ("." * node.level + (node.module or ""), a.name) for top in tree.body
             if isinstance(top, ast.If) and getattr(top.test, "id", "") == "TYPE_CHECKING"
             for node in top.body if isinstance(node, ast.ImportFrom) for a in node.names}
@@ -283,8 +292,7 @@ def test_the_interfaces_name_what_exists() -> None:
             if name.startswith("_"):
                 assert f"nvscope.{layer_name}.{name}" in MODULES, f"nvscope.{layer_name} offers no module {name}"
                 importlib.import_module(f"nvscope.{layer_name}.{name}")
-            elif stub_names(PACKAGE / layer_name / "__init__.py") is not None or \
-                    name not in types_only(PACKAGE / layer_name / "__init__.py"):
+            elif name not in types_only(PACKAGE / layer_name / "__init__.py"):
                 getattr(package, name)
             elif hasattr(package, "__getattr__"):  # offered lazily: resolves to the defining module's object
                 module, attribute = type_sources(PACKAGE / layer_name / "__init__.py")[name]
@@ -300,7 +308,8 @@ def test_naming_the_interfaces_loads_nothing() -> None:
             "import nvscope._check, nvscope._exec, nvscope._measure, nvscope._tools, nvscope._cli\n"
             "print(sorted(set(sys.modules) - before))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
-    assert done.stdout.split() == ["['nvscope._check',", "'nvscope._cli',", "'nvscope._measure',", "'nvscope._tools']"]
+    assert done.stdout.split() == ["['nvscope._check',", "'nvscope._cli',", "'nvscope._exec',", "'nvscope._measure',",
+                                   "'nvscope._tools']"]
 
 
 def test_the_interface_test_reads_what_it_must() -> None:
@@ -309,9 +318,11 @@ def test_the_interface_test_reads_what_it_must() -> None:
     tree = ast.parse('"""from nvscope._cli._run import run"""\n'
                      'CHILD = "import nvscope\\nfrom nvscope._cli._run import run\\n"\n'
                      'NOTE = "see `nvscope._measure._stats`"\n'
-                     'import_module("nvscope._tools._profile._profile")\n')
-    # not the docstring, not the note; the package face a child imports
-    assert names_in_strings(tree) == {"nvscope", "nvscope._cli._run", "nvscope._tools._profile._profile"}
+                     'import_module("nvscope._tools._profile._profile")\n'
+                     'on_enter("nvscope._exec._autoinstall:ensure_adapters")\n')
+    # not the docstring, not the note; the package face a child imports; a hook loaded by name
+    assert names_in_strings(tree) == {"nvscope", "nvscope._cli._run", "nvscope._tools._profile._profile",
+                                      "nvscope._exec._autoinstall"}
     # The public faces too, mapped to the layer they serve: the command's face, `-m nvscope` (in one string or as a
     # list's words), `from nvscope import _x`, and a face named for a child to import.
     tree = ast.parse('CHILD = "import json\\nfrom nvscope.cli import main; main(command)\\n"\n'

@@ -1,7 +1,10 @@
-"""The top-level API a user reaches for: ``nvscope.install()`` beside ``nvscope.uninstall()``, and ``dir(nvscope)``."""
+"""The top-level API a user reaches for: ``nvscope.install()`` beside ``nvscope.uninstall()``, ``dir(nvscope)``, and
+what ``import nvscope`` loads."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -112,3 +115,18 @@ def test_partitions_returns_the_exported_fusion_table(monkeypatch: pytest.Monkey
     table = nvscope.thunder.partitions(wrapper)
     assert isinstance(table, nvscope.thunder.FusionTable) and "FusionTable" in nvscope.thunder.__all__
     assert len(table) == 1
+
+
+# All that `import nvscope` loads: its face and the core's, which register the adapters' installation by name; the rest
+# (the scope, the adapters, the tools, and the standard library modules they use) loads on first use.
+IMPORTED = ["nvscope", "nvscope._core", "nvscope._core._lazy"]
+
+
+def test_import_nvscope_loads_its_face_and_nothing_else() -> None:
+    code = "import sys; before = set(sys.modules); import nvscope; print(sorted(set(sys.modules) - before))"
+    env = {name: value for name, value in os.environ.items() if not name.startswith("NVSCOPE_")}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert done.stdout.strip() == repr(IMPORTED)
+    code = "import nvscope, sys; nvscope.nv_options; print(sorted(sys.modules))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert "nvscope._core._scope" in done.stdout and "nvscope._exec" not in done.stdout  # a name loads its own module

@@ -1,10 +1,13 @@
-"""The scope: `nv_options` (and `with_nv_options`), `current_options`, and the hooks a scope entry calls.
+"""The scope: `nv_options` (and `with_nv_options`) and `current_options`; a scope entry calls the hooks registered in
+`nvscope._core._lazy`.
 
 Each entry pushes a frame (`nvscope._core._frames`) that knows its parent, and exit restores that parent; the
 instance keeps no per-entry token, so one object can be entered nested and from many threads at once.
 """
 
 from __future__ import annotations
+
+import sys
 
 from nvscope._core import _devmode, _env, _policy, _state
 from nvscope._core._decorators import ScopeDecorator
@@ -24,6 +27,7 @@ from nvscope._core._frames import (
     unwind,
 )
 from nvscope._core._fusion import FusionInfo, Selector, selector
+from nvscope._core._lazy import ENTER_HOOKS, load
 from nvscope._core._optionset import EMPTY, OptionSet
 from nvscope._core._text import cut
 from nvscope._core._validate import names as _names
@@ -39,7 +43,6 @@ if TYPE_CHECKING:
 __all__ = [
     "ACTIVE",
     "CHANGED",
-    "ENTER_HOOKS",
     "NOTHING",
     "NO_EFFECT",
     "Frame",
@@ -47,7 +50,6 @@ __all__ = [
     "enter_frame",
     "note_run",
     "nv_options",
-    "on_enter",
     "pop",
     "push",
     "reset",
@@ -60,16 +62,7 @@ _ON_ERROR = (None, "raise", "fallback", "torch")
 _RUN = (None, "torch", "nvfuser")
 
 
-# Called before each non-empty scope is entered; the layers above register here (the core cannot import them).
-ENTER_HOOKS: list[Callable[[], None]] = []
-_state.keep(__name__, "ENTER_HOOKS", "wiring, made once at import")
-
-
-def on_enter(hook: Callable[[], None]) -> None:
-    """Call ``hook()`` before each non-empty scope is entered (once, however often registered); if it raises, the
-    scope is not entered."""
-    if hook not in ENTER_HOOKS:
-        ENTER_HOOKS.append(hook)
+_state.keep("nvscope._core._lazy", "ENTER_HOOKS", "wiring, made once at import")  # kept here: _lazy loads no _state
 
 
 def current_options(fusion: FusionInfo | None = None) -> OptionSet:
@@ -183,6 +176,10 @@ class nv_options(ScopeDecorator):
             if check and own:  # sharing changes no option: nothing to warn about
                 _devmode.check_scope(own)  # may raise (strict mode): nothing has been entered yet
             for hook in ENTER_HOOKS:
+                if isinstance(hook, str):  # "module:function", registered so that `import nvscope` loads neither
+                    if sys.meta_path is None:  # at interpreter exit (a generator closed then) nothing can load
+                        continue
+                    hook = load(hook)
                 hook()
         return self._make(parent)
 

@@ -3,7 +3,6 @@ from nvscope._exec._audit import AuditLog as AuditLog
 from nvscope._exec._audit import audit as audit
 from nvscope._exec._audit import fusions as fusions
 from nvscope._exec._autoinstall import WATCHED as WATCHED
-from nvscope._exec._autoinstall import enable as enable
 from nvscope._exec._autoinstall import ensure_adapters as ensure_adapters
 from nvscope._exec._autoinstall import install as install
 from nvscope._exec._autoinstall import program_errors as program_errors

@@ -11,10 +11,11 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from nvscope._core import NVFUSER_MODULES, ROOT, _env, _patches, _state, on_enter
+from nvscope._core import NVFUSER_MODULES, ROOT, _env, _patches, _state
 from nvscope._exec._adapter import INSTALLED
 
-__all__ = ["WATCHED", "enable", "ensure_adapters", "install", "program_errors", "uninstall", "watch_imports"]
+__all__ = ["WATCHED", "ensure_adapters", "install", "program_errors", "share_program_wide", "uninstall",
+           "watch_imports"]
 
 WATCHED = ("thunder", *NVFUSER_MODULES)
 
@@ -96,8 +97,13 @@ def watch_imports() -> Iterator[list[BaseException]]:
             sys.meta_path.remove(finder)
 
 
-def _program_wide() -> None:
-    """``NVSCOPE_SHARE=all``: no scope need be entered, so install now and watch imports for the process's life."""
+def share_program_wide() -> None:
+    """``NVSCOPE_SHARE=all`` (`nvscope._core._frames.ROOT`; ``import nvscope`` calls this when the variable is set):
+    no scope is entered, so neither trigger would fire for a program that never enters one; install for what is
+    imported now and watch for Thunder or nvFuser to come. The hook stays for the life of the process, as the setting
+    does (importlib.abc's milliseconds are paid only here). Without that setting, nothing."""
+    if ROOT is None:
+        return
     from nvscope._exec._import_hook import AfterImport
 
     sys.meta_path.insert(0, AfterImport(WATCHED, INSTALLED.program_errors, _imported))
@@ -110,10 +116,3 @@ def _program_wide() -> None:
 def program_errors() -> tuple[BaseException, ...]:
     """The install errors of ``NVSCOPE_SHARE=all`` (for ``nvscope doctor``)."""
     return tuple(INSTALLED.program_errors)
-
-
-def enable() -> None:
-    """Wire automatic installation (``import nvscope`` calls this once)."""
-    on_enter(ensure_adapters)
-    if ROOT is not None:
-        _program_wide()

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
+import types
 from typing import Any
 
 import pytest
@@ -311,26 +315,49 @@ def test_enter_hooks_run_for_non_empty_scopes_only(monkeypatch: pytest.MonkeyPat
 
 
 def test_a_hook_registered_twice_runs_once_per_entry(monkeypatch: pytest.MonkeyPatch) -> None:
-    from nvscope._core import _scope as scope_module
+    from nvscope._core import _lazy, _scope, on_enter
 
     calls: list[OptionSet] = []
 
     def hook() -> None:
         calls.append(current_options())
 
-    monkeypatch.setattr(scope_module, "ENTER_HOOKS", [])
-    scope_module.on_enter(hook)
-    scope_module.on_enter(hook)
+    hooks: list[object] = []
+    monkeypatch.setattr(_lazy, "ENTER_HOOKS", hooks)
+    monkeypatch.setattr(_scope, "ENTER_HOOKS", hooks)
+    on_enter(hook)
+    on_enter(hook)
     with nv_options(enable=["fuse_matmul"]):
         pass
     assert calls == [NONE]
 
 
-def test_the_adapters_installation_is_registered_by_the_execution_layer() -> None:
-    from nvscope._core._scope import ENTER_HOOKS
-    from nvscope._exec._autoinstall import ensure_adapters
+def test_a_hook_registered_by_name_loads_at_the_first_non_empty_entry(monkeypatch: pytest.MonkeyPatch) -> None:
+    from nvscope._core import _lazy, _scope, on_enter
 
-    assert ENTER_HOOKS == [ensure_adapters]  # `import nvscope` registered it, once
+    calls: list[OptionSet] = []
+    module = types.ModuleType("nvscope_test_hooks")
+    module.hook = lambda: calls.append(current_options())  # type: ignore[attr-defined]
+    hooks: list[object] = []
+    monkeypatch.setattr(_lazy, "ENTER_HOOKS", hooks)
+    monkeypatch.setattr(_scope, "ENTER_HOOKS", hooks)
+    on_enter("nvscope_test_hooks:hook")
+    on_enter("nvscope_test_hooks:hook")
+    with nv_options():
+        pass  # an empty scope calls no hook: the module need not exist yet
+    monkeypatch.setitem(sys.modules, "nvscope_test_hooks", module)
+    with nv_options(enable=["fuse_matmul"]):
+        pass
+    assert calls == [NONE]
+
+
+def test_import_nvscope_registers_the_adapters_installation_by_name() -> None:
+    code = ("import sys, nvscope; from nvscope._core._lazy import ENTER_HOOKS, load; print(ENTER_HOOKS); "
+            "print('nvscope._exec._autoinstall' in sys.modules); from nvscope._exec import _autoinstall; "
+            "print(load(ENTER_HOOKS[0]) is _autoinstall.ensure_adapters)")
+    env = {k: v for k, v in os.environ.items() if k != "NVSCOPE_SHARE"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert done.stdout.split("\n")[:3] == ["['nvscope._exec._autoinstall:ensure_adapters']", "False", "True"]
 
 
 def test_a_failing_enter_hook_enters_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
