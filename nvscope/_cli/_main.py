@@ -387,9 +387,9 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     if problem is not None:
         print(f"nvscope {ns.command}: error: {problem}", file=sys.stderr)
         return 2
+    from nvscope._cli._child_carry import Settings
     from nvscope._cli._run import run
 
     listing = ns.command == "fusions"
-    return run(ns.script, ns.module, ns.args, enable, disable, audit=listing or not ns.no_audit, fusions=fusions,
-               on_error=ns.on_error, listing=listing, json_to=json_to, share=ns.share_defaults,
-               summary=not ns.no_audit)
+    carried = Settings(enable, disable, fusions, ns.on_error, listing or not ns.no_audit, share=ns.share_defaults)
+    return run(ns.script, ns.module, ns.args, carried, listing=listing, json_to=json_to, summary=not ns.no_audit)

@@ -16,13 +16,11 @@ from nvscope._tools import run_program
 __all__ = ["run"]
 
 
-def run(script: str | None, module: str | None, program_args: list[str], enable: list[str], disable: list[str],
-        audit: bool, fusions: list[str] | None = None, on_error: str | None = None, listing: bool = False,
-        json_to: str | None = None, share: bool = False, summary: bool = True) -> int:
-    """Run the program as ``nvscope run`` (``listing``: ``nvscope fusions``, which also lists the fusions at exit,
-    as JSON to ``json_to`` too) and print the summary (``summary=False``: the listing alone); returns the program's
-    exit code, or 2 when it cannot start."""
-    carried = _carry.Settings(enable, disable, fusions, on_error, audit, share=share)
+def run(script: str | None, module: str | None, program_args: list[str], carried: _carry.Settings, *,
+        listing: bool = False, json_to: str | None = None, summary: bool = True) -> int:
+    """Run the program under ``carried`` as ``nvscope run`` (``listing``: ``nvscope fusions``, which also lists the
+    fusions at exit, as JSON to ``json_to`` too) and print the summary (``summary=False``: the listing alone);
+    returns the program's exit code, or 2 when it cannot start."""
     code, log = run_program(script, module, program_args, carried,
                             command="nvscope fusions" if listing else "nvscope run",
                             take_over=_carry.take_over, output=lambda: program_output_to_stderr(json_to))

@@ -37,10 +37,26 @@ __all__ = ["MARK", "annotate", "attach", "failure_note", "repro_paths", "with_op
 
 MARK = "nvscope:"  # every note starts with it: one note per exception, however many layers see it
 _EXECUTE = "fd.execute(inputs)"  # how both frontends' repro_script_for end when given inputs
-_directory: list[str] = []
-_directory_lock = threading.Lock()
-_state.keep(__name__, "_directory", "the process's default repro directory: notes already written name it")
-_state.keep(__name__, "_directory_lock", "a lock")
+
+
+class _DefaultDirectory:
+    """The process's repro directory when ``NVSCOPE_REPRO_DIR`` names none: made at the first script, then kept."""
+
+    def __init__(self) -> None:
+        self._path: str | None = None
+        self._lock = threading.Lock()
+
+    def __call__(self) -> str:
+        with self._lock:  # threads failing at once share one directory
+            if self._path is None:
+                import tempfile
+
+                self._path = tempfile.mkdtemp(prefix="nvscope-repro-")
+            return self._path
+
+
+_default_directory = _DefaultDirectory()
+_state.keep(__name__, "_default_directory", "the process's default repro directory: notes already written name it")
 
 
 def with_options(script: str, options: OptionSet) -> str:
@@ -146,15 +162,6 @@ def _repro_line(error: BaseException, fusion: str, stem: str, effective: OptionS
     where = "NVSCOPE_REPRO_DIR chooses the directory" if _env.text("NVSCOPE_REPRO_DIR") else \
         "a temporary directory; NVSCOPE_REPRO_DIR chooses another"
     return f"{run}\n    ({where}; NVSCOPE_REPRO=0 turns repro scripts off)"
-
-
-def _default_directory() -> str:
-    with _directory_lock:  # threads failing at once share one directory
-        if not _directory:
-            import tempfile
-
-            _directory.append(tempfile.mkdtemp(prefix="nvscope-repro-"))
-        return _directory[0]
 
 
 def scripts_named_in(text: str) -> list[str]:

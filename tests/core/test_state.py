@@ -380,7 +380,8 @@ def test_a_clear_that_raises_leaves_the_others_to_run() -> None:
 
 
 def _forget_test_registrations(prefix: str = "tests.") -> None:
-    tables: list[dict[str, Any]] = [_state._cleared, _state._kept, *_state._clears.values()]
+    registry = _state.REGISTRY
+    tables: list[dict[str, Any]] = [registry._cleared, registry._kept, *registry._clears.values()]
     for table in tables:
         for name in [n for n in table if n.startswith(prefix)]:
             del table[name]
