@@ -10,6 +10,7 @@ import statistics
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 from typing import Any
 
 from nvscope._core import NvscopeWarning, OptionSet, dev_mode, first_line, nv_options, shown
@@ -33,7 +34,8 @@ from nvscope._measure import (
 
 __all__ = ["CompareResult", "VariantResult", "compare"]
 
-COMPARE = {"warmup": "warmup", "repeat": "rounds", "share_defaults": "share"}  # its keywords: the Measure fields
+# compare's measuring keywords, and the Measure fields they set
+COMPARE = MappingProxyType({"warmup": "warmup", "repeat": "rounds", "share_defaults": "share"})
 
 
 @dataclass(frozen=True)
