@@ -3,14 +3,9 @@
     import nvfuser_direct, nvscope.nvfuser
     nvscope.nvfuser.install()
     with nvscope.nv_options(enable=["fuse_matmul"]):
-        fd.execute(inputs)      # runs a FusionDefinition rebuilt for this option set, with the options
+        fd.execute(inputs)      # runs a FusionDefinition rebuilt for this option set
 
-Opt-in, so that Thunder, whose adapter already partitions, keeps a single hook on its hot path. Inside a scope the
-effective options are those passed to ``execute`` laid under the scope (`nvscope._core._policy`); each option set gets a
-FusionDefinition of its own, rebuilt from the definition nvFuser prints (salted on the legacy frontend). Each
-definition is a fusion ``call/FusionDefinition@<digest>``: a digest of the definition nvFuser prints (`identify`;
-for a subclass, ``call/<class>@<module>:<class>:<digest>``), with the ops of its printed definition. The execution
-itself is nvscope's one path (`nvscope._exec._execute`), as for Thunder.
+Opt-in, so that Thunder, whose adapter already partitions, keeps a single hook on its hot path.
 """
 
 from __future__ import annotations
@@ -46,12 +41,11 @@ from nvscope._exec._fusion_table import FusionTable
 
 __all__ = ["UnsupportedError", "frontends", "install", "installed", "uninstall"]
 
-_INFO = "_nvscope_info"  # its FusionInfo, beside the table; kept by uninstall, then claimed again from it (`remember`)
+_INFO = "_nvscope_info"  # its FusionInfo; kept by uninstall, so its id survives a reinstall
 
 
 def _device(device: Any) -> object:
-    """``execute``'s device argument as a key: the GPU index where it names one (``1``, ``"cuda:1"`` and
-    ``torch.device("cuda", 1)`` alike), else as given (None: the inputs' device)."""
+    """``execute``'s device argument as a key: the GPU index where it names one, else as given."""
     if device is None or isinstance(device, int):
         return device
     index = getattr(device, "index", None)
@@ -71,11 +65,8 @@ def _version(module: ModuleType) -> str | None:
 
 
 def _site(fusion: Any) -> tuple[str | None, str]:
-    """Where a definition sits and where it executes: ``(site, function)``. The site is its class for a subclass of a
-    frontend's ``FusionDefinition`` (``<module>:<qualname>``), else None: a plain definition is the same fusion from
-    whichever module executes it, so its id is its definition's digest alone. The function is the first frame on this
-    thread's stack that is neither nvscope's nor a frontend's, as ``<module>:<qualname>`` (the module alone at module
-    level): where it first executed, shown in listings, never part of the id."""
+    """``(site, function)``: the site is a subclass's ``<module>:<qualname>``, else None (a plain definition's id is
+    its digest alone); the function is the first caller outside nvscope and nvFuser, shown in listings only."""
     cls = type(fusion)
     site = None
     if cls.__module__.partition(".")[0] not in _SKIPPED:
@@ -87,7 +78,6 @@ def _site(fusion: Any) -> tuple[str | None, str]:
             code = frame.f_code
             if code.co_name == "<module>":
                 return site, program_module(module, code.co_filename)
-            # co_qualname from Python 3.11; the function's name before it
             return site, site_of(module, getattr(code, "co_qualname", code.co_name), code.co_filename)
         frame = frame.f_back  # type: ignore[assignment]
     return site, program_module(None)
@@ -96,8 +86,7 @@ def _site(fusion: Any) -> tuple[str | None, str]:
 _SKIPPED = frozenset(("nvscope", *NVFUSER_MODULES))
 
 
-# A frontend's ``FusionDefinition``, the adapter's fusion type (no annotation of nvFuser's to name: it is optional).
-Definition = Any
+Definition = Any  # a frontend's FusionDefinition (nvFuser is optional)
 
 
 class FrontendAdapter(Adapter[Definition]):
@@ -107,15 +96,14 @@ class FrontendAdapter(Adapter[Definition]):
 
     def __init__(self, module: ModuleType) -> None:
         self.module = module
-        # The options passed to ``execute``, one interned OptionSet per pair of lists (a memo key; `passed_options`).
         self._option_sets: dict[tuple[tuple[str, ...], tuple[str, ...]], OptionSet] = {}
-        self._fusions: weakref.WeakSet[Any] = weakref.WeakSet()  # the definitions with a table: `forget` drops them
+        self._fusions: weakref.WeakSet[Any] = weakref.WeakSet()  # definitions with a table
         self.original = module.FusionDefinition.execute
-        self.calls = self.original  # what runs a definition: nvFuser's execute, or a watch's wrapper (`watch_execute`)
+        self.calls = self.original  # nvFuser's execute, or a watch's wrapper
         self.watched()
         self.frontend = _frontends.frontend_of(module.FusionDefinition)
         self.version_error = _frontends.check_version(_version(module))
-        self.table_of = operator.attrgetter(_TABLE)  # in the definition's __dict__ (`attach`)
+        self.table_of = operator.attrgetter(_TABLE)
 
     def watched(self) -> None:
         """Take up the innermost watch of `watch_execute`, or nvFuser's execute when none is left."""
@@ -137,7 +125,7 @@ class FrontendAdapter(Adapter[Definition]):
         return restored
 
     def forget(self) -> None:
-        for fusion in list(self._fusions):  # seen again, each starts afresh
+        for fusion in list(self._fusions):
             vars(fusion).pop(_TABLE, None)
         self._fusions.clear()
 
@@ -155,14 +143,12 @@ class FrontendAdapter(Adapter[Definition]):
         fusion.__dict__[_TABLE] = table
         try:
             self._fusions.add(fusion)
-        except TypeError:  # pragma: no cover - a definition without weak references keeps its table after uninstall
+        except TypeError:  # pragma: no cover - keeps its table after uninstall
             pass
 
     def identify(self, fusion: Definition, args: tuple[Any, ...], kwargs: dict[str, Any]) -> FusionInfo:
-        """A digest of what nvFuser prints for the definition (and its class, for a subclass: `_site`): the same in
-        every run of the program whatever else is scoped, runs first or executes it; ``#k`` only for equal
-        definitions (nothing else tells them apart)."""
-        known = fusion.__dict__.get(_INFO)  # seen before nvscope.uninstall(): its site and key, claimed again
+        """A digest of what nvFuser prints for the definition: stable across runs whatever else runs first."""
+        known = fusion.__dict__.get(_INFO)
         if known is not None:
             return remember(known)
         try:
@@ -183,13 +169,11 @@ class FrontendAdapter(Adapter[Definition]):
         adapter, frontend, module = self, self.frontend, self.module
         definition = repr(fusion)
         share = _shared.enabled()
-        # execute's device argument -> (the definition built for it, the call that runs it): a definition runs on the
-        # GPU it was compiled for only, also when another fusion's is shared.
+        # device -> (definition, call): a definition runs only on the GPU it was compiled for.
         by_device: dict[Any, tuple[Any, Any]] = {}
         lock = threading.Lock()
 
         def definitions(device: Any, own: bool = False) -> tuple[Any, Any]:
-            """``own``: asked by a call whose passed options are the partition's (its defaults, run shared)."""
             with lock:
                 built = by_device.get(device)
                 if built is not None:
@@ -197,19 +181,15 @@ class FrontendAdapter(Adapter[Definition]):
                 fd = frontend.rebuild(fusion, module, options, definition)
                 entry = None
                 if share:
-                    # An equal definition compiled for these options and this device runs instead of a new copy;
-                    # the legacy frontend's salted copies share nvFuser's cache entry themselves. A refused build is
-                    # not kept, so an own-options call after a refused scoped one compiles.
+                    # A refused build is not kept, so a later own-options call still compiles.
                     fd, entry = _shared.SHARED.adopt(fd, options, info.id, definition, device=_device(device),
                                                      share=frontend is _frontends.DIRECT, watch=False, own=own)
-                # None: the adapter's `calls`, read at each run (a watch may wrap it: `watch_execute`).
+                # None: the adapter's `calls`, read at each run (a watch may wrap it).
                 call = None if entry is None or entry.compiled else run_uncompiled(entry, device)
                 built = by_device[device] = (fd, call)
                 return built
 
         def run_uncompiled(entry: _shared.Entry, device: Any) -> Any:
-            """nvFuser's execute through `_shared.SharedDefinitions.run_uncompiled` until one completes."""
-
             def execute(fd: Any, *args: Any, **kwargs: Any) -> Any:
                 outputs = _shared.SHARED.run_uncompiled(entry, adapter.calls, fd, args, kwargs)
                 by_device[device] = (fd, None)
@@ -243,8 +223,7 @@ class FrontendAdapter(Adapter[Definition]):
 
 
 def watch_execute(wrap: Callable[[Any], Any]) -> Callable[[], None]:
-    """Every nvFuser execute the direct adapters call, their own runs of a fusion's defaults and partitions included,
-    goes through ``wrap(execute)`` (the innermost watch) until the returned undo is called (`nvscope rescue`)."""
+    """Every nvFuser execute the direct adapters call goes through ``wrap(execute)`` until the returned undo."""
     watches = INSTALLED.watches
     watches.append(wrap)
     _rewatch()
@@ -283,7 +262,7 @@ def uninstall() -> bool:
     restored = False
     for name in NVFUSER_MODULES:
         restored = INSTALLED.remove(name) or restored
-    _state.reset("shared")  # what the partitions were built on goes with them
+    _state.reset("shared")
     return restored
 
 

@@ -1,22 +1,7 @@
 """What a scoped fusion that fails tells its user: a note on the exception that names the options, and a repro script.
 
-Trying a flag and hitting a failure is the moment nvscope exists for. nvFuser's own error ("INTERNAL ASSERT FAILED
-..., please report a bug with repro script") names neither the fusion nor the options, and a repro made the usual way
-(``fd.repro_script_for(inputs)``, Thunder's ``get_nvfuser_repro``) calls ``fd.execute(inputs)`` without them, so it
-does not reproduce. Here:
-
-* `annotate` gives the exception one PEP 678 note (its type, message and traceback stay nvFuser's): the fusion,
-  forward or backward, the effective options (compile-time | scope), the ``NVFUSER_*`` line that sets them for a
-  whole process, and the path of a repro script.
-* The script is nvFuser's own (``repro_script_for``: the printed definition, and inputs of the same shapes, dtypes
-  and strides) with its final ``fd.execute(inputs)`` passing the options per call (`with_options`), so
-  ``python repro.py`` reproduces in a fresh process without any ``NVFUSER_*`` variable.
-* `attach` makes a partition's FusionDefinition write such scripts itself, so ``fd.last_repro_script()`` and Thunder's
-  ``get_nvfuser_repro`` return the definition that ran, with its options.
-
-Scripts go to ``NVSCOPE_REPRO_DIR`` (default: one temporary directory per process); ``NVSCOPE_REPRO=0`` turns them
-off. A script's name carries a digest of its text, so a loop that fails the same way at every step writes one file.
-Nothing here may raise over the user's error: whatever goes wrong making the script is said in the note instead.
+nvFuser's own repro script calls ``fd.execute(inputs)`` without the options, so it does not reproduce; these scripts
+pass them per call (docs/failures.md). Nothing here may raise over the user's error.
 """
 
 from __future__ import annotations
@@ -35,19 +20,19 @@ if TYPE_CHECKING:
 
 __all__ = ["MARK", "annotate", "attach", "failure_note", "repro_paths", "with_options"]
 
-MARK = "nvscope:"  # every note starts with it: one note per exception, however many layers see it
-_EXECUTE = "fd.execute(inputs)"  # how both frontends' repro_script_for end when given inputs
+MARK = "nvscope:"  # one note per exception, however many layers see it
+_EXECUTE = "fd.execute(inputs)"  # how both frontends' repro scripts end
 
 
 class _DefaultDirectory:
-    """The process's repro directory when ``NVSCOPE_REPRO_DIR`` names none: made at the first script, then kept."""
+    """The process's repro directory when ``NVSCOPE_REPRO_DIR`` names none, made at the first script."""
 
     def __init__(self) -> None:
         self._path: str | None = None
         self._lock = threading.Lock()
 
     def __call__(self) -> str:
-        with self._lock:  # threads failing at once share one directory
+        with self._lock:
             if self._path is None:
                 import tempfile
 
@@ -60,10 +45,7 @@ _state.keep(__name__, "_default_directory", "the process's default repro directo
 
 
 def with_options(script: str, options: OptionSet) -> str:
-    """nvFuser's repro ``script`` with its last ``fd.execute(inputs)`` passing ``options`` per call.
-
-    A script without that call (made without inputs) gets the call to make as a comment: there is nothing to run.
-    """
+    """nvFuser's repro ``script`` with its last ``fd.execute(inputs)`` passing ``options`` per call."""
     call = (f"fd.execute(inputs, _enable_options={options.enable_list()!r}, "
             f"_disable_options={options.disable_list()!r})")
     header = (f"# nvscope: this runs the fusion with nvFuser options {options.label()}, passed to execute "
@@ -77,9 +59,7 @@ def with_options(script: str, options: OptionSet) -> str:
 def attach(fd: Any, options: OptionSet) -> None:
     """Make ``fd.repro_script_for(inputs)`` (and so ``last_repro_script()``) write ``options`` into its script.
 
-    An instance attribute over nvFuser's method, on a FusionDefinition nvscope built for this option set. It holds
-    ``fd`` weakly: a strong reference would be a cycle that keeps an evicted definition and its kernels alive until
-    the cyclic collector runs. Does nothing for a frontend without ``repro_script_for`` or weak references.
+    Holds ``fd`` weakly: a cycle would keep an evicted definition's kernels alive until the cyclic collector runs.
     """
     import weakref
 
@@ -87,12 +67,12 @@ def attach(fd: Any, options: OptionSet) -> None:
         return
     try:
         ref = weakref.ref(fd)
-    except TypeError:  # a definition type without weak references: its repro stays nvFuser's (the note's has them)
+    except TypeError:
         return
 
     def repro_script_for(inputs: Any = None) -> str:
         target = ref()
-        if target is None:  # pragma: no cover - the method lives in the definition's own __dict__
+        if target is None:  # pragma: no cover
             raise ReferenceError("the FusionDefinition is gone")
         return with_options(type(target).repro_script_for(target, inputs), options)
 
@@ -101,19 +81,16 @@ def attach(fd: Any, options: OptionSet) -> None:
 
 def annotate(error: BaseException, what: str, fusion: FusionInfo, compile_time: OptionSet, scope: OptionSet,
              effective: OptionSet, script: Callable[[], str], *, given_as: str = "compile-time") -> None:
-    """Add nvscope's note to ``error``, unless it has one: ``script()`` makes the repro script's text (may raise).
-
-    ``what`` says what kind of fusion for a person ("Thunder fusion"), ``fusion`` which (its id names the phase);
-    ``given_as`` says where ``compile_time`` came from ("passed to execute" for a direct nvFuser call).
-    """
+    """Add nvscope's note to ``error``, unless it has one; ``script()`` makes the repro script's text (may raise).
+    ``what`` names the kind of fusion ("Thunder fusion"); ``given_as`` where ``compile_time`` came from."""
     notes = getattr(error, "__notes__", None)
     if notes is not None and not isinstance(notes, list):
-        return  # someone's non-list __notes__: add_note would raise TypeError over the user's error
+        return  # add_note would raise TypeError
     if failure_note(error) is not None:
         return
     try:
         repro = _repro_line(error, f"{what} {fusion.id}", fusion.id.replace("/", "-"), effective, script)
-    except Exception as problem:  # the user's error matters more than the repro
+    except Exception as problem:
         repro = f"not written ({type(problem).__name__}: {_first_line(problem)})"
     lines = [
         f"{MARK} {what} {fusion.id} failed with nvFuser options {effective.label()}",
@@ -124,10 +101,10 @@ def annotate(error: BaseException, what: str, fusion: FusionInfo, compile_time: 
     note = "\n".join(lines)
     try:
         error.add_note(note)  # type: ignore[attr-defined,unused-ignore]  # Python >= 3.11
-    except AttributeError:  # Python 3.10: PEP 678's attribute, which pytest and the exceptiongroup backport print
+    except AttributeError:  # Python 3.10: the attribute pytest and the exceptiongroup backport print
         try:
             error.__notes__ = [*(notes if isinstance(notes, list) else []), note]  # type: ignore[attr-defined]
-        except Exception:  # pragma: no cover - an exception type that refuses attributes keeps its message only
+        except Exception:  # pragma: no cover
             pass
 
 
@@ -156,8 +133,7 @@ def _repro_line(error: BaseException, fusion: str, stem: str, effective: OptionS
         partial = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
         with open(partial, "w", encoding="utf-8") as file:
             file.write(header + body)
-        os.replace(partial, path)  # atomic: two processes sharing NVSCOPE_REPRO_DIR never see half a script
-    # One shell word per item: a directory with spaces or a value like p2p_protocol(put) must not split or misparse.
+        os.replace(partial, path)  # atomic: processes sharing the directory never see half a script
     run = " ".join(filter(None, [process_options_shell(), "python", shlex.quote(path)]))
     where = "NVSCOPE_REPRO_DIR chooses the directory" if _env.text("NVSCOPE_REPRO_DIR") else \
         "a temporary directory; NVSCOPE_REPRO_DIR chooses another"
@@ -165,7 +141,7 @@ def _repro_line(error: BaseException, fusion: str, stem: str, effective: OptionS
 
 
 def scripts_named_in(text: str) -> list[str]:
-    """The repro script paths that the ``repro script: ...`` lines of nvscope's notes in ``text`` name, in order."""
+    """The repro script paths named by the notes in ``text``, in order."""
     import shlex
 
     paths = []
@@ -175,14 +151,14 @@ def scripts_named_in(text: str) -> list[str]:
             command = stripped.partition(":")[2]
             try:
                 words = shlex.split(command)
-            except ValueError:  # cut short mid-quote: the plain words still hold the path
+            except ValueError:  # cut short mid-quote
                 words = command.split()
             paths += [word for word in words if word.endswith(".py")]
     return paths
 
 
 def repro_paths(error: BaseException) -> tuple[str, ...]:
-    """The repro scripts that nvscope's failure notes on ``error`` (and the errors it chains) name."""
+    """The repro scripts named by nvscope's notes on ``error`` and the errors it chains."""
     paths: list[str] = []
     seen: set[int] = set()
     current: BaseException | None = error
@@ -196,8 +172,7 @@ def repro_paths(error: BaseException) -> tuple[str, ...]:
 
 
 def failure_note(failure: BaseException | str) -> str | None:
-    """nvscope's failure note (see `annotate`), or None: on an exception, its note; in the text of a failure (a
-    fusion record's ``error``: the exception's first line and its notes), the note's lines."""
+    """nvscope's failure note on an exception, or in a failure's text (a fusion record's ``error``), or None."""
     if isinstance(failure, BaseException):
         notes = getattr(failure, "__notes__", None)
         return next((n for n in notes if isinstance(n, str) and n.startswith(MARK)), None) \

@@ -1,17 +1,5 @@
-"""One compiled FusionDefinition per (definition, options, device), shared by every fusion that prints it.
-
-nvFuser compiles a definition at its first execution and keeps the kernels in it, so without sharing a model whose
-layers repeat compiles the same definition once per layer per option set. A partition's freshly built definition is
-looked up by the text nvFuser prints for it, the input descriptors it was built for, its `OptionSet` and its device:
-the first fusion to reach a key registers its definition, later ones run that one instead.
-
-Looked up from the partition builders only, never per call. Bounded by ``NVSCOPE_MAX_SHARED`` (least recently adopted
-evicted). A compile failure (the failure of a definition's first execution) is remembered by key beyond eviction, so
-every fusion that shares it falls back without compiling it again and with one warning; a later failure is that
-execution's. First executions of one entry run one at a time (`SharedDefinitions.run_uncompiled`). The legacy
-frontend shares its cache entry itself: its partitions join entries here for the compile failure only
-(``share=False``). ``NVSCOPE_SHARE=0`` turns sharing off.
-"""
+"""One compiled FusionDefinition per (definition, inputs, options, device), shared by the fusions that build it;
+compile failures are remembered by key (docs/how-it-works.md)."""
 
 from __future__ import annotations
 
@@ -29,37 +17,34 @@ if TYPE_CHECKING:
 
 __all__ = ["SHARED", "Entry", "SharedDefinitions", "SharedFailure", "compiling", "enabled", "entry_of", "stats"]
 
-Key = tuple[str, object, OptionSet, object]  # (definition text, input descriptors, options, device)
-_ENTRY = "_nvscope_shared"  # in the __dict__ of each definition registered here: its Entry
+Key = tuple[str, object, OptionSet, object]  # (text, inputs, options, device)
+_ENTRY = "_nvscope_shared"
 _MAX_FAILURES = 4096
-# How long a first execution waits for the decision on another thread's failure: that thread decides within its
-# error handling unless the error left nvscope's path some other way; then the waiting one compiles.
+# A failure another thread never decided stops blocking compiles after this.
 _DECISION_WAIT_S = 10.0
-_SELECTED = object()  # adopt's device: the definition's own
+_SELECTED = object()
 
 
 class Entry:
-    """One shared definition: its key, the fusion that registered it, every fusion that adopted it, its failure."""
+    """One shared definition: its key, owner, users and compile failure."""
 
     __slots__ = ("compiled", "error", "failed_in", "fd", "key", "owner", "running", "turn", "undecided", "users")
 
     def __init__(self, key: Key, fd: Any, owner: str) -> None:
         self.key = key
-        self.fd = fd  # what adopters run; None once its compile failed, or where each runs its own (legacy)
-        self.owner = owner  # the fusion id whose partition built (and compiles) it
-        self.users: list[str] = [owner]  # fusion ids whose partitions run it, in adoption order
-        self.compiled = False  # an execution of it completed
-        self.error: str | None = None  # its compile failure under its options
-        self.failed_in: str | None = None  # the fusion whose execution failed
-        # The thread running its first execution (or whose failure awaits a decision), and the others' condition.
+        self.fd = fd  # None once failed, or where each runs its own (legacy)
+        self.owner = owner
+        self.users: list[str] = [owner]
+        self.compiled = False
+        self.error: str | None = None
+        self.failed_in: str | None = None
         self.running: int | None = None
         self.undecided = False
         self.turn = threading.Condition(threading.Lock())
 
 
 class SharedFailure(RuntimeError):
-    """A definition whose compile already failed under these options, for another fusion: not compiled again.
-    ``fd`` is the caller's equal definition, which its repro script prints."""
+    """A definition whose compile already failed under these options."""
 
     def __init__(self, entry: Entry, fd: Any = None) -> None:
         super().__init__(f"{entry.error}\n(nvscope: this definition failed under these options in fusion "
@@ -69,50 +54,42 @@ class SharedFailure(RuntimeError):
 
 
 def enabled() -> bool:
-    """Whether new partitions share definitions (``NVSCOPE_SHARE``, on by default); read per partition build."""
+    """Whether new partitions share definitions (``NVSCOPE_SHARE``)."""
     return _env.flag("NVSCOPE_SHARE")
 
 
 def entry_of(fd: Any) -> Entry | None:
-    """The entry of a definition registered here, or None."""
     return getattr(fd, "__dict__", {}).get(_ENTRY)
 
 
 def _body(text: str) -> str:
-    """A printed definition without its ``def nvfuser_fusion...`` line, which the legacy frontend numbers per cache
-    entry: the rest is what nvFuser's cache keys on."""
+    """A printed definition without its ``def`` line, which the legacy frontend numbers per cache entry."""
     return text.partition("\n")[2] if text.startswith("def ") else text
 
 
 class SharedDefinitions:
-    """The shared definitions and remembered compile failures of this process, and the compile time so far."""
+    """The shared definitions and remembered compile failures of this process."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        # Per thread: ``pending``, entries whose first execution failed here, undecided (`release_failed`); ``own``,
-        # set while a fusion's own options run past a remembered failure (`ignoring_failures`).
         self._local = threading.local()
         self._entries: OrderedDict[Key, Entry] = OrderedDict()
         self._failures: OrderedDict[Key, Entry] = OrderedDict()
-        self._counts: Counter[str] = Counter()  # "registered", "adopted", "evicted": `stats`
-        self._compile_s = 0.0  # never cleared: tools report the difference over their run (`compiling`)
+        self._counts: Counter[str] = Counter()
+        self._compile_s = 0.0  # never cleared: tools take differences
         self._compiles = 0
 
     def __len__(self) -> int:
-        """The definitions and failures held."""
         return len(self._entries) + len(self._failures)
 
     def adopt(self, fd: Any, options: OptionSet, owner: str, text: str | None = None, inputs: object = None, *,
               device: object = _SELECTED, share: bool = True, watch: bool = True,
               own: bool = False) -> tuple[Any, Entry]:
-        """The definition to run for ``fd`` (just built for ``options`` by fusion ``owner``) and its entry: the
-        registered one with the same key (``owner`` joins its users), else ``fd``, registered.
+        """The definition to run for ``fd`` and its entry: the registered one with the same key, else ``fd``.
 
-        ``text``: ``repr(fd)`` if known; ``inputs``: the input descriptors it was built for (part of the key, so that
-        sharing never rests on nvFuser's printer alone); ``device``: default the definition's ``_selected_device``.
-        ``share=False``: ``fd`` is returned in any case (legacy frontend). ``watch``: its first completed ``execute``
-        marks the entry compiled (`_watch`). Raises `SharedFailure` for a key whose compile failed, unless ``own``
-        (the fusion's own options, which another fusion's failure under a scope never refuses)."""
+        ``inputs`` are part of the key so that sharing never rests on nvFuser's printer alone. ``share=False`` always
+        returns ``fd`` (legacy frontend). Raises `SharedFailure` for a failed key unless ``own`` (a fusion's own
+        options)."""
         key = (_body(repr(fd) if text is None else text), inputs, options,
                getattr(fd, "_selected_device", None) if device is _SELECTED else device)
         with self._lock:
@@ -132,10 +109,9 @@ class SharedDefinitions:
             else:
                 entry = Entry(key, fd if share else None, owner)
                 self._counts["registered"] += 1
-            # Marked and watched before another thread can adopt it: its first execution is `run_uncompiled`'s.
             try:
                 fd.__dict__[_ENTRY] = entry
-            except AttributeError:  # no __dict__: its failures are known to its own partition only
+            except AttributeError:
                 pass
             else:
                 if watch and not entry.compiled:
@@ -148,30 +124,28 @@ class SharedDefinitions:
         return fd, entry
 
     def _watch(self, fd: Any, entry: Entry) -> None:
-        """Run ``fd.execute`` through `run_uncompiled` until it first completes, then remove the wrapper, so that
-        nothing is added per call after it (Thunder calls the definition's ``execute`` itself). Holds ``fd`` weakly."""
+        """Run ``fd.execute`` through `run_uncompiled` until it first completes, then unwrap it."""
         try:
             ref = weakref.ref(fd)
-        except TypeError:  # no weak references: never marked, so its failures count as compile failures
+        except TypeError:
             return
         run_uncompiled = self.run_uncompiled
 
         def execute(*args: Any, **kwargs: Any) -> Any:
             target = ref()
-            if target is None:  # pragma: no cover - the wrapper lives in the definition's own __dict__
+            if target is None:  # pragma: no cover
                 raise ReferenceError("the FusionDefinition is gone")
             outputs = run_uncompiled(entry, type(target).execute, target, args, kwargs)
             if vars(target).get("execute") is execute:
-                vars(target).pop("execute", None)  # pop: another thread may have removed it meanwhile
+                vars(target).pop("execute", None)  # another thread may have removed it
             return outputs
 
         fd.__dict__["execute"] = execute
 
     def run_uncompiled(self, entry: Entry, call: Any, fd: Any, args: tuple[Any, ...],
                        kwargs: dict[str, Any]) -> Any:
-        """``call(fd, *args, **kwargs)`` while ``entry`` has not compiled yet: one such execution at a time; refused
-        (`SharedFailure`) once its compile failure is remembered, except under `ignoring_failures`. A failed one
-        waits for its thread's decision: `fail` remembers it, `release_failed` lets the next one compile."""
+        """``call(fd, *args, **kwargs)`` before ``entry`` compiled: one at a time; refused once its failure is
+        remembered, except under `ignoring_failures`. A failure waits for `fail` or `release_failed`."""
         me = threading.get_ident()
         turn = entry.turn
         with turn:
@@ -198,7 +172,7 @@ class SharedDefinitions:
                 pending = self._local.pending = []
             pending.append(entry)
             raise
-        except BaseException:  # interrupted: nothing to decide
+        except BaseException:
             _release(entry)
             raise
         self.mark_compiled(entry)
@@ -206,15 +180,14 @@ class SharedDefinitions:
         return outputs
 
     def release_failed(self) -> None:
-        """This thread's failed first executions that were raised, not remembered, are decided: waiting ones
-        compile."""
+        """This thread's undecided failed first executions were not compile failures: waiting ones compile."""
         pending = getattr(self._local, "pending", None)
         while pending:
             _release(pending.pop())
 
     @contextmanager
     def ignoring_failures(self) -> Iterator[None]:
-        """Executions on this thread inside are never refused for a remembered failure: a fusion's own options."""
+        """Executions on this thread inside are never refused for a remembered failure (own options)."""
         previous = getattr(self._local, "own", False)
         self._local.own = True
         try:
@@ -223,17 +196,15 @@ class SharedDefinitions:
             self._local.own = previous
 
     def mark_compiled(self, entry: Entry) -> None:
-        """An execution of ``entry`` completed: it is compiled, and a failure remembered for its key was not its
-        compile, so it is forgotten."""
+        """An execution of ``entry`` completed: forget any failure remembered for its key."""
         entry.compiled = True
-        if entry.key in self._failures:  # once per entry: never on the per-call path
+        if entry.key in self._failures:
             with self._lock:
                 self._failures.pop(entry.key, None)
 
     def fail(self, entry: Entry, error: str, fusion: str) -> list[str] | None:
-        """``entry``'s definition failed in ``fusion``: the fusions that share the failure, None where it is that
-        execution's alone (it compiled before), or [] where it is remembered already (warned then). A compile failure
-        is remembered by key and the entry lets go of its definition; waiting first executions are refused."""
+        """``entry`` failed in ``fusion``: the fusions sharing the failure, None if it had compiled (that execution's
+        alone), [] if already remembered. A compile failure is remembered by key."""
         try:
             with self._lock:
                 if entry.compiled:
@@ -254,20 +225,19 @@ class SharedDefinitions:
                 _release(entry)
 
     def forget(self, entry: Entry) -> None:
-        """Forget ``entry``'s failure (a tool's own run recorded it: `nvscope._exec._execute.private_failures`)."""
+        """Forget ``entry``'s failure (a tool's own run recorded it)."""
         with self._lock:
             if self._failures.get(entry.key) is entry:
                 del self._failures[entry.key]
 
     def stats(self) -> dict[str, int]:
-        """Counts since the last `clear`: ``registered``, ``adopted``, ``evicted``, and ``entries``, ``failed`` now."""
         with self._lock:
             counts = self._counts
             return {"registered": counts["registered"], "adopted": counts["adopted"], "evicted": counts["evicted"],
                     "entries": len(self._entries), "failed": len(self._failures)}
 
     def compiling(self) -> tuple[float, int]:
-        """(seconds, count) of the first executions of new partitions so far, where nvFuser compiles; never reset."""
+        """(seconds, count) of first executions so far, where nvFuser compiles; never reset."""
         return self._compile_s, self._compiles
 
     def note_compile(self, seconds: float) -> None:
@@ -276,7 +246,6 @@ class SharedDefinitions:
             self._compiles += 1
 
     def clear(self) -> None:
-        """Forget every shared definition and failure (``nvscope.uninstall()``)."""
         with self._lock:
             self._entries.clear()
             self._failures.clear()
@@ -284,7 +253,7 @@ class SharedDefinitions:
 
 
 def _release(entry: Entry) -> None:
-    """This thread's first execution of ``entry`` is over (completed, or its failure decided): the next may run."""
+    """This thread's first execution of ``entry`` is over: the next may run."""
     with entry.turn:
         if entry.running == threading.get_ident():
             entry.running, entry.undecided = None, False
