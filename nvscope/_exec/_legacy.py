@@ -1,18 +1,9 @@
-"""The legacy ``nvfuser`` frontend, all of it: delete this module (and its entry in
-`nvscope._exec._frontends.FRONTENDS`) when Thunder 0.2.6 no longer matters. nvFuser 0.2.36 removed the module (Fuser
-#5917); Thunder main dropped it (PR 2813); Thunder 0.2.6 still drives it with nvFuser 0.2.23 - 0.2.33.
+"""The legacy ``nvfuser`` frontend, all of it: delete this module (and its `FRONTENDS` entry) when Thunder 0.2.6 no
+longer matters.
 
-* One process-wide FusionCache deduplicates identical definitions, so a partition's definition is *salted* with one
-  unused ``define_scalar(<salt>)`` that differs per option set (measured on the H200: it gets an entry of its own).
-  nvscope never calls ``FusionCache.reset()``: that would drop every user's kernels, and it made the default reuse a
-  scoped kernel. Partitions whose salted definitions are one cache entry share its compile, so they share its
-  failure too: they join one `nvscope._exec._shared` entry (``share=False``: each runs its own definition), and a
-  failing compile is one attempt and one warning for all of them.
-* The module warns "Reset the FusionCache manually..." on every execute with options. For executions nvscope
-  partitioned that advice is already followed, so the warning is dropped for them only: the module's ``warnings``
-  name is replaced by a proxy that consults a thread-local flag (``warnings.catch_warnings`` mutates process-global
-  state and is not thread-safe). Both adapters may rely on these hooks at once, so they are reference-counted by
-  user (`LegacyFrontend.acquire` / `release`) instead of either adapter asking about the other.
+Its one process-wide FusionCache deduplicates identical definitions, so a partition's definition is salted with an
+unused scalar per option set, and its "Reset the FusionCache" warning is dropped for partitioned executions
+(docs/how-it-works.md). Both adapters may use these hooks at once: they are reference-counted by user.
 """
 
 from __future__ import annotations
@@ -29,7 +20,7 @@ from nvscope._exec._direct import Frontend
 __all__ = ["LEGACY", "LegacyFrontend", "salted"]
 
 _local = threading.local()
-_SALT_BASE = 0x6E7673_0000  # "nvs": far from any scalar a real definition would use
+_SALT_BASE = 0x6E7673_0000  # far from any scalar a real definition would use
 _OWNER = "legacy-frontend"
 _state.keep(__name__, "_local", "per thread: set and unset around one call")
 
@@ -50,7 +41,7 @@ def salted(salt: int) -> AbstractContextManager[None]:
 
 
 class _QuietWarnings:
-    """Stands in for ``warnings`` inside the legacy ``nvfuser`` module; see the module docstring."""
+    """``warnings`` inside the legacy module, per thread (``catch_warnings`` is not thread-safe)."""
 
     def __init__(self, real: Any) -> None:
         self._real = real
@@ -65,7 +56,7 @@ class _QuietWarnings:
 
 
 class LegacyFrontend(Frontend):
-    """The ``nvfuser`` module: salted definitions, and its reset warning dropped for partitioned executions."""
+    """The ``nvfuser`` module: salted definitions, its reset warning quiet."""
 
     __slots__ = ("_salt_lock", "_salts", "_users")
 
@@ -76,9 +67,7 @@ class LegacyFrontend(Frontend):
         self._salt_lock = threading.Lock()
 
     def salt_for(self, options: OptionSet) -> int:
-        """A process-stable integer per option set: the unused scalar that gives a legacy partition its own cache
-        entry. Under a lock: ``OptionSet.__hash__`` runs Python between reading the count and inserting, so two
-        threads could otherwise hand two option sets one salt."""
+        """A process-stable salt per option set; locked, as ``OptionSet.__hash__`` runs Python mid-insert."""
         salt = self._salts.get(options)
         if salt is None:
             with self._salt_lock:
@@ -94,7 +83,7 @@ class LegacyFrontend(Frontend):
         return _thread_flag("quiet", True)
 
     def acquire(self, module: ModuleType | None, user: str) -> None:
-        if module is None:  # a FusionDefinition whose module is gone from sys.modules: nothing to hook
+        if module is None:
             raise RuntimeError("the legacy nvfuser module is not imported")
         if not _patches.active(_OWNER):
             fd_class = module.FusionDefinition
@@ -118,11 +107,7 @@ class LegacyFrontend(Frontend):
             _patches.restore(_OWNER)
 
 
-LEGACY = LegacyFrontend()  # in `nvscope._exec._frontends.FRONTENDS`
-# The adapters using its hooks: each releases itself when it uninstalls; the patch ledger's step puts back any hooks
-# an adapter left, so none is in use after it.
+LEGACY = LegacyFrontend()
 _state.register(__name__, "LEGACY._users", LEGACY._users.clear, step="patches")
-# nvFuser's process-wide FusionCache, which nothing resets, keeps the kernels of each salted definition: a salt handed
-# out again after uninstall would run kernels compiled under another option set.
 _state.keep(__name__, "LEGACY._salts", "salts stay distinct per option set for the process (nvFuser's FusionCache)")
 _state.keep(__name__, "LEGACY._salt_lock", "a lock")
