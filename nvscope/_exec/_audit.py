@@ -1,13 +1,4 @@
-"""Audit trail: which nvFuser fusion ran with which options, in a fresh or a reused partition, on which thread.
-
-    with nvscope.audit() as log:
-        train_step(batch)
-    print(log.summary())
-
-Records are plain data (`nvscope._exec._events.FusionRecord`). Auditing is process-wide while the block is open (fusions
-on other threads, such as PyTorch's autograd device thread, are recorded too). When no audit is open, the adapters
-pay one truth test per fusion call.
-"""
+"""Audit trail: which nvFuser fusion ran with which options, in which partition, on which thread."""
 
 from __future__ import annotations
 
@@ -30,7 +21,7 @@ __all__ = ["AuditLog", "FusionRecord", "audit", "fusions"]
 
 
 class AuditLog:
-    """The records of one `audit` block, in execution order."""
+    """One `audit` block's records, in execution order."""
 
     __slots__ = ("_lock", "records")
 
@@ -50,11 +41,11 @@ class AuditLog:
         return list(dict.fromkeys(record.info for record in self.records))
 
     def failures(self) -> list[FusionRecord]:
-        """The executions that failed under their options and ran their defaults (``on_error="fallback"``)."""
+        """The executions that failed and fell back to their defaults."""
         return [record for record in self.records if record.route == "fallback"]
 
     def summary(self) -> str:
-        """A table: one row per (fusion, options, phase, partition, thread) with its execution count."""
+        """A table of execution counts per fusion, options, phase, partition and thread."""
         if not self.records:
             return "nvscope audit: no nvFuser fusion executed"
         counts = Counter(
@@ -65,8 +56,6 @@ class AuditLog:
         total = len(self.records)
         new = [r for r in self.records if r.route == "new"]
         compiled = sum(r.shared_from is None for r in new)
-        # A partition rebuilt after eviction finds its fusion's definition compiled already (`shared_from` names the
-        # fusion itself): it compiles nothing.
         rebuilt = sum(r.shared_from == r.fusion for r in new)
         shared = len(new) - compiled - rebuilt
         fell_back = len({r.fusion for r in self.failures()})
@@ -79,12 +68,8 @@ class AuditLog:
 
 @contextmanager
 def audit() -> Iterator[AuditLog]:
-    """Record every nvFuser fusion execution that goes through nvscope's adapters while the block runs.
-
-    Entering it installs the adapter of each framework already imported, as a scope does (Thunder's, else the direct
-    nvFuser adapter for an nvFuser frontend imported without Thunder; not under ``NVSCOPE_AUTOINSTALL=0``), so a step
-    jitted and run before any scope is recorded too.
-    """
+    """Record every fusion execution through nvscope's adapters while the block runs (installing them, as a scope
+    does)."""
     _autoinstall.ensure_adapters(direct=True)
     log = AuditLog()
     with _events.listening(log._append):
@@ -92,12 +77,8 @@ def audit() -> Iterator[AuditLog]:
 
 
 def fusions(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> list[FusionInfo]:
-    """Call ``fn(*args, **kwargs)`` once and return the nvFuser fusions it ran (id, name, phase, ops, function), in
-    the order they first ran. Backward fusions appear when ``fn`` runs the backward (e.g. calls ``loss.backward()``).
-
-    The same list as ``nvscope fusions script.py``; the ids are what ``nv_options(fusions=...)`` selects by. Like
-    `audit`, it installs the adapters of the frameworks already imported first.
-    """
+    """Call ``fn(*args, **kwargs)`` once and return the nvFuser fusions it ran, in the order they first ran (the
+    list ``nvscope fusions`` prints); their ids are what ``nv_options(fusions=...)`` selects by."""
     with audit() as log:
         fn(*args, **kwargs)
     return log.fusions()

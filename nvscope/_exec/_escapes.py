@@ -1,9 +1,5 @@
 """``on_error="torch"``: the region of a fusion nvFuser failed runs in PyTorch, and so do later calls with equal
-inputs under the same options (the fusion's table keeps the routes: `nvscope._exec._fusion_table.FusionTable`).
-
-Not escaped, and said in one note on nvFuser's error: out-of-memory and CUDA errors after which the context is
-unusable (no PyTorch run can help), and fusions without a PyTorch form (the adapter's `escape` says why: a direct
-FusionDefinition, DTensor inputs, a Thunder that keeps no region, a region Thunder's PyTorch executor cannot run).
+inputs under the same options (docs/escape.md). What cannot escape gets one note on nvFuser's error saying why.
 """
 
 from __future__ import annotations
@@ -19,7 +15,7 @@ from nvscope._exec._fusion_table import EscapeRefused, FusionTable, Partition
 
 __all__ = ["region_for", "route", "unusable", "warn"]
 
-# Lower-case words of errors no PyTorch run can get past in this process.
+# Errors that leave the CUDA context unusable: no PyTorch run can help.
 FATAL = ("out of memory", "illegal memory access", "illegal instruction", "unspecified launch failure",
          "device-side assert", "misaligned address", "an illegal", "cuda error: launch failed")
 
@@ -28,15 +24,14 @@ def route(call: FusionCall) -> Callable[..., Any] | None:
     """The PyTorch callable the call's inputs take under its partition's options, if nvFuser failed them before."""
     try:
         key = call.adapter.escape(call.fusion, call.args, call.kwargs)[0]
-    except Exception:  # no route can match: nvFuser runs it
+    except Exception:
         return None
     return call.table.routes.get((call.partition.options, key))
 
 
 def region_for(error: Exception, call: FusionCall) -> tuple[Callable[..., Any], bool]:
-    """The fusion's PyTorch callable, routed for these inputs and options from now on, after nvFuser failed with
-    ``error``, and whether it is the fusion's first route (to warn of, once it ran: `warn`); or ``error`` raised
-    again with one note saying why it cannot run in PyTorch."""
+    """The fusion's PyTorch callable, routed for these inputs and options from now on, and whether it is its first
+    route; or ``error`` raised again with a note saying why it cannot run in PyTorch."""
     info, table = call.info, call.table
     text = f"{type(error).__name__}: {error}".lower()
     why = None
@@ -53,7 +48,7 @@ def region_for(error: Exception, call: FusionCall) -> tuple[Callable[..., Any], 
                 region = table.region = make_region()
         except EscapeRefused as refused:
             why = str(refused)
-        except Exception as problem:  # Thunder's PyTorch executor cannot run the region
+        except Exception as problem:
             why = f"Thunder's PyTorch executor cannot run its region ({type(problem).__name__}: {_first_line(problem)})"
     if why is not None or region is None:
         _add_note(error, f"nvscope: on_error='torch' could not run {info.id} in PyTorch: {why}")
@@ -62,7 +57,7 @@ def region_for(error: Exception, call: FusionCall) -> tuple[Callable[..., Any], 
 
 
 def warn(error: Exception, table: FusionTable[Partition], partition: Partition, stacklevel: int) -> None:
-    """The fusion's one `EscapeWarning`: its id, nvFuser's first error line, the repro script."""
+    """The fusion's one `EscapeWarning`."""
     info = table.info
     paths = _repro.repro_paths(error)
     warnings.warn(f"nvscope: fusion {'?' if info is None else info.id} failed in nvFuser with options "
@@ -73,8 +68,7 @@ def warn(error: Exception, table: FusionTable[Partition], partition: Partition, 
 
 
 def unusable(error: Exception, table: FusionTable[Partition], problem: Exception) -> Exception:
-    """nvFuser's ``error``, noted, after the region's first PyTorch run failed with ``problem``: the fusion's routes
-    go, and later failures of it are raised at once (``table.region_failed``)."""
+    """nvFuser's ``error``, noted, after the region's first PyTorch run failed: later failures raise at once."""
     why = f"its region does not run in PyTorch ({type(problem).__name__}: {_first_line(problem)})"
     with table.lock:
         table.region_failed = why
@@ -92,9 +86,9 @@ def _first_line(error: BaseException) -> str:
 def _add_note(error: BaseException, note: str) -> None:
     try:
         error.add_note(note)  # type: ignore[attr-defined,unused-ignore]  # Python >= 3.11
-    except AttributeError:  # Python 3.10: PEP 678's attribute
+    except AttributeError:  # Python 3.10
         notes = getattr(error, "__notes__", None)
         try:
             error.__notes__ = [*(notes if isinstance(notes, list) else []), note]  # type: ignore[attr-defined]
-        except Exception:  # pragma: no cover - an exception type that refuses attributes
+        except Exception:  # pragma: no cover
             pass

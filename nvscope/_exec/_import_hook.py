@@ -1,8 +1,5 @@
 """The import hook behind `nvscope._exec._autoinstall.watch_imports`: a callback right after a watched module loads.
-
-Kept out of ``_autoinstall`` because ``importlib.abc`` costs milliseconds that ``import nvscope`` must not pay; only
-``nvscope run`` loads it.
-"""
+Apart, as ``importlib.abc`` costs milliseconds that ``import nvscope`` must not pay."""
 
 from __future__ import annotations
 
@@ -17,7 +14,7 @@ __all__ = ["AfterImport"]
 
 
 class _CallbackLoader(importlib.abc.Loader):
-    """Wraps a module's loader to call back once the module has finished executing (errors go to ``report``)."""
+    """A module's loader that calls back once the module has executed."""
 
     def __init__(self, loader: importlib.abc.Loader, report: list[BaseException],
                  callback: Callable[[str], None], done: Callable[[str], None]) -> None:
@@ -33,7 +30,7 @@ class _CallbackLoader(importlib.abc.Loader):
         return self._loader.create_module(spec)
 
     def exec_module(self, module: ModuleType) -> None:
-        # The module keeps its real loader (importlib.resources, inspect and linecache look at it).
+        # importlib.resources, inspect and linecache read the real loader.
         if module.__spec__ is not None:
             module.__spec__.loader = self._loader
         module.__loader__ = self._loader
@@ -41,12 +38,12 @@ class _CallbackLoader(importlib.abc.Loader):
         self._done(module.__name__)
         try:
             self._callback(module.__name__)
-        except Exception as error:  # the program's import must not fail over nvscope; the runner reports it
+        except Exception as error:  # the program's import must not fail over nvscope
             self._report.append(error)
 
 
 class AfterImport(importlib.abc.MetaPathFinder):
-    """Wraps the loader of each watched top-level module, once, so the callback runs right after its import."""
+    """Wraps each watched module's loader, once."""
 
     def __init__(self, modules: Iterable[str], report: list[BaseException], callback: Callable[[str], None]) -> None:
         self._pending = set(modules) - set(sys.modules)
@@ -60,12 +57,11 @@ class AfterImport(importlib.abc.MetaPathFinder):
             return None
         self._busy.add(fullname)
         try:
-            spec = importlib.util.find_spec(fullname)  # the other finders (this one answers None meanwhile)
+            spec = importlib.util.find_spec(fullname)  # the other finders
         finally:
             self._busy.discard(fullname)
         if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return spec
-        # Still pending until the module executes: ``importlib.util.find_spec("thunder")`` (doctor, a library probing
-        # what is installed) asks this finder too, without importing; the later import must still be seen.
+        # Pending until it executes: a find_spec without an import must not hide the later import.
         spec.loader = _CallbackLoader(spec.loader, self._report, self._callback, self._pending.discard)
         return spec

@@ -1,11 +1,5 @@
-"""A Thunder fusion's region as a PyTorch callable, for ``on_error="torch"``.
-
-Thunder builds each fusion's wrapper in ``nvfuserex_impl.create_fusion_definition_wrapper(bsyms, name,
-sorted_unique_inputs, sorted_unique_outputs)``, and its ``get_fd`` is a closure over those three (Thunder 0.2.6 and
-0.2.7.dev): `region_of` reads them there, so a fusion jitted before nvscope was installed has its region too. `compile`
-makes the callable as Thunder's torch.compile executor does (``torch_compile.make_compiled``: a region trace, then
-``transform_for_execution`` with Thunder's PyTorch executor, ``no_autocast`` and ``torch.no_grad``) without
-``torch.compile``: it runs the region's ops eagerly, each as Thunder's PyTorch executor runs it.
+"""A Thunder fusion's region as a PyTorch callable, for ``on_error="torch"``: read from the closure of the wrapper's
+``get_fd``, and built as Thunder's ``torch_compile.make_compiled`` does, without ``torch.compile``.
 """
 
 from __future__ import annotations
@@ -15,11 +9,11 @@ from typing import Any
 
 __all__ = ["REGION", "compile", "escape_refusal", "region_of"]
 
-REGION = ("bsyms", "sorted_unique_inputs", "sorted_unique_outputs")  # get_fd's free variables that hold the region
+REGION = ("bsyms", "sorted_unique_inputs", "sorted_unique_outputs")  # get_fd's free variables
 
 
 def region_of(get_fd: Any) -> tuple[Sequence[Any], Sequence[Any], Sequence[Any]] | None:
-    """``(bound symbols, inputs, outputs)`` of the region behind a wrapper's ``get_fd``, or None if it has none."""
+    """``(bound symbols, inputs, outputs)`` behind a wrapper's ``get_fd``, or None."""
     function = getattr(get_fd, "__wrapped__", get_fd)
     code, cells = getattr(function, "__code__", None), getattr(function, "__closure__", None)
     if code is None or not cells:
@@ -27,15 +21,13 @@ def region_of(get_fd: Any) -> tuple[Sequence[Any], Sequence[Any], Sequence[Any]]
     free = dict(zip(code.co_freevars, cells, strict=False))
     try:
         bsyms, inputs, outputs = (free[name].cell_contents for name in REGION)
-    except (KeyError, ValueError):  # not there, or an empty cell
+    except (KeyError, ValueError):
         return None
     return bsyms, inputs, outputs
 
 
 def escape_refusal(impl: Any) -> str | None:
-    """Why this Thunder's fusions cannot run in PyTorch (``on_error="torch"``), or None: read once, at install, from
-    the code of ``create_fusion_definition_wrapper`` (its ``get_fd`` must close over the region) and the modules
-    `compile` uses."""
+    """Why this Thunder's fusions cannot run in PyTorch, or None; read once, at install."""
     import importlib
 
     make = getattr(impl, "create_fusion_definition_wrapper", None)
@@ -54,9 +46,8 @@ def escape_refusal(impl: Any) -> str | None:
 
 
 def compile(bsyms: Sequence[Any], inputs: Sequence[Any], outputs: Sequence[Any]) -> Callable[..., Any]:
-    """The region as a PyTorch callable taking the fusion's inputs and returning its outputs (a list, as nvFuser's
-    execute does)."""
-    import importlib  # Thunder is optional: no import of it that a type checker must resolve
+    """The region as a PyTorch callable returning a list of outputs, as nvFuser's execute does."""
+    import importlib  # Thunder is optional: nothing for a type checker to resolve
 
     import torch
 
@@ -76,7 +67,7 @@ def compile(bsyms: Sequence[Any], inputs: Sequence[Any], outputs: Sequence[Any])
             prims.unpack_trivial(proxy, name=proxy.name)
     trace.bound_symbols += list(bsyms)
     trace.bound_symbols.append(prims.python_return.bind(list(outputs), output=None))
-    for bsym in trace.bound_symbols:  # every name the region defines, so the trace names nothing twice
+    for bsym in trace.bound_symbols:  # so the trace names nothing twice
         if bsym.sym == prims.unpack_trivial:
             continue
         for inner in (bsym, *bsym.subsymbols):
