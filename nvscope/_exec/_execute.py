@@ -1,8 +1,7 @@
 """Execute one fusion under the active scope: the one path every adapter uses.
 
 An adapter patches its framework's per-fusion call with the lane (`patch`) and says only what differs between
-frameworks; which options, which partition, what is recorded and what a failure becomes are decided here, once. In a
-training loop's steady state the lane is one identity test on the fusion's table.
+frameworks; options, partition, records and failures are decided here, once.
 """
 
 from __future__ import annotations
@@ -37,32 +36,28 @@ from nvscope._exec._fusion_table import FusionTable, Partition
 __all__ = ["NO_KWARGS", "Adapter", "direct_lane", "execute", "failed", "fusion_table", "lane", "patch",
            "private_failures"]
 
-NO_KWARGS: dict[str, Any] = {}  # a call with no keyword arguments (Thunder's always): its fusion's own options
-_SINKS = _events.SINKS  # the list itself (audit appends to it in place): one global load on the hot path
-_PRIVATE: list[list[tuple[FusionTable[Partition], OptionSet, _shared.Entry | None]]] = []  # `private_failures`
+NO_KWARGS: dict[str, Any] = {}  # no keyword arguments (Thunder's calls): the fusion's own options
+_SINKS = _events.SINKS  # the list itself, appended in place: one global load on the hot path
+_PRIVATE: list[list[tuple[FusionTable[Partition], OptionSet, _shared.Entry | None]]] = []
 _state.keep(__name__, "NO_KWARGS", "a sentinel compared by identity, never written")
 _state.keep(__name__, "_PRIVATE", "the private_failures blocks open now: each pops its own at its end")
 
 def patch(adapter: Adapter[F], original: Callable[..., Any], elsewhere: str | None = None) -> Callable[..., Any]:
-    """``adapter``'s patch of ``original``, the framework's per-fusion call: Thunder's wrapper ``__call__`` (`lane`),
-    or nvFuser's ``FusionDefinition.execute`` (``elsewhere`` given: `direct_lane`)."""
+    """``adapter``'s patch of the framework's per-fusion call: `lane`, or `direct_lane` with ``elsewhere``."""
     if elsewhere is None:
         return lane(adapter, original)
     return direct_lane(adapter, original, elsewhere)
 
 
 def lane(adapter: Adapter[F], original: Callable[..., Any]) -> Callable[..., Any]:
-    """The one lane of ``adapter``'s fusion calls: ``original(fusion, *args)``, the framework's own call, patched.
-
-    Unscoped and unaudited: ``original`` behind one ContextVar read and two tests. The steady state of a scoped loop
-    (the fusion's memo holds this scope's partition, nothing listens) runs the partition here, in one call; the rest
-    goes to `execute`. No lock: nvFuser's execute binding holds the GIL for the whole call
-    (`nvscope._exec._frontends`)."""
+    """The lane of ``adapter``'s fusion calls ``original(fusion, *args)``: unscoped, one ContextVar read and two
+    tests; a scoped loop's steady state runs its memoised partition here; the rest goes to `execute`. No lock:
+    nvFuser's execute binding holds the GIL for the whole call."""
     table_of = adapter.table_of
     sinks = _SINKS
     get_active = ACTIVE.get
 
-    def call(fusion: F, *args: Any) -> Any:  # no **kwargs: an empty dict per call costs measurably here
+    def call(fusion: F, *args: Any) -> Any:  # no **kwargs: an empty dict per call costs here
         frame = get_active()
         if frame is None or frame.policy is None:
             if not sinks:
@@ -70,7 +65,7 @@ def lane(adapter: Adapter[F], original: Callable[..., Any]) -> Callable[..., Any
             return execute(adapter, fusion, frame, args)
         try:
             table = table_of(fusion)
-        except AttributeError:  # never scoped or audited before: `execute` makes its table
+        except AttributeError:  # `execute` makes its table
             return execute(adapter, fusion, frame, args)
         policy, partition, level = table.steady
         if policy is not frame.policy or sinks or partition is None:
@@ -89,9 +84,8 @@ def lane(adapter: Adapter[F], original: Callable[..., Any]) -> Callable[..., Any
 
 
 def direct_lane(adapter: Adapter[F], original: Callable[..., Any], elsewhere: str) -> Callable[..., Any]:
-    """`lane` for nvFuser's ``FusionDefinition.execute``, which takes keyword arguments (calls with some go to
-    `execute`). A definition marked ``elsewhere`` (Thunder's adapter scoped it already), and the executions Thunder's
-    own call makes (`nvscope._exec._frontends.THUNDER_CALLERS`), run as they are."""
+    """`lane` for nvFuser's ``FusionDefinition.execute``. Definitions marked ``elsewhere`` (Thunder's adapter scoped
+    them) and Thunder's own executions run as they are."""
     table_of = adapter.table_of
     sinks = _SINKS
     get_active = ACTIVE.get
@@ -124,22 +118,22 @@ def direct_lane(adapter: Adapter[F], original: Callable[..., Any], elsewhere: st
             own = table.own_options
             return failed(error, FusionCall(adapter, table, fusion, frame, partition, own, args, NO_KWARGS), 3)
 
-    call.__name__ = "execute"  # where ``original`` has no name of its own
+    call.__name__ = "execute"
     return _wraps(call, original)
 
 
 def _wraps(patch: Callable[..., Any], original: Callable[..., Any]) -> Callable[..., Any]:
-    """``patch``, named as ``original`` and unwrapping to it (``__wrapped__``); at install, never on a call."""
+    """``patch``, named as ``original`` and unwrapping to it."""
     return functools.update_wrapper(patch, original, assigned=("__name__",), updated=())
 
 
 def fusion_table(adapter: Adapter[F], fusion: F, args: tuple[Any, ...],
                  kwargs: dict[str, Any]) -> FusionTable[Partition]:
-    """The fusion's table, made (and its identity computed) the first time nvscope sees it."""
+    """The fusion's table, made the first time nvscope sees it."""
     table = adapter.lookup(fusion)
     if table is not None:
         return table
-    with TABLE_LOCK:  # two threads' first calls must not each build a table (and compile)
+    with TABLE_LOCK:  # two threads' first calls must not each compile
         table = adapter.lookup(fusion)
         if table is None:
             info = adapter.identify(fusion, args, kwargs)
@@ -154,8 +148,7 @@ def fusion_table(adapter: Adapter[F], fusion: F, args: tuple[Any, ...],
 
 def execute(adapter: Adapter[F], fusion: F, frame: Frame | None, args: tuple[Any, ...],
             kwargs: dict[str, Any] = NO_KWARGS, table: FusionTable[Partition] | None = None) -> Any:
-    """Run ``fusion`` (called with ``args``/``kwargs``) under ``frame``'s policy: every call made in a scope or under
-    an audit that the lane does not run itself. ``table`` is the fusion's, if the lane found one."""
+    """Run ``fusion`` under ``frame``'s policy: every scoped or audited call the lane does not run itself."""
     if table is None:
         table = fusion_table(adapter, fusion, args, kwargs)
     policy = None if frame is None else frame.policy
@@ -165,15 +158,15 @@ def execute(adapter: Adapter[F], fusion: F, frame: Frame | None, args: tuple[Any
     if hot_policy is not policy or hot_own is not own_options:
         try:
             partition, innermost, new = table.resolve(policy, own_options, adapter.version_error)
-        except NvscopeError:  # a selector that raised, a refusal: the scope met a fusion; its error says the rest
+        except NvscopeError:  # the scope met a fusion all the same
             note_run(frame, CHANGED)
             raise
-    if partition is not None and frame is not None:  # (a partition means a scope: a frame)
-        if partition.options == own_options:  # its own options, run shared (`nv_options(share=True)`): unchanged
+    if partition is not None and frame is not None:
+        if partition.options == own_options:  # its own options, run shared
             note_run(frame, NO_EFFECT)
         elif innermost:
             note_run(frame, CHANGED)
-        else:  # changed by the scopes around ``frame`` only: they count it as changed, ``frame`` as run
+        else:  # changed by the scopes around ``frame`` only
             note_run(frame.parent or frame, CHANGED)
             note_run(frame, NO_EFFECT)
     elif policy is not None:
@@ -205,18 +198,17 @@ def execute(adapter: Adapter[F], fusion: F, frame: Frame | None, args: tuple[Any
     except Exception as error:
         return failed(error, call)
     finally:
-        if new:  # where the partition's definition compiles (tools report it: nvscope._exec._shared.compiling)
+        if new:  # where the partition's definition compiles
             _shared.SHARED.note_compile(time.perf_counter() - started)
 
 
 def failed(error: Exception, call: FusionCall, stacklevel: int = 4) -> Any:
-    """A partition raised: note the options and the repro on the error; re-raise it, fall back to the defaults, or
-    run the region in PyTorch. ``stacklevel``: the warning's, naming the line that called the fusion."""
+    """A partition raised: note the options and the repro on the error, then re-raise it, fall back to the
+    defaults, or run the region in PyTorch."""
     info, partition, frame, table = call.info, call.partition, call.frame, call.table
     own = partition.options == call.own_options
     try:
         if own and isinstance(error, _shared.SharedFailure):
-            # A fusion's own options are never refused on another fusion's failure under a scope: compile.
             try:
                 with _shared.SHARED.ignoring_failures():
                     return partition.run(call.args, call.kwargs)
@@ -230,19 +222,18 @@ def failed(error: Exception, call: FusionCall, stacklevel: int = 4) -> Any:
         if frame is not None and frame.on_error == "torch":
             return _escape(error, call, stacklevel)
         if frame is None or frame.on_error != "fallback" or own:
-            # A shared partition at the fusion's own options has no defaults to fall back to; not remembered, so a
-            # transient failure (out of memory) is tried again next call, as Thunder's own path would.
+            # At its own options there are no defaults to fall back to; not remembered, so a transient failure is
+            # tried again next call, as on Thunder's own path.
             raise error
         text = _failure_text(error)
         table.mark_failed(partition, text)
         private = _PRIVATE[-1] if _PRIVATE else None
         if private is not None:
             private.append((table, partition.options, None))
-        if isinstance(error, _shared.SharedFailure):  # another fusion's failure with this definition: warned then
+        if isinstance(error, _shared.SharedFailure):  # warned for the other fusion
             return _fall_back(call)
         entry = _shared.entry_of(_definition(call))
-        # Shared only where the definition's compile failed (its first execution); a later failure is this
-        # execution's. Remembered already (by a racing thread): warned then.
+        # [] where a racing thread remembered it already, and warned.
         users = None if entry is None else _shared.SHARED.fail(entry, text, info.id)
         if users == []:
             return _fall_back(call)
@@ -258,13 +249,13 @@ def failed(error: Exception, call: FusionCall, stacklevel: int = 4) -> Any:
                       f"its defaults directly.{shared}\n{text}", FallbackWarning, stacklevel=stacklevel)
         return _fall_back(call)
     finally:
-        _shared.SHARED.release_failed()  # a compile failure not remembered above: raised, not shared
+        _shared.SHARED.release_failed()  # a failure not remembered above is not shared
 
 
 def _escape(error: Exception, call: FusionCall, stacklevel: int) -> Any:
     region, first = _escapes.region_for(error, call)
     table = call.table
-    try:  # a first run fails where Thunder's PyTorch executor left a symbol in the region that only nvFuser runs
+    try:  # a first run fails on a symbol only nvFuser runs
         outputs = _run_region(region, call)
     except Exception as problem:
         if table.region_ran:
@@ -283,12 +274,10 @@ def _run_region(region: Callable[..., Any], call: FusionCall) -> Any:
 
 
 def _script(call: FusionCall) -> str:
-    """A repro script of the call's partition run on its inputs, with its options: nvFuser's own
-    (``repro_script_for``) of the definition it runs, whose last ``execute`` passes them
-    (`nvscope._exec._repro.with_options`)."""
+    """nvFuser's repro script of the call's definition and inputs, passing the partition's options."""
     try:
         fd = call.definition()
-    except _shared.SharedFailure as known:  # its compile failed for another fusion: the same definition
+    except _shared.SharedFailure as known:  # failed for another fusion: an equal definition
         fd = known.fd
     inputs = call.adapter.repro_inputs(call.args, call.kwargs)
     return _repro.with_options(type(fd).repro_script_for(fd, inputs), call.partition.options)
@@ -297,19 +286,17 @@ def _script(call: FusionCall) -> str:
 def _definition(call: FusionCall) -> Any:
     try:
         return call.definition()
-    except Exception:  # a definition that cannot be built for these inputs: the execution will say why
+    except Exception:  # the execution will say why
         return None
 
 
 def _shared_from(call: FusionCall, new: bool) -> str | None:
-    """The fusion whose compiled definition the call's partition runs for these inputs, if another one's; for a
-    ``new`` partition (rebuilt after eviction) that runs its own fusion's definition compiled before, that fusion: it
-    compiles nothing (audit only)."""
+    """The fusion whose compiled definition the call runs, if not its own fresh one (for the audit)."""
     try:
         fd = call.definition()
-    except _shared.SharedFailure as failure:  # it compiles nothing: it fails as the fusion that compiled it did
+    except _shared.SharedFailure as failure:
         return failure.entry.failed_in or failure.entry.owner
-    except Exception:  # a definition that cannot be built for these inputs: the execution will say why
+    except Exception:
         return None
     entry = _shared.entry_of(fd)
     if entry is None or (entry.owner == call.info.id and not (new and entry.compiled)):
@@ -319,14 +306,14 @@ def _shared_from(call: FusionCall, new: bool) -> str | None:
 
 @contextmanager
 def private_failures() -> Iterator[None]:
-    """Failures recorded under ``on_error="fallback"`` while the block runs are forgotten when it ends, so that a
-    tool's own fallbacks (`nvscope.profile`) do not make the user's later scopes fall back silently. Process-wide."""
+    """Fallback failures recorded while the block runs are forgotten at its end, so that a tool's own fallbacks do
+    not make the user's later scopes fall back silently. Process-wide."""
     undo: list[tuple[FusionTable[Partition], OptionSet, _shared.Entry | None]] = []
     _PRIVATE.append(undo)
     try:
         yield
     finally:
-        _PRIVATE[:] = [block for block in _PRIVATE if block is not undo]  # by identity: blocks of threads interleave
+        _PRIVATE[:] = [block for block in _PRIVATE if block is not undo]  # threads' blocks interleave
         for table, options, entry in undo:
             table.forget_failure(options)
             if entry is not None:
@@ -334,12 +321,12 @@ def private_failures() -> Iterator[None]:
 
 
 def _fall_back(call: FusionCall) -> Any:
-    """Run the fusion with its defaults after the call's partition failed: the framework's own call, or where the
-    scope shares the defaults, the fusion's shared partition at its own options (one compile for all that print it)."""
+    """Run the fusion with its defaults after its partition failed: the framework's own call, or the shared
+    partition at its own options where the scope shares defaults."""
     adapter, args, kwargs, frame = call.adapter, call.args, call.kwargs, call.frame
     run: Any = adapter.default
     call_args: tuple[Any, ...] = (call.fusion, args, kwargs)
-    new = False  # the own-options partition built now: its first run compiles, and counts as `execute`'s do
+    new = False  # an own-options partition built now compiles
     if frame is not None and _policy.sharing(frame.policy) and _shared.enabled():
         own, new = call.table.get(call.own_options)
         if own.error is None:
@@ -353,7 +340,7 @@ def _fall_back(call: FusionCall) -> Any:
             return _timed(run, record, *call_args)
         return run(*call_args)
     except BaseException:
-        _shared.SHARED.release_failed()  # a failure of the shared defaults is raised, not remembered
+        _shared.SHARED.release_failed()  # raised, not remembered
         raise
     finally:
         if new:
@@ -361,8 +348,7 @@ def _fall_back(call: FusionCall) -> Any:
 
 
 def _run_own(run: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """``run(args, kwargs)``: a partition at the fusion's own options, which no fusion's failure under a scope
-    refuses, also where the partition took the definition before that failure."""
+    """``run(args, kwargs)`` at the fusion's own options, which no other fusion's failure refuses."""
     try:
         return run(args, kwargs)
     except _shared.SharedFailure:
@@ -382,7 +368,7 @@ def _record(info: FusionInfo, options: OptionSet, route: _events.Route, adapter:
 
 
 def _timed(call: Any, record: _events.FusionRecord, *args: Any) -> Any:
-    """``call(*args)``, reported to the audit first, inside every timer's context (`nvscope._exec._events.TIMERS`)."""
+    """``call(*args)``, reported to the audit first, inside every timer's context."""
     _events.emit(record)
     timers = _events.TIMERS
     if not timers:
