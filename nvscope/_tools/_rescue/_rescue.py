@@ -76,11 +76,16 @@ def rescue(step: Callable[[], Any] | str, /, *, reference: Callable[[], Any] | s
            candidates: Sequence[object] | None = None, validate: bool = True, fresh_probes: bool = False,
            alpha: float = 0.05, measure: Measure | None = None, **keywords: Any) -> RescueResult:
     """Find per fusion the nvFuser options that make ``step`` run (and match ``reference``) when it goes wrong under
-    nvFuser's defaults (the module docstring; docs/rescue.md). ``step``: a callable taking no arguments (probed in this
-    process), or a target ``"script.py:FUNCTION"``, ``"script.py"`` (with ``args``) or with ``module=True``
-    ``"pkg.mod:FUNCTION"``, probed in child processes (``jobs`` at a time; ``sanitize``: under memcheck;
-    ``fresh_probes``: each in a fresh process). ``reference``: a callable, or a function's name beside a target.
-    ``measure`` (or ``tolerance=``, ``progress=``, ``repeat=``, ``timeout=``): `nvscope.Measure` (``repeat``: 5)."""
+    nvFuser's defaults (docs/rescue.md).
+
+    ``step``: a callable taking no arguments (probed in this process), or a target ``"script.py:FUNCTION"``,
+    ``"script.py"`` (with ``args``) or, with ``module=True``, ``"pkg.mod:FUNCTION"`` (probed in child processes).
+    ``reference``: a callable, or a function's name beside a target. ``max_set_size``: the largest option set tried.
+    ``budget_s``: the search's time budget. ``jobs``: probes at once. ``confirm``: clean reruns a cure needs.
+    ``sanitize``/``sanitizer``: probes under memcheck. ``candidates``: the sets to try. ``validate``: check the numbers
+    too. ``fresh_probes``: each probe in a fresh process. ``alpha``: the error a flaky cure may have.
+    ``measure`` (or ``tolerance=``, ``progress=``, ``repeat=``, ``timeout=``): `nvscope.Measure` (``repeat``: 5).
+    """
     m = measure_of("rescue", measure, keywords, Measure(repeat=5), RESCUE)
     only_own(rescue, keywords, RESCUE)
     given = None if candidates is None else resolve(candidates)

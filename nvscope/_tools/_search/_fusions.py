@@ -187,10 +187,10 @@ class FusionSearchResult(JsonResult):
 
 def search_fusions(step: Callable[..., Any], /, *args: Any, candidates: Iterable[object] | None = None,
                    min_gain: float = 0.03, measure: Measure | None = None, **kwargs: Any) -> FusionSearchResult:
-    """Recommend an option set per fusion (see the module docstring). Parameters as for `nvscope.search` (default
-    measure: 20 rounds of at least one call, 2 warm-up calls); each candidate is profiled with them, then the map is
-    timed in as many rounds. ``min_gain``: the least a candidate must save on a fusion (median ratio <= 1 - min_gain)
-    to be chosen for it."""
+    """Recommend an option set per fusion (docs/search.md, "Per fusion"). Parameters as for `nvscope.search` (default
+    measure: 20 rounds of at least one call, 2 warm-up calls). ``min_gain``: the least a candidate must save on a
+    fusion (median ratio <= 1 - min_gain) to be chosen for it.
+    """
     m, say = begin(search_fusions, step, measure, kwargs, Measure(rounds=20, steps=1, warmup=2), printer="search")
     min_gain = checks.fraction("min_gain", min_gain)
     options = resolve(candidates)
