@@ -40,9 +40,9 @@ COMPARE = MappingProxyType({"warmup": "warmup", "repeat": "rounds", "share_defau
 
 @dataclass(frozen=True)
 class VariantResult:
-    """One variant: its options, its time samples (ms per call), the output's max |diff| vs the first variant (None:
-    no numbers; nan: a NaN; inf: structures differ, ``mismatch`` says how), the kernels it launched, whether its
-    output has a NaN, ``error`` (the first line of what stopped it), and what its first call compiled."""
+    """One variant: its options, time samples (ms per call), max |diff| vs the first variant (None: no numbers; nan: a
+    NaN; inf: structures differ, see ``mismatch``), kernels, ``has_nan``, ``error`` and what its first call compiled.
+    """
 
     name: str
     options: OptionSet

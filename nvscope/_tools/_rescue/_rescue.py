@@ -1,8 +1,8 @@
 """Rescue: when nvFuser fails under its defaults, find per fusion the options that make the step run and match.
 
-The step runs once with failing fusions escaped to PyTorch, naming each; failures the escape cannot get past are
-searched first, one at a time, then the fusions that raise get a proven PyTorch route and an option search within
-the budget. The method is in docs/rescue.md."""
+A first run escapes failing fusions to PyTorch, naming each; failures the escape cannot pass are searched first,
+then fusions that raise get a proven PyTorch route and an option search (docs/rescue.md).
+"""
 
 from __future__ import annotations
 

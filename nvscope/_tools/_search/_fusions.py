@@ -1,9 +1,6 @@
 """Search per fusion: for each fusion the candidate option set that helps it, combined into one selector map, and
-measured end to end against the defaults and against the best single global set.
-
-Each candidate is profiled; per fusion the fastest confirmed winner (at least ``min_gain``, outputs matching) is
-chosen, and the winners' nested scopes are timed against the global set and the default in the same rounds. The
-method is in docs/search.md."""
+measured end to end against the defaults and the best single global set (docs/search.md, "Per fusion").
+"""
 
 from __future__ import annotations
 

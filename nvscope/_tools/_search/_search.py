@@ -1,8 +1,8 @@
 """Option search: which nvFuser options make a function faster, with its numerics checked.
 
-Each variant gets its own compiled kernels under scoped options, so the default and every candidate are timed
-interleaved in one process; winners are combined greedily and the set chosen is confirmed in fresh rounds. The
-method, and what a failure midway keeps, are in docs/search.md."""
+Every variant has its own compiled kernels, so all are timed interleaved in one process; winners are combined
+greedily and the set chosen is confirmed in fresh rounds (docs/search.md).
+"""
 
 from __future__ import annotations
 
