@@ -41,8 +41,7 @@ COMPARE = MappingProxyType({"warmup": "warmup", "repeat": "rounds", "share_defau
 @dataclass(frozen=True)
 class VariantResult:
     """One variant: its options, time samples (ms per call), max |diff| vs the first variant (None: no numbers; nan: a
-    NaN; inf: structures differ, see ``mismatch``), kernels, ``has_nan``, ``error`` and what its first call compiled.
-    """
+    NaN; inf: structures differ, see ``mismatch``), kernels, ``has_nan``, ``error`` and what its first call compiled."""
 
     name: str
     options: OptionSet

@@ -167,8 +167,7 @@ def run_program(script: str | None, module: str | None, args: list[str], setting
                 output: Callable[[], AbstractContextManager[object]] = nullcontext) -> tuple[int, AuditLog | None]:
     """Run ``script`` (or ``module``) with ``args`` under ``settings``' scope, carried to its Python children
     (`export`): its exit code (2 when the scope is refused or it cannot start) and, with ``settings.audit``, the audit.
-    ``take_over``: the settings of an enclosing ``nvscope run``; ``output``: a context for the program's run.
-    """
+    ``take_over``: the settings of an enclosing ``nvscope run``; ``output``: a context for the program's run."""
     import runpy
 
     try:

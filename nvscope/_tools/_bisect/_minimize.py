@@ -1,8 +1,7 @@
 """A 1-minimal failing subset in O(k log n) tests: the search behind `nvscope.bisect`, for options and for fusions.
 
 While the elements found test good, the shortest bad prefix of the rest is found by bisection and its last element
-joins them; ``verify`` makes the result 1-minimal for a test that is not monotone (docs/bisect.md).
-"""
+joins them; ``verify`` makes the result 1-minimal for a test that is not monotone (docs/bisect.md)."""
 
 from __future__ import annotations
 

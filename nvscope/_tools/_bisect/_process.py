@@ -1,8 +1,7 @@
 """Bisect a program, one fresh process per probe: for failures that kill the process (a CUDA abort, a segfault).
 
 Judged by its exit code: an audited run lists the fusion ids, then each probe runs ``nvscope run --enable=...
---fusions=ID ...``, the runs sharing a kernel database of their own (docs/bisect.md). The stages are `drive`'s.
-"""
+--fusions=ID ...``, the runs sharing a kernel database of their own (docs/bisect.md). The stages are `drive`'s."""
 
 from __future__ import annotations
 
@@ -91,8 +90,7 @@ def bisect_program(program: Sequence[str], *, module: bool = False, enable: Iter
                    **keywords: Any) -> BisectResult:
     """Find the options and fusions under which ``program`` (a script and its arguments, or with ``module=True`` a
     module) fails. ``kernel_db``: nvFuser's kernel database for these runs. ``measure`` (or ``timeout=``,
-    ``progress=``, ``share_defaults=``): seconds per run (600), progress, every run under ``NVSCOPE_SHARE=all``.
-    """
+    ``progress=``, ``share_defaults=``): seconds per run (600), progress, every run under ``NVSCOPE_SHARE=all``."""
     m = measure_of("bisect_program", measure, keywords, Measure(), PROGRAM)
     only_own(bisect_program, keywords, PROGRAM)
     program = list(program)

@@ -95,8 +95,7 @@ class ProfileRow:
     @property
     def delta_ms(self) -> float | None:
         """Time per step the options save (< 0) or cost (> 0) on this fusion: its default time x (ratio - 1), from the
-        paired ratio (the two medians can land on different modes); without a ratio, the medians' difference.
-        """
+        paired ratio (the two medians can land on different modes); without a ratio, the medians' difference."""
         if self.default_ms is None:
             return None
         if self.ratio is not None:

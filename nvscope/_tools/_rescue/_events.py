@@ -1,6 +1,5 @@
 """What a rescue probe leaves its parent, read after the process is gone: its events file (`Progress`) and the start
-markers that compute-sanitizer's lines are attributed by (`sanitizer_errors`).
-"""
+markers that compute-sanitizer's lines are attributed by (`sanitizer_errors`)."""
 
 from __future__ import annotations
 
@@ -19,8 +18,7 @@ STARTED, ENDED, FAILED = "start", "end", "raise"
 @dataclasses.dataclass
 class Progress:
     """A probe's events file, read after the process is gone: ``started`` (in first-start order), per fusion the
-    executions ``ended`` and ``failed``; `running`: started and not finished, where a dead or hung process was.
-    """
+    executions ``ended`` and ``failed``; `running`: started and not finished, where a dead or hung process was."""
 
     started: list[str] = dataclasses.field(default_factory=list)
     starts: dict[str, int] = dataclasses.field(default_factory=dict)

@@ -1,8 +1,7 @@
 """One probe of the rescue: the step once, some fusions under options and the rest on Thunder's own path.
 
 `observe` runs it, marking each fusion's start so that a fault is blamed on the fusion running; `Children` runs
-probes in child processes (workers or fresh), each in its own process group with a time limit.
-"""
+probes in child processes (workers or fresh), each in its own process group with a time limit."""
 
 from __future__ import annotations
 
@@ -92,8 +91,7 @@ def observe(step: Callable[[], Any], reference: Callable[[], Any] | None, spec: 
     """Run ``step`` once under the plan in ``spec`` (``groups``: [[options, [ids]], ...]) and say what happened (a
     JSON-able dict, also written to ``spec["out"]``). ``spec`` also names the ``events`` file (`Progress`), stdout
     ``markers`` (for the sanitizer), the fusions to ``validate`` and the repro ``scripts`` folder (``prewrite``: before
-    each first run). ``failure``: the first failure in time; ``failed``: every fusion that failed.
-    """
+    each first run). ``failure``: the first failure in time; ``failed``: every fusion that failed."""
     groups = [(options_from(o), list(ids)) for o, ids in spec.get("groups", ())]
     events: TextIO | None = open(spec["events"], "a", encoding="utf-8") if spec.get("events") else None
     lock = threading.Lock()  # fusions of several threads log to one file

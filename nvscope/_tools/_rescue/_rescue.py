@@ -1,8 +1,7 @@
 """Rescue: when nvFuser fails under its defaults, find per fusion the options that make the step run and match.
 
 A first run escapes failing fusions to PyTorch, naming each; failures the escape cannot pass are searched first,
-then fusions that raise get a proven PyTorch route and an option search (docs/rescue.md).
-"""
+then fusions that raise get a proven PyTorch route and an option search (docs/rescue.md)."""
 
 from __future__ import annotations
 
@@ -84,8 +83,7 @@ def rescue(step: Callable[[], Any] | str, /, *, reference: Callable[[], Any] | s
     ``budget_s``: the search's time budget. ``jobs``: probes at once. ``confirm``: clean reruns a cure needs.
     ``sanitize``/``sanitizer``: probes under memcheck. ``candidates``: the sets to try. ``validate``: check the numbers
     too. ``fresh_probes``: each probe in a fresh process. ``alpha``: the error a flaky cure may have.
-    ``measure`` (or ``tolerance=``, ``progress=``, ``repeat=``, ``timeout=``): `nvscope.Measure` (``repeat``: 5).
-    """
+    ``measure`` (or ``tolerance=``, ``progress=``, ``repeat=``, ``timeout=``): `nvscope.Measure` (``repeat``: 5)."""
     m = measure_of("rescue", measure, keywords, Measure(repeat=5), RESCUE)
     only_own(rescue, keywords, RESCUE)
     given = None if candidates is None else resolve(candidates)

@@ -1,8 +1,7 @@
 """The rescue's search for one failing fusion: which option sets to try, in which order, and the first that cures.
 
 The likeliest cures first: the options the failure names, the escape hatches, other disables, enables, then larger
-sets; a set counts once it cures again (docs/rescue.md, "How sure a cure is").
-"""
+sets; a set counts once it cures again (docs/rescue.md, "How sure a cure is")."""
 
 from __future__ import annotations
 

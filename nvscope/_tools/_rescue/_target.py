@@ -1,7 +1,6 @@
 """A rescue target that cannot run as given is a usage error, not the step's failure: `check_target` in the parent
 before any child runs (a syntax error, a missing module), `named`/`unusable` in the child (a missing function).
-`Plan`: what one probe of the target runs.
-"""
+`Plan`: what one probe of the target runs."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """The watch over one rescue probe (and the scope it runs in: `detached`, `routes_forgotten`).
 
 `Watch` wraps ``FusionDefinition.execute`` at each fusion's first execution: it writes the repro script and runs
-nvFuser's ``validate`` in its place, a mismatch being that fusion's wrong numbers.
-"""
+nvFuser's ``validate`` in its place, a mismatch being that fusion's wrong numbers."""
 
 from __future__ import annotations
 

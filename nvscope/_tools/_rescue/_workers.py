@@ -1,8 +1,7 @@
 """The rescue's long-lived probe workers: child processes that load the target once and run many probes.
 
 A worker reads one probe's spec per line from ``requests``, runs `observe` and writes a line to ``replies``; one
-whose probe dies, times out or sees a CUDA error is replaced by a fresh one.
-"""
+whose probe dies, times out or sees a CUDA error is replaced by a fresh one."""
 
 from __future__ import annotations
 

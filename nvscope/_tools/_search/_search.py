@@ -1,8 +1,7 @@
 """Option search: which nvFuser options make a function faster, with its numerics checked.
 
 Every variant has its own compiled kernels, so all are timed interleaved in one process; winners are combined
-greedily and the set chosen is confirmed in fresh rounds (docs/search.md).
-"""
+greedily and the set chosen is confirmed in fresh rounds (docs/search.md)."""
 
 from __future__ import annotations
 
