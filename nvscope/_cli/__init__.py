@@ -1,6 +1,5 @@
-"""Layer 5, the command line: the ``nvscope`` command and its subcommands, ``nvscope run`` and what it carries to
-child processes, doctor, wheels, and the pytest plugin's body. The names the public faces use are in
-``__init__.pyi`` and load on first use: the pytest plugin must not load the command line."""
+"""Layer 5, the command line: ``nvscope`` and its subcommands, ``nvscope run``'s carry, doctor, wheels and the
+pytest plugin's body. Names in ``__init__.pyi`` load on first use, so the plugin does not load the command line."""
 
 from nvscope._core import lazy_face
 

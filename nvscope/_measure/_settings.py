@@ -17,14 +17,11 @@ _ALIASES = (("steps_per_round", "steps"), ("share_defaults", "share"))
 
 @dataclass(frozen=True)
 class Measure:
-    """How a tool measures. A *step* is the user's callable; a *round* one timed sample of every variant, in
-    a random order (compare's ``repeat=``); ``steps`` the least calls per sample; ``warmup`` untimed calls after a
-    variant's first; ``repeat`` rescue's runs of the defaults that tell how often a flaky failure fails.
-
-    None in ``rounds``, ``steps``, ``warmup`` and ``repeat``: the tool's default. ``tolerance=None``: by dtype.
-    ``backward``: the step returns a loss; ``module``'s gradients are compared too. ``seed``: the variants' order.
-    ``share``: defaults compile once per distinct definition. ``timeout``: seconds per child process. Each field is
-    also a tool keyword (``steps_per_round=``, ``share_defaults=``), which wins over ``measure=``."""
+    """How a tool measures (docs/search.md, "The call"). A *round* is one timed sample of every variant, in a random
+    order (compare's ``repeat=``); ``steps``: the least calls of the step per sample; ``warmup``: untimed calls;
+    ``repeat``: rescue's runs of the defaults; None: the tool's default. ``tolerance`` (None: by dtype), ``backward``,
+    ``module``, ``seed``, ``share``, ``timeout``: as the docs say. Each field is also a tool keyword
+    (``steps_per_round=``, ``share_defaults=``), which wins over ``measure=``."""
 
     rounds: int | None = None
     steps: int | None = None

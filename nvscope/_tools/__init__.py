@@ -1,5 +1,4 @@
-"""Layer 4, the tools, in families: compare, search, profile, bisect, rescue, with `_common` and `_program`. No family
-imports another's modules; the names below are in ``__init__.pyi`` and load on first use."""
+"""Layer 4, the tools: families that import no other family's modules; the names in ``__init__.pyi`` load on use."""
 
 from nvscope._core import lazy_face
 

@@ -40,9 +40,8 @@ COMPARE = MappingProxyType({"warmup": "warmup", "repeat": "rounds", "share_defau
 
 @dataclass(frozen=True)
 class VariantResult:
-    """One variant: its options, its time samples (ms per call), the output's max |diff| vs the first variant (None:
-    no numbers; nan: a NaN; inf: structures differ, ``mismatch`` says how), the kernels it launched, whether its
-    output has a NaN, ``error`` (the first line of what stopped it), and what its first call compiled."""
+    """One variant: its options, time samples (ms per call), max |diff| vs the first variant (None: no numbers; nan: a
+    NaN; inf: structures differ, see ``mismatch``), kernels, ``has_nan``, ``error`` and what its first call compiled."""
 
     name: str
     options: OptionSet
@@ -146,14 +145,9 @@ def compare(
 ) -> CompareResult:
     """Run ``fn(*args, **kwargs)`` under each variant's options; time it, diff outputs vs the first, list kernels.
 
-    ``variants`` maps a name (a str) to ``nv_options`` keyword arguments (``enable``, ``disable``, ``inherit``);
-    every variant is validated before anything runs. Each variant warms up ``measure.warmup`` times (``warmup=``,
-    default 3), then takes ``measure.rounds`` timed samples (``repeat=``, default 20), each a block of calls (as many
-    as make a sample last half a millisecond, found on the first variant). The output of each variant's first call
-    is copied at once and compared with the first variant's, leaf by leaf; a NaN makes max|diff| nan and a structure
-    difference inf, each named under the table. A variant after the first that raises is reported with its error.
-    Runs in development mode. Prints the table unless ``show=False``; returns the data. ``share_defaults=`` (the
-    measure's ``share``): as for `nvscope.search`; each variant says what its first call compiled.
+    ``variants``: a name -> ``nv_options`` keyword arguments, each validated first. ``kernels``: list each variant's
+    kernels. ``show``: print the table. ``measure`` and its keywords (``warmup=`` 3, ``repeat=`` 20,
+    ``share_defaults=``): as for `nvscope.search`. Runs in development mode (docs/audit-and-compare.md).
     """
     m, _ = begin(compare, fn, measure, kwargs, Measure(rounds=20, warmup=3), COMPARE, least_rounds=False)
     repeat, warmup = count("repeat", m.rounds, 1), m.warmup or 0

@@ -165,11 +165,9 @@ def _not_runnable(script: str) -> str | None:
 def run_program(script: str | None, module: str | None, args: list[str], settings: Settings, *,
                 command: str = "nvscope run", take_over: Callable[[], Settings | None] | None = None,
                 output: Callable[[], AbstractContextManager[object]] = nullcontext) -> tuple[int, AuditLog | None]:
-    """Run ``script`` (or ``module``) with ``args`` under ``settings``' scope, carried to the Python processes it
-    starts (`export`): its exit code (2, after a one-line error naming ``command``, when the scope is refused or the
-    program cannot start) and, with ``settings.audit``, what the audit recorded. ``take_over``: the settings of the
-    ``nvscope run`` around this process, if any (``settings.outer`` becomes theirs); ``output``: a context for the
-    program's own run (``nvscope fusions --json -``: its standard output to standard error)."""
+    """Run ``script`` (or ``module``) with ``args`` under ``settings``' scope, carried to its Python children
+    (`export`): its exit code (2 when the scope is refused or it cannot start) and, with ``settings.audit``, the audit.
+    ``take_over``: the settings of an enclosing ``nvscope run``; ``output``: a context for the program's run."""
     import runpy
 
     try:

@@ -1,5 +1,4 @@
-"""The bisect family: the options that make a step go wrong, found by a binary search over the enabled and disabled
-options (in this process, or over a whole program run in fresh processes), then minimized."""
+"""The bisect family: the options and fusions that make a step go wrong, found by binary search."""
 
 from nvscope._tools._bisect._bisect import bisect as bisect
 from nvscope._tools._bisect._bisect import check_arg as check_arg

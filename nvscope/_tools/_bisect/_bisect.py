@@ -64,12 +64,10 @@ def bisect(step: Callable[..., Any], /, *args: Any, enable: Iterable[str] | str 
            **kwargs: Any) -> BisectResult:
     """Find the options and fusions that make ``step(*args, **kwargs)`` go wrong under ``enable``/``disable``.
 
-    ``check``: what "wrong" is: ``"raises"`` (an exception), ``"numerics"`` (an output or gradient leaves the
-    tolerance against the default's: see `nvscope.search`), ``"slower"`` (the 95% interval of the paired time ratio
-    lies above ``1 + slower_by``, timed in the measure's rounds), several of them in a list, or a callable taking the
-    step's return value and returning True when it is bad (an exception is then bad too). ``measure`` and its
-    keywords: as for `nvscope.search` (default: 10 rounds of at least 3 calls; no ``warmup=``). Runs in development
-    mode, outside any scope of the caller's; every probe leaves no scope, warning filter or patch behind.
+    ``check``: ``"raises"``, ``"numerics"``, ``"slower"``, a list of them, or a callable given the step's result that
+    returns True when it is bad (docs/bisect.md). ``slower_by``: the time ratio over 1 that ``"slower"`` needs.
+    ``measure`` and its keywords: as for `nvscope.search` (default: 10 rounds of at least 3 calls). Runs in development
+    mode, outside the caller's scopes; no probe leaves a scope, warning filter or patch behind.
     """
     from nvscope._tools._bisect._in_process import InProcess
 

@@ -1,7 +1,7 @@
-"""The bisect's drive: its stages over a probe callable, free of any harness (torch's compiler_bisector keeps the
-same split). ``run(options, fusions) -> Outcome`` is the only way it touches a step; in-process probes are
-`nvscope._tools._bisect._in_process`, one process per probe `nvscope._tools._bisect._process`. The stages are those of
-`nvscope._tools._bisect._bisect` (its docstring); steps 2 and 3 are `nvscope._tools._bisect._minimize.minimize`.
+"""The bisect's drive: its stages over a probe callable ``run(options, fusions) -> Outcome``, free of any harness.
+
+Probes run in process (`nvscope._tools._bisect._in_process`) or one process each (`nvscope._tools._bisect._process`);
+the stages are `nvscope._tools._bisect._bisect`'s, steps 2 and 3 `nvscope._tools._bisect._minimize.minimize`.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """One probe of an in-process bisect: the step once under ``nv_options(options, fusions=[...])``, judged.
 
-Built on the tools' harness (`nvscope._measure._harness.Runner`: the call, ``.grad`` reset, copies of outputs and
-gradients, paired timing rounds), so the bisect judges numerics and speed exactly as the search does. Each probe is
-checked to have done what it says: every fusion it selected ran with the probe's options (in a partition of its own,
-compiled for them), no other fusion got them, and it left no scope active, no warning filter changed and no patch
-added. The default and the probes run in the runner's `sharing` scope (``share=False``: none), so that a fusion a
-probe does not select runs the definition the default compiled for it (shared), and each run says what it compiled.
+Built on the tools' harness (`nvscope._measure._harness.Runner`), so numerics and speed are judged as the search
+judges them. Each probe is checked to do what it says: only its fusions ran its options, and it left no scope,
+warning filter or patch behind. Runs share the default's compiled definitions (the runner's `sharing`).
 """
 
 from __future__ import annotations

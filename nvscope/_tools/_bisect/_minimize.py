@@ -1,8 +1,7 @@
 """A 1-minimal failing subset in O(k log n) tests: the search behind `nvscope.bisect`, for options and for fusions.
 
-A progressive binary search: while the elements found so far test good, the shortest bad prefix of the rest is
-found by bisection and its last element joins them. The result is bad for any test, 1-minimal for a monotone one,
-and with ``verify`` checked one element at a time so that it is 1-minimal for any test (docs/bisect.md)."""
+While the elements found test good, the shortest bad prefix of the rest is found by bisection and its last element
+joins them; ``verify`` makes the result 1-minimal for a test that is not monotone (docs/bisect.md)."""
 
 from __future__ import annotations
 

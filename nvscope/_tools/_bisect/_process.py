@@ -1,8 +1,7 @@
 """Bisect a program, one fresh process per probe: for failures that kill the process (a CUDA abort, a segfault).
 
-The program is judged by its exit code. A first audited run without options lists the fusion ids; each probe then
-runs the program as ``nvscope run --enable=... --fusions=ID ...`` in a fresh process, the runs sharing nvFuser's
-kernel database under a ``TMPDIR`` of the bisect's own (docs/bisect.md). The stages are those of `drive`."""
+Judged by its exit code: an audited run lists the fusion ids, then each probe runs ``nvscope run --enable=...
+--fusions=ID ...``, the runs sharing a kernel database of their own (docs/bisect.md). The stages are `drive`'s."""
 
 from __future__ import annotations
 
@@ -90,9 +89,8 @@ def bisect_program(program: Sequence[str], *, module: bool = False, enable: Iter
                    python: str = sys.executable, kernel_db: bool = True, measure: Measure | None = None,
                    **keywords: Any) -> BisectResult:
     """Find the options and fusions under which ``program`` (a script and its arguments, or with ``module=True`` a
-    module and its arguments) fails. See the module docstring (``kernel_db``: nvFuser's kernel database, shared by
-    the runs of this bisect only). ``measure`` (or its keywords ``timeout=``, ``progress=``, ``share_defaults=``):
-    seconds per run (default 600), progress lines, and every run under ``NVSCOPE_SHARE=all``."""
+    module) fails. ``kernel_db``: nvFuser's kernel database for these runs. ``measure`` (or ``timeout=``,
+    ``progress=``, ``share_defaults=``): seconds per run (600), progress, every run under ``NVSCOPE_SHARE=all``."""
     m = measure_of("bisect_program", measure, keywords, Measure(), PROGRAM)
     only_own(bisect_program, keywords, PROGRAM)
     program = list(program)

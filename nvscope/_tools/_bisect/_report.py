@@ -42,10 +42,9 @@ class Probe:
 
 @dataclass(frozen=True)
 class Culprit:
-    """One culprit: a 1-minimal set of ``options`` (removing any one makes the problem go away on ``fusions``) and a
-    1-minimal set of ``fusions`` (by id) whose options reproduce it, every other fusion running its defaults;
-    ``problem``: what went wrong in its last run; ``repro_scripts``: the scripts nvscope wrote for the fusions that
-    raised in that run (empty unless one raised)."""
+    """One culprit: a 1-minimal set of ``options`` and a 1-minimal set of ``fusions`` (ids) that reproduce it, every
+    other fusion on its defaults; ``problem``: what went wrong in its last run; ``repro_scripts``: those written then.
+    """
 
     options: OptionSet
     fusions: tuple[str, ...]
@@ -59,14 +58,12 @@ class Culprit:
 
 @dataclass(frozen=True)
 class BisectResult(LoadableResult):
-    """The culprits of a step that goes wrong under ``given``.
+    """The culprits of a step that goes wrong under ``given`` (docs/bisect.md, "The result").
 
-    ``culprits``: the first is a minimal culprit of the step (`Culprit`); when the given options on the other fusions
-    still go wrong, the next is a culprit among those, and so on until the rest runs clean (at most ``max_culprits``).
-    ``options``, ``fusions``, ``problem``, ``repro_scripts`` and ``line()`` are the first culprit's. ``others_clean``:
-    whether the step ran clean with ``given`` on every fusion except all the culprits (None: no other fusion).
-    ``probes``: how many runs of the step under options it took (the baseline runs apart). ``reproduced`` is False
-    when the step did not go wrong under ``given`` at all: no culprit, and ``detail`` says what that run saw.
+    ``culprits``: a minimal culprit of the step, then one among the other fusions, and so on until the rest runs clean;
+    ``options``, ``fusions``, ``problem``, ``repro_scripts`` and ``line()`` are the first's. ``others_clean``: the rest
+    ran clean (None: no other fusion). ``probes``: runs under options. ``reproduced``: False when nothing went wrong
+    under ``given``; ``detail`` says what that run saw.
     """
 
     given: OptionSet

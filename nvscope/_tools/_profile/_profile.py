@@ -67,13 +67,10 @@ def profile(step: Callable[..., Any], /, *args: Any, enable: Any = (), disable: 
             **kwargs: Any) -> ProfileResult:
     """Profile ``step(*args, **kwargs)`` fusion by fusion under ``enable``/``disable`` against the defaults.
 
-    ``fusions``: only these fusions get the options (a glob over ids, a list, a callable or a selector, as
-    ``nv_options(fusions=...)``); the rows are theirs. ``measure`` and its keywords: as for `nvscope.search`
-    (default: 20 rounds of at least one call, 2 warm-up calls). ``schedulers``: read them off kernel names
-    (``"kernels"``) or ask nvFuser's PythonProfiler (``"nvfuser"``: compile times too; see
-    `nvscope._measure._schedulers`). ``torch=True``: each fusion's region in PyTorch too (``nv_options(run="torch")``),
-    timed and compared with the defaults as the options are; without options, PyTorch alone. Runs in development
-    mode; no scope and no timing hook stays behind.
+    ``fusions``: the fusions that get the options, as ``nv_options(fusions=...)``; the rows are theirs. ``schedulers``:
+    ``"kernels"`` (from kernel names) or ``"nvfuser"`` (nvFuser's profiler, compile times too). ``torch``: each fusion's
+    region in PyTorch too. ``measure`` and its keywords: as for `nvscope.search` (default: 20 rounds of at least one
+    call, 2 warm-up calls). Runs in development mode; no scope or timing hook stays behind (docs/profile.md).
     """
     from nvscope._exec import listening
 

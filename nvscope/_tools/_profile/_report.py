@@ -47,14 +47,12 @@ __all__ = ["ProfileResult", "ProfileRow"]
 
 @dataclass(frozen=True)
 class ProfileRow:
-    """One fusion of the step, by its id (``"backward/nvFusion3"``), under the defaults and under the options.
+    """One fusion of the step, by id, under the defaults and under the options (docs/profile.md, "The table").
 
-    ``default_ms``/``options_ms``: median time per call of the step; ``ratio``: options/default per round, with its
-    interval and verdict; ``*_segments``: nvFuser's segments of the first execution (None: unknown);
-    ``*_first_ms``: wall time in each variant's first call; ``numerics``: its outputs with only it under the options
-    against the defaults'; ``error``: it failed under the options and ran its defaults; ``reached``: whether the
-    options could change it; ``default_repeat``: its outputs in a second default call against the first's. The
-    ``torch_*`` fields: the same for its region in PyTorch (``profile(torch=True)``).
+    ``*_ms``: median time per call; ``ratio``: options/default per round, with interval and verdict; ``*_segments``:
+    nvFuser's segments (None: unknown); ``numerics``: its outputs with only it under the options; ``error``: it failed
+    under the options; ``reached``: the options could change it; ``default_repeat``: a second default call against the
+    first. ``torch_*``: the same for its region in PyTorch.
     """
 
     fusion: str
@@ -96,10 +94,8 @@ class ProfileRow:
 
     @property
     def delta_ms(self) -> float | None:
-        """Time per step the options save (< 0) or cost (> 0) on this fusion: its default time x (ratio - 1).
-
-        From the paired per-round ratio: in a host-bound step a fusion's event time jumps between rounds, and the two
-        medians can land on different modes. Without a ratio, the difference of the medians."""
+        """Time per step the options save (< 0) or cost (> 0) on this fusion: its default time x (ratio - 1), from the
+        paired ratio (the two medians can land on different modes); without a ratio, the medians' difference."""
         if self.default_ms is None:
             return None
         if self.ratio is not None:

@@ -1,6 +1,5 @@
-"""What a rescue probe leaves behind for its parent, read after the process is gone: its events file (each fusion's
-start before it runs, its end or raise after: `Progress`), and the start markers compute-sanitizer's lines are
-attributed by (`sanitizer_errors`)."""
+"""What a rescue probe leaves its parent, read after the process is gone: its events file (`Progress`) and the start
+markers that compute-sanitizer's lines are attributed by (`sanitizer_errors`)."""
 
 from __future__ import annotations
 
@@ -18,9 +17,8 @@ STARTED, ENDED, FAILED = "start", "end", "raise"
 
 @dataclasses.dataclass
 class Progress:
-    """What a probe's events file says of its fusions, read after the process is gone: ``started``, each fusion in
-    the order it first started; per fusion the executions that ``ended`` (returned) and ``failed`` (raised).
-    `running`: the fusions started and not finished, the one a process that died or hung was in last."""
+    """A probe's events file, read after the process is gone: ``started`` (in first-start order), per fusion the
+    executions ``ended`` and ``failed``; `running`: started and not finished, where a dead or hung process was."""
 
     started: list[str] = dataclasses.field(default_factory=list)
     starts: dict[str, int] = dataclasses.field(default_factory=dict)

@@ -1,9 +1,7 @@
-"""One probe of the rescue: the step once, with some fusions under options (a selector map) and every other fusion on
-Thunder's own path, observed fusion by fusion.
+"""One probe of the rescue: the step once, some fusions under options and the rest on Thunder's own path.
 
-`observe` runs the step, writing each fusion's start before it runs so that a fault is attributed to the fusion
-running, and catching each fusion's exception. `Children` runs probes in child processes (long-lived workers for a
-function's search probes, fresh processes otherwise), each in its own process group with a time limit."""
+`observe` runs it, marking each fusion's start so that a fault is blamed on the fusion running; `Children` runs
+probes in child processes (workers or fresh), each in its own process group with a time limit."""
 
 from __future__ import annotations
 
@@ -91,12 +89,9 @@ WORKER = LOAD + "from nvscope._tools._rescue._workers import serve\nserve(observ
 def observe(step: Callable[[], Any], reference: Callable[[], Any] | None, spec: dict[str, Any],
             tolerance: float | None = None) -> dict[str, Any]:
     """Run ``step`` once under the plan in ``spec`` (``groups``: [[options, [ids]], ...]) and say what happened (a
-    JSON-able dict, also written to ``spec["out"]`` when given). ``spec["events"]``: a file that gets each
-    fusion's start before it runs and its end or raise after (`Progress`); ``spec["markers"]``: its start on standard
-    output (for the sanitizer's lines);
-    ``spec["validate"]``: true (every fusion) or the ids to check with nvFuser's validate; ``spec["scripts"]``: the
-    directory for repro scripts, written before each fusion's first run with ``spec["prewrite"]``, else when it
-    fails. The result's ``failure`` is the first failure in time, ``failed`` every fusion that failed."""
+    JSON-able dict, also written to ``spec["out"]``). ``spec`` also names the ``events`` file (`Progress`), stdout
+    ``markers`` (for the sanitizer), the fusions to ``validate`` and the repro ``scripts`` folder (``prewrite``: before
+    each first run). ``failure``: the first failure in time; ``failed``: every fusion that failed."""
     groups = [(options_from(o), list(ids)) for o, ids in spec.get("groups", ())]
     events: TextIO | None = open(spec["events"], "a", encoding="utf-8") if spec.get("events") else None
     lock = threading.Lock()  # fusions of several threads log to one file

@@ -103,13 +103,11 @@ class FusionRescue:
 
 @dataclass(frozen=True)
 class RescueResult(LoadableResult):
-    """The rescue of a step that goes wrong under nvFuser's defaults.
+    """The rescue of a step that goes wrong under nvFuser's defaults (docs/rescue.md).
 
-    ``rescues``: one per failing fusion, in the order found; ``unattributed``: a failure no fusion could be named
-    for (the step fails outside the fusions, or its numbers are wrong with no fusion found wrong), else None.
-    ``proved``: whether the final run with `line`'s options ran clean (and matched the reference when one was given);
-    None when there was nothing to prove. ``healthy``: fusions ran and nothing went wrong under the defaults;
-    ``no_fusion``: no nvFuser fusion ran, so nothing was checked (not healthy, not rescued: exit code 1).
+    ``rescues``: one per failing fusion, in the order found; ``unattributed``: a failure no fusion could be named for,
+    else None. ``proved``: whether the final run with `line`'s options ran clean (None: nothing to prove).
+    ``healthy``: nothing went wrong under the defaults; ``no_fusion``: no fusion ran, nothing was checked (exit 1).
     """
 
     fusions: tuple[str, ...]

@@ -1,8 +1,7 @@
 """Rescue: when nvFuser fails under its defaults, find per fusion the options that make the step run and match.
 
-The step runs once with failing fusions escaped to PyTorch, naming each; failures the escape cannot get past are
-searched first, one at a time, then the fusions that raise get a proven PyTorch route and an option search within
-the budget. The method is in docs/rescue.md."""
+A first run escapes failing fusions to PyTorch, naming each; failures the escape cannot pass are searched first,
+then fusions that raise get a proven PyTorch route and an option search (docs/rescue.md)."""
 
 from __future__ import annotations
 
@@ -76,10 +75,14 @@ def rescue(step: Callable[[], Any] | str, /, *, reference: Callable[[], Any] | s
            candidates: Sequence[object] | None = None, validate: bool = True, fresh_probes: bool = False,
            alpha: float = 0.05, measure: Measure | None = None, **keywords: Any) -> RescueResult:
     """Find per fusion the nvFuser options that make ``step`` run (and match ``reference``) when it goes wrong under
-    nvFuser's defaults (the module docstring; docs/rescue.md). ``step``: a callable taking no arguments (probed in this
-    process), or a target ``"script.py:FUNCTION"``, ``"script.py"`` (with ``args``) or with ``module=True``
-    ``"pkg.mod:FUNCTION"``, probed in child processes (``jobs`` at a time; ``sanitize``: under memcheck;
-    ``fresh_probes``: each in a fresh process). ``reference``: a callable, or a function's name beside a target.
+    nvFuser's defaults (docs/rescue.md).
+
+    ``step``: a callable taking no arguments (probed in this process), or a target ``"script.py:FUNCTION"``,
+    ``"script.py"`` (with ``args``) or, with ``module=True``, ``"pkg.mod:FUNCTION"`` (probed in child processes).
+    ``reference``: a callable, or a function's name beside a target. ``max_set_size``: the largest option set tried.
+    ``budget_s``: the search's time budget. ``jobs``: probes at once. ``confirm``: clean reruns a cure needs.
+    ``sanitize``/``sanitizer``: probes under memcheck. ``candidates``: the sets to try. ``validate``: check the numbers
+    too. ``fresh_probes``: each probe in a fresh process. ``alpha``: the error a flaky cure may have.
     ``measure`` (or ``tolerance=``, ``progress=``, ``repeat=``, ``timeout=``): `nvscope.Measure` (``repeat``: 5)."""
     m = measure_of("rescue", measure, keywords, Measure(repeat=5), RESCUE)
     only_own(rescue, keywords, RESCUE)

@@ -1,7 +1,6 @@
-"""What the rescue reads from its probes' observations: whether a fusion failed in one (`fails_at`), how often the
-defaults fail it (`failure_rate`); and for the PyTorch route (``on_error="torch"``), which failures it got past,
-which the search must take one after another, whether a run with some fusions in PyTorch is clean and what they
-cost there."""
+"""What the rescue reads from its probes' observations: whether a fusion failed (`fails_at`), how often the defaults
+fail it (`failure_rate`), and for the PyTorch route (``on_error="torch"``) which failures it passed, which the search
+must take in turn, and whether a run with some fusions in PyTorch is clean and what they cost there."""
 
 from __future__ import annotations
 
@@ -20,9 +19,8 @@ Probe = Callable[[list[Plan]], list[dict[str, Any]]]
 
 
 def fails_at(observation: dict[str, Any], fusion: str) -> bool:
-    """Whether ``fusion`` failed in the probe (another fusion's wrong numbers do not hide its own), or never ran (a
-    probe that stopped before it proves no cure), or the step failed with no fusion named (its result against the
-    reference: options that turn an exception into wrong numbers cure nothing)."""
+    """Whether ``fusion`` failed in the probe (whatever other fusions did), never ran (no proof of a cure), or the
+    step failed with no fusion named (turning an exception into wrong numbers cures nothing)."""
     failure = observation["failure"]
     return (not reached_in(observation, fusion) or failed_there(observation, fusion)
             or (failure is not None and failure["fusion"] is None))
@@ -43,9 +41,8 @@ def runs(probe: Probe, plans: list[Plan], jobs: int) -> list[dict[str, Any]]:
 
 def failure_rate(probe: Probe, plan: dict[str, OptionSet], fusion: str, validate: bool, first: int, most: int,
                  jobs: int, ran: dict[str, Any] | None = None) -> tuple[int, int]:
-    """How often the step with the cures so far fails at ``fusion`` in fresh runs after the one that found it:
-    (failures, runs that reached it). ``first`` runs; when the fusion did not fail in each, ``most`` in all, which
-    measure its rate. Runs that stop before the fusion count for neither."""
+    """How often the step with the cures so far fails at ``fusion`` in fresh runs: (failures, runs that reached it),
+    over ``first`` runs, or ``most`` once one of them did not fail there. Runs that stop before it count for neither."""
     failed = reached = done = 0
     planned = first
     if ran is not None:  # a fresh run of the defaults made already (the route's proof): the first of them
@@ -106,8 +103,7 @@ def route_failure(observation: dict[str, Any], routes: set[str]) -> str:
 
 
 def cost(observation: dict[str, Any], fusion: str) -> str:
-    """What a routed fusion costs, as the route's proof measured it: nvFuser never ran it, so its PyTorch time
-    against the whole step's (one call, its first: building the region included)."""
+    """A routed fusion's cost, from the route's proof: its PyTorch time in one call (its first) against the step's."""
     ms, step = (observation.get("torch_ms") or {}).get(fusion), observation.get("step_ms")
     if ms is None or not step:
         return "not measured"

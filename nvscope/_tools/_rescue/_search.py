@@ -1,9 +1,7 @@
 """The rescue's search for one failing fusion: which option sets to try, in which order, and the first that cures.
 
-Candidates are the catalog's codegen options without arguments that can affect the fusion's ops, in the order a
-cure is most likely: the options the failure names, the escape hatches, other disables, enables, then larger sets.
-A set is believed only when it cures again; for a flaky failure, after enough clean runs to prove it at ``alpha``
-(docs/rescue.md, "How sure a cure is")."""
+The likeliest cures first: the options the failure names, the escape hatches, other disables, enables, then larger
+sets; a set counts once it cures again (docs/rescue.md, "How sure a cure is")."""
 
 from __future__ import annotations
 

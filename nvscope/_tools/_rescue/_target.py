@@ -1,6 +1,5 @@
-"""A rescue target that cannot run as given is a usage error, not the step's failure: `check_target` in the parent,
-before any child runs and without running the user's code (a syntax error, a module not found); `named` and
-`unusable` in the child that imported it (`nvscope._tools._rescue._probe.LOAD`: a function or reference it lacks).
+"""A rescue target that cannot run as given is a usage error, not the step's failure: `check_target` in the parent
+before any child runs (a syntax error, a missing module), `named`/`unusable` in the child (a missing function).
 `Plan`: what one probe of the target runs."""
 
 from __future__ import annotations

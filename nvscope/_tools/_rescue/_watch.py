@@ -1,8 +1,7 @@
 """The watch over one rescue probe (and the scope it runs in: `detached`, `routes_forgotten`).
 
-`Watch` sits on ``FusionDefinition.execute`` at each fusion's first execution: it writes the fusion's repro script
-(before it runs in children, where a fault leaves no time after; else when it fails) and runs nvFuser's
-``FusionDefinition.validate`` in its place, a mismatch being that fusion's wrong numbers."""
+`Watch` wraps ``FusionDefinition.execute`` at each fusion's first execution: it writes the repro script and runs
+nvFuser's ``validate`` in its place, a mismatch being that fusion's wrong numbers."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """The rescue's long-lived probe workers: child processes that load the target once and run many probes.
 
-A worker keeps the step's process, so a probe compiles only its target fusion under the candidate. It reads one
-probe's spec per line from its ``requests`` pipe, runs `observe`, and writes one line to ``replies``; the end of
-``requests`` ends it. A worker whose probe dies, times out or sees a CUDA error (sticky) is replaced by a fresh one."""
+A worker reads one probe's spec per line from ``requests``, runs `observe` and writes a line to ``replies``; one
+whose probe dies, times out or sees a CUDA error is replaced by a fresh one."""
 
 from __future__ import annotations
 

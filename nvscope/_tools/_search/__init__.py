@@ -1,5 +1,4 @@
-"""The search family: the option sets that make a step fastest, for the whole step (`search`) or fusion by fusion
-(`search_fusions`, built on the profile family)."""
+"""The search family: the option sets that make a step fastest, whole (`search`) or per fusion."""
 
 from nvscope._tools._search._fusions import FusionSearchResult as FusionSearchResult
 from nvscope._tools._search._fusions import search_fusions as search_fusions

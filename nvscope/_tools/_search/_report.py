@@ -32,12 +32,10 @@ __all__ = ["SearchResult", "SearchRow", "Stage"]
 
 @dataclass(frozen=True)
 class SearchRow:
-    """One variant: the default, a candidate alone, or a combination of winners.
+    """One variant: the default, a candidate alone, or a combination of winners (docs/search.md, "Output").
 
-    ``first_call_s``: its first call, where nvFuser compiles, never part of ``ms_per_call`` (the median over the
-    rounds). ``ratio``: per-round ratio against the default (< 1 is faster); a combination's ``versus``: against the
-    set it extends. ``fusions``/``new_partitions``: fusion executions in the first call and the new partitions
-    among them. ``error``: why it failed; ``compiles``: what its first call compiled.
+    ``first_call_s``: its first call, never timed in ``ms_per_call``; ``ratio``: per round against the default (< 1 is
+    faster), a combination's ``versus`` against the set it extends; ``fusions``/``new_partitions``: in the first call.
     """
 
     label: str

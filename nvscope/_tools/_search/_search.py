@@ -1,8 +1,7 @@
 """Option search: which nvFuser options make a function faster, with its numerics checked.
 
-Each variant gets its own compiled kernels under scoped options, so the default and every candidate are timed
-interleaved in one process; winners are combined greedily and the set chosen is confirmed in fresh rounds. The
-method, and what a failure midway keeps, are in docs/search.md."""
+Every variant has its own compiled kernels, so all are timed interleaved in one process; winners are combined
+greedily and the set chosen is confirmed in fresh rounds (docs/search.md)."""
 
 from __future__ import annotations
 
@@ -52,16 +51,11 @@ def _partition_bound() -> int:
 
 def search(step: Callable[..., Any], /, *args: Any, candidates: Iterable[object] | None = None,
            measure: Measure | None = None, **kwargs: Any) -> SearchResult:
-    """Find the nvFuser options that make ``step(*args, **kwargs)`` faster, with its numerics checked.
+    """Find the nvFuser options that make ``step(*args, **kwargs)`` faster, numerics checked (docs/search.md).
 
-    ``candidates``: a list of candidates (see `parse_candidate`: ``"fast_math"``, ``"fuse_matmul,-matmul_expr_eval"``,
-    ``{"disable": ["fma"]}``, ...), all validated before anything runs; None for `default_candidates`.
-    ``measure``: an `nvscope.Measure` (default: 30 rounds, at least 5 calls per sample, 2 warm-up calls); each of its
-    fields is a keyword too (``rounds=``, ``steps_per_round=``, ``warmup=``, ``tolerance=``, ``backward=``,
-    ``module=``, ``seed=``, ``progress=``, ``share_defaults=``), which wins over ``measure``. Other keywords go to
-    the step. With ``backward`` the gradients of ``module``'s parameters and of the leaf tensors in the arguments
-    that require grad are compared too; their ``.grad`` is set to None before every call. Runs in development mode
-    (in this context only); no scope stays active afterwards. Each row says what its first call compiled.
+    ``candidates``: the option sets to try (forms: `parse_candidate`), validated first; None: `default_candidates`.
+    ``measure``: an `nvscope.Measure` (default: 30 rounds, at least 5 calls per sample, 2 warm-up calls); each field is
+    also a keyword, which wins over it. Other keywords go to the step. Runs in development mode, in this context only.
     """
     m, say = begin(search, step, measure, kwargs, Measure(rounds=30, steps=5, warmup=2))
     rounds, steps_per_round, tolerance = m.rounds or 0, m.steps or 1, m.tolerance
