@@ -311,6 +311,7 @@ def test_the_wheel_carries_the_license(tmp_path: Path) -> None:
     for name in ("pyproject.toml", "README.md", "LICENSE", "_nvscope_pytestplugin.py"):
         shutil.copy(ROOT / name, source / name)
     _copy_package(source)
+    shutil.copytree(ROOT / "src", source / "src", symlinks=True)  # the links to the package and the plugin
     done = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path / "dist"),
                            str(source)], capture_output=True, text=True, timeout=300)
     if done.returncode != 0 and "No matching distribution found for setuptools" in done.stderr:
