@@ -165,6 +165,16 @@ class FusionDefinition:
         """The values given to define_scalar, in order."""
         return [args[0] for name, args, _ in self.calls if name == "define_scalar"]
 
+    def _marks(self) -> tuple[set[str], list[str]]:
+        """The options it breaks with (`BREAKS_WITH` scalars) and how it fails (`FAILS` scalars), read off its calls
+        once per length of them: every execute asks, and a definition's calls stop growing once it is finished."""
+        key = (id(self.calls), len(self.calls))
+        if getattr(self, "_marks_of", (None,))[0] != key:
+            scalars = [str(s) for s in self.scalars()]
+            self._marks_of = (key, {s[len(BREAKS_WITH):] for s in scalars if s.startswith(BREAKS_WITH)},
+                              [s[len(FAILS):] for s in scalars if s.startswith(FAILS)])
+        return self._marks_of[1], self._marks_of[2]
+
     def _function_name(self) -> str:
         return f"nvfuser_fusion_id{self.serial}" if LEGACY else "nvfuser_fusion"
 
@@ -193,7 +203,7 @@ class FusionDefinition:
             self.fake_inputs = list(inputs)
         if not hasattr(self, "fec"):
             self.fec = FUSION_CACHE.setdefault(self.body(), ExecutorCache()) if LEGACY else ExecutorCache()
-        broken = {str(s)[len(BREAKS_WITH):] for s in self.scalars() if str(s).startswith(BREAKS_WITH)}
+        broken = self._marks()[0]
         if not self.fec.compiled:  # the options of the first (successful) execution are compiled in
             COMPILES.append(Compile(self.body(), tuple(_enable_options or ()), tuple(_disable_options or ()), device))
             if COMPILE_DELAY:
@@ -233,7 +243,7 @@ class FusionDefinition:
 
     def _fails(self, enable: Any, disable: Any) -> str | None:
         """How this definition goes wrong under these per-call options and the environment's (`FAILS`), or None."""
-        marks = [str(s)[len(FAILS):] for s in self.scalars() if str(s).startswith(FAILS)]
+        marks = self._marks()[1]
         if not marks:
             return None
         on = {*(enable or ()), *(f"-{n}" for n in disable or ())}

@@ -106,7 +106,7 @@ import sys
 import pytest
 import thunder_double
 
-DOUBLE = thunder_double.ThunderDouble(pytest.MonkeyPatch())
+DOUBLE = thunder_double.ThunderDouble(pytest.MonkeyPatch(), autograd=False)  # children without torch
 sys.modules["thunder"].DOUBLE = DOUBLE  # the double's module replaced this one in sys.modules: the import gets it
 """
 

@@ -14,6 +14,9 @@ Thunder cannot be imported here, so these fakes mimic the interface nvscope patc
 * ``thunder.executors.nvfuserex.nvfuser_version()``: a LooseVersion-like object; ``thunder.__version__``.
 * `ThunderDouble.get_nvfuser_repro`: what ``thunder.examine.get_nvfuser_repro`` does once it found the fusion.
 
+``autograd=False`` makes ThunderFunction the torch-free class even where torch is installed: for the programs that
+tests run as child processes and that need no backward, since importing torch is most of such a process's time.
+
 Shapes of other Thunder versions, for the refusal tests: ``drop`` leaves out wrapper fields or ThunderFunction
 methods; ``lru_cache=True`` is closed Thunder PR 2806's (create_fd through nvFuser's LruFusionCache, so new
 definitions come with a shared compiled cache).
@@ -100,7 +103,7 @@ def _wrapper_class(impl: ModuleType, drop: tuple[str, ...]) -> type:
     return cls
 
 
-def _thunder_function_class(drop: tuple[str, ...]) -> type:
+def _thunder_function_class(drop: tuple[str, ...], autograd: bool) -> type:
     def forward(ctx: Any, compiled_backward: Any, flat_output: tuple[Any, ...], *flat_args: Any) -> tuple[Any, ...]:
         ctx.compiled_backward = compiled_backward
         return flat_output
@@ -109,6 +112,8 @@ def _thunder_function_class(drop: tuple[str, ...]) -> type:
         return (None, None, *ctx.compiled_backward(list(grads)))
 
     try:
+        if not autograd:
+            raise ImportError
         import torch
     except ImportError:
         base: type = object
@@ -128,7 +133,8 @@ class ThunderDouble:
     """Fake Thunder (+ frontend) in sys.modules for one test. ``fe`` is the frontend module (records executions)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, frontend: str = "direct", version: str | None = "0.2.35",
-                 *, thunder_version: str = "0.2.6", drop: tuple[str, ...] = (), lru_cache: bool = False) -> None:
+                 *, thunder_version: str = "0.2.6", drop: tuple[str, ...] = (), lru_cache: bool = False,
+                 autograd: bool = True) -> None:
         self.fe = load_frontend(monkeypatch, "nvfuser_direct" if frontend == "direct" else "nvfuser")
         self.descriptor_calls: list[tuple[Any, ...]] = []
         self.built: list[Any] = []  # every FusionDefinition built by a get_fd (Thunder's cached or nvscope's uncached)
@@ -157,7 +163,7 @@ class ThunderDouble:
 
             create_fd.num_fusions = lambda: 0  # type: ignore[attr-defined]  # as LruFusionCache's wrapper has
             self.impl.create_fd = create_fd  # type: ignore[attr-defined]
-        self.autograd.ThunderFunction = _thunder_function_class(drop)  # type: ignore[attr-defined]
+        self.autograd.ThunderFunction = _thunder_function_class(drop, autograd)  # type: ignore[attr-defined]
         self.nvfuserex.nvfuser_version = (  # type: ignore[attr-defined]
             lambda: None if version is None else LooseVersionLike(version)
         )
@@ -448,7 +454,7 @@ from thunder_double import ThunderDouble
 import nvscope.thunder
 
 MONKEYPATCH = pytest.MonkeyPatch()
-double = ThunderDouble(MONKEYPATCH)
+double = ThunderDouble(MONKEYPATCH, autograd=False)  # no backward here: its children run without importing torch
 nvscope.thunder.install()
 FAILS = {{int(k): v for k, v in (p.split("=", 1) for p in os.environ.get("FAILS", "").split(";") if p)}}
 EAGER = {{int(k): v for k, v in (p.split("=", 1) for p in os.environ.get("EAGER", "").split(";") if p)}}

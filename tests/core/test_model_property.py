@@ -21,6 +21,7 @@ exist (`nvscope._core._patches.demand`).
 from __future__ import annotations
 
 import contextvars
+import functools
 import os
 from collections.abc import Iterator
 from contextlib import nullcontext
@@ -30,7 +31,15 @@ import pytest
 from fake_nvfuser_frontend import Tensor
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invariant, precondition, rule
+from hypothesis.stateful import (
+    Bundle,
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
 from thunder_double import ThunderDouble, reset_nvscope
 
 import nvscope
@@ -67,6 +76,9 @@ RUNS: dict[tuple[str, int], tuple[tuple[str, ...] | None, Pair]] = {
     ("nvFusion0", 2): (("add",), EMPTY_PAIR),  # another jitted function's nvFusion0: forward/nvFusion0#2
 }
 BREAKS = ("nvFusion3", 1)
+RUN_INFOS = {run: nvscope.FusionInfo(run[0], "forward", ops, instance=run[1]) for run, (ops, _) in RUNS.items()}
+X = Tensor((1.0,))  # every fusion's input: its region (PyTorch) computes 3 * x, nvFuser 2 * x
+BY_TORCH, BY_NVFUSER = [X * 3], [X * 2]  # the result tells which ran
 # fusions= values with a reference predicate each (written without nvscope's selector code).
 SELECTORS: dict[str, tuple[Any, Any]] = {
     "none": (None, None),
@@ -102,6 +114,7 @@ def resolve(scopes: list[nv_options], fusion: nvscope.FusionInfo | None) -> Pair
     return enable, disable
 
 
+@functools.cache
 def gated(pair: Pair, ops: tuple[str, ...] | None) -> Pair:
     """``pair`` less the names whose catalog gate (``OptionInfo.ops``) the fusion's ops miss; unknown ops: all kept."""
     if ops is None:
@@ -169,13 +182,12 @@ class ScopeMachine(RuleBasedStateMachine):
         self.wrappers = {}
         for (name, number), (ops, (enable, disable)) in RUNS.items():
             breaks = "fuse_matmul" if (name, number) == BREAKS else None
-            # Its region (PyTorch) computes 3 * x, nvFuser 2 * x: the result tells which ran.
             wrapper = self.double.make_wrapper(name, sorted(enable), sorted(disable), breaks, ops=ops or (),
                                                eager="wrong")
             if ops is None:
                 wrapper.last_used = Unprintable()  # what nvscope reads a fusion's ops from when it first sees it
             with audit() as log:  # nvscope sees it now: its identity is computed before any scope
-                wrapper(Tensor((1.0,)))
+                wrapper(X)
             assert log.records[0].info.instance == number
             self.wrappers[name, number] = wrapper
 
@@ -231,15 +243,15 @@ class ScopeMachine(RuleBasedStateMachine):
     def run_fusions(self, audited: bool) -> None:
         """Each of the double's fusions runs with the model's options for it, gated, over its compile-time ones."""
         for (name, number), (ops, static) in RUNS.items():
-            fusion = nvscope.FusionInfo(name, "forward", ops, instance=number)
+            fusion = RUN_INFOS[name, number]
             expected = laid_over(static, gated(resolve(self.model, fusion), ops))
             broken = (name, number) == BREAKS and "fuse_matmul" in expected[0]
-            x = Tensor((1.0,))
             ran_before = len(self.double.executions)
             with audit() if audited else nullcontext() as log:
-                if self.routed(fusion) or (broken and self.on_error() == "torch"):
-                    assert self.wrappers[name, number](x) == [x * 3], fusion  # its region, in PyTorch
-                    if self.routed(fusion):
+                routed = self.routed(fusion)
+                if routed or (broken and self.on_error() == "torch"):
+                    assert self.wrappers[name, number](X) == BY_TORCH, fusion  # its region, in PyTorch
+                    if routed:
                         assert len(self.double.executions) == ran_before, fusion  # nvFuser never ran it
                     if log is not None:
                         record = log.records[-1]
@@ -247,9 +259,9 @@ class ScopeMachine(RuleBasedStateMachine):
                     continue
                 if broken and not self.falls_back():
                     with pytest.raises(RuntimeError, match="INTERNAL ASSERT"):
-                        self.wrappers[name, number](x)
+                        self.wrappers[name, number](X)
                     continue
-                assert self.wrappers[name, number](x) == [x * 2], fusion
+                assert self.wrappers[name, number](X) == BY_NVFUSER, fusion
             execution = self.double.executions[-1]
             ran = static if broken else expected  # a fusion that fell back ran its defaults
             assert (frozenset(execution.enable), frozenset(execution.disable)) == ran, (fusion, execution)
@@ -450,11 +462,18 @@ class ScopeMachine(RuleBasedStateMachine):
         self.patches.undo()
 
 
-ScopeMachine.TestCase.settings = settings(
-    max_examples=int(os.environ.get("NVSCOPE_HYPOTHESIS_EXAMPLES", "1000")),
-    stateful_step_count=20,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
-    derandomize=False,
-)
-TestScopeMachine = ScopeMachine.TestCase
+# The programs (NVSCOPE_HYPOTHESIS_EXAMPLES of them in all, 1000 by default) run in parts, each a test of its own, so
+# that pytest-xdist spreads them over its workers; each part draws its own random programs.
+PARTS = 8
+EXAMPLES = int(os.environ.get("NVSCOPE_HYPOTHESIS_EXAMPLES", "1000"))
+
+
+@pytest.mark.parametrize("part", range(PARTS))
+def test_scope_machine(part: int) -> None:
+    run_state_machine_as_test(ScopeMachine, settings=settings(
+        max_examples=max(1, EXAMPLES // PARTS + (part < EXAMPLES % PARTS)),
+        stateful_step_count=20,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+        derandomize=False,
+    ))
