@@ -48,7 +48,6 @@ from ._fusion import phase as phase
 from ._fusion import remember as remember
 from ._ids import note_ids as note_ids
 from ._lazy import ENTER_HOOKS as ENTER_HOOKS
-from ._lazy import lazy_attributes as lazy_attributes
 from ._lazy import lazy_face as lazy_face
 from ._lazy import load as load
 from ._lazy import on_enter as on_enter

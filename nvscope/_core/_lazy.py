@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-__all__ = ["ENTER_HOOKS", "lazy_attributes", "lazy_face", "load", "on_enter"]
+__all__ = ["ENTER_HOOKS", "lazy_face", "load", "on_enter"]
 
 # Called before each non-empty scope is entered (nvscope/_core/_scope.py): a callable, or "module:function", loaded at
 # the first such entry. The layers above register here, by name, so that `import nvscope` loads none of them.
@@ -76,10 +76,3 @@ def lazy_face(package: str, init_file: str, **computed: "Callable[[], object]",
                 raise ImportError(f"{package}/__init__.pyi declares {words[0][:-1]}, which {package} does not compute")
     names = sorted([*where, *computed])
     return names, _getter(package, where, dict(computed)), lambda: list(names)
-
-
-def lazy_attributes(package: str, where: "dict[str, str]") -> "Callable[[str], object]":
-    """The module ``__getattr__`` of ``package`` from a table: ``where[name]`` is the submodule that defines it
-    (``"._harness"``; ``"._candidates:_PAIRS"`` for another attribute name), loaded on first lookup."""
-    return _getter(package, {name: (spec.partition(":")[0], spec.partition(":")[2] or name)
-                             for name, spec in where.items()}, {})

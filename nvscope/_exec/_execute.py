@@ -118,7 +118,6 @@ def direct_lane(adapter: Adapter[F], original: Callable[..., Any], elsewhere: st
             own = table.own_options
             return failed(error, FusionCall(adapter, table, fusion, frame, partition, own, args, NO_KWARGS), 3)
 
-    call.__name__ = "execute"
     return _wraps(call, original)
 
 

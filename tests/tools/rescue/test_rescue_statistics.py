@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from rescue_probes import chain as chained
 from rescue_probes import counting_program, fake_sanitizer, starts
 from thunder_double import ThunderDouble
 
@@ -34,16 +35,7 @@ ROOT = Path(__file__).resolve().parents[3]
 def chain(double: ThunderDouble, n: int = 3, eager: str = "double") -> Callable[[], float]:
     """nvFusion1 carries a ``fails:`` mark whose verdicts the test scripts (`scripted`); the others are healthy.
     ``eager``: its region's kind ("unsupported": it cannot run in PyTorch, so no route cures it)."""
-    wrappers = [double.make_wrapper(f"nvFusion{i}", ops=("slice",), fails="scripted::" if i == 1 else None,
-                                    eager=eager if i == 1 else "double") for i in range(n)]
-
-    def step() -> float:
-        x = 1.0
-        for w in wrappers:
-            (x,) = w(x)
-        return x
-
-    return step
+    return chained(double, {1: "scripted::"}, n, {1: eager})
 
 
 def scripted(double: ThunderDouble, monkeypatch: pytest.MonkeyPatch, defaults: Iterator[str | None],
