@@ -1,22 +1,25 @@
 """``nvscope rescue``: when nvFuser fails under its defaults, find per fusion the options that make the step run.
-
-    nvscope rescue train.py:step                     # a function: probes import the script in child processes
-    nvscope rescue --reference eager_step train.py:step
-    nvscope rescue --jobs 4 --sanitize train.py -- --steps 1   # a program, under compute-sanitizer memcheck
-    nvscope rescue -m pkg.train:step
-
-Every flag is checked before anything runs (exit 2, one line); the search itself is `nvscope._tools._rescue._rescue`.
-"""
+Every flag is checked before anything runs (exit 2, one line)."""
 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import shutil
-import sys
 from typing import Any
 
-from nvscope._cli._args import JSON_OUT, SECONDS, STDOUT, json_took_the_target, said, text_stream, write_json
+from nvscope._cli._args import (
+    JSON_OUT,
+    SECONDS,
+    STDOUT,
+    error,
+    json_took_the_target,
+    said,
+    take_target,
+    text_stream,
+    write_json,
+)
 from nvscope._core import _state, cut
 from nvscope._measure import arg, count, number
 
@@ -101,18 +104,12 @@ def _rate(name: str, value: object) -> float:
     return rate
 
 
-def _error(message: str, code: int = 2) -> int:
-    print(f"nvscope rescue: error: {message}", file=sys.stderr)
-    return code
+_error = functools.partial(error, "rescue")
 
 
 def command(ns: argparse.Namespace) -> int:
     """Run ``nvscope rescue`` for parsed arguments; returns the exit code."""
-    if ns.module is not None and ns.target is not None:  # as with python -m: every word after it is an argument
-        ns.args, ns.target = [ns.target, *ns.args], None
-    if ns.args[:1] == ["--"]:
-        ns.args = ns.args[1:]
-    target = ns.target if ns.module is None else ns.module
+    target = take_target(ns)
     if not target:
         return _error(json_took_the_target(ns.json) or
                       "give the target: script.py[:FUNCTION] or -m module[:FUNCTION] (`nvscope rescue --help`)")
