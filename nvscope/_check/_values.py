@@ -226,8 +226,6 @@ class Values:
                 out.append(node)
         return out
 
-    # --- names ----------------------------------------------------------------------------------------------------
-
     def qualname(self, node: ast.expr) -> str | None:
         """What an expression names through the imports: ``ns.nv_options`` -> ``nvscope.nv_options``; None when it
         does not start at an imported name."""
@@ -294,8 +292,6 @@ class Values:
                 if node.id in scope.assigned:
                     return UNKNOWN
         return UNKNOWN
-
-    # --- values -----------------------------------------------------------------------------------------------------
 
     def text(self, node: ast.expr, depth: int = 0) -> str:
         """A string value, with holes where it is not a literal."""

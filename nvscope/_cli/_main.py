@@ -106,8 +106,6 @@ examples:
   nvscope options --probe               compare the catalog with what the installed nvFuser accepts (needs CUDA)"""
 
 
-# --- argument parsing ---------------------------------------------------------------------------------------------
-
 class _Parser(argparse.ArgumentParser):
     """argparse's parser (and, as their class, its subcommands'), whose usage errors cut every long word they echo:
     argparse quotes a bad value whole (`invalid choice: '...'`), and a value may be 100,000 characters long."""

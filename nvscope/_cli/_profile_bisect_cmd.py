@@ -15,6 +15,7 @@ from nvscope._cli._args import (
     PLOT_OUT,
     SECONDS,
     TABLE_OUT,
+    TOLERANCE,
     add_measuring,
     add_no_share,
     json_took_the_target,
@@ -31,7 +32,6 @@ from nvscope._cli._args import (
     error as _error,
 )
 from nvscope._core import cut, nv_options
-from nvscope._measure import arg, number
 
 __all__ = ["add_parsers", "command"]
 
@@ -79,9 +79,6 @@ def _common(p: argparse.ArgumentParser, rounds: int, steps: int, warmup: bool) -
     add_no_share(p)
 
 
-_margin = arg(number, float)
-
-
 def add_parsers(subparsers: Any) -> None:
     """Add ``profile`` and ``bisect`` to an ``argparse`` subparsers object."""
     p = subparsers.add_parser("profile", help="per-fusion times, schedulers and outputs under options vs defaults",
@@ -120,7 +117,7 @@ examples:
     _common(b, 10, 3, False)  # bisect()'s defaults
     b.add_argument("--check", default=None, metavar="raises,numerics,slower",
                    help="what going wrong means (default raises,numerics); not with --subprocess")
-    b.add_argument("--slower-by", type=_margin, default=0.05, help="with --check slower: the margin (default 0.05)")
+    b.add_argument("--slower-by", type=TOLERANCE, default=0.05, help="with --check slower: the margin (default 0.05)")
     b.add_argument("--subprocess", action="store_true",
                    help="the target is a program; one fresh process per probe, judged by its exit code")
     b.add_argument("--timeout", type=SECONDS, default=None,
