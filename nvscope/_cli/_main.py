@@ -1,4 +1,4 @@
-"""The ``nvscope`` command: its parser, and the dispatch of each command to the module that runs it.
+"""The ``nvscope`` command: list the option catalog, check an installation, run a program under options.
 
 Heavy packages (torch, Thunder, nvFuser) are imported only inside the command that needs them, never at the top.
 """

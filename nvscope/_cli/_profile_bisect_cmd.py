@@ -1,5 +1,4 @@
-"""``nvscope profile`` and ``nvscope bisect``: the per-fusion tools from the command line (a function target is
-imported as ``nvscope search`` imports it; ``bisect --subprocess`` runs a program once per probe)."""
+"""``nvscope profile`` and ``nvscope bisect``: the per-fusion tools from the command line."""
 
 from __future__ import annotations
 
