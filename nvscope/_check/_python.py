@@ -92,7 +92,6 @@ class _Reader(Values, ast.NodeVisitor):
                         self.visit(item)
             elif isinstance(value, ast.AST):
                 self.visit(value)
-    # --- recording --------------------------------------------------------------------------------------------------
 
     def _add(self, node: ast.AST, construct: str, options: list[tuple[str, str]], holes: str,
              per_call: bool = True, detail: str = "") -> None:
@@ -118,7 +117,6 @@ class _Reader(Values, ast.NodeVisitor):
         else:
             options = [(k, n) for k, n in env_names(variable, text) if UNKNOWN not in n and FORWARDED not in n]
         self._add(node, construct, options, holes, per_call=False, detail=f"{variable}")
-    # --- visiting ---------------------------------------------------------------------------------------------------
 
     def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> None:
         for default in [*node.args.defaults, *filter(None, node.args.kw_defaults)]:

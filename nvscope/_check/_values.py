@@ -71,25 +71,25 @@ class Lines:
     """Which lines of the source hold one of some words: a statement none of whose lines does is skipped whole,
     which is what makes reading a large module cheap (its few lines that matter are visited, not its every node)."""
 
-    __slots__ = ("_hot",)
+    __slots__ = ("_lines",)
 
     def __init__(self, text: str, words: list[str]) -> None:
-        hot: list[int] = []  # the numbers of the lines that hold a word, ascending
+        lines: list[int] = []  # the numbers of the lines that hold a word, ascending
         line, position = 1, 0
         for match in re.finditer("|".join(map(re.escape, sorted(set(words), key=len, reverse=True))), text):
             line += text.count("\n", position, match.start())  # in C, and over each stretch once
             position = match.start()
-            if not hot or hot[-1] != line:
-                hot.append(line)
-        self._hot = hot
+            if not lines or lines[-1] != line:
+                lines.append(line)
+        self._lines = lines
 
     def any(self, node: ast.AST) -> bool:
         first = getattr(node, "lineno", 1)
         for decorator in getattr(node, "decorator_list", ()):  # a def's lineno is its `def` line, after these
             first = min(first, decorator.lineno)
         last = getattr(node, "end_lineno", None) or first
-        index = bisect.bisect_left(self._hot, first)
-        return index < len(self._hot) and self._hot[index] <= last
+        index = bisect.bisect_left(self._lines, first)
+        return index < len(self._lines) and self._lines[index] <= last
 
 
 # What every line that sets an option holds (with the local names nvscope's setters are imported as).
@@ -226,8 +226,6 @@ class Values:
                 out.append(node)
         return out
 
-    # --- names ----------------------------------------------------------------------------------------------------
-
     def qualname(self, node: ast.expr) -> str | None:
         """What an expression names through the imports: ``ns.nv_options`` -> ``nvscope.nv_options``; None when it
         does not start at an imported name."""
@@ -294,8 +292,6 @@ class Values:
                 if node.id in scope.assigned:
                     return UNKNOWN
         return UNKNOWN
-
-    # --- values -----------------------------------------------------------------------------------------------------
 
     def text(self, node: ast.expr, depth: int = 0) -> str:
         """A string value, with holes where it is not a literal."""

@@ -17,9 +17,9 @@ from nvscope._core import cut
 from nvscope._measure import arg, attribute, count, import_program_module, import_script, number, rounds
 
 __all__ = ["COUNT", "JSON_OUT", "PLOT_OUT", "POSITIVE", "ROUNDS", "SECONDS", "STDOUT", "TABLE_OUT", "TOLERANCE",
-           "add_json_flag", "add_measuring", "add_no_share", "hint_misplaced", "json_flag_words",
-           "json_took_the_target", "load_step", "program_output_to_stderr", "said", "split_target", "text_stream",
-           "write_json"]
+           "add_json_flag", "add_measuring", "add_no_share", "error", "hint_misplaced", "json_flag_words",
+           "json_took_the_target", "load_step", "output_problem", "program_output_to_stderr", "said", "split_target",
+           "take_target", "text_stream", "write_json"]
 
 STDOUT = "-"  # `--json -`: standard output, wherever --json takes a path
 
@@ -232,7 +232,7 @@ def load_step(ns: argparse.Namespace, where: str, function: str, error: Callable
                 return error(f"can't open file {said(os.path.abspath(where))}: no such file", 2)
             sys.path.insert(0, os.path.dirname(os.path.abspath(where)))
             sys.argv = [where, *ns.args]
-            loaded = _import_script(where)
+            loaded = import_script(where)
         else:
             sys.path.insert(0, os.getcwd())
             sys.argv = [where, *ns.args]
@@ -243,13 +243,13 @@ def load_step(ns: argparse.Namespace, where: str, function: str, error: Callable
     except Exception:
         traceback.print_exc()
         return error(f"importing {cut(where, 200)} failed (traceback above)", 1)
-    fn = _attribute(loaded, function)
+    fn = attribute(loaded, function)
     if not callable(fn):
         return error(f"{cut(where, 200)} has no function {said(function)}" if fn is None else
                      f"{cut(f'{where}:{function}', 200)} is a {type(fn).__name__}, not a function", 2)
     params = None
     if ns.params:
-        params = _attribute(loaded, ns.params)
+        params = attribute(loaded, ns.params)
         if params is None:
             return error(f"--params {cut(ns.params, 200)}: {cut(where, 200)} has no {said(ns.params)}", 2)
         if check_params:
@@ -261,9 +261,6 @@ def load_step(ns: argparse.Namespace, where: str, function: str, error: Callable
                 return error(f"--params {cut(ns.params, 200)}: {str(problem).replace('module= takes', 'takes', 1)}",
                              2)
     return fn, params
-
-
-_import_script = import_script  # the tools' child processes load a step the same way (nvscope._measure._load)
 
 
 def split_target(target: str, module: bool) -> tuple[str, str, str | None]:
@@ -278,10 +275,35 @@ def split_target(target: str, module: bool) -> tuple[str, str, str | None]:
     return "", "", f"{said(target)} names no function: write {cut(target.rstrip(':'), 200) or 'script.py'}:FUNCTION"
 
 
+def take_target(ns: argparse.Namespace) -> str | None:
+    """The target (script or ``-m`` module, with its ``:FUNCTION``), leaving in ``ns.args`` the words after it: as with
+    ``python -m``, every word after the module is an argument, and a leading ``--`` goes."""
+    if ns.module is not None and ns.target is not None:
+        ns.args, ns.target = [ns.target, *ns.args], None
+    if ns.args[:1] == ["--"]:
+        ns.args = ns.args[1:]
+    target: str | None = ns.target if ns.module is None else ns.module
+    return target
+
+
+def output_problem(paths: Sequence[tuple[str, str | None]], plot: str | None) -> str | None:
+    """Why the outputs cannot be written, checked before the step runs: a missing folder, or --plot without
+    matplotlib; None when they can."""
+    for flag, path in paths:
+        if path and path != STDOUT and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+            return f"{flag} {cut(path, 200)}: the directory does not exist"
+    if plot and importlib.util.find_spec("matplotlib") is None:
+        return "--plot needs matplotlib: pip install matplotlib (or leave --plot out)"
+    return None
+
+
+def error(command: str, message: str, code: int = 2) -> int:
+    """Print ``message`` as ``command``'s error line; returns ``code``, the exit code."""
+    print(f"nvscope {command}: error: {message}", file=sys.stderr)
+    return code
+
+
 def said(text: str) -> str:
     """A path, module, name or value from the command line, quoted, in a message: cut to 200 characters (a message
     must not echo a 100,000-character argument whole)."""
     return cut(text, 200, repr)
-
-
-_attribute = attribute

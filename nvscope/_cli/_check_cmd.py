@@ -1,10 +1,4 @@
-"""``nvscope check [PATH ...]``: find nvFuser developer options set where they do not belong (`nvscope._check._check`).
-
-    nvscope check                         the current folder
-    nvscope check src benchmarks --strict
-    nvscope check --format github .       annotations for GitHub Actions
-    nvscope check --json=report.json .    (or --json for JSON on stdout)
-"""
+"""``nvscope check [PATH ...]``: find nvFuser developer options set where they do not belong (`nvscope._check`)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
 """``nvscope run``'s options in the Python processes its program starts: the child's side of one variable plus a
-start-up hook, as coverage.py measures subprocesses (docs/cli.md, Child processes).
-
-The parent (`nvscope._tools._program.export`) writes the run's options to ``NVSCOPE_RUN`` as JSON (``enable``,
-``disable``, ``audit``, optionally ``fusions``, ``on_error`` and ``outer``, the runs around it, outermost first) and
-puts ``nvscope/_child`` first on ``PYTHONPATH``. In the child, its ``sitecustomize`` calls `start_child`: the main
-thread enters the same scopes under an audit, and at exit the summary goes to stderr tagged with the pid. A bad value
-warns (`ConfigWarning`) and the child runs without options: the hook never stops a child."""
+start-up hook, as coverage.py measures subprocesses (docs/cli.md, Child processes). The child's ``sitecustomize``
+calls `start_child`; a bad ``NVSCOPE_RUN`` warns (`ConfigWarning`) and the child runs without options."""
 
 from __future__ import annotations
 

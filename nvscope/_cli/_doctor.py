@@ -1,7 +1,5 @@
 """``nvscope doctor``: check what nvscope needs and what it can drive, one line per check with a fix for each problem.
-
-Heavy packages (torch, Thunder, nvFuser) are imported here, inside the check that needs them, never by ``cli.py``.
-"""
+Heavy packages (torch, Thunder, nvFuser) are imported inside the check that needs them."""
 
 from __future__ import annotations
 
@@ -68,11 +66,8 @@ class _Report:
 
 
 def _env_names(value: str) -> tuple[list[str], list[str]]:
-    """Split an NVFUSER_ENABLE value on the commas outside parentheses: ``a,b(x,y)`` -> ``["a", "b(x,y)"]``.
-
-    Returns (the items, what is malformed): an empty item (``a,,b``, a lone ``,``) or unbalanced parentheses
-    (``fuse_matmul(``), which nvFuser's own parser does not read as the user meant.
-    """
+    """Split an NVFUSER_ENABLE value on the commas outside parentheses: ``a,b(x,y)`` -> ``["a", "b(x,y)"]``; returns
+    (the items, what is malformed: an empty item or unbalanced parentheses)."""
     items, problems, depth, current = [], [], 0, ""
     for char in value:
         if char == "," and depth == 0:
@@ -156,7 +151,7 @@ def _check_flag_values(report: _Report) -> None:
         report.line("warn", problem + hint, f"rename it to {near[0]}" if near else "unset it, or correct its name")
 
 
-def _check_escape(report: Any) -> None:
+def _check_escape(report: _Report) -> None:
     """Whether ``nv_options(on_error="torch")`` can run this Thunder's failing fusions in PyTorch."""
     try:
         from nvscope._exec import IMPL_MODULE, escape_refusal
@@ -338,13 +333,12 @@ def _checks(report: _Report) -> None:
 
     # Policy
     _check_flag_values(report)
-    state = "on" if is_development_mode() else "off"
     strict = strict_mode()
     if is_development_mode():
         report.line("ok", f"development mode on ({_flag('NVSCOPE_DEV')})")
     else:
         consequence = "raise DevelopmentModeError" if strict else "warn (DevelopmentModeWarning)"
-        report.line("note", f"development mode {state} ({_flag('NVSCOPE_DEV')}): non-empty scopes {consequence}; "
+        report.line("note", f"development mode off ({_flag('NVSCOPE_DEV')}): non-empty scopes {consequence}; "
                             "`nvscope run` and the pytest plugin turn it on for their runs",
                     "export NVSCOPE_DEV=1 for development runs (or call nvscope.set_development_mode(True))")
     report.line("ok", f"strict mode {'on' if strict else 'off'} ({_flag('NVSCOPE_STRICT')})")

@@ -1,12 +1,6 @@
 """The ``nvscope`` command: list the option catalog, check an installation, run a program under options.
 
-    nvscope options [--enable | --disable] [--json[=PATH]] [QUERY]
-    nvscope doctor [--require-gpu-stack] [--json[=PATH]]
-    nvscope run [--enable NAME]... [--disable NAME]... [--fusions GLOB]... [--on-error {raise,fallback,torch}]
-                [--no-audit] [--share-defaults] ([--] script.py | -m module) [args...]
-
-A tool, not part of the core: it may import everything, and nothing in the core imports it. Heavy packages
-(torch, Thunder, nvFuser) are imported only inside the command that needs them (``doctor``), never here at the top.
+Heavy packages (torch, Thunder, nvFuser) are imported only inside the command that needs them, never at the top.
 """
 
 from __future__ import annotations
@@ -21,10 +15,6 @@ from typing import NoReturn
 from nvscope._cli import _child_carry as _carry
 from nvscope._cli._args import JSON_OUT, add_json_flag, hint_misplaced, json_flag_words
 from nvscope._core import _env, catalog, cut, split, version
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["main"]
 
@@ -115,8 +105,6 @@ examples:
   nvscope options --json | python -c "import json,sys; print(len(json.load(sys.stdin)['options']))"
   nvscope options --probe               compare the catalog with what the installed nvFuser accepts (needs CUDA)"""
 
-
-# --- argument parsing ---------------------------------------------------------------------------------------------
 
 class _Parser(argparse.ArgumentParser):
     """argparse's parser (and, as their class, its subcommands'), whose usage errors cut every long word they echo:
@@ -223,12 +211,8 @@ _TAKES_VALUE = ("--enable", "--disable", "--fusions", "--on-error", "--json")
 
 
 def _split_run(argv: Sequence[str]) -> tuple[list[str], str | None, str | None, list[str]]:
-    """Split ``run``'s arguments into (its own options, script, module, the program's arguments), like cProfile.
-
-    nvscope's options come first; the first `--`, `-m module` or non-option word ends them, and everything after
-    belongs to the program, options included. A lone trailing `-m` or `--enable` stays with nvscope's options, so
-    that argparse reports it.
-    """
+    """Split ``run``'s arguments into (its own options, script, module, the program's arguments), like cProfile:
+    the first `--`, `-m module` or non-option word ends nvscope's options (a lone trailing `-m` stays, for argparse)."""
     i = 0
     while i < len(argv):
         arg = argv[i]

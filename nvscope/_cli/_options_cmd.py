@@ -18,7 +18,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from nvscope._core import Kind
 
-__all__ = ["looks_like_a_path", "options", "probe"]
+__all__ = ["options", "probe"]
 
 _EFFECTS = (
     "effect: codegen = can change the compiled kernels or which executor runs; runtime = runtime behaviour only; "
@@ -39,12 +39,6 @@ def _nightly_note(option: OptionInfo) -> str:
     days = [f"from {option.since_day}" if option.since_day else "", f"before {option.until_day}" if option.until_day
             else ""]
     return f" (nightlies {' and '.join(d for d in days if d)} only)" if any(days) else ""
-
-
-def looks_like_a_path(word: str) -> bool:
-    """Whether a QUERY that matched nothing reads as a file (``out.json``, ``dir/x``): `--json out.json` meant as
-    ``--json=out.json``."""
-    return "." in word or os.sep in word or "/" in word
 
 
 def _fit(header: Sequence[str], rows: Sequence[Sequence[str]], width: int, indent: str = "  ") -> str:
@@ -128,8 +122,8 @@ def options(kind: Kind | None, json_to: str | None, query: str | None = None) ->
     selected = sorted((o for o in known.options if o.kind in kinds and (query is None or _matches(o, query))),
                       key=lambda o: (kinds.index(o.kind), o.name))
     if query is not None and not selected:
-        to_file = f"; to write the JSON to a file: --json={cut(query, 200)}" if json_to is not None and \
-            looks_like_a_path(query) else ""
+        path = any(mark in query for mark in (".", os.sep, "/"))  # `--json out.json` meant as --json=out.json
+        to_file = f"; to write the JSON to a file: --json={cut(query, 200)}" if json_to is not None and path else ""
         print(f"nvscope options: no {kind or 'enable or disable'} option has {cut(query, 80, repr)} in its name or "
               f"description{_no_match_hint(known, kind, query)} (`nvscope options` lists them all){to_file}",
               file=sys.stderr)

@@ -1,19 +1,8 @@
-"""``nvscope profile`` and ``nvscope bisect``: the per-fusion tools from the command line.
-
-    nvscope profile --enable fast_math --backward --params model --json p.json --plot p.png train.py:loss
-    nvscope bisect --enable fuse_matmul --disable matmul_expr_eval --backward train.py:loss
-    nvscope bisect --subprocess --enable fuse_matmul --disable matmul_expr_eval train.py --steps 1
-
-A function target (``script.py:FUNCTION``, ``-m module:FUNCTION``) is imported as `nvscope search` imports it (not as
-``__main__``; the function takes no arguments). ``bisect --subprocess`` takes a program instead (``script.py args``
-or ``-m module args``) and runs it once per probe under ``nvscope run``, judging it by its exit code.
-"""
+"""``nvscope profile`` and ``nvscope bisect``: the per-fusion tools from the command line."""
 
 from __future__ import annotations
 
 import argparse
-import importlib
-import importlib.util
 import os
 import sys
 import traceback
@@ -24,20 +13,24 @@ from nvscope._cli._args import (
     JSON_OUT,
     PLOT_OUT,
     SECONDS,
-    STDOUT,
     TABLE_OUT,
+    TOLERANCE,
     add_measuring,
     add_no_share,
     json_took_the_target,
     load_step,
+    output_problem,
     program_output_to_stderr,
     said,
     split_target,
+    take_target,
     text_stream,
     write_json,
 )
+from nvscope._cli._args import (
+    error as _error,
+)
 from nvscope._core import cut, nv_options
-from nvscope._measure import arg, number
 
 __all__ = ["add_parsers", "command"]
 
@@ -85,9 +78,6 @@ def _common(p: argparse.ArgumentParser, rounds: int, steps: int, warmup: bool) -
     add_no_share(p)
 
 
-_margin = arg(number, float)
-
-
 def add_parsers(subparsers: Any) -> None:
     """Add ``profile`` and ``bisect`` to an ``argparse`` subparsers object."""
     p = subparsers.add_parser("profile", help="per-fusion times, schedulers and outputs under options vs defaults",
@@ -126,7 +116,7 @@ examples:
     _common(b, 10, 3, False)  # bisect()'s defaults
     b.add_argument("--check", default=None, metavar="raises,numerics,slower",
                    help="what going wrong means (default raises,numerics); not with --subprocess")
-    b.add_argument("--slower-by", type=_margin, default=0.05, help="with --check slower: the margin (default 0.05)")
+    b.add_argument("--slower-by", type=TOLERANCE, default=0.05, help="with --check slower: the margin (default 0.05)")
     b.add_argument("--subprocess", action="store_true",
                    help="the target is a program; one fresh process per probe, judged by its exit code")
     b.add_argument("--timeout", type=SECONDS, default=None,
@@ -138,11 +128,6 @@ examples:
                         "in a temporary directory of the bisect's own, removed afterwards; on by default)")
 
 
-def _error(command: str, message: str, code: int = 2) -> int:
-    print(f"nvscope {command}: error: {message}", file=sys.stderr)
-    return code
-
-
 def _names(values: list[str]) -> list[str]:
     return [name for value in values for name in value.replace(",", " ").split()]
 
@@ -150,11 +135,8 @@ def _names(values: list[str]) -> list[str]:
 def command(ns: argparse.Namespace) -> int:
     """Run ``nvscope profile`` or ``nvscope bisect`` for parsed arguments; returns the exit code."""
     name = ns.command
-    if ns.module is not None and ns.target is not None:  # as with python -m: every word after it is an argument
-        ns.args, ns.target = [ns.target, *ns.args], None
-    if ns.args[:1] == ["--"]:
-        ns.args = ns.args[1:]
-    if ns.target is None and ns.module is None:
+    target = take_target(ns)
+    if target is None:
         return _error(name, json_took_the_target(ns.json) or f"give the target (`nvscope {name} --help`)")
     enable, disable = _names(ns.enable), _names(ns.disable)
     torch = getattr(ns, "torch", False)
@@ -175,12 +157,10 @@ def command(ns: argparse.Namespace) -> int:
         nv_options(enable, disable, fusions=fusions)  # names and globs checked before the script is imported
     except (ValueError, TypeError) as error:
         return _error(name, str(error))
-    for path, flag in ((ns.json, "--json"), (getattr(ns, "plot", None), "--plot"),
-                       (getattr(ns, "table", None), "--table")):
-        if path and path != STDOUT and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
-            return _error(name, f"{flag} {cut(path, 200)}: the directory does not exist")
-    if getattr(ns, "plot", None) and importlib.util.find_spec("matplotlib") is None:
-        return _error(name, "--plot needs matplotlib: pip install matplotlib (or leave --plot out)")
+    plot = getattr(ns, "plot", None)
+    problem = output_problem((("--json", ns.json), ("--plot", plot), ("--table", getattr(ns, "table", None))), plot)
+    if problem is not None:
+        return _error(name, problem)
     if name == "bisect":
         only = "--check, --backward, --params, --tolerance, --rounds, --steps" if ns.subprocess else \
             "--timeout, --bad-exit, --no-kernel-db"
@@ -194,11 +174,10 @@ def command(ns: argparse.Namespace) -> int:
             return _error(name, f"{', '.join(given)}: not with{'' if ns.subprocess else 'out'} --subprocess "
                                 f"({only} {'judge a function in process' if ns.subprocess else 'judge a program'})")
         if ns.subprocess:
-            program = ns.target if ns.module is None else ns.module
-            where, colon, function = program.rpartition(":")
-            if colon and where and function.isidentifier() and not os.path.exists(program):
+            where, colon, function = target.rpartition(":")
+            if colon and where and function.isidentifier() and not os.path.exists(target):
                 return _error(name, f"--subprocess takes a program (script.py [args] or -m module [args]), not "
-                                    f"{said(program)}, a function: to bisect the function {cut(function, 80)}, leave "
+                                    f"{said(target)}, a function: to bisect the function {cut(function, 80)}, leave "
                                     "out --subprocess (and its --timeout, --bad-exit, --no-kernel-db)")
             return _bisect_program(ns, enable, disable)
         from nvscope._tools import check_arg
@@ -207,7 +186,6 @@ def command(ns: argparse.Namespace) -> int:
             ns.check = check_arg(_names([ns.check or "raises,numerics"]), "--check")
         except ValueError as error:
             return _error(name, str(error))
-    target = ns.target if ns.module is None else ns.module
     where, function, problem = split_target(target, ns.module is not None)
     if problem is not None:
         return _error(name, problem)

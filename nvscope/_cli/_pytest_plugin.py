@@ -1,23 +1,18 @@
 """The pytest plugin's body: run each test's call under the options of the command line (``--nv-enable``,
 ``--nv-disable``, ``--nv-share-defaults``, ``--nv-on-error``) and of its ``nv_options`` markers, in development mode.
-
-The module pytest registers, ``_nvscope_pytestplugin``, imports only pytest and calls into this one only when a run
-uses a flag or a marker, so that every other pytest run stays free of nvscope. docs/pytest-plugin.md describes the
-behaviour: markers merge outermost first, only the call is scoped (not fixtures), a test that leaves a scope open
-fails.
+``_nvscope_pytestplugin`` calls into it only when a run uses a flag or a marker (docs/pytest-plugin.md).
 """
 
 from __future__ import annotations
 
 import warnings
 from collections.abc import Generator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
 from nvscope._core import (
     ACTIVE,
-    Frame,
     NoFusionWarning,
     UnclosedScopeWarning,
     _env,
@@ -38,11 +33,8 @@ __all__ = ["header", "item_scopes", "scoped_call", "session_scope"]
 
 def session_scope(enable: list[str], disable: list[str], share: bool = False,
                   on_error: str | None = None) -> tuple[nv_options, bool | None] | None:
-    """The command line's scope and the development mode it replaced (now on), or None when the flags ask nothing.
-
-    ``share`` and ``on_error`` alone change no option, so development mode is then left as it is (second item None).
-    An unknown name, or sharing under ``NVSCOPE_SHARE=0``, is a `pytest.UsageError` in the flags' syntax.
-    """
+    """The command line's scope and the development mode it replaced (now on; None when ``share`` and ``on_error``
+    alone leave it as it is), or None when the flags ask nothing. A bad flag is a `pytest.UsageError`."""
     enable, disable = split(enable), split(disable)
     if not enable and not disable and not share and on_error is None:
         return None
@@ -86,7 +78,7 @@ def item_scopes(item: pytest.Item, found: list[tuple[Node, pytest.Mark]]) -> tup
     scopes = []
     for node, mark in reversed(found):
         try:
-            scopes.append(_scope(mark))
+            scopes.append(nv_options(*mark.args, **mark.kwargs))
         except (ValueError, TypeError) as error:  # UnknownOptionError is a ValueError
             where = "" if node is item else f" (on {node.nodeid or node.name})"
             problem = f"{item.nodeid}: @pytest.mark.{_describe(mark)}{where}: {error}"
@@ -97,17 +89,10 @@ def item_scopes(item: pytest.Item, found: list[tuple[Node, pytest.Mark]]) -> tup
     pytest.fail(problem, pytrace=False)
 
 
-def _scope(mark: pytest.Mark) -> nv_options:
-    args: tuple[Any, ...] = mark.args
-    kwargs: dict[str, Any] = dict(mark.kwargs)
-    return nv_options(*args, **kwargs)
-
-
 def _describe(mark: pytest.Mark) -> str:
     """The marker as written, e.g. ``nv_options(enable=['fuse_matmu'])``, cut to a readable length."""
     arguments = [repr(a) for a in mark.args] + [f"{k}={v!r}" for k, v in mark.kwargs.items()]
-    text = ", ".join(arguments)
-    return f"{mark.name}({cut(text, 100)})"
+    return f"{mark.name}({cut(', '.join(arguments), 100)})"
 
 
 def scoped_call(item: pytest.Item, session: nv_options | None,
@@ -131,7 +116,7 @@ def scoped_call(item: pytest.Item, session: nv_options | None,
         failed = False
     finally:
         try:
-            unclosed = _drop_unclosed(top)
+            unclosed = unwind(top)  # the scopes the test left open above the plugin's, innermost first
             _exit(item, entered, session, failed)
         except BaseException:
             unwind(base)  # whatever went wrong, the next test starts clean
@@ -145,12 +130,6 @@ def scoped_call(item: pytest.Item, session: nv_options | None,
     if unclosed:
         pytest.fail(f"{item.nodeid}: {_unclosed_message(unclosed)}", pytrace=False)
     return result
-
-
-def _drop_unclosed(top: Frame | None) -> list[object]:
-    """The scopes the test entered above the plugin's and left open (innermost first), which are then dropped, so
-    that the plugin's own scopes exit cleanly."""
-    return unwind(top)
 
 
 def _unclosed_message(unclosed: list[object]) -> str:

@@ -1,24 +1,30 @@
 """``nvscope rescue``: when nvFuser fails under its defaults, find per fusion the options that make the step run.
-
-    nvscope rescue train.py:step                     # a function: probes import the script in child processes
-    nvscope rescue --reference eager_step train.py:step
-    nvscope rescue --jobs 4 --sanitize train.py -- --steps 1   # a program, under compute-sanitizer memcheck
-    nvscope rescue -m pkg.train:step
-
-Every flag is checked before anything runs (exit 2, one line); the search itself is `nvscope._tools._rescue._rescue`.
-"""
+Every flag is checked before anything runs (exit 2, one line)."""
 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import shutil
-import sys
 from typing import Any
 
-from nvscope._cli._args import JSON_OUT, SECONDS, STDOUT, json_took_the_target, said, text_stream, write_json
+from nvscope._cli._args import (
+    COUNT,
+    JSON_OUT,
+    POSITIVE,
+    SECONDS,
+    STDOUT,
+    TOLERANCE,
+    error,
+    json_took_the_target,
+    said,
+    take_target,
+    text_stream,
+    write_json,
+)
 from nvscope._core import _state, cut
-from nvscope._measure import arg, count, number
+from nvscope._measure import arg, number
 
 __all__ = ["add_parser", "command"]
 
@@ -58,23 +64,23 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     p.add_argument("--reference", metavar="FUNCTION", help="a function beside the step whose result the step's must "
                                                            "match (tolerances by dtype), e.g. the eager model")
-    p.add_argument("--tolerance", type=arg(lambda n, v: number(n, v), float), default=None,
+    p.add_argument("--tolerance", type=TOLERANCE, default=None,
                    help="one bound on max|diff|/max|reference| instead of the dtype's")
-    p.add_argument("--max-set-size", type=arg(lambda n, v: count(n, v, 1)), default=2,
+    p.add_argument("--max-set-size", type=POSITIVE, default=2,
                    help="the most options in one candidate set (default 2)")
     p.add_argument("--budget", type=SECONDS, default=1800.0,
                    help="seconds for the whole search (default 1800)")
-    p.add_argument("--jobs", type=arg(lambda n, v: count(n, v, 1)), default=1,
+    p.add_argument("--jobs", type=POSITIVE, default=1,
                    help="probes at once, each in a process of its own (default 1)")
     p.add_argument("--fresh-probes", action="store_true",
                    help="run every search probe in a fresh process, not in a worker (slower: each compiles every "
                         "fusion it runs again)")
     p.add_argument("--timeout", type=SECONDS, default=600.0, help="seconds per probe (default 600)")
-    p.add_argument("--confirm", type=arg(lambda n, v: count(n, v, 0)), default=1,
+    p.add_argument("--confirm", type=COUNT, default=1,
                    help="more runs a cure must pass before it is believed (default 1)")
     p.add_argument("--alpha", type=arg(_rate, float), default=0.05,
                    help="the false-cure rate a flaky failure's cure is proven at, over every candidate (default 0.05)")
-    p.add_argument("--repeat", type=arg(lambda n, v: count(n, v, 1)), default=5,
+    p.add_argument("--repeat", type=POSITIVE, default=5,
                    help="runs of the defaults that measure a flaky failure's rate, and with --sanitize the memcheck "
                         "runs of a clean first run (default 5)")
     p.add_argument("--candidates", action="append", metavar="SPEC",
@@ -101,18 +107,12 @@ def _rate(name: str, value: object) -> float:
     return rate
 
 
-def _error(message: str, code: int = 2) -> int:
-    print(f"nvscope rescue: error: {message}", file=sys.stderr)
-    return code
+_error = functools.partial(error, "rescue")
 
 
 def command(ns: argparse.Namespace) -> int:
     """Run ``nvscope rescue`` for parsed arguments; returns the exit code."""
-    if ns.module is not None and ns.target is not None:  # as with python -m: every word after it is an argument
-        ns.args, ns.target = [ns.target, *ns.args], None
-    if ns.args[:1] == ["--"]:
-        ns.args = ns.args[1:]
-    target = ns.target if ns.module is None else ns.module
+    target = take_target(ns)
     if not target:
         return _error(json_took_the_target(ns.json) or
                       "give the target: script.py[:FUNCTION] or -m module[:FUNCTION] (`nvscope rescue --help`)")

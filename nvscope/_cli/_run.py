@@ -1,8 +1,4 @@
-"""``nvscope run``: run an unmodified script or module under nvFuser options, audited, with a summary at exit.
-
-The program runs as ``python script.py args...`` (or ``python -m module``) would: ``sys.argv``, ``sys.path[0]`` and
-``__main__`` as Python sets them, its exit code kept, an uncaught exception's traceback without nvscope's frames.
-"""
+"""``nvscope run``: run an unmodified script or module under nvFuser options, audited, with a summary at exit."""
 
 from __future__ import annotations
 

@@ -1,18 +1,9 @@
-"""``nvscope search``: find the nvFuser options that make one function of a script or module faster.
-
-    nvscope search --candidates fast_math --candidates fuse_matmul,-matmul_expr_eval --json out.json bench.py:step
-    nvscope search --backward --params model -m mypkg.bench:loss
-
-The script (or module) is imported, not run as ``__main__``: it builds its model and inputs at import and keeps the
-rest under ``if __name__ == "__main__":``; the named function takes no arguments and is what `nvscope.search` times.
-"""
+"""``nvscope search``: find the nvFuser options that make one function of a script or module faster."""
 
 from __future__ import annotations
 
 import argparse
-import importlib
-import importlib.util
-import os
+import functools
 import sys
 import traceback
 from typing import Any
@@ -23,11 +14,14 @@ from nvscope._cli._args import (
     STDOUT,
     add_measuring,
     add_no_share,
+    error,
     json_took_the_target,
     load_step,
+    output_problem,
     program_output_to_stderr,
     said,
     split_target,
+    take_target,
     text_stream,
     write_json,
 )
@@ -95,9 +89,7 @@ def add_parser(subparsers: Any) -> None:
                         "defaults and the best global set (docs/search.md)")
 
 
-def _error(message: str, code: int = 2) -> int:
-    print(f"nvscope search: error: {message}", file=sys.stderr)
-    return code
+_error = functools.partial(error, "search")
 
 
 def command(ns: argparse.Namespace) -> int:
@@ -108,14 +100,10 @@ def command(ns: argparse.Namespace) -> int:
         for spec in default_candidates():
             print(spec)
         return 0
-    if ns.module is not None and ns.target is not None:  # as with python -m: every word after it is an argument
-        ns.args, ns.target = [ns.target, *ns.args], None
-    if ns.args[:1] == ["--"]:
-        ns.args = ns.args[1:]
-    if ns.target is None and ns.module is None:
+    target = take_target(ns)
+    if target is None:
         return _error(json_took_the_target(ns.json) or
                       "give the target: script.py:FUNCTION, or -m module:FUNCTION (`nvscope search --help`)")
-    target = ns.target if ns.module is None else ns.module
     where, function, problem = split_target(target, ns.module is not None)
     if problem is not None:
         return _error(problem)
@@ -127,11 +115,9 @@ def command(ns: argparse.Namespace) -> int:
     if ns.params is not None and not all(part.isidentifier() for part in ns.params.split(".")):
         return _error(f"--params {said(ns.params)} is not a Python name: give the name of the script's nn.Module "
                       "(or of an iterable of its tensors), e.g. --params model")
-    if ns.plot and importlib.util.find_spec("matplotlib") is None:
-        return _error("--plot needs matplotlib: pip install matplotlib (or leave --plot out)")
-    for path, flag in ((ns.json, "--json"), (ns.plot, "--plot")):
-        if path and path != STDOUT and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
-            return _error(f"{flag} {cut(path, 200)}: the directory does not exist")
+    problem = output_problem((("--json", ns.json), ("--plot", ns.plot)), ns.plot)
+    if problem is not None:
+        return _error(problem)
 
     saved_argv, saved_path = sys.argv[:], sys.path[:]
     try:  # the script's directory stays on sys.path while it runs: its functions may import its neighbours late

@@ -1,9 +1,6 @@
 """Which nvFuser wheel fits an installed torch: the exact ``pip install`` line, or a plain "none fits, because ...".
-
-nvFuser publishes one distribution per CUDA and torch pair (``nvfuser-cu130-torch210``), each built for that torch
-only, and Thunder does not depend on it; no package metadata can pick by the installed torch, so ``nvscope doctor``
-asks torch and prints the line (docs/install-gpu.md). `nvfuser_wheel` is pure; `install_hint` reads torch lazily.
-"""
+nvFuser publishes one distribution per CUDA and torch pair (``nvfuser-cu130-torch210``), so no package metadata can
+pick by the installed torch: ``nvscope doctor`` asks torch and prints the line (docs/install-gpu.md)."""
 
 from __future__ import annotations
 
@@ -73,11 +70,8 @@ def _older(version: str) -> bool:
 def nvfuser_wheel(torch_version: str, cuda_version: str | None, *, python: tuple[int, int] | None = None,
                   system: str | None = None, machine: str | None = None) -> WheelHint:
     """The nvFuser wheel for torch ``torch_version`` (``torch.__version__``) built for CUDA ``cuda_version``
-    (``torch.version.cuda``, None for a CPU or ROCm build).
-
-    ``python`` (major, minor), ``system`` and ``machine`` (``platform.system()``/``machine()``), when given, are
-    checked against what nvFuser publishes wheels for: pip would find none elsewhere.
-    """
+    (``torch.version.cuda``, None for a CPU or ROCm build); ``python``, ``system`` and ``machine``, when given, are
+    checked against what nvFuser publishes wheels for."""
     match = _TORCH.fullmatch(torch_version.strip())
     if match is None:
         return WheelHint(None, f"torch {torch_version!r} is not a version nvscope can read, so it cannot name the "
@@ -156,10 +150,8 @@ def _upgrade(cuda: tuple[int, int], torch: tuple[int, int]) -> str:
 
 
 def mismatch(distribution: str, torch_version: str, cuda_version: str | None) -> str | None:
-    """Why an installed nvFuser distribution (e.g. ``nvfuser_cu130_torch210``) does not fit this torch, or None.
-
-    A wheel built for another torch may fail to load (undefined C++ symbols) or misbehave.
-    """
+    """Why an installed nvFuser distribution (e.g. ``nvfuser_cu130_torch210``) does not fit this torch, or None
+    (a wheel built for another torch may fail to load or misbehave)."""
     dist = _DIST.fullmatch(distribution.strip())
     match = _TORCH.fullmatch(torch_version.strip())
     if dist is None or match is None:
@@ -206,10 +198,7 @@ def torch_hint() -> str:
 
 
 def install_hint() -> str:
-    """One line for ``nvscope doctor``: the ``pip install`` line for the installed torch, or why no wheel fits.
-
-    Imports torch (only when it is installed; its import warnings are silenced, as the doctor's own import is).
-    """
+    """One line for ``nvscope doctor``: the ``pip install`` line for the installed torch, or why no wheel fits."""
     import importlib.util
     import platform
     import sys
