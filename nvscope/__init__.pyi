@@ -1,4 +1,6 @@
 # The public face: every name ``nvscope`` offers (nvscope/_core/_lazy.py reads this list).
+from nvscope._bisect import BisectResult as BisectResult
+from nvscope._bisect import bisect as bisect
 from nvscope._check import CheckResult as CheckResult
 from nvscope._check import check as check
 from nvscope._core import Catalog as Catalog
@@ -37,18 +39,16 @@ from nvscope._exec._autoinstall import install as install
 from nvscope._exec._autoinstall import uninstall as uninstall
 from nvscope._measure import Measure as Measure
 from nvscope._measure import kernel_names as kernel_names
-from nvscope._tools import BisectResult as BisectResult
+from nvscope._profile import ProfileResult as ProfileResult
+from nvscope._profile import ProfileRow as ProfileRow
+from nvscope._profile import profile as profile
+from nvscope._rescue import RescueResult as RescueResult
+from nvscope._rescue import rescue as rescue
+from nvscope._search import FusionSearchResult as FusionSearchResult
+from nvscope._search import SearchResult as SearchResult
+from nvscope._search import search as search
+from nvscope._search import search_fusions as search_fusions
 from nvscope._tools import CompareResult as CompareResult
-from nvscope._tools import FusionSearchResult as FusionSearchResult
-from nvscope._tools import ProfileResult as ProfileResult
-from nvscope._tools import ProfileRow as ProfileRow
-from nvscope._tools import RescueResult as RescueResult
-from nvscope._tools import SearchResult as SearchResult
-from nvscope._tools import bisect as bisect
 from nvscope._tools import compare as compare
-from nvscope._tools import profile as profile
-from nvscope._tools import rescue as rescue
-from nvscope._tools import search as search
-from nvscope._tools import search_fusions as search_fusions
 
 __version__: str

@@ -2,7 +2,7 @@
 package face (``import nvscope`` inside the package would put ``__init__`` between the tools and the core), and no
 two modules import each other, directly or round a circle. Function-level imports count: they run too, and so do
 module names in strings that code imports or runs (``"from nvscope._cli._run import run"`` in a child's source,
-``importlib.import_module("nvscope._tools._profile._profile")``, ``-m nvscope._cli._run``). A public face named
+``importlib.import_module("nvscope._profile._profile")``, ``-m nvscope._cli._run``). A public face named
 there counts as the layer it re-exports (``"from nvscope.cli import main"`` and ``-m nvscope`` run ``_cli``); a layer
 module that names one above it only to show the user a command lists it, with the reason, in `USER_FACING`.
 
@@ -13,11 +13,11 @@ it:
 exempt: each re-exports named modules' verbs (``nvscope.thunder`` is ``nvscope._exec._thunder``'s), and the lazy
 table of ``nvscope/__init__.py`` names the module each tool loads from.
 
-The layers, lowest first (docs/how-it-works.md draws the same map):
-``_core`` < ``_exec`` < ``_measure`` < ``_tools`` < ``_cli`` < the public faces (``nvscope/__init__.py``,
-``thunder.py``, ``nvfuser.py``, ``cli.py``, ``pytest_plugin.py``, ``__main__.py``, ``_child/``), with ``_check``
-beside ``_exec`` on ``_core``: only ``_cli`` and the faces use it. Inside ``_tools`` each family (a sub-package)
-offers its names in its ``__init__``; no family imports another's modules.
+The layers, lowest first (docs/how-it-works.md draws the same map): ``_core``; ``_exec`` and ``_check`` beside it
+(only ``_cli`` and the faces use ``_check``); ``_measure``; ``_tools``, the tools' common ground; the tool families
+``_profile``, ``_bisect``, ``_search`` and ``_rescue``, which use one another only through their faces and never in a
+circle; ``_cli``; and the public faces (``nvscope/__init__.py``, ``thunder.py``, ``nvfuser.py``, ``cli.py``,
+``pytest_plugin.py``, ``__main__.py``, ``_child/``) above them all.
 """
 
 from __future__ import annotations
@@ -32,9 +32,11 @@ import sys
 import pytest
 
 PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "nvscope"
-LAYERS = ("_core", "_check", "_exec", "_measure", "_tools", "_cli")
-FACE = len(LAYERS)  # the public modules sit above every layer
-BESIDE_CHECK = {LAYERS.index(n) for n in ("_exec", "_measure", "_tools")}  # above _core, yet not users of _check
+FAMILIES = ("_profile", "_bisect", "_search", "_rescue")
+LEVELS = {"_core": 0, "_check": 1, "_exec": 1, "_measure": 2, "_tools": 3, **dict.fromkeys(FAMILIES, 4), "_cli": 5}
+LAYERS = tuple(LEVELS)
+FACE = max(LEVELS.values()) + 1  # the public modules sit above every layer
+ONLY_FOR = {"_check": {"_cli"}}  # a package that only these layers above it may use
 
 
 def module_name(path: pathlib.Path) -> str:
@@ -116,9 +118,23 @@ MODULES: dict[str, pathlib.Path] = {module_name(p): p for p in sorted(PACKAGE.rg
 GRAPH: dict[str, set[str]] = {name: imports_of(path) for name, path in MODULES.items()}
 
 
-def layer(name: str) -> int:
+def package(name: str) -> str | None:
+    """The layer package a module belongs to (``_exec`` for ``nvscope._exec._execute``); None for a public face."""
     parts = name.split(".")
-    return LAYERS.index(parts[1]) if len(parts) > 1 and parts[1] in LAYERS else FACE
+    return parts[1] if len(parts) > 1 and parts[1] in LEVELS else None
+
+
+def layer(name: str) -> int:
+    found = package(name)
+    return FACE if found is None else LEVELS[found]
+
+
+def may_use(user: str, used: str) -> bool:
+    """Whether layer package ``user`` may import layer package ``used``: its own, one below (unless ``ONLY_FOR``
+    keeps it for others), or another family."""
+    if used == user or (user in FAMILIES and used in FAMILIES):
+        return True
+    return LEVELS[used] < LEVELS[user] and user in ONLY_FOR.get(used, {user})
 
 
 def serves(name: str, seen: frozenset[str] = frozenset()) -> int:
@@ -152,8 +168,9 @@ def test_the_layers_exist_and_hold_the_package() -> None:
 
 @pytest.mark.parametrize("name", sorted(n for n in MODULES if n != "nvscope"))
 def test_imports_point_down(name: str) -> None:
-    up = sorted(d for d in GRAPH[name] if d != "nvscope" and (name, d) not in USER_FACING
-                and (serves(d) > layer(name) or (layer(name) in BESIDE_CHECK and serves(d) == LAYERS.index("_check"))))
+    mine = package(name)
+    up = sorted(d for d in GRAPH[name] if d != "nvscope" and (name, d) not in USER_FACING and mine is not None
+                and (serves(d) > layer(name) if package(d) is None else not may_use(mine, package(d) or "")))
     assert not up, f"{name} (layer {layer(name)}) imports or runs a higher layer: {up}"
     if layer(name) < FACE:
         assert "nvscope" not in GRAPH[name], f"{name} imports the package face: import from the defining module"
@@ -254,24 +271,24 @@ INTERFACES = {layer_name: interface(PACKAGE / layer_name / "__init__.py") for la
 
 def bypasses(path: pathlib.Path) -> list[str]:
     """Where a layer module imports another layer other than through that layer's interface."""
-    me = layer(module_name(path))
+    me = package(module_name(path))
     tree = ast.parse(path.read_text())
     found = [f"the string naming {n}" for n in sorted(names_in_strings(tree))
-             if layer(n) not in (me, FACE) and n != f"nvscope.{LAYERS[layer(n)]}"]  # the interface itself may be named
+             if package(n) not in (me, None) and n != f"nvscope.{package(n)}"]  # the interface itself may be named
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found += [f"line {node.lineno}: import {a.name}" for a in node.names
-                      if a.name.startswith("nvscope.") and layer(a.name) not in (me, FACE)]
+                      if a.name.startswith("nvscope.") and package(a.name) not in (me, None)]
         elif isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").startswith("nvscope."):
             target = node.module or ""
-            other = layer(target)
-            if other in (me, FACE):
+            other = package(target)
+            if other in (me, None):
                 continue
-            if target != f"nvscope.{LAYERS[other]}":
-                found.append(f"line {node.lineno}: from {target} import ... (import it from nvscope.{LAYERS[other]})")
+            if target != f"nvscope.{other}":
+                found.append(f"line {node.lineno}: from {target} import ... (import it from nvscope.{other})")
             else:
-                found += [f"line {node.lineno}: {a.name}, which nvscope.{LAYERS[other]}/__init__.py does not offer"
-                          for a in node.names if a.name not in INTERFACES[LAYERS[other]]]
+                found += [f"line {node.lineno}: {a.name}, which nvscope.{other}/__init__.py does not offer"
+                          for a in node.names if a.name not in INTERFACES[other]]
     return found
 
 
@@ -305,11 +322,10 @@ def test_naming_the_interfaces_loads_nothing() -> None:
     """The interfaces above the core load their modules on first use: importing them costs `import nvscope`
     nothing, so the tools (and the command line) stay out of a program that only scopes."""
     code = ("import sys, nvscope; before = set(sys.modules)\n"
-            "import nvscope._check, nvscope._exec, nvscope._measure, nvscope._tools, nvscope._cli\n"
-            "print(sorted(set(sys.modules) - before))")
+            f"import {', '.join('nvscope.' + n for n in LAYERS[1:])}\n"
+            "print(*sorted(set(sys.modules) - before))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
-    assert done.stdout.split() == ["['nvscope._check',", "'nvscope._cli',", "'nvscope._exec',", "'nvscope._measure',",
-                                   "'nvscope._tools']"]
+    assert done.stdout.split() == sorted(f"nvscope.{n}" for n in LAYERS[1:])
 
 
 def test_the_interface_test_reads_what_it_must() -> None:
@@ -318,10 +334,10 @@ def test_the_interface_test_reads_what_it_must() -> None:
     tree = ast.parse('"""from nvscope._cli._run import run"""\n'
                      'CHILD = "import nvscope\\nfrom nvscope._cli._run import run\\n"\n'
                      'NOTE = "see `nvscope._measure._stats`"\n'
-                     'import_module("nvscope._tools._profile._profile")\n'
+                     'import_module("nvscope._profile._profile")\n'
                      'on_enter("nvscope._exec._autoinstall:ensure_adapters")\n')
     # not the docstring, not the note; the package face a child imports; a hook loaded by name
-    assert names_in_strings(tree) == {"nvscope", "nvscope._cli._run", "nvscope._tools._profile._profile",
+    assert names_in_strings(tree) == {"nvscope", "nvscope._cli._run", "nvscope._profile._profile",
                                       "nvscope._exec._autoinstall"}
     # The public faces too, mapped to the layer they serve: the command's face, `-m nvscope` (in one string or as a
     # list's words), `from nvscope import _x`, and a face named for a child to import.
@@ -331,28 +347,14 @@ def test_the_interface_test_reads_what_it_must() -> None:
                      'MORE = "from nvscope import _measure, _tools as tools"\n')
     assert names_in_strings(tree) == {"nvscope.cli", "nvscope.__main__", "nvscope._measure", "nvscope._tools"}
     assert [serves(n) for n in ("nvscope.cli", "nvscope.__main__", "nvscope.thunder", "nvscope._child.sitecustomize",
-                                "nvscope._tools._bisect")] == [5, 5, 2, 5, 4]
+                                "nvscope._bisect")] == [5, 5, 1, 5, 4]
     assert "Runner" in INTERFACES["_measure"] and "nv_options" in INTERFACES["_core"]
     assert "_harness" not in INTERFACES["_measure"] and "Frame" in INTERFACES["_core"]
 
 
-FAMILIES = sorted(n for n in MODULES if n.count(".") == 2 and n.startswith("nvscope._tools.")
-                  and MODULES[n].name == "__init__.py")
 
-
-def family(name: str) -> str | None:
-    """The tool family a module belongs to (``nvscope._tools._bisect``), if any."""
-    return next((f for f in FAMILIES if name == f or name.startswith(f + ".")), None)
-
-
-@pytest.mark.parametrize("name", sorted(n for n in MODULES if n.startswith("nvscope._tools.")))
-def test_families_use_each_other_through_their_faces(name: str) -> None:
-    mine = family(name)
-    around = sorted(d for d in GRAPH[name] if family(d) not in (None, mine) and d != family(d))
-    assert not around, f"{name} imports another family's modules (import them from the family): {around}"
-
-
-def test_the_families_are_read() -> None:
-    assert {"nvscope._tools._bisect", "nvscope._tools._rescue", "nvscope._tools._search"} <= set(FAMILIES)
-    assert family("nvscope._tools._rescue._probe") == "nvscope._tools._rescue"
-    assert family("nvscope._tools._common") is None
+def test_the_levels_are_read() -> None:
+    """The rule above sees a family using another, _exec kept from _check, and a family below its user."""
+    assert may_use("_rescue", "_bisect") and may_use("_search", "_profile") and may_use("_cli", "_check")
+    assert not may_use("_exec", "_check") and not may_use("_measure", "_check") and not may_use("_tools", "_search")
+    assert package("nvscope._rescue._probe") == "_rescue" and package("nvscope.thunder") is None

@@ -1,4 +1,4 @@
-"""Layer 5, the command line: ``nvscope`` and its subcommands, ``nvscope run``'s carry, doctor, wheels and the
+"""Layer 6, the command line: ``nvscope`` and its subcommands, ``nvscope run``'s carry, doctor, wheels and the
 pytest plugin's body. Names in ``__init__.pyi`` load on first use, so the plugin does not load the command line."""
 
 from nvscope._core import lazy_face

@@ -29,7 +29,7 @@ def _at_least_one(name: str, value: object) -> int:
 
 
 def _seconds(name: str, value: object) -> float:
-    from nvscope._tools import timeout_seconds
+    from nvscope._bisect import timeout_seconds
 
     return timeout_seconds(name, value)
 

@@ -180,7 +180,7 @@ def command(ns: argparse.Namespace) -> int:
                                     f"{said(target)}, a function: to bisect the function {cut(function, 80)}, leave "
                                     "out --subprocess (and its --timeout, --bad-exit, --no-kernel-db)")
             return _bisect_program(ns, enable, disable)
-        from nvscope._tools import check_arg
+        from nvscope._bisect import check_arg
 
         try:  # before the script is imported, as every other flag
             ns.check = check_arg(_names([ns.check or "raises,numerics"]), "--check")
@@ -211,13 +211,13 @@ def _load_and_run(ns: argparse.Namespace, enable: list[str], disable: list[str],
               "share_defaults": not ns.no_share_defaults, **timing}
     run: Callable[[], Any]
     if name == "profile":
-        from nvscope._tools import profile
+        from nvscope._profile import profile
 
         def run() -> Any:
             return profile(fn, fusions=ns.fusions, warmup=ns.warmup, schedulers=ns.schedulers, torch=ns.torch,
                            **common)
     else:
-        from nvscope._tools import bisect
+        from nvscope._bisect import bisect
 
         def run() -> Any:
             return bisect(fn, check=ns.check, slower_by=ns.slower_by, **common)
@@ -233,7 +233,7 @@ def _load_and_run(ns: argparse.Namespace, enable: list[str], disable: list[str],
 
 
 def _bisect_program(ns: argparse.Namespace, enable: list[str], disable: list[str]) -> int:
-    from nvscope._tools import bisect_program
+    from nvscope._bisect import bisect_program
 
     program = [ns.target if ns.module is None else ns.module, *ns.args]
     try:

@@ -154,7 +154,7 @@ def command(ns: argparse.Namespace) -> int:
         if sizes and min(sizes) > ns.max_set_size:  # the search would try nothing
             return _error(f"--candidates: no set has at most --max-set-size {ns.max_set_size} options (the smallest "
                           f"has {min(sizes)}): raise --max-set-size or give smaller sets")
-    from nvscope._tools import rescue
+    from nvscope._rescue import rescue
 
     try:
         result = rescue(target, reference=ns.reference, max_set_size=ns.max_set_size, budget_s=ns.budget,

@@ -128,7 +128,7 @@ def command(ns: argparse.Namespace) -> int:
 
 
 def _load_and_search(ns: argparse.Namespace, target: str, where: str, function: str) -> int:
-    from nvscope._tools import search
+    from nvscope._search import search
 
     with program_output_to_stderr(ns.json):  # what the script prints at import: stdout is the JSON's with --json -
         loaded = load_step(ns, where, function, _error)
@@ -137,7 +137,7 @@ def _load_and_search(ns: argparse.Namespace, target: str, where: str, function: 
     fn, params = loaded
     try:
         if ns.per_fusion:
-            from nvscope._tools import search_fusions as search  # type: ignore[assignment]
+            from nvscope._search import search_fusions as search  # type: ignore[assignment]
         with program_output_to_stderr(ns.json):
             result = search(fn, candidates=ns.candidates, rounds=ns.rounds, steps_per_round=ns.steps,
                             warmup=ns.warmup, tolerance=ns.tolerance, backward=ns.backward, module=params,

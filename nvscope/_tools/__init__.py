@@ -1,4 +1,4 @@
-"""Layer 4, the tools: families that import no other family's modules; the names in ``__init__.pyi`` load on use."""
+"""Layer 4, the tools' common ground: compare, running a program under a scope, shared helpers of the families."""
 
 from nvscope._core import lazy_face
 

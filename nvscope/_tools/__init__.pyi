@@ -1,22 +1,11 @@
-# The tools layer's face: what the command line and the public face may use (nvscope/_core/_lazy.py reads this list).
-from nvscope._tools._bisect import BisectResult as BisectResult
-from nvscope._tools._bisect import bisect as bisect
-from nvscope._tools._bisect import bisect_program as bisect_program
-from nvscope._tools._bisect import check_arg as check_arg
-from nvscope._tools._bisect import timeout_seconds as timeout_seconds
+# The tools' common ground, used by the families and the command line (nvscope/_core/_lazy.py reads this list).
+from nvscope._tools._common import ScopeMap as ScopeMap
+from nvscope._tools._common import exit_detail as exit_detail
+from nvscope._tools._common import no_fusion as no_fusion
 from nvscope._tools._compare import CompareResult as CompareResult
 from nvscope._tools._compare import compare as compare
-from nvscope._tools._profile import ProfileResult as ProfileResult
-from nvscope._tools._profile import ProfileRow as ProfileRow
-from nvscope._tools._profile import profile as profile
 from nvscope._tools._program import HOOK_DIR as HOOK_DIR
 from nvscope._tools._program import VARIABLE as VARIABLE
 from nvscope._tools._program import Settings as Settings
 from nvscope._tools._program import export as export
 from nvscope._tools._program import run_program as run_program
-from nvscope._tools._rescue import RescueResult as RescueResult
-from nvscope._tools._rescue import rescue as rescue
-from nvscope._tools._search import FusionSearchResult as FusionSearchResult
-from nvscope._tools._search import SearchResult as SearchResult
-from nvscope._tools._search import search as search
-from nvscope._tools._search import search_fusions as search_fusions

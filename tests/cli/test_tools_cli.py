@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from nvscope import OptionSet
+from nvscope._bisect._process import bisect_program
 from nvscope._core._fusion import exact_glob
 from nvscope._measure._results import nv_options_line, run_command
-from nvscope._tools._bisect._process import bisect_program
 from nvscope.cli import main
 
 TESTS = Path(__file__).resolve().parents[1]  # the doubles live at tests/ top level
@@ -269,15 +269,15 @@ def test_the_tools_are_public_names_loaded_on_first_use() -> None:
 
     code = (
         "import sys, nvscope\n"
-        "tools = ('nvscope._tools._profile._profile', 'nvscope._tools._bisect._bisect',\n"
-        "         'nvscope._tools._search._fusions', 'nvscope._tools._bisect._minimize')\n"
+        "tools = ('nvscope._profile._profile', 'nvscope._bisect._bisect',\n"
+        "         'nvscope._search._fusions', 'nvscope._bisect._minimize')\n"
         "assert not any(m in sys.modules for m in tools), [m for m in tools if m in sys.modules]\n"
         "names = ('profile', 'ProfileResult', 'ProfileRow', 'bisect', 'BisectResult', 'search_fusions',\n"
         "         'FusionSearchResult')\n"
         "assert all(n in nvscope.__all__ and n in dir(nvscope) for n in names)\n"
-        "assert nvscope.profile.__module__ == 'nvscope._tools._profile._profile'\n"
-        "assert nvscope.bisect.__module__ == 'nvscope._tools._bisect._bisect'\n"
-        "assert nvscope.search_fusions.__module__ == 'nvscope._tools._search._fusions'\n"
+        "assert nvscope.profile.__module__ == 'nvscope._profile._profile'\n"
+        "assert nvscope.bisect.__module__ == 'nvscope._bisect._bisect'\n"
+        "assert nvscope.search_fusions.__module__ == 'nvscope._search._fusions'\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert done.returncode == 0, done.stderr

@@ -26,10 +26,10 @@ import nvscope
 import nvscope.nvfuser
 import nvscope.thunder
 from nvscope import FusionInfo, OptionSet, audit, nv_options
+from nvscope._bisect._bisect import bisect
 from nvscope._core._fusion import exact_glob
 from nvscope._core._site import inputs_digest
-from nvscope._tools._bisect._bisect import bisect
-from nvscope._tools._profile._profile import profile
+from nvscope._profile._profile import profile
 
 SFC = ["static_fusion_count"]
 HERE = "test_fusion_ids"

@@ -186,8 +186,9 @@ import pytest
 from thunder_double import ThunderDouble
 from fake_nvfuser_frontend import Tensor
 import nvscope
-from nvscope._tools import rescue, search
-from nvscope._tools._bisect._process import _environment
+from nvscope._rescue import rescue
+from nvscope._search import search
+from nvscope._bisect._process import _environment
 
 double = ThunderDouble(pytest.MonkeyPatch())
 layers = [double.make_wrapper(f"nvFusion{i}") for i in range(6)]

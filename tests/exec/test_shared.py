@@ -21,7 +21,7 @@ import nvscope
 import nvscope.nvfuser
 import nvscope.thunder
 from nvscope import FallbackWarning, OptionSet, audit, nv_options
-from nvscope._tools._bisect._bisect import bisect
+from nvscope._bisect._bisect import bisect
 
 FM = ["fuse_matmul"]
 SFC = ["static_fusion_count"]

@@ -13,7 +13,7 @@ import pytest
 import nvscope
 from nvscope import OptionSet, nv_options
 from nvscope._measure._kernels import kernel_names
-from nvscope._tools._search._search import search
+from nvscope._search._search import search
 
 torch = pytest.importorskip("torch")
 thunder = pytest.importorskip("thunder")

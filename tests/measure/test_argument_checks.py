@@ -14,13 +14,13 @@ import pytest
 from thunder_double import ThunderDouble
 
 import nvscope
+from nvscope._bisect._bisect import bisect
 from nvscope._measure import _checks
 from nvscope._measure._candidates import parse_candidate
-from nvscope._tools._bisect._bisect import bisect
+from nvscope._profile._profile import profile
+from nvscope._search._fusions import search_fusions
+from nvscope._search._search import search
 from nvscope._tools._compare import compare
-from nvscope._tools._profile._profile import profile
-from nvscope._tools._search._fusions import search_fusions
-from nvscope._tools._search._search import search
 
 # --- the checks ---------------------------------------------------------------------------------------------------
 

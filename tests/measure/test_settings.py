@@ -92,7 +92,7 @@ def test_a_measure_of_the_wrong_kind_and_a_bad_keyword_are_refused_before_the_st
 
 
 def test_rescue_and_bisect_program_fold_their_keywords_and_refuse_the_rest(tmp_path: Any) -> None:
-    from nvscope._tools._bisect._process import bisect_program
+    from nvscope._bisect._process import bisect_program
 
     with pytest.raises(TypeError, match=r"^rescue\(\) got an unexpected keyword argument 'repaet'; did you mean "
                                         r"'repeat'\? \(rescue\(\) takes reference, .*, measure, tolerance, progress, "

@@ -14,8 +14,11 @@ from thunder_double import ThunderDouble, reset_nvscope
 
 import nvscope
 from nvscope import OptionSet, audit
+from nvscope._bisect import BisectResult, bisect
 from nvscope._measure import Compiles
-from nvscope._tools import BisectResult, ProfileResult, SearchResult, bisect, compare, profile, search
+from nvscope._profile import ProfileResult, profile
+from nvscope._search import SearchResult, search
+from nvscope._tools import compare
 
 QUICK = {"rounds": 5, "steps_per_round": 1, "warmup": 1, "progress": False}
 DELAY = 0.002  # seconds each fake compile sleeps: a lower bound on what the reports count
