@@ -2,7 +2,7 @@
 
 A scope's *policy* is an `OptionSet` when no scope in the stack selects fusions (the fast case), else a `Policy`: the
 scopes' layers, outermost first, which also carries sharing and ``on_error="torch"``. Policies are interned, so a
-fusion's table remembers what a policy resolved to with one identity test.
+fusion's table records what a policy resolved to with one identity test.
 """
 
 from __future__ import annotations

@@ -25,12 +25,12 @@ from nvscope._core import (
     UnsupportedError,
     _patches,
     _state,
-    claim,
     definition_digest,
     file_of,
+    identify,
     ops_of_definition,
     program_module,
-    remember,
+    reidentify,
     site_of,
 )
 from nvscope._exec import _frontends, _shared
@@ -150,7 +150,7 @@ class FrontendAdapter(Adapter[Definition]):
         """A digest of what nvFuser prints for the definition: stable across runs whatever else runs first."""
         known = fusion.__dict__.get(_INFO)
         if known is not None:
-            return remember(known)
+            return reidentify(known)
         try:
             text = repr(fusion)
             ops: tuple[str, ...] | None = ops_of_definition(text)
@@ -158,7 +158,7 @@ class FrontendAdapter(Adapter[Definition]):
         except Exception:
             ops, digest = None, None
         site, function = _site(fusion)
-        info = claim(type(fusion).__name__, "call", ops, function, site, key=digest)
+        info = identify(type(fusion).__name__, "call", ops, function, site, key=digest)
         fusion.__dict__[_INFO] = info
         return info
 

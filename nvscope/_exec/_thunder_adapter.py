@@ -20,10 +20,10 @@ from nvscope._core import (
     OptionSet,
     UnsupportedError,
     _patches,
-    claim,
+    identify,
     inputs_digest,
     ops_of_definition,
-    remember,
+    reidentify,
 )
 from nvscope._exec import _events, _frontends, _shared, _thunder_region
 from nvscope._exec._adapter import Adapter
@@ -135,7 +135,7 @@ class ThunderAdapter(Adapter[Wrapper]):
         get_fd = fusion.get_fd
         known = getattr(get_fd, _INFO, None)
         if known is not None:
-            return remember(known)
+            return reidentify(known)
         # The ops of the definition Thunder last ran, else of one built (not compiled) by its uncached builder.
         try:
             fd = fusion.last_used
@@ -148,7 +148,7 @@ class ThunderAdapter(Adapter[Wrapper]):
         function, site = jitted if jitted is not None else (None, None)
         # Its inputs tell one function's traces apart (Thunder's names restart per trace); without a function the
         # id is the short, numbered form.
-        info = claim(short(fusion.name), _events.PHASE.get(), ops, function, site,
+        info = identify(short(fusion.name), _events.PHASE.get(), ops, function, site,
                      key=None if site is None else inputs_digest(args))
         try:
             setattr(get_fd, _INFO, info)
@@ -209,7 +209,7 @@ class ThunderAdapter(Adapter[Wrapper]):
                              ("cache_clear", partition_get_fd.cache_clear)):
             if hasattr(runner, field):
                 setattr(runner, field, value)
-        call = functools.partial(self._run_runner, runner)  # a partial spares the lane a frame
+        call = functools.partial(self._run_runner, runner)  # a partial spares the call wrapper a frame
         # get_nvfuser_repro sees what ran; with use_cache off, last_used *is* Thunder's cache, so it stays.
         copy_used, copy_inputs = bool(runner.use_cache), bool(runner.store_inputs)
 
