@@ -108,7 +108,7 @@ def _shown(value: object) -> str:
 
 
 def identify(name: str, phase: Phase, ops: Iterable[str] | None, function: str | None, site: str | None = None, *,
-          key: str | None = None) -> FusionInfo:
+             key: str | None = None) -> FusionInfo:
     """The identity of a fusion seen for the first time: the k-th distinct one (by its ops) of an id gets ``#k``.
     Called under `nvscope._exec._frontends.TABLE_LOCK`, once per fusion."""
     info = FusionInfo(name, phase, ops, function, site=site, key=key)

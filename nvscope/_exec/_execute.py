@@ -127,8 +127,7 @@ def _wraps(patch: Callable[..., Any], original: Callable[..., Any]) -> Callable[
     return functools.update_wrapper(patch, original, assigned=("__name__",), updated=())
 
 
-def fusion_table(adapter: Adapter[F], fusion: F, args: tuple[Any, ...],
-                 kwargs: dict[str, Any]) -> FusionTable[Partition]:
+def fusion_table(adapter: Adapter[F], fusion: F, args: tuple[Any, ...]) -> FusionTable[Partition]:
     """The fusion's table, made the first time nvscope sees it."""
     table = adapter.lookup(fusion)
     if table is not None:
@@ -136,8 +135,7 @@ def fusion_table(adapter: Adapter[F], fusion: F, args: tuple[Any, ...],
     with TABLE_LOCK:  # two threads' first calls must not each compile
         table = adapter.lookup(fusion)
         if table is None:
-            info = adapter.identify(fusion, args, kwargs)
-
+            info = adapter.identify(fusion, args)
             own_options = adapter.own_options(fusion, NO_KWARGS)
             table = FusionTable(own_options, functools.partial(adapter.build, fusion, info), info=info,
                                 build_own=functools.partial(adapter.own_partition, fusion, own_options),
@@ -150,7 +148,7 @@ def execute(adapter: Adapter[F], fusion: F, frame: Frame | None, args: tuple[Any
             kwargs: dict[str, Any] = NO_KWARGS, table: FusionTable[Partition] | None = None) -> Any:
     """Run ``fusion`` under ``frame``'s policy: every scoped or audited call the call wrapper does not run itself."""
     if table is None:
-        table = fusion_table(adapter, fusion, args, kwargs)
+        table = fusion_table(adapter, fusion, args)
     policy = None if frame is None else frame.policy
     own_options = table.own_options if kwargs is NO_KWARGS else adapter.own_options(fusion, kwargs)
     last_policy, last_own, partition, innermost = table.last

@@ -20,10 +20,7 @@ if TYPE_CHECKING:
 
     from nvscope._core import FusionInfo
 
-__all__ = ["NOT_CACHED", "TABLE_ATTRIBUTE", "EscapeRefused", "FusionTable", "Partition"]
-
-# One attribute name for either adapter, so that each one's uninstall finds what the other left.
-TABLE_ATTRIBUTE = "_nvscope_partitions"
+__all__ = ["NOT_CACHED", "EscapeRefused", "FusionTable", "Partition"]
 
 T = TypeVar("T")
 _NEVER = object()
