@@ -20,7 +20,7 @@ Thunder's ``__call__`` adds), and the patched wrapper's class called with
 context while one exists elsewhere (a context copied inside a scope, as an asyncio task's), (b) one scope, (c) five
 nested scopes, (d) a ``share=True`` scope that adds no option (the defaults run shared; skipped by code older than
 ``share=``); (c) - (b) and (d) - (b) are paired too. Then, paired the same way: the per-call cost against
-the number of option sets used round-robin on one fusion; net allocations on the steady-state path; and
+the number of option sets used round-robin on one fusion; net allocations on the cache-hit path; and
 `import nvscope` time against bare Python in fresh interpreters (``--import-only``: that alone), with nvscope's
 bytecode compiled first (``compileall``, as an installed copy has it; ``PYTHONDONTWRITEBYTECODE`` would otherwise
 make each interpreter compile the sources), and the first scope's entry and exit after it, which loads what the import

@@ -40,12 +40,12 @@ from ._frames import carried as carried
 from ._frames import program_sharing_suspended as program_sharing_suspended
 from ._fusion import FusionInfo as FusionInfo
 from ._fusion import Selector as Selector
-from ._fusion import claim as claim
 from ._fusion import exact_glob as exact_glob
 from ._fusion import holding as holding
+from ._fusion import identify as identify
 from ._fusion import ops_of_definition as ops_of_definition
 from ._fusion import phase as phase
-from ._fusion import remember as remember
+from ._fusion import reidentify as reidentify
 from ._ids import note_ids as note_ids
 from ._lazy import ENTER_HOOKS as ENTER_HOOKS
 from ._lazy import lazy_face as lazy_face

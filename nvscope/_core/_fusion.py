@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
     Phase = Literal["forward", "backward", "call"]
 
-__all__ = ["FusionInfo", "Selector", "claim", "exact_glob", "holding", "phase", "remember", "selector"]
+__all__ = ["FusionInfo", "Selector", "exact_glob", "holding", "identify", "phase", "reidentify", "selector"]
 
 _PHASES = ("forward", "backward", "call")
 _SHOWN = 200
@@ -107,8 +107,8 @@ def _shown(value: object) -> str:
     return shown(value, _SHOWN)
 
 
-def claim(name: str, phase: Phase, ops: Iterable[str] | None, function: str | None, site: str | None = None, *,
-          key: str | None = None) -> FusionInfo:
+def identify(name: str, phase: Phase, ops: Iterable[str] | None, function: str | None, site: str | None = None, *,
+             key: str | None = None) -> FusionInfo:
     """The identity of a fusion seen for the first time: the k-th distinct one (by its ops) of an id gets ``#k``.
     Called under `nvscope._exec._frontends.TABLE_LOCK`, once per fusion."""
     info = FusionInfo(name, phase, ops, function, site=site, key=key)
@@ -119,9 +119,9 @@ def claim(name: str, phase: Phase, ops: Iterable[str] | None, function: str | No
     return info
 
 
-def remember(info: FusionInfo) -> FusionInfo:
-    """A fusion identified before ``nvscope.uninstall()``, claimed again as if seen for the first time."""
-    return claim(info.name, info.phase, info.ops, info.function, info.site, key=info.key)
+def reidentify(info: FusionInfo) -> FusionInfo:
+    """A fusion identified before ``nvscope.uninstall()``, identified again as if seen for the first time."""
+    return identify(info.name, info.phase, info.ops, info.function, info.site, key=info.key)
 
 
 class Selector:

@@ -16,7 +16,7 @@ class FusionNumbers:
 
     def __init__(self) -> None:
         # An equal fusion built anew at every step gets the number the first one got: numbering does not grow.
-        self._claimed: dict[str, dict[object, int]] = {}
+        self._numbers: dict[str, dict[object, int]] = {}
         self._shorts: dict[str, set[str]] = {}
 
     def count(self, fusion_id: str, short: str) -> None:
@@ -25,7 +25,7 @@ class FusionNumbers:
 
     def number(self, base: str, computes: object) -> int:
         """The number of fusion ``base`` computing ``computes``: the one an equal fusion got, else the next."""
-        numbers = self._claimed.setdefault(base, {})
+        numbers = self._numbers.setdefault(base, {})
         found = numbers.get(computes)
         if found is None:
             found = numbers[computes] = max(numbers.values(), default=0) + 1
@@ -40,21 +40,21 @@ class FusionNumbers:
             base, mark, number = fusion_id.rpartition("#")
             if not (mark and number.isdigit() and "/" in base):
                 base, number = fusion_id, "1"
-            numbers = self._claimed.setdefault(base, {})
+            numbers = self._numbers.setdefault(base, {})
             numbers.setdefault(("noted", int(number)), int(number))
             self.count(fusion_id, f"{phase}/{base.partition('/')[2].partition('@')[0]}")
 
     def forget_ids(self) -> None:
         """Numbering starts again."""
-        self._claimed.clear()
+        self._numbers.clear()
         self._shorts.clear()
 
     def shares_short_form(self, fusion_id: str) -> bool:
-        """Whether ``fusion_id`` is also another fusion's short form, or was claimed by several fusions."""
-        return len(self._claimed.get(fusion_id, ())) > 1 or len(self._shorts.get(fusion_id, ())) > 1
+        """Whether ``fusion_id`` is also another fusion's short form, or was given to several fusions."""
+        return len(self._numbers.get(fusion_id, ())) > 1 or len(self._shorts.get(fusion_id, ())) > 1
 
 
 IDS = FusionNumbers()
 count, number, note_ids, forget_ids, shares_short_form = (
     IDS.count, IDS.number, IDS.note_ids, IDS.forget_ids, IDS.shares_short_form)
-_state.register(__name__, "IDS._claimed IDS._shorts", forget_ids, step="ids")
+_state.register(__name__, "IDS._numbers IDS._shorts", forget_ids, step="ids")

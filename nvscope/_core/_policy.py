@@ -2,7 +2,7 @@
 
 A scope's *policy* is an `OptionSet` when no scope in the stack selects fusions (the fast case), else a `Policy`: the
 scopes' layers, outermost first, which also carries sharing and ``on_error="torch"``. Policies are interned, so a
-fusion's table remembers what a policy resolved to with one identity test.
+fusion's table records what a policy resolved to with one identity test.
 """
 
 from __future__ import annotations
@@ -66,16 +66,7 @@ def escaping(policy: OptionSet | Policy | None) -> Policy:
         layers, share = policy.layers, policy.share
     else:
         layers, share = (() if policy is None else ((policy, None, True, None),)), False
-    key = ("torch", layers, share)
-    escaped = _interned.get(key)
-    if escaped is None:
-        with _intern_lock:
-            escaped = _interned.get(key)
-            if escaped is None:
-                if len(_interned) >= _MAX_INTERNED:
-                    _interned.clear()
-                escaped = _interned[key] = Policy(layers, share, escape=True)
-    return escaped
+    return _intern(("torch", layers, share), layers, share, escape=True)
 
 
 def over(parent: OptionSet | Policy | None, own: OptionSet, chosen: Selector | None,
@@ -115,7 +106,11 @@ def _interned_policy(parent: OptionSet | Policy | None, own: OptionSet, chosen: 
         else:
             below = ((parent, None, True, None),)
         layers = (*below, (own, chosen, inherit, run))
-    key = (parent, own, chosen, inherit, share, layers)
+    return _intern((parent, own, chosen, inherit, share, layers), layers, share)
+
+
+def _intern(key: tuple[object, ...], layers: tuple[Layer, ...], share: bool, escape: bool = False) -> Policy:
+    """The one `Policy` for ``key``, made the first time under the lock."""
     policy = _interned.get(key)
     if policy is None:
         with _intern_lock:
@@ -123,7 +118,7 @@ def _interned_policy(parent: OptionSet | Policy | None, own: OptionSet, chosen: 
             if policy is None:
                 if len(_interned) >= _MAX_INTERNED:
                     _interned.clear()
-                policy = _interned[key] = Policy(layers, share)
+                policy = _interned[key] = Policy(layers, share, escape)
     return policy
 
 

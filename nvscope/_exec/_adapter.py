@@ -6,9 +6,10 @@ fusions' tables, and tells the execution path what differs between frameworks. `
 
 from __future__ import annotations
 
+import weakref
 from typing import Any, Generic, TypeVar
 
-from nvscope._core import _state
+from nvscope._core import _state, reidentify
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -18,9 +19,11 @@ if TYPE_CHECKING:
     from nvscope._exec._direct import Frontend
     from nvscope._exec._fusion_table import FusionTable, Partition
 
-__all__ = ["INSTALLED", "Adapter", "F", "FusionCall", "Installed"]
+__all__ = ["INSTALLED", "TABLE_ATTRIBUTE", "Adapter", "F", "FusionCall", "Installed"]
 
 F = TypeVar("F")
+TABLE_ATTRIBUTE = "_nvscope_partitions"  # the same for either adapter: each one's uninstall finds the other's
+_INFO = "_nvscope_info"  # its FusionInfo; kept by `forget`, so that its id survives a reinstall
 
 
 class Adapter(Generic[F]):
@@ -33,6 +36,13 @@ class Adapter(Generic[F]):
     # AttributeError when the fusion has no table yet; a C-level getter, as it is read at every scoped call.
     table_of: Callable[[F], FusionTable[Partition]]
 
+    def __init__(self) -> None:
+        self._holders: weakref.WeakSet[Any] = weakref.WeakSet()  # every `holder` with a table
+
+    def holder(self, fusion: F) -> Any:
+        """The object that keeps the fusion's table and identity."""
+        return fusion
+
     def install(self) -> None:
         """Put the adapter's patches in place."""
         raise NotImplementedError
@@ -43,7 +53,9 @@ class Adapter(Generic[F]):
 
     def forget(self) -> None:
         """Drop every fusion's table (its partitions and their compiled kernels)."""
-        raise NotImplementedError
+        for holder in list(self._holders):
+            vars(holder).pop(TABLE_ATTRIBUTE, None)
+        self._holders.clear()
 
     def lookup(self, fusion: F) -> FusionTable[Partition] | None:
         """The fusion's table, or None."""
@@ -54,9 +66,28 @@ class Adapter(Generic[F]):
 
     def attach(self, fusion: F, table: FusionTable[Partition]) -> None:
         """Keep ``table`` with ``fusion``, and note it for uninstall."""
-        raise NotImplementedError
+        holder = self.holder(fusion)
+        vars(holder)[TABLE_ATTRIBUTE] = table
+        try:
+            self._holders.add(holder)
+        except TypeError:  # pragma: no cover - keeps its table after uninstall
+            pass
 
-    def identify(self, fusion: F, args: tuple[Any, ...], kwargs: dict[str, Any]) -> FusionInfo:
+    def identify(self, fusion: F, args: tuple[Any, ...]) -> FusionInfo:
+        """The fusion's identity, kept with it: seen again after ``nvscope.uninstall()``, the same id."""
+        holder = self.holder(fusion)
+        known = vars(holder).get(_INFO)
+        if known is not None:
+            return reidentify(known)
+        info = self.new_identity(fusion, args)
+        try:
+            vars(holder)[_INFO] = info
+        except (AttributeError, TypeError):  # pragma: no cover
+            pass
+        return info
+
+    def new_identity(self, fusion: F, args: tuple[Any, ...]) -> FusionInfo:
+        """The identity of a fusion nvscope has not seen before."""
         raise NotImplementedError
 
     def own_options(self, fusion: F, kwargs: dict[str, Any]) -> OptionSet:

@@ -51,7 +51,7 @@ def region_for(error: Exception, call: FusionCall) -> tuple[Callable[..., Any], 
         except Exception as problem:
             why = f"Thunder's PyTorch executor cannot run its region ({type(problem).__name__}: {_first_line(problem)})"
     if why is not None or region is None:
-        _add_note(error, f"nvscope: on_error='torch' could not run {info.id} in PyTorch: {why}")
+        _repro.add_note(error, f"nvscope: on_error='torch' could not run {info.id} in PyTorch: {why}")
         raise error
     return region, table.add_route(call.partition.options, key, region)
 
@@ -73,22 +73,11 @@ def unusable(error: Exception, table: FusionTable[Partition], problem: Exception
     with table.lock:
         table.region_failed = why
         table.routes.clear()
-    info = table.info
-    _add_note(error, f"nvscope: on_error='torch' could not run {'it' if info is None else info.id} in PyTorch: {why}")
+    fusion = "it" if table.info is None else table.info.id
+    _repro.add_note(error, f"nvscope: on_error='torch' could not run {fusion} in PyTorch: {why}")
     return error
 
 
 def _first_line(error: BaseException) -> str:
     lines = str(error).strip().splitlines()
     return lines[0][:300] if lines else type(error).__name__
-
-
-def _add_note(error: BaseException, note: str) -> None:
-    try:
-        error.add_note(note)  # type: ignore[attr-defined,unused-ignore]  # Python >= 3.11
-    except AttributeError:  # Python 3.10
-        notes = getattr(error, "__notes__", None)
-        try:
-            error.__notes__ = [*(notes if isinstance(notes, list) else []), note]  # type: ignore[attr-defined]
-        except Exception:  # pragma: no cover
-            pass

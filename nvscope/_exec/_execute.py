@@ -1,6 +1,6 @@
 """Execute one fusion under the active scope: the one path every adapter uses.
 
-An adapter patches its framework's per-fusion call with the lane (`patch`) and says only what differs between
+An adapter patches its framework's per-fusion call with the call wrapper (`patch`) and says only what differs between
 frameworks; options, partition, records and failures are decided here, once.
 """
 
@@ -33,7 +33,7 @@ from nvscope._exec._adapter import Adapter, F, FusionCall
 from nvscope._exec._frontends import TABLE_LOCK, THUNDER_CALLERS
 from nvscope._exec._fusion_table import FusionTable, Partition
 
-__all__ = ["NO_KWARGS", "Adapter", "direct_lane", "execute", "failed", "fusion_table", "lane", "patch",
+__all__ = ["NO_KWARGS", "Adapter", "call_wrapper", "direct_call_wrapper", "execute", "failed", "fusion_table", "patch",
            "private_failures"]
 
 NO_KWARGS: dict[str, Any] = {}  # no keyword arguments (Thunder's calls): the fusion's own options
@@ -43,16 +43,17 @@ _state.keep(__name__, "NO_KWARGS", "a sentinel compared by identity, never writt
 _state.keep(__name__, "_PRIVATE", "the private_failures blocks open now: each pops its own at its end")
 
 def patch(adapter: Adapter[F], original: Callable[..., Any], elsewhere: str | None = None) -> Callable[..., Any]:
-    """``adapter``'s patch of the framework's per-fusion call: `lane`, or `direct_lane` with ``elsewhere``."""
+    """``adapter``'s patch of the framework's per-fusion call: `call_wrapper`, or `direct_call_wrapper` with
+    ``elsewhere``."""
     if elsewhere is None:
-        return lane(adapter, original)
-    return direct_lane(adapter, original, elsewhere)
+        return call_wrapper(adapter, original)
+    return direct_call_wrapper(adapter, original, elsewhere)
 
 
-def lane(adapter: Adapter[F], original: Callable[..., Any]) -> Callable[..., Any]:
-    """The lane of ``adapter``'s fusion calls ``original(fusion, *args)``: unscoped, one ContextVar read and two
-    tests; a scoped loop's steady state runs its memoised partition here; the rest goes to `execute`. No lock:
-    nvFuser's execute binding holds the GIL for the whole call."""
+def call_wrapper(adapter: Adapter[F], original: Callable[..., Any]) -> Callable[..., Any]:
+    """The call wrapper of ``adapter``'s fusion calls ``original(fusion, *args)``: unscoped, one ContextVar read and
+    two tests; a repeated scoped call runs its cached partition here; the rest goes to `execute`. No lock: nvFuser's
+    execute binding holds the GIL for the whole call."""
     table_of = adapter.table_of
     sinks = _SINKS
     get_active = ACTIVE.get
@@ -67,7 +68,7 @@ def lane(adapter: Adapter[F], original: Callable[..., Any]) -> Callable[..., Any
             table = table_of(fusion)
         except AttributeError:  # `execute` makes its table
             return execute(adapter, fusion, frame, args)
-        policy, partition, level = table.steady
+        policy, partition, level = table.cached
         if policy is not frame.policy or sinks or partition is None:
             return execute(adapter, fusion, frame, args, NO_KWARGS, table)
         if frame.ran < level:
@@ -83,9 +84,9 @@ def lane(adapter: Adapter[F], original: Callable[..., Any]) -> Callable[..., Any
     return _wraps(call, original)
 
 
-def direct_lane(adapter: Adapter[F], original: Callable[..., Any], elsewhere: str) -> Callable[..., Any]:
-    """`lane` for nvFuser's ``FusionDefinition.execute``. Definitions marked ``elsewhere`` (Thunder's adapter scoped
-    them) and Thunder's own executions run as they are."""
+def direct_call_wrapper(adapter: Adapter[F], original: Callable[..., Any], elsewhere: str) -> Callable[..., Any]:
+    """`call_wrapper` for nvFuser's ``FusionDefinition.execute``. Definitions marked ``elsewhere`` (Thunder's adapter
+    scoped them) and Thunder's own executions run as they are."""
     table_of = adapter.table_of
     sinks = _SINKS
     get_active = ACTIVE.get
@@ -105,7 +106,7 @@ def direct_lane(adapter: Adapter[F], original: Callable[..., Any], elsewhere: st
             table = table_of(fusion)
         except AttributeError:
             return execute(adapter, fusion, frame, args)
-        policy, partition, level = table.steady
+        policy, partition, level = table.cached
         if policy is not frame.policy or sinks or partition is None:
             return execute(adapter, fusion, frame, args, NO_KWARGS, table)
         if frame.ran < level:
@@ -126,8 +127,7 @@ def _wraps(patch: Callable[..., Any], original: Callable[..., Any]) -> Callable[
     return functools.update_wrapper(patch, original, assigned=("__name__",), updated=())
 
 
-def fusion_table(adapter: Adapter[F], fusion: F, args: tuple[Any, ...],
-                 kwargs: dict[str, Any]) -> FusionTable[Partition]:
+def fusion_table(adapter: Adapter[F], fusion: F, args: tuple[Any, ...]) -> FusionTable[Partition]:
     """The fusion's table, made the first time nvscope sees it."""
     table = adapter.lookup(fusion)
     if table is not None:
@@ -135,8 +135,7 @@ def fusion_table(adapter: Adapter[F], fusion: F, args: tuple[Any, ...],
     with TABLE_LOCK:  # two threads' first calls must not each compile
         table = adapter.lookup(fusion)
         if table is None:
-            info = adapter.identify(fusion, args, kwargs)
-
+            info = adapter.identify(fusion, args)
             own_options = adapter.own_options(fusion, NO_KWARGS)
             table = FusionTable(own_options, functools.partial(adapter.build, fusion, info), info=info,
                                 build_own=functools.partial(adapter.own_partition, fusion, own_options),
@@ -147,14 +146,14 @@ def fusion_table(adapter: Adapter[F], fusion: F, args: tuple[Any, ...],
 
 def execute(adapter: Adapter[F], fusion: F, frame: Frame | None, args: tuple[Any, ...],
             kwargs: dict[str, Any] = NO_KWARGS, table: FusionTable[Partition] | None = None) -> Any:
-    """Run ``fusion`` under ``frame``'s policy: every scoped or audited call the lane does not run itself."""
+    """Run ``fusion`` under ``frame``'s policy: every scoped or audited call the call wrapper does not run itself."""
     if table is None:
-        table = fusion_table(adapter, fusion, args, kwargs)
+        table = fusion_table(adapter, fusion, args)
     policy = None if frame is None else frame.policy
     own_options = table.own_options if kwargs is NO_KWARGS else adapter.own_options(fusion, kwargs)
-    hot_policy, hot_own, partition, innermost = table.hot
+    last_policy, last_own, partition, innermost = table.last
     new = False
-    if hot_policy is not policy or hot_own is not own_options:
+    if last_policy is not policy or last_own is not own_options:
         try:
             partition, innermost, new = table.resolve(policy, own_options, adapter.version_error)
         except NvscopeError:  # the scope met a fusion all the same
@@ -221,7 +220,7 @@ def failed(error: Exception, call: FusionCall, stacklevel: int = 4) -> Any:
         if frame is not None and frame.on_error == "torch":
             return _escape(error, call, stacklevel)
         if frame is None or frame.on_error != "fallback" or own:
-            # At its own options there are no defaults to fall back to; not remembered, so a transient failure is
+            # At its own options there are no defaults to fall back to; not recorded, so a transient failure is
             # tried again next call, as on Thunder's own path.
             raise error
         text = _failure_text(error)
@@ -232,7 +231,7 @@ def failed(error: Exception, call: FusionCall, stacklevel: int = 4) -> Any:
         if isinstance(error, _shared.SharedFailure):  # warned for the other fusion
             return _fall_back(call)
         entry = _shared.entry_of(_definition(call))
-        # [] where a racing thread remembered it already, and warned.
+        # [] where a racing thread recorded it already, and warned.
         users = None if entry is None else _shared.SHARED.fail(entry, text, info.id)
         if users == []:
             return _fall_back(call)
@@ -248,7 +247,7 @@ def failed(error: Exception, call: FusionCall, stacklevel: int = 4) -> Any:
                       f"its defaults directly.{shared}\n{text}", FallbackWarning, stacklevel=stacklevel)
         return _fall_back(call)
     finally:
-        _shared.SHARED.release_failed()  # a failure not remembered above is not shared
+        _shared.SHARED.release_failed()  # a failure not recorded above is not shared
 
 
 def _escape(error: Exception, call: FusionCall, stacklevel: int) -> Any:
@@ -339,7 +338,7 @@ def _fall_back(call: FusionCall) -> Any:
             return _timed(run, record, *call_args)
         return run(*call_args)
     except BaseException:
-        _shared.SHARED.release_failed()  # raised, not remembered
+        _shared.SHARED.release_failed()  # raised, not recorded
         raise
     finally:
         if new:

@@ -20,14 +20,11 @@ if TYPE_CHECKING:
 
     from nvscope._core import FusionInfo
 
-__all__ = ["NO_STEADY", "TABLE_ATTRIBUTE", "EscapeRefused", "FusionTable", "Partition"]
-
-# One attribute name for either adapter, so that each one's uninstall finds what the other left.
-TABLE_ATTRIBUTE = "_nvscope_partitions"
+__all__ = ["NOT_CACHED", "EscapeRefused", "FusionTable", "Partition"]
 
 T = TypeVar("T")
 _NEVER = object()
-NO_STEADY: tuple[Any, None, int] = (_NEVER, None, NOTHING)
+NOT_CACHED: tuple[Any, None, int] = (_NEVER, None, NOTHING)
 _MAX_RESOLVED = 256
 
 
@@ -73,11 +70,11 @@ def _region(table: FusionTable[Any]) -> Callable[..., Any]:
 
 class FusionTable(Generic[T]):
     """``options -> cache`` for one fusion; ``build(options)`` makes a missing entry. It also decides which partition
-    a call runs (`resolve`) and remembers which failed; its memos are written here only."""
+    a call runs (`resolve`) and records which failed; its memos are written here only."""
 
-    __slots__ = ("_entries", "_lock", "_own", "_torch", "build", "build_own", "build_region", "builds", "evictions",
-                 "failed", "hot", "info", "maxsize", "own_options", "region", "region_failed", "region_ran",
-                 "resolved", "routes", "steady")
+    __slots__ = ("_entries", "_lock", "_own", "_torch", "build", "build_own", "build_region", "builds", "cached",
+                 "evictions", "failed", "info", "last", "maxsize", "own_options", "region", "region_failed",
+                 "region_ran", "resolved", "routes")
 
     def __init__(self, own_options: OptionSet, build: Callable[[OptionSet], T], maxsize: int | None = None, *,
                  info: FusionInfo | None = None, build_own: Callable[[], T] | None = None,
@@ -96,10 +93,10 @@ class FusionTable(Generic[T]):
         self._lock = threading.RLock()  # a build runs Thunder's code
         # One-entry memo (policy, own options, entry or None, innermost changed it): a loop re-enters the same scope,
         # so one identity test replaces the resolution. It may keep an evicted entry alive until the scope changes.
-        self.hot: tuple[Any, OptionSet | None, T | None, bool] = (_NEVER, None, None, True)
-        # The memo the lane reads: (policy, entry, CHANGED or NO_EFFECT), else `NO_STEADY`. One tuple, so that a
-        # thread never reads part of another thread's update.
-        self.steady: tuple[Any, T | None, int] = NO_STEADY
+        self.last: tuple[Any, OptionSet | None, T | None, bool] = (_NEVER, None, None, True)
+        # The memo the call wrapper reads: (policy, entry, CHANGED or NO_EFFECT), else `NOT_CACHED`. One tuple, so
+        # that a thread never reads part of another thread's update.
+        self.cached: tuple[Any, T | None, int] = NOT_CACHED
         self.resolved: dict[tuple[Any, OptionSet], tuple[OptionSet | None, bool, bool]] = {}
         # Kept beyond eviction: a partition built again for a failed option set starts failed, not compiled again.
         self.failed: dict[OptionSet, str] = {}
@@ -155,16 +152,16 @@ class FusionTable(Generic[T]):
                 partition.error = self.failed.get(effective)
         elif own_options is self.own_options and _policy.escapes(policy) and self.build_own is not None:
             partition = self.own_partition()
-        self.hot = (policy, own_options, partition, innermost)
-        steady = (innermost and own_options is self.own_options and partition is not None and partition.error is None
+        self.last = (policy, own_options, partition, innermost)
+        cached = (innermost and own_options is self.own_options and partition is not None and partition.error is None
                   and not self.routes)
-        if steady and partition is not None:
-            self.steady = (policy, partition, NO_EFFECT if effective == own_options and not torch else CHANGED)
+        if cached and partition is not None:
+            self.cached = (policy, partition, NO_EFFECT if effective == own_options and not torch else CHANGED)
         else:
-            self.steady = NO_STEADY
-        if steady and partition is not None and partition.error is not None:
-            # Another thread's `mark_failed` may have reset it before this store: the lane must not run a failure.
-            self.steady = NO_STEADY
+            self.cached = NOT_CACHED
+        if cached and partition is not None and partition.error is not None:
+            # Another thread's `mark_failed` may have reset it before this store: never run a failure.
+            self.cached = NOT_CACHED
         return partition, innermost, new
 
     def torch_partition(self: FusionTable[Partition]) -> Partition:
@@ -205,25 +202,25 @@ class FusionTable(Generic[T]):
         with self._lock:
             first = not self.routes
             self.routes[(options, key)] = region
-            self.steady = NO_STEADY
+            self.cached = NOT_CACHED
         return first
 
     def mark_failed(self: FusionTable[Partition], partition: Partition, error: str) -> None:
         """``partition`` failed with ``error`` under ``on_error="fallback"``: later calls run the defaults instead."""
         partition.error = error
-        self.steady = NO_STEADY
-        remembered = self.failed
-        if len(remembered) >= _MAX_RESOLVED:
-            remembered.clear()
-        remembered[partition.options] = error
+        self.cached = NOT_CACHED
+        recorded = self.failed
+        if len(recorded) >= _MAX_RESOLVED:
+            recorded.clear()
+        recorded[partition.options] = error
 
     def forget_failure(self, options: OptionSet) -> None:
         """Forget that the fusion failed under ``options``: its partition and the memos that could run it go."""
         with self._lock:
             self.failed.pop(options, None)
             self._entries.pop(options, None)
-            self.hot = (_NEVER, None, None, True)
-            self.steady = NO_STEADY
+            self.last = (_NEVER, None, None, True)
+            self.cached = NOT_CACHED
 
     def get(self, options: OptionSet) -> tuple[T, bool]:
         """The cache for ``options`` and whether it was just built (False: reused)."""

@@ -13,7 +13,6 @@ from __future__ import annotations
 import operator
 import sys
 import threading
-import weakref
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
@@ -25,24 +24,18 @@ from nvscope._core import (
     UnsupportedError,
     _patches,
     _state,
-    claim,
     definition_digest,
     file_of,
+    identify,
     ops_of_definition,
     program_module,
-    remember,
     site_of,
 )
 from nvscope._exec import _frontends, _shared
-from nvscope._exec._adapter import INSTALLED, Adapter
+from nvscope._exec._adapter import INSTALLED, TABLE_ATTRIBUTE, Adapter
 from nvscope._exec._execute import patch
-from nvscope._exec._fusion_table import TABLE_ATTRIBUTE as _TABLE
-from nvscope._exec._fusion_table import FusionTable
 
 __all__ = ["UnsupportedError", "frontends", "install", "installed", "uninstall"]
-
-_INFO = "_nvscope_info"  # its FusionInfo; kept by uninstall, so its id survives a reinstall
-
 
 def _device(device: Any) -> object:
     """``execute``'s device argument as a key: the GPU index where it names one, else as given."""
@@ -95,15 +88,15 @@ class FrontendAdapter(Adapter[Definition]):
     given_as = "passed to execute"
 
     def __init__(self, module: ModuleType) -> None:
+        super().__init__()
         self.module = module
         self._option_sets: dict[tuple[tuple[str, ...], tuple[str, ...]], OptionSet] = {}
-        self._fusions: weakref.WeakSet[Any] = weakref.WeakSet()  # definitions with a table
         self.original = module.FusionDefinition.execute
         self.calls = self.original  # nvFuser's execute, or a watch's wrapper
         self.watched()
         self.frontend = _frontends.frontend_of(module.FusionDefinition)
         self.version_error = _frontends.check_version(_version(module))
-        self.table_of = operator.attrgetter(_TABLE)
+        self.table_of = operator.attrgetter(TABLE_ATTRIBUTE)
 
     def watched(self) -> None:
         """Take up the innermost watch of `watch_execute`, or nvFuser's execute when none is left."""
@@ -124,11 +117,6 @@ class FrontendAdapter(Adapter[Definition]):
         self.forget()
         return restored
 
-    def forget(self) -> None:
-        for fusion in list(self._fusions):
-            vars(fusion).pop(_TABLE, None)
-        self._fusions.clear()
-
     def passed_options(self, kwargs: dict[str, Any]) -> OptionSet:
         """The options passed to ``execute``, interned."""
         key = (tuple(kwargs.get("_enable_options") or ()), tuple(kwargs.get("_disable_options") or ()))
@@ -139,18 +127,8 @@ class FrontendAdapter(Adapter[Definition]):
             options = self._option_sets[key] = OptionSet(*key)
         return options
 
-    def attach(self, fusion: Definition, table: FusionTable[_frontends.Partition]) -> None:
-        fusion.__dict__[_TABLE] = table
-        try:
-            self._fusions.add(fusion)
-        except TypeError:  # pragma: no cover - keeps its table after uninstall
-            pass
-
-    def identify(self, fusion: Definition, args: tuple[Any, ...], kwargs: dict[str, Any]) -> FusionInfo:
+    def new_identity(self, fusion: Definition, args: tuple[Any, ...]) -> FusionInfo:
         """A digest of what nvFuser prints for the definition: stable across runs whatever else runs first."""
-        known = fusion.__dict__.get(_INFO)
-        if known is not None:
-            return remember(known)
         try:
             text = repr(fusion)
             ops: tuple[str, ...] | None = ops_of_definition(text)
@@ -158,9 +136,7 @@ class FrontendAdapter(Adapter[Definition]):
         except Exception:
             ops, digest = None, None
         site, function = _site(fusion)
-        info = claim(type(fusion).__name__, "call", ops, function, site, key=digest)
-        fusion.__dict__[_INFO] = info
-        return info
+        return identify(type(fusion).__name__, "call", ops, function, site, key=digest)
 
     def own_options(self, fusion: Definition, kwargs: dict[str, Any]) -> OptionSet:
         return self.passed_options(kwargs)

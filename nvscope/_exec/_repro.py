@@ -18,7 +18,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from nvscope._core import FusionInfo
 
-__all__ = ["MARK", "annotate", "attach", "failure_note", "repro_paths", "with_options"]
+__all__ = ["MARK", "add_note", "annotate", "attach", "failure_note", "repro_paths", "with_options"]
 
 MARK = "nvscope:"  # one note per exception, however many layers see it
 _EXECUTE = "fd.execute(inputs)"  # how both frontends' repro scripts end
@@ -98,10 +98,16 @@ def annotate(error: BaseException, what: str, fusion: FusionInfo, compile_time: 
         f"  for a whole process: {effective.as_shell() or '(no options)'}",
         f"  repro script: {repro}",
     ]
-    note = "\n".join(lines)
+    add_note(error, "\n".join(lines))
+
+
+def add_note(error: BaseException, note: str) -> None:
+    """``error.add_note(note)``; on Python 3.10 the ``__notes__`` list that pytest and the exceptiongroup backport
+    print."""
     try:
         error.add_note(note)  # type: ignore[attr-defined,unused-ignore]  # Python >= 3.11
-    except AttributeError:  # Python 3.10: the attribute pytest and the exceptiongroup backport print
+    except AttributeError:
+        notes = getattr(error, "__notes__", None)
         try:
             error.__notes__ = [*(notes if isinstance(notes, list) else []), note]  # type: ignore[attr-defined]
         except Exception:  # pragma: no cover

@@ -1,5 +1,5 @@
 """One compiled FusionDefinition per (definition, inputs, options, device), shared by the fusions that build it;
-compile failures are remembered by key (docs/how-it-works.md)."""
+compile failures are recorded by key (docs/how-it-works.md)."""
 
 from __future__ import annotations
 
@@ -68,7 +68,7 @@ def _body(text: str) -> str:
 
 
 class SharedDefinitions:
-    """The shared definitions and remembered compile failures of this process."""
+    """The shared definitions and recorded compile failures of this process."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -145,7 +145,7 @@ class SharedDefinitions:
     def run_uncompiled(self, entry: Entry, call: Any, fd: Any, args: tuple[Any, ...],
                        kwargs: dict[str, Any]) -> Any:
         """``call(fd, *args, **kwargs)`` before ``entry`` compiled: one at a time; refused once its failure is
-        remembered, except under `ignoring_failures`. A failure waits for `fail` or `release_failed`."""
+        recorded, except under `ignoring_failures`. A failure waits for `fail` or `release_failed`."""
         me = threading.get_ident()
         turn = entry.turn
         with turn:
@@ -187,7 +187,7 @@ class SharedDefinitions:
 
     @contextmanager
     def ignoring_failures(self) -> Iterator[None]:
-        """Executions on this thread inside are never refused for a remembered failure (own options)."""
+        """Executions on this thread inside are never refused for a recorded failure (own options)."""
         previous = getattr(self._local, "own", False)
         self._local.own = True
         try:
@@ -196,7 +196,7 @@ class SharedDefinitions:
             self._local.own = previous
 
     def mark_compiled(self, entry: Entry) -> None:
-        """An execution of ``entry`` completed: forget any failure remembered for its key."""
+        """An execution of ``entry`` completed: forget any failure recorded for its key."""
         entry.compiled = True
         if entry.key in self._failures:
             with self._lock:
@@ -204,7 +204,7 @@ class SharedDefinitions:
 
     def fail(self, entry: Entry, error: str, fusion: str) -> list[str] | None:
         """``entry`` failed in ``fusion``: the fusions sharing the failure, None if it had compiled (that execution's
-        alone), [] if already remembered. A compile failure is remembered by key."""
+        alone), [] if already recorded. A compile failure is recorded by key."""
         try:
             with self._lock:
                 if entry.compiled:

@@ -11,7 +11,6 @@ import copy
 import functools
 import operator
 import sys
-import weakref
 from types import ModuleType
 from typing import Any
 
@@ -20,16 +19,14 @@ from nvscope._core import (
     OptionSet,
     UnsupportedError,
     _patches,
-    claim,
+    identify,
     inputs_digest,
     ops_of_definition,
-    remember,
 )
 from nvscope._exec import _events, _frontends, _shared, _thunder_region
-from nvscope._exec._adapter import Adapter
+from nvscope._exec._adapter import TABLE_ATTRIBUTE, Adapter
 from nvscope._exec._execute import patch
-from nvscope._exec._fusion_table import TABLE_ATTRIBUTE as _TABLE
-from nvscope._exec._fusion_table import EscapeRefused, FusionTable
+from nvscope._exec._fusion_table import EscapeRefused
 from nvscope._exec._thunder_autograd import jitted_function, make_backward, make_forward
 
 __all__ = ["SHAPES", "ThunderAdapter"]
@@ -37,7 +34,6 @@ __all__ = ["SHAPES", "ThunderAdapter"]
 OWNER = "thunder"  # its patches' owner, and its name in `INSTALLED`
 PROVEN = "Thunder 0.2.6 and 0.2.7.dev20260201"
 IMPL_MODULE = "thunder.executors.nvfuserex_impl"
-_INFO = "_nvscope_info"  # its FusionInfo; kept by `forget`, so its id survives a reinstall
 
 
 def thunder_version() -> str:
@@ -60,14 +56,14 @@ class ThunderAdapter(Adapter[Wrapper]):
               "enable_options", "disable_options")
 
     def __init__(self, impl: ModuleType, autograd: ModuleType, version_error: UnsupportedError | None) -> None:
+        super().__init__()
         self.impl, self.autograd = impl, autograd
         self.wrapper_class = impl.FusionDefinitionWrapper
         self.original = self.wrapper_class.__call__
         self.frontend = _frontends.frontend_of(impl.FusionDefinition)
         self.version_error = version_error
         self.escape_refusal = _thunder_region.escape_refusal(impl)
-        self.table_of = operator.attrgetter(f"get_fd.{_TABLE}")
-        self._tables: weakref.WeakSet[Any] = weakref.WeakSet()  # every get_fd holding a table
+        self.table_of = operator.attrgetter(f"get_fd.{TABLE_ATTRIBUTE}")
         original, quiet = self.original, self.frontend.quiet
         if self.frontend is _frontends.DIRECT:
             self._run_runner = original  # no context manager on the hot path
@@ -119,23 +115,11 @@ class ThunderAdapter(Adapter[Wrapper]):
         self.frontend.release(OWNER)
         return restored
 
-    def forget(self) -> None:
-        for get_fd in list(self._tables):
-            vars(get_fd).pop(_TABLE, None)
-        self._tables.clear()
+    def holder(self, fusion: Wrapper) -> Any:
+        return fusion.get_fd  # the wrapper is a slots dataclass
 
-    def attach(self, fusion: Wrapper, table: FusionTable[_frontends.Partition]) -> None:
-        setattr(fusion.get_fd, _TABLE, table)
-        try:
-            self._tables.add(fusion.get_fd)
-        except TypeError:  # pragma: no cover - keeps its table after uninstall
-            pass
-
-    def identify(self, fusion: Wrapper, args: tuple[Any, ...], kwargs: dict[str, Any]) -> FusionInfo:
+    def new_identity(self, fusion: Wrapper, args: tuple[Any, ...]) -> FusionInfo:
         get_fd = fusion.get_fd
-        known = getattr(get_fd, _INFO, None)
-        if known is not None:
-            return remember(known)
         # The ops of the definition Thunder last ran, else of one built (not compiled) by its uncached builder.
         try:
             fd = fusion.last_used
@@ -148,13 +132,8 @@ class ThunderAdapter(Adapter[Wrapper]):
         function, site = jitted if jitted is not None else (None, None)
         # Its inputs tell one function's traces apart (Thunder's names restart per trace); without a function the
         # id is the short, numbered form.
-        info = claim(short(fusion.name), _events.PHASE.get(), ops, function, site,
-                     key=None if site is None else inputs_digest(args))
-        try:
-            setattr(get_fd, _INFO, info)
-        except (AttributeError, TypeError):  # pragma: no cover
-            pass
-        return info
+        return identify(short(fusion.name), _events.PHASE.get(), ops, function, site,
+                        key=None if site is None else inputs_digest(args))
 
     def own_options(self, fusion: Wrapper, kwargs: dict[str, Any]) -> OptionSet:
         return OptionSet(fusion.enable_options or (), fusion.disable_options or ())
@@ -209,7 +188,7 @@ class ThunderAdapter(Adapter[Wrapper]):
                              ("cache_clear", partition_get_fd.cache_clear)):
             if hasattr(runner, field):
                 setattr(runner, field, value)
-        call = functools.partial(self._run_runner, runner)  # a partial spares the lane a frame
+        call = functools.partial(self._run_runner, runner)  # a partial spares the call wrapper a frame
         # get_nvfuser_repro sees what ran; with use_cache off, last_used *is* Thunder's cache, so it stays.
         copy_used, copy_inputs = bool(runner.use_cache), bool(runner.store_inputs)
 

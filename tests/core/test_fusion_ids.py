@@ -119,7 +119,7 @@ def test_a_glob_selects_by_id_by_phase_and_name_or_by_number(double: ThunderDoub
     since = len(double.executions)
     with pytest.warns(nvscope.NoEffectWarning) if not reached else nullcontext(), nv_options(enable=SFC,
                                                                                               fusions=glob):
-        step(t())  # "forward/nvFusion0#2" numbered the second to claim the name; now only where nothing else can
+        step(t())  # "forward/nvFusion0#2" numbered the second to take the name; now only where nothing else can
     assert step.ran(since) == [(i, OptionSet(SFC) if i in reached else OptionSet()) for i in (0, 1)]
 
 

@@ -421,7 +421,7 @@ def test_remembered_failures_keep_no_definition_alive(load: Callable[[str], Any]
     fe.EXECUTIONS.clear()  # the double's records of the defaults' runs hold the user's definitions
     gc.collect()
     assert list(fe.DEFINITIONS) == []
-    fd = breaking(fe, 1)  # still remembered: no second compile attempt for an equal definition
+    fd = breaking(fe, 1)  # still recorded: no second compile attempt for an equal definition
     with nv_options(enable=FM, on_error="fallback"):
         assert fd.execute([1.0]) == [2.0]
     assert [c.enable for c in fe.COMPILES if c.enable] == [tuple(FM)] * 3

@@ -126,7 +126,7 @@ def test_a_scope_whose_options_reach_no_fusion_still_says_so_under_sharing(doubl
                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NVSCOPE_DEV", "1")
     pointwise = [double.make_wrapper(f"nvFusion{i}", ops=("add",)) for i in range(2)]
-    for _ in range(2):  # the second pass takes the lane's steady state
+    for _ in range(2):  # the second pass is the call wrapper's cache hit
         with nv_options(share=True), pytest.warns(nvscope.NoEffectWarning), nv_options(enable=FM):
             for fusion in pointwise:  # fuse_matmul cannot affect an add: gated out, the fusion runs its own options
                 fusion(t())
@@ -152,7 +152,7 @@ def test_a_fallback_in_a_sharing_scope_runs_the_shared_defaults(double: ThunderD
 
 def test_a_failure_of_the_shared_defaults_is_raised_and_not_remembered(double: ThunderDouble) -> None:
     """There are no defaults to fall back to from the defaults: the error is raised (no FallbackWarning), and it is
-    not remembered for the definition, so a transient failure (out of memory) fails no later fusion."""
+    not recorded for the definition, so a transient failure (out of memory) fails no later fusion."""
     layers = [double.make_wrapper(f"nvFusion{i}") for i in range(3)]
     double.fe.FAIL_NEXT.append(RuntimeError("CUDA out of memory (transient)"))
     with warnings.catch_warnings():
@@ -227,7 +227,7 @@ def linear(fe: Any) -> Any:
 
 def test_direct_defaults_passed_per_call_are_not_refused_by_a_scoped_failure(direct: Any) -> None:
     """The direct adapter's partition for fuse_matmul serves a scope's calls and calls that pass the option: a scoped
-    call refused by the remembered failure leaves the partition as it was, and a call passing the option compiles."""
+    call refused by the recorded failure leaves the partition as it was, and a call passing the option compiles."""
     first, second = linear(direct), linear(direct)
     x = direct.Tensor((1.0, 1.0))
     direct.FAIL_NEXT.append(RuntimeError("CUDA out of memory (transient)"))

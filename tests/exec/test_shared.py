@@ -288,8 +288,8 @@ def test_bisect_compiles_each_definition_once_per_option_set_and_reports_the_com
     assert result.as_dict()["compile_s"] == result.compile_s
 
 
-def test_a_failure_in_the_steady_state_falls_back_and_warns_at_the_callers_line(double: ThunderDouble) -> None:
-    # The steady state of a scoped loop runs in the Thunder patch itself (not through nvscope._exec._execute.execute): a
+def test_a_failure_on_a_cache_hit_falls_back_and_warns_at_the_callers_line(double: ThunderDouble) -> None:
+    # A cache hit of a repeated scoped call runs in the Thunder patch (not through nvscope._exec._execute.execute): a
     # failure there is handled the same way, and the warning still points at the line that called the fusion.
     fusion = double.make_wrapper()
     with nv_options(enable=FM, on_error="fallback"):

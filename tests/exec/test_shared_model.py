@@ -45,17 +45,17 @@ the documented rules:
   many race for it (exact); on Thunder's own path one per fusion, except that threads racing into a fusion's first
   call may each compile (Thunder's ``get_fd`` is a plain ``functools.lru_cache``, nvscope's concern only in that it
   leaves that path alone): at most one more per racing thread;
-* failures: a key that breaks is one compile attempt and one `FallbackWarning` under "fallback", remembered (the
+* failures: a key that breaks is one compile attempt and one `FallbackWarning` under "fallback", recorded (the
   fusions that reach it later, or the same fusion again, use their defaults without compiling: shared defaults where
   the scope shares, else Thunder's; also threads racing to it, and fusions whose partition took the definition
-  before); under "raise" the error is raised and nothing remembered (each call attempts it, until a fallback
-  remembers it; then it is refused); a failure of the defaults themselves (Thunder's, or shared at the fusion's own
-  options) is raised, never remembered, so every call attempts it again; a transient failure (out of memory) of a
+  before); under "raise" the error is raised and nothing recorded (each call attempts it, until a fallback
+  records it; then it is refused); a failure of the defaults themselves (Thunder's, or shared at the fusion's own
+  options) is raised, never recorded, so every call attempts it again; a transient failure (out of memory) of a
   shared default definition is raised, and the next call compiles and runs it;
 * each execution: its own definition's text for its inputs, the options the model says, on its own thread.
 
 Two cases the machine found breaking "one attempt, one warning" for a failing key (fixed since) are kept below as the
-smallest programs that show them: a fusion whose partition took the definition before its failure was remembered,
+smallest programs that show them: a fusion whose partition took the definition before its failure was recorded,
 and threads racing to one failing definition.
 """
 
@@ -435,7 +435,7 @@ class ThreadedSharingMachine(RuleBasedStateMachine):
         self.bodies = {(d, size): scratch[d].get_fd.__wrapped__((((size,), "float32"),)).body()
                        for d in scratch for size in (2, 3)}
         self.definition_of = {body: key for key, body in self.bodies.items()}
-        # The model's state: what nvscope has compiled (keys with the input kind), remembered failures, Thunder's path.
+        # The model's state: what nvscope has compiled (keys with the input kind), recorded failures, Thunder's path.
         self.compiled: set[tuple[int, int, bool, frozenset[str]]] = set()
         self.failed: set[tuple[int, int, bool, frozenset[str]]] = set()
         self.fusion_failed: set[tuple[int, frozenset[str]]] = set()
@@ -490,7 +490,7 @@ class ThreadedSharingMachine(RuleBasedStateMachine):
     def _defaults(self, index: int, sharing: bool, batch: Batch) -> Ran | None:
         """The fusion runs at its own options (Thunder's path, or shared where the scope shares), or None: raised."""
         fused = self.fused[index]
-        if fused.breaks in fused.own:  # its defaults fail: raised, never remembered, so every call attempts them
+        if fused.breaks in fused.own:  # its defaults fail: raised, never recorded, so every call attempts them
             self._attempt(fused, fused.own)
             return None
         if sharing:
@@ -520,16 +520,16 @@ class ThreadedSharingMachine(RuleBasedStateMachine):
         mine = (index, options)
         if not effect.fallback:
             if key in batch.failed_before:
-                pass  # remembered: refused, not compiled again (also where its partition took the definition before)
+                pass  # recorded: refused, not compiled again (also where its partition took the definition before)
             elif batch.threads > 1 and key in batch.fallback_keys:
-                self._attempt(fused, options, 0, 1)  # a fallback on another thread may remember it first
+                self._attempt(fused, options, 0, 1)  # a fallback on another thread may record it first
             else:
-                self._attempt(fused, options)  # raised, not remembered: every call attempts it
+                self._attempt(fused, options)  # raised, not recorded: every call attempts it
             return None
         if mine in batch.fusion_failed_before:
             pass  # this fusion failed under these options: its defaults directly
         elif key in self.failed or mine in self.fusion_failed:
-            # Remembered: its defaults, not compiled again, not warned again; also for a partition that took the
+            # Recorded: its defaults, not compiled again, not warned again; also for a partition that took the
             # definition before (test_a_fusion_that_raised_under_a_failing_key_falls_back_without_compiling_it) and
             # for a thread racing another one to it
             # (test_a_failing_shared_definition_is_compiled_once_by_threads_racing_to_it).
@@ -577,7 +577,7 @@ class ThreadedSharingMachine(RuleBasedStateMachine):
         self.warnings += sum(issubclass(w.category, FallbackWarning) for w in caught)
         batch = Batch(len(specs), frozenset(self.thunder), frozenset(self.failed), frozenset(self.fusion_failed))
         expected = {name: self._expect(spec, batch) for name, spec in zip(names, specs, strict=True)}
-        for calls in expected.values():  # keys a fallback may remember while the batch runs
+        for calls in expected.values():  # keys a fallback may record while the batch runs
             for index, effect_ in calls:
                 fused = self.fused[index]
                 if effect_.fallback and fused.breaks in effect_.options and effect_.options != fused.own:
@@ -657,7 +657,7 @@ class ThreadedSharingMachine(RuleBasedStateMachine):
     @rule(fusion=st.integers(0, PLAIN - 1), on_error=st.sampled_from(["raise", "fallback"]))
     def transient_failure_of_shared_defaults(self, fusion: int, on_error: str) -> None:
         """Out of memory in a shared default definition: raised whatever on_error says (there are no defaults to
-        fall back to), no warning, not remembered: the next call compiles (if nothing did) and runs it."""
+        fall back to), no warning, not recorded: the next call compiles (if nothing did) and runs it."""
         fused = self.fused[fusion]
         if fused.breaks in fused.own:
             return
@@ -744,10 +744,10 @@ def attempts(double: ThunderDouble) -> int:
 def test_a_fusion_that_raised_under_a_failing_key_falls_back_without_compiling_it(breaking: Any) -> None:
     double, (first, second) = breaking
     with pytest.raises(RuntimeError), nv_options(enable=["fuse_matmul"], on_error="raise"):
-        first(Tensor((1.0, 1.0)))  # raised, not remembered: one attempt
+        first(Tensor((1.0, 1.0)))  # raised, not recorded: one attempt
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        assert fallbacks(second, caught) == ([Tensor((2.0, 2.0))], 1)  # the second attempt fails: remembered
+        assert fallbacks(second, caught) == ([Tensor((2.0, 2.0))], 1)  # the second attempt fails: recorded
         assert attempts(double) == 2
         # docs/how-it-works.md: "every fusion sharing it falls back without compiling it again, under one warning"
         assert fallbacks(first, caught) == ([Tensor((2.0, 2.0))], 1)
@@ -820,7 +820,7 @@ def test_a_direct_definition_that_raised_under_a_failing_key_falls_back_without_
 
 def test_own_options_that_took_the_definition_before_its_failure_was_remembered_still_compile(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """The fix of the first case refuses a definition whose failure is remembered also where a partition took it
+    """The fix of the first case refuses a definition whose failure is recorded also where a partition took it
     before; a fusion's own options (shared) are never refused on another fusion's failure: they compile, and run."""
     reset_nvscope()
     monkeypatch.delenv("NVSCOPE_SHARE", raising=False)
@@ -834,7 +834,7 @@ def test_own_options_that_took_the_definition_before_its_failure_was_remembered_
         tuned(x)  # its partition holds the definition, not compiled
     double.fe.FAIL_NEXT.append(RuntimeError("CUDA out of memory (transient)"))
     with pytest.warns(FallbackWarning), nv_options(enable=["fuse_matmul"], on_error="fallback"):
-        assert scoped(x) == [x * 2]  # the definition's failure, remembered
+        assert scoped(x) == [x * 2]  # the definition's failure, recorded
     compiled = len(double.fe.COMPILES)
     with nv_options(share=True):
         assert tuned(x) == [x * 2]

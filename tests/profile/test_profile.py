@@ -413,7 +413,7 @@ def test_a_failure_the_profile_met_is_not_kept_for_the_users_own_scopes(double: 
 
     model = Model(double, monkeypatch, {}, breaks={1: "fast_math"})
     assert profile(model, 1.0, enable=["fast_math"], **QUICK)["forward/nvFusion1"].status == "failed"
-    for first in (True, False):  # warned in the first scope; the second remembers the failure, as any scope does
+    for first in (True, False):  # warned in the first scope; the second records the failure, as any scope does
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             with nvscope.nv_options(enable=["fast_math"], on_error="fallback"):

@@ -70,7 +70,7 @@ def direct_linear(monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
     return fe, fd
 
 
-def test_thunders_steady_scoped_call_is_two_nvscope_functions(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_thunders_repeated_scoped_call_is_two_nvscope_functions(monkeypatch: pytest.MonkeyPatch) -> None:
     double = ThunderDouble(monkeypatch)
     assert nvscope.thunder.install()
     fusion = double.make_wrapper()
@@ -84,7 +84,7 @@ def test_thunders_steady_scoped_call_is_two_nvscope_functions(monkeypatch: pytes
     assert fusion.last_used is double.executions[-1].fd  # and Thunder's tools see what ran
 
 
-def test_a_direct_definitions_steady_scoped_call_is_two_nvscope_functions(
+def test_a_direct_definitions_repeated_scoped_call_is_two_nvscope_functions(
         monkeypatch: pytest.MonkeyPatch) -> None:
     fe, fd = direct_linear(monkeypatch)
     with nv_options(enable=FM):
@@ -96,8 +96,8 @@ def test_a_direct_definitions_steady_scoped_call_is_two_nvscope_functions(
     assert ran.fd is not fd and ran.enable == FM  # the partition's rebuilt definition, with the options
 
 
-def test_what_the_lane_leaves_to_the_execution_path_is_recorded_as_before(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Under an audit (or with keyword arguments) a call never takes the lane's steady state: it is recorded."""
+def test_what_the_call_wrapper_leaves_to_execute_is_recorded_as_before(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under an audit (or with keyword arguments) a call never takes the call wrapper's cache hit: it is recorded."""
     fe, fd = direct_linear(monkeypatch)
     with nv_options(enable=FM):
         fd.execute([1.0, 1.0])
