@@ -270,12 +270,6 @@ OPTIONS_HEADER = """
 OPTIONS: tuple[tuple[str, str, str, str, str | None, bool, str], ...] = (
 """
 
-FRONTEND_HEADER = """
-# The fd.ops.<name> a printed FusionDefinition shows, for the ops OP_GATES names: (name, its nvFuser IR nodes,
-# the frontend files that name it).
-FRONTEND_OPS: tuple[tuple[str, str, str], ...] = (
-"""
-
 NIGHTLY_HEADER = """
 # Names added or removed between two version bumps, for nightlies (<version>.dev<YYYYMMDD>): (kind, name, the day
 # it came upstream or None, the day it left or None).
@@ -323,11 +317,6 @@ def render(table: Table, newest: str, date: str, notes: ModuleType,
     for (kind, name), (since, until) in sorted(table.options.items()):
         effect, requires_args, description = notes.OPTIONS[kind, name]
         out.append(_entry((kind, name, effect, since, until, requires_args, description)))
-    out += [")\n", FRONTEND_HEADER]
-    used = {op for ops, _ in gates.values() for op in ops}
-    for op in sorted(used):
-        nodes, files = notes.FRONTEND_OPS[op]
-        out.append(_entry((op, ", ".join(nodes), ", ".join(files))))
     out += [")\n", GATES_HEADER]
     out += [_entry((kind, name, ops, source)) for (kind, name), (ops, source) in sorted(gates.items())]
     out += [")\n", NIGHTLY_HEADER]

@@ -354,49 +354,6 @@ OPTIONS: tuple[tuple[str, str, str, str, str | None, bool, str], ...] = (
     ),
 )
 
-# The fd.ops.<name> a printed FusionDefinition shows, for the ops OP_GATES names: (name, its nvFuser IR nodes,
-# the frontend files that name it).
-FRONTEND_OPS: tuple[tuple[str, str, str], ...] = (
-    ("argsort", "ArgsortOp", "python/python_direct/python_translate.cpp, python/python_frontend/python_bindings.cpp"),
-    ("batch_norm", "WelfordOp", "python/python_frontend/python_bindings.cpp"),
-    ("cat", "CatOp, PadOp", "python/python_direct/python_translate.cpp, python/python_frontend/python_bindings.cpp"),
-    ("cummax", "ScanOp", "python/python_common/translation_names.cpp"),
-    ("cummin", "ScanOp", "python/python_common/translation_names.cpp"),
-    ("cumprod", "ScanOp", "python/python_common/translation_names.cpp"),
-    ("cumsum", "ScanOp", "python/python_common/translation_names.cpp, python/python_frontend/python_bindings.cpp"),
-    (
-        "cutlass_nvfp4_grouped_mm",
-        "CutlassNvfp4GroupedMmaOp",
-        "python/python_direct/python_translate.cpp, python/python_frontend/python_bindings.cpp",
-    ),
-    ("fmax", "ReductionOp", "python/python_common/translation_names.cpp"),
-    ("fmin", "ReductionOp", "python/python_common/translation_names.cpp"),
-    ("gather", "GatherOp", "python/python_direct/python_translate.cpp, python/python_frontend/python_bindings.cpp"),
-    ("linear", "LinearOp", "python/python_direct/python_translate.cpp, python/python_frontend/python_bindings.cpp"),
-    ("matmul", "MatmulOp", "python/python_direct/python_translate.cpp, python/python_frontend/python_bindings.cpp"),
-    ("max", "ReductionOp", "python/python_common/translation_names.cpp, python/python_frontend/python_bindings.cpp"),
-    ("min", "ReductionOp", "python/python_common/translation_names.cpp, python/python_frontend/python_bindings.cpp"),
-    ("pad", "PadOp", "python/python_direct/python_translate.cpp, python/python_frontend/python_bindings.cpp"),
-    ("prod", "ReductionOp", "python/python_common/translation_names.cpp, python/python_frontend/python_bindings.cpp"),
-    (
-        "scaled_mm",
-        "ScaledMmaOp",
-        "python/python_direct/python_translate.cpp, python/python_frontend/python_bindings.cpp",
-    ),
-    ("scatter", "ScatterOp", "python/python_direct/python_translate.cpp, python/python_frontend/python_bindings.cpp"),
-    ("slice", "SliceOp", "python/python_direct/python_translate.cpp, python/python_frontend/python_bindings.cpp"),
-    ("sum", "ReductionOp", "python/python_common/translation_names.cpp, python/python_frontend/python_bindings.cpp"),
-    (
-        "take_along_axis",
-        "GatherOp",
-        "python/python_direct/python_translate.cpp, python/python_frontend/python_bindings.cpp",
-    ),
-    ("topk", "TopKOp", "python/python_direct/python_translate.cpp, python/python_frontend/python_bindings.cpp"),
-    ("var", "ReductionOp", "python/python_frontend/python_bindings.cpp"),
-    ("var_mean", "WelfordOp", "python/python_frontend/python_bindings.cpp"),
-    ("welford", "WelfordOp", "python/python_direct/python_translate.cpp, python/python_frontend/python_bindings.cpp"),
-)
-
 # Options that can only affect a fusion holding one of these ops: (kind, name, ops, the nvFuser files that show it).
 OP_GATES: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
     (
