@@ -266,10 +266,10 @@ def _checks(report: _Report) -> None:
             report.line("ok", f"nvFuser {version}, frontend {shown}")
 
     # Thunder: any exception on import is reported (Thunder 0.2.x, for one, fails to import with torch >= 2.13)
+    from nvscope._cli._wheels import thunder_hint
+
     thunder: Any = None
     if importlib.util.find_spec("thunder") is None:
-        from nvscope._cli._wheels import thunder_hint
-
         report.gpu("Thunder not installed (nvscope also works with nvFuser directly)",
                    thunder_hint(str(getattr(torch, "__version__", "(not importable)")), installed=False))
     else:
@@ -277,8 +277,6 @@ def _checks(report: _Report) -> None:
             thunder = _import_quietly("thunder")
             report.line("ok", f"Thunder {getattr(thunder, '__version__', '(version unknown)')}")
         except (Exception, SystemExit) as error:  # whatever Thunder's import raises
-            from nvscope._cli._wheels import thunder_hint
-
             report.gpu(f"Thunder is installed but fails to import: {type(error).__name__}: {error}",
                        thunder_hint(str(getattr(torch, "__version__", "(not importable)"))), status="warn")
 
