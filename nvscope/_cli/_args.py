@@ -184,11 +184,9 @@ def program_output_to_stderr(json_to: str | None) -> Iterator[None]:
     finally:
         if saved is not None:
             for stream in (sys.stdout, sys.__stdout__):  # what the program wrote goes out before fd 1 is back
-                try:
+                with contextlib.suppress(OSError, ValueError):
                     if stream is not None:
                         stream.flush()
-                except (OSError, ValueError):
-                    pass
             os.dup2(saved, fd)
             os.close(saved)
 
