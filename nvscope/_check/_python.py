@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import sys
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from types import MappingProxyType
 
 from nvscope._check._use import DEV, ENV_KINDS, THUNDER, Use, command_options, comments, env_names
@@ -226,8 +227,7 @@ class _Reader(Values, ast.NodeVisitor):
             return
         text = self.text(command).replace(UNKNOWN, "$_").replace(FORWARDED, "$_")
         end = getattr(node, "end_lineno", None) or node.lineno
-        self.uses += [Use(node.lineno, node.col_offset + 1, end, use.construct, use.options, use.dynamic,
-                          use.plumbing, use.per_call, use.detail) for use in self.shell(text)]
+        self.uses += [replace(use, line=node.lineno, col=node.col_offset + 1, end_line=end) for use in self.shell(text)]
 
     def _mark(self, value: ast.expr, construct: str, depth: int = 0) -> None:
         """A dict that is an environment being set: a literal, a name bound once to one (``env=ENV``), and those

@@ -7,6 +7,7 @@ magics are read here, reported as lines of the ``.ipynb`` file."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Callable, Mapping
@@ -129,8 +130,8 @@ def _logical_lines(text: str, fmt: str) -> list[tuple[int, int, str]]:
     return out
 
 
-def _value_use(line: int, col: int, end: int, construct: str, variable: str, value: str) -> Use | None:
-    """A `Use` for ``variable=value``; None when it sets nothing (an empty value, NVSCOPE_DEV=0)."""
+def _value_use(line: int, col: int, end: int, construct: str, variable: str, value: str) -> list[Use]:
+    """The `Use` for ``variable=value``, as a list: empty when it sets nothing (an empty value, NVSCOPE_DEV=0)."""
     value = value.strip()
     if value[:1] in "'\"" and value.endswith(value[:1]) and len(value) >= 2:
         value = value[1:-1]
@@ -140,8 +141,8 @@ def _value_use(line: int, col: int, end: int, construct: str, variable: str, val
     else:
         options = tuple((k, n) for k, n in env_names(variable, value) if "$" not in n and "{" not in n)
     if not options and not dynamic:
-        return None
-    return Use(line, col, end, construct, options, dynamic, per_call=False, detail=variable)
+        return []
+    return [Use(line, col, end, construct, options, dynamic, per_call=False, detail=variable)]
 
 
 def _words(text: str) -> list[str | None]:
@@ -165,16 +166,13 @@ def _line_uses(first: int, last: int, text: str, fmt: str) -> list[Use]:
         return uses
     keyed = _YAML_KEY.match(text) if fmt == "yaml" else _DOCKER_ENV.match(text) if fmt == "dockerfile" else None
     if keyed is not None:
-        use = _value_use(first, keyed.start(1) + 1, last, f"{kind} {'env' if fmt == 'yaml' else 'ENV'}",
-                         keyed[1], keyed[2])
-        uses += [use] if use is not None else []
+        uses += _value_use(first, keyed.start(1) + 1, last, f"{kind} {'env' if fmt == 'yaml' else 'ENV'}",
+                           keyed[1], keyed[2])
     elif fmt == "yaml" and (_YAML_FLOW.search(text) or _YAML_NAMED_FLOW.search(text)):
         for match in (*_YAML_FLOW.finditer(text), *_YAML_NAMED_FLOW.finditer(text)):
-            use = _value_use(first, match.start(1) + 1, last, f"{kind} env", match[1], match[2])
-            uses += [use] if use is not None else []
+            uses += _value_use(first, match.start(1) + 1, last, f"{kind} env", match[1], match[2])
     elif fmt == "yaml" and (item := _YAML_ITEM.match(text)):
-        use = _value_use(first, item.start(2) + 1, last, f"{kind} env", item[2], item[3])
-        uses += [use] if use is not None else []
+        uses += _value_use(first, item.start(2) + 1, last, f"{kind} env", item[2], item[3])
     else:
         for match in _ASSIGN.finditer(text):
             if _printed(text, match.start()):
@@ -185,13 +183,11 @@ def _line_uses(first: int, last: int, text: str, fmt: str) -> list[Use]:
                 how = "ENV" if re.match(r"\s*ENV\b", text, re.IGNORECASE) else "RUN"
             else:
                 how = {"make": "variable", "yaml": "run", "env": "variable"}.get(fmt, "setting")
-            use = _value_use(first, match.start(2) + 1, last, f"{kind} {how}".replace(".env variable", ".env"),
-                             match[2], match[4])
-            uses += [use] if use is not None else []
+            uses += _value_use(first, match.start(2) + 1, last, f"{kind} {how}".replace(".env variable", ".env"),
+                               match[2], match[4])
         if "${" in text:
             for match in _DEFAULT.finditer(text):
-                use = _value_use(first, match.start(1) + 1, last, f"{kind} default", match[1], match[2])
-                uses += [use] if use is not None else []
+                uses += _value_use(first, match.start(1) + 1, last, f"{kind} default", match[1], match[2])
     if "nvscope" in text or "--nv-" in text:
         found = command_options(_words(text))
         if found is not None:
@@ -280,8 +276,7 @@ def _named_use(lines: list[tuple[int, int, str]], at: int, value_at: int, named:
     if key[1] == "valueFrom":
         return [Use(lines[at][0], named.start(3) + 1, last, "YAML env", (), dynamic=True, per_call=False,
                     detail=named[3])]
-    use = _value_use(lines[at][0], named.start(3) + 1, last, "YAML env", named[3], value)
-    return [] if use is None else [use]
+    return _value_use(lines[at][0], named.start(3) + 1, last, "YAML env", named[3], value)
 
 
 def _cell_lines(raw: str) -> list[int]:
@@ -320,8 +315,8 @@ def scan_notebook(raw: str, note: Callable[[str], None]) -> list[Use]:
                 uses += [_moved(u, at(k)) for u in _line_uses(1, 1, strip_comment(text, "shell"), "notebook")]
                 python.append("")
             elif magic_env is not None:
-                use = _value_use(1, magic_env.start(1) + 1, 1, "notebook %env", magic_env[1], magic_env[2])
-                uses += [] if use is None else [_moved(use, at(k))]
+                found = _value_use(1, magic_env.start(1) + 1, 1, "notebook %env", magic_env[1], magic_env[2])
+                uses += [_moved(use, at(k)) for use in found]
                 python.append("")
             elif line.lstrip().startswith("%"):
                 python.append("")
@@ -340,5 +335,4 @@ def scan_notebook(raw: str, note: Callable[[str], None]) -> list[Use]:
 
 
 def _moved(use: Use, line: int, end: int | None = None) -> Use:
-    return Use(line, use.col, line if end is None else end, use.construct, use.options, use.dynamic, use.plumbing,
-               use.per_call, use.detail)
+    return dataclasses.replace(use, line=line, end_line=line if end is None else end)

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
-__all__ = ["DEV", "ENV_KINDS", "THUNDER", "Use", "command_options", "comments", "env_names"]
+__all__ = ["DEV", "ENV_KINDS", "THUNDER", "Use", "command_options", "comments", "env_names", "split_env"]
 
 # What an option name in `Use.options` belongs to: nvFuser's two lists, nvscope's development mode, or a Thunder
 # compile option of its nvFuser executor (whose "name" is the option with its value, e.g. nv_enable_linear=True).
@@ -48,6 +48,28 @@ class Use:
 _OFF = frozenset({"0", "false", "no", "off", ""})  # NVSCOPE_DEV's off values (nvscope/_core/_env.py)
 
 
+def split_env(value: str) -> tuple[list[str], list[str]]:
+    """Split an NVFUSER_ENABLE value on the commas outside parentheses: ``a,b(x,y)`` -> ``["a", "b(x,y)"]``; returns
+    (the names, what is malformed: an empty name or unbalanced parentheses)."""
+    items, problems, depth, current = [], [], 0, ""
+    for char in value:
+        if char == "," and depth == 0:
+            items.append(current)
+            current = ""
+            continue
+        depth += (char == "(") - (char == ")")
+        if depth < 0:
+            problems.append(f"a ')' without its '(' in {value!r}")
+            depth = 0
+        current += char
+    items.append(current)
+    if depth > 0:
+        problems.append(f"an unclosed '(' in {value!r}")
+    if any(not item.strip() for item in items):
+        problems.append(f"an empty name between commas in {value!r}")
+    return [item.strip() for item in items if item.strip()], problems
+
+
 def env_names(variable: str, value: str) -> tuple[tuple[str, str], ...]:
     """The options one environment assignment sets: ``NVFUSER_ENABLE=a,b(x)`` -> enable a, enable b(x);
     ``NVSCOPE_DEV=1`` -> development mode; ``NVSCOPE_DEV=0`` -> nothing. Quotes around the value are dropped."""
@@ -55,17 +77,7 @@ def env_names(variable: str, value: str) -> tuple[tuple[str, str], ...]:
     value = value.strip().strip("'\"").strip()
     if kind == DEV:
         return () if value.lower() in _OFF else ((DEV, f"{variable}={value}"),)
-    names: list[str] = []
-    depth, start = 0, 0
-    for i, char in enumerate(value + ","):  # commas inside a name's arguments, p2p_protocol(put,get), do not split
-        if char == "(":
-            depth += 1
-        elif char == ")":
-            depth = max(0, depth - 1)
-        elif char == "," and depth == 0:
-            names.append(value[start:i].strip())
-            start = i + 1
-    return tuple((kind, name) for name in names if name)
+    return tuple((kind, name) for name in split_env(value)[0])
 
 
 _RUN_VALUED = ("--fusions", "--on-error")  # `nvscope run` flags whose value is the next word

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import importlib
 import importlib.util
 import os
@@ -24,10 +25,6 @@ __all__ = ["COUNT", "JSON_OUT", "PLOT_OUT", "POSITIVE", "ROUNDS", "SECONDS", "ST
 STDOUT = "-"  # `--json -`: standard output, wherever --json takes a path
 
 
-def _at_least_one(name: str, value: object) -> int:
-    return count(name, value, 1)
-
-
 def _seconds(name: str, value: object) -> float:
     from nvscope._bisect import timeout_seconds
 
@@ -45,7 +42,7 @@ def _number_word(text: str) -> int | float:
 # The command line's argument types: the tools' own checks (nvscope._measure._checks), as argparse types.
 ROUNDS = arg(rounds)
 COUNT = arg(count)
-POSITIVE = arg(_at_least_one)
+POSITIVE = arg(functools.partial(count, minimum=1))
 TOLERANCE = arg(number, float)
 SECONDS = arg(_seconds, _number_word)  # finite, > 0, at most 1e6: inf or 1e300 would overflow subprocess's waits
 
@@ -187,11 +184,9 @@ def program_output_to_stderr(json_to: str | None) -> Iterator[None]:
     finally:
         if saved is not None:
             for stream in (sys.stdout, sys.__stdout__):  # what the program wrote goes out before fd 1 is back
-                try:
+                with contextlib.suppress(OSError, ValueError):
                     if stream is not None:
                         stream.flush()
-                except (OSError, ValueError):
-                    pass
             os.dup2(saved, fd)
             os.close(saved)
 

@@ -171,15 +171,11 @@ def _report() -> None:
         return
     rank = os.environ.get("RANK")
     tag = f"[pid {os.getpid()}{'' if rank is None else f' RANK={rank}'}] "
-    try:
+    with contextlib.suppress(Exception):  # the program may have closed stdout
         sys.stdout.flush()
-    except Exception:  # the program may have closed stdout
-        pass
-    try:
+    with contextlib.suppress(Exception):
         sys.stderr.write("".join(tag + line + "\n" for line in lines))  # one write: children may share stderr
         sys.stderr.flush()
-    except Exception:
-        pass
 
 
 def describe(layers: Sequence[Settings]) -> str:

@@ -12,6 +12,7 @@ import warnings
 from types import ModuleType
 from typing import Any
 
+from nvscope._check import split_env
 from nvscope._core import (
     NVFUSER_MODULES,
     Catalog,
@@ -65,28 +66,6 @@ class _Report:
         self.line("FAIL" if self.require_gpu_stack else status, text, fix)
 
 
-def _env_names(value: str) -> tuple[list[str], list[str]]:
-    """Split an NVFUSER_ENABLE value on the commas outside parentheses: ``a,b(x,y)`` -> ``["a", "b(x,y)"]``; returns
-    (the items, what is malformed: an empty item or unbalanced parentheses)."""
-    items, problems, depth, current = [], [], 0, ""
-    for char in value:
-        if char == "," and depth == 0:
-            items.append(current)
-            current = ""
-            continue
-        depth += (char == "(") - (char == ")")
-        if depth < 0:
-            problems.append(f"a ')' without its '(' in {value!r}")
-            depth = 0
-        current += char
-    items.append(current)
-    if depth > 0:
-        problems.append(f"an unclosed '(' in {value!r}")
-    if any(not item.strip() for item in items):
-        problems.append(f"an empty name between commas in {value!r}")
-    return [item.strip() for item in items if item.strip()], problems
-
-
 def _check_env(report: _Report, known: Catalog | None) -> None:
     kinds: tuple[Kind, ...] = ("enable", "disable")
     for kind in kinds:
@@ -98,7 +77,7 @@ def _check_env(report: _Report, known: Catalog | None) -> None:
         if known is None:
             report.line("warn", f"{variable}={value}: not checked (no catalog)")
             continue
-        items, malformed = _env_names(value)
+        items, malformed = split_env(value)
         for problem in malformed:
             report.line("FAIL", f"{variable}: {problem}", f"write {variable} as NAME[,NAME(ARGS)...]")
         bad = len(malformed)
@@ -287,10 +266,10 @@ def _checks(report: _Report) -> None:
             report.line("ok", f"nvFuser {version}, frontend {shown}")
 
     # Thunder: any exception on import is reported (Thunder 0.2.x, for one, fails to import with torch >= 2.13)
+    from nvscope._cli._wheels import thunder_hint
+
     thunder: Any = None
     if importlib.util.find_spec("thunder") is None:
-        from nvscope._cli._wheels import thunder_hint
-
         report.gpu("Thunder not installed (nvscope also works with nvFuser directly)",
                    thunder_hint(str(getattr(torch, "__version__", "(not importable)")), installed=False))
     else:
@@ -298,8 +277,6 @@ def _checks(report: _Report) -> None:
             thunder = _import_quietly("thunder")
             report.line("ok", f"Thunder {getattr(thunder, '__version__', '(version unknown)')}")
         except (Exception, SystemExit) as error:  # whatever Thunder's import raises
-            from nvscope._cli._wheels import thunder_hint
-
             report.gpu(f"Thunder is installed but fails to import: {type(error).__name__}: {error}",
                        thunder_hint(str(getattr(torch, "__version__", "(not importable)"))), status="warn")
 

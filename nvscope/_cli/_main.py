@@ -6,6 +6,7 @@ Heavy packages (torch, Thunder, nvFuser) are imported only inside the command th
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import re
 import sys
@@ -145,18 +146,8 @@ def _parser(prog: str | None = None) -> tuple[argparse.ArgumentParser, dict[str,
     add_json_flag(doctor, "the checks as a JSON object on standard output instead of the lines; --json=PATH writes it "
                           "to PATH as well as the lines (an existing file only if it holds JSON)")
 
-    from nvscope._cli import _search_cmd as _search_cli
-
-    _search_cli.add_parser(commands)
-    from nvscope._cli import _profile_bisect_cmd as _tools_cli
-
-    _tools_cli.add_parsers(commands)  # profile, bisect
-    from nvscope._cli import _rescue_cmd as _rescue_cli
-
-    _rescue_cli.add_parser(commands)
-    from nvscope._cli import _check_cmd as _check_cli
-
-    _check_cli.add_parser(commands)
+    for module in dict.fromkeys(_COMMAND_MODULES.values()):  # search, profile and bisect, rescue, check
+        importlib.import_module(f"nvscope._cli.{module}").add_parser(commands)
 
     run = commands.add_parser("run", help="run a script or module under nvFuser options, with an audit summary",
                               description=_RUN_DESCRIPTION, epilog=_RUN_EPILOG, formatter_class=formatter,
@@ -202,6 +193,10 @@ def _run_arguments(run: argparse.ArgumentParser) -> None:
     run.add_argument("script", nargs="?", help="the Python script to run (the rest are its arguments)")
     run.add_argument("args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
 
+
+# the commands whose parsers and code are modules of their own
+_COMMAND_MODULES = {"search": "_search_cmd", "profile": "_profile_bisect_cmd", "bisect": "_profile_bisect_cmd",
+                    "rescue": "_rescue_cmd", "check": "_check_cmd"}
 
 # the commands whose --json is a flag (--json=PATH writes a file)
 _JSON_FLAG = ("options", "doctor", "check")
@@ -330,30 +325,18 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
 
                 return doctor(ns.require_gpu_stack, ns.json)
             if ns.command == "check":
-                from nvscope._cli import _check_cmd as _check_cli
+                from nvscope._cli._check_cmd import command
 
-                return _check_cli.command(ns)
+                return command(ns)
             from nvscope._cli import _options_cmd
 
-            if ns.probe:
-                return _options_cmd.probe()
-            return _options_cmd.options(ns.kind, ns.json, ns.query)
+            return _options_cmd.probe() if ns.probe else _options_cmd.options(ns.kind, ns.json, ns.query)
         except BrokenPipeError:  # `nvscope options | head`, `nvscope check --format json | head`: stop quietly,
             devnull = os.open(os.devnull, os.O_WRONLY)  # as Python's docs recommend
             os.dup2(devnull, sys.stdout.fileno())
             return 1
-    if ns.command == "search":
-        from nvscope._cli import _search_cmd as _search_cli
-
-        return _search_cli.command(ns)
-    if ns.command in ("profile", "bisect"):
-        from nvscope._cli import _profile_bisect_cmd as _tools_cli
-
-        return _tools_cli.command(ns)
-    if ns.command == "rescue":
-        from nvscope._cli import _rescue_cmd as _rescue_cli
-
-        return _rescue_cli.command(ns)
+    if ns.command in _COMMAND_MODULES:
+        return int(importlib.import_module(f"nvscope._cli.{_COMMAND_MODULES[ns.command]}").command(ns))
     if ns.script is None and ns.module is None:
         from nvscope._cli._args import json_took_the_target
 

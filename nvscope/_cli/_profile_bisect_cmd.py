@@ -32,7 +32,7 @@ from nvscope._cli._args import (
 )
 from nvscope._core import cut, nv_options
 
-__all__ = ["add_parsers", "command"]
+__all__ = ["add_parser", "command"]
 
 _FORMATTER = argparse.RawDescriptionHelpFormatter
 
@@ -78,7 +78,7 @@ def _common(p: argparse.ArgumentParser, rounds: int, steps: int, warmup: bool) -
     add_no_share(p)
 
 
-def add_parsers(subparsers: Any) -> None:
+def add_parser(subparsers: Any) -> None:
     """Add ``profile`` and ``bisect`` to an ``argparse`` subparsers object."""
     p = subparsers.add_parser("profile", help="per-fusion times, schedulers and outputs under options vs defaults",
                               description=_PROFILE, epilog=_EPILOG + """

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 
 from nvscope._cli import _child_carry as _carry
@@ -21,10 +22,8 @@ def run(script: str | None, module: str | None, program_args: list[str], carried
                             command="nvscope fusions" if listing else "nvscope run",
                             take_over=_carry.take_over, output=lambda: program_output_to_stderr(json_to))
     if log is not None:
-        try:
+        with contextlib.suppress(Exception):  # the program may have closed stdout
             sys.stdout.flush()
-        except Exception:  # the program may have closed stdout
-            pass
         if not (listing and not summary):
             print(_carry.summary(carried.layers(), log, "nvscope fusions" if listing else "nvscope run"),
                   file=sys.stderr)
