@@ -1,16 +1,14 @@
 """`nvscope check`'s configuration: the ``[tool.nvscope.check]`` table of the checked tree's ``pyproject.toml``.
 
-Read with ``tomllib`` (or ``tomli``), else on Python 3.10 by a small reader of this one table, so that the check
-works in pre-commit's bare environment too. Globs are relative to the ``pyproject.toml``'s folder (docs/check.md)."""
+Read with ``tomllib`` (``tomli`` on Python 3.10). Globs are relative to the ``pyproject.toml``'s folder
+(docs/check.md)."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+import sys
 from dataclasses import dataclass
 from pathlib import Path
-from types import MappingProxyType
-from typing import Any
 
 from nvscope._core import cut
 
@@ -82,116 +80,18 @@ def load(path: Path | None, root: Path, named: bool = False) -> Config:
 
 def read_table(text: str, where: str) -> dict[str, object] | None:
     """The ``[tool.nvscope.check]`` table of a ``pyproject.toml``'s text (None when it has none)."""
-    toml = _toml_module()
-    if toml is None:
-        return _read_minimal(text, where)
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # a dependency there (pyproject.toml)
+        import tomli as tomllib
     try:
-        document = toml.loads(text)
+        document = tomllib.loads(text)
     except ValueError as error:  # tomllib.TOMLDecodeError is a ValueError
         raise ConfigError(f"{where}: not valid TOML ({error})") from None
     table = document.get("tool", {}).get("nvscope", {}).get("check")
     if table is not None and not isinstance(table, dict):
         raise ConfigError(f"{where}: tool.nvscope.check must be a table")
     return table
-
-
-def _toml_module() -> Any:
-    """``tomllib`` (3.11+), else ``tomli`` if installed, else None."""
-    import importlib
-
-    for name in ("tomllib", "tomli"):
-        try:
-            return importlib.import_module(name)
-        except ImportError:
-            continue
-    return None
-
-
-# --- the reader for Python 3.10 without tomli: this one table, strings and arrays of strings --------------------
-
-_TOKEN = re.compile(r"""\s*(?:(?P<basic>"(?:[^"\\\n]|\\.)*")|(?P<literal>'[^'\n]*')|(?P<punct>[\[\],=])"""
-                    r"""|(?P<comment>#[^\n]*)|(?P<key>[A-Za-z0-9_-]+))""")
-_ESCAPES: Mapping[str, str] = MappingProxyType(
-    {'"': '"', "\\": "\\", "n": "\n", "t": "\t", "/": "/", "b": "\b", "f": "\f", "r": "\r"})
-
-
-def _unescape(body: str, where: str) -> str:
-    def one(match: re.Match[str]) -> str:
-        code = match[1]
-        if code in _ESCAPES:
-            return _ESCAPES[code]
-        if code[0] in "uU":
-            return chr(int(code[1:], 16))
-        raise ConfigError(f"{where}: [tool.nvscope.check]: unknown escape \\{code} in a string")
-
-    return re.sub(r"\\(u[0-9A-Fa-f]{4}|U[0-9A-Fa-f]{8}|.)", one, body)
-
-
-def _read_minimal(text: str, where: str) -> dict[str, object] | None:
-    lines = text.splitlines()
-    start = next((i for i, line in enumerate(lines) if _HEADER.match(line)), None)
-    if start is None:
-        return None
-    end = next((i for i in range(start + 1, len(lines)) if re.match(r"\s*\[", lines[i])
-                and not _inside_array(lines[start + 1:i])), len(lines))
-    body = "\n".join(lines[start + 1:end])
-    tokens: list[tuple[str, str]] = []
-    position = 0
-    while position < len(body):
-        match = _TOKEN.match(body, position)
-        if match is None or match.end() == position:
-            if body[position:].strip() == "":
-                break
-            raise ConfigError(f"{where}: [tool.nvscope.check] cannot be read without tomllib/tomli near "
-                              f"{body[position:position + 30].strip()!r}: it takes strings and arrays of strings "
-                              "(install tomli, or use Python 3.11+, for the rest of TOML)")
-        position = match.end()
-        kind = match.lastgroup or ""
-        if kind != "comment":
-            tokens.append((kind, match[kind]))
-    table: dict[str, object] = {}
-    i = 0
-
-    def value_at(i: int) -> tuple[object, int]:
-        kind, text = tokens[i]
-        if kind == "basic":
-            return _unescape(text[1:-1], where), i + 1
-        if kind == "literal":
-            return text[1:-1], i + 1
-        if text == "[":
-            items: list[object] = []
-            i += 1
-            while tokens[i][1] != "]":
-                item, i = value_at(i)
-                items.append(item)
-                if tokens[i][1] == ",":
-                    i += 1
-            return items, i + 1
-        raise ConfigError(f"{where}: [tool.nvscope.check]: unexpected {text!r}")
-
-    try:
-        while i < len(tokens):
-            kind, key = tokens[i]
-            if kind == "basic":
-                key = _unescape(key[1:-1], where)
-            elif kind == "literal":
-                key = key[1:-1]
-            if tokens[i + 1][1] != "=":
-                raise ConfigError(f"{where}: [tool.nvscope.check]: expected `=` after {key!r}")
-            table[key], i = value_at(i + 2)
-    except IndexError:
-        raise ConfigError(f"{where}: [tool.nvscope.check]: a value is cut short (an unclosed `[`?)") from None
-    return table
-
-
-def _inside_array(lines: list[str]) -> bool:
-    """Whether these lines leave a `[` open (so a line starting with `[` is inside an array, not a table header)."""
-    depth = 0
-    for line in lines:
-        for match in _TOKEN.finditer(line):
-            if match.lastgroup == "punct":
-                depth += {"[": 1, "]": -1}.get(match["punct"], 0)
-    return depth > 0
 
 
 def glob_matcher(patterns: tuple[str, ...]) -> re.Pattern[str] | None:

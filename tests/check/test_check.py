@@ -706,32 +706,6 @@ def test_a_call_counts_by_the_binding_in_force_where_it_is(tmp_path: Path, progr
     assert found(run(tmp_path)) == expected
 
 
-TOML_STRINGS = st.text(st.characters(blacklist_categories=("Cs", "Cc")), max_size=8)
-
-
-@pytest.mark.skipif(sys.version_info < (3, 11), reason="the reference, tomllib, is in the standard library from 3.11")
-@settings(max_examples=60, deadline=None)
-@given(nvfuser=st.none() | TOML_STRINGS, allow=st.lists(TOML_STRINGS, max_size=3),
-       literal=st.booleans(), multiline=st.booleans())
-def test_the_reader_for_python_3_10_reads_the_table_as_tomllib_does(nvfuser: str | None, allow: list[str],
-                                                                    literal: bool, multiline: bool) -> None:
-    from nvscope._check import _config as _check_config
-
-    def quote(text: str) -> str:
-        if literal and "'" not in text:
-            return f"'{text}'"
-        return json.dumps(text, ensure_ascii=False)  # a JSON string is a TOML basic string
-
-    sep = ",\n  " if multiline else ", "
-    text = ('[project]\nname = "x"\n\n[tool.nvscope.check]  # the check\n'
-            + (f"nvfuser = {quote(nvfuser)}\n" if nvfuser is not None else "")
-            + f"allow = [{sep.join(quote(a) for a in allow)}]  # globs\n\n[tool.other]\nkey = 1\n")
-    import tomllib
-
-    expected = tomllib.loads(text)["tool"]["nvscope"]["check"]
-    assert _check_config._read_minimal(text, "pyproject.toml") == expected
-
-
 def test_importing_nvscope_does_not_import_the_checkers_modules() -> None:
     code = ("import sys, nvscope; heavy = [m for m in ('ast', 'tomllib', 'nvscope._check._check') "
             "if m in sys.modules]; print(heavy)")
