@@ -23,7 +23,7 @@ def step_keywords(tool: Callable[..., Any], step: Callable[..., Any], kwargs: Ma
     if not kwargs:
         return
     signature = _signature(step)
-    if signature is None or _takes_any_keyword(signature):
+    if signature is None or any(p.kind is p.VAR_KEYWORD for p in signature.parameters.values()):
         return
     step_names = [p.name for p in signature.parameters.values() if _by_keyword(p)]
     unknown = next((k for k in kwargs if k not in step_names), None)
@@ -70,7 +70,3 @@ def _signature(step: Callable[..., Any]) -> inspect.Signature | None:
 
 def _by_keyword(parameter: inspect.Parameter) -> bool:
     return parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY)
-
-
-def _takes_any_keyword(signature: inspect.Signature) -> bool:
-    return any(p.kind is p.VAR_KEYWORD for p in signature.parameters.values())
