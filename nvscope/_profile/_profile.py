@@ -153,9 +153,9 @@ def profile(step: Callable[..., Any], /, *args: Any, enable: Any = (), disable: 
     torch_numerics: dict[str, Numerics] = {}
     torch_errors: dict[str, str] = {}
     torch_step_numerics = None
-    # Timers run with a sink. Its fallbacks are its own (private_failures): the user's later scopes try the options
-    # afresh, and warn.
-    with listening(_listen, clock), dev_mode(True), private_failures(), runner.sharing(), \
+    # Timers run with a sink that keeps nothing: while one listens, every fusion execution runs inside them. Its
+    # fallbacks are its own (private_failures): the user's later scopes try the options afresh, and warn.
+    with listening(lambda record: None, clock), dev_mode(True), private_failures(), runner.sharing(), \
             warnings.catch_warnings():
         for quiet in (NoFusionWarning, NoEffectWarning, FallbackWarning):
             warnings.simplefilter("ignore", quiet)  # the rows say which fusions ran, changed and failed
@@ -275,10 +275,6 @@ def _selected(infos: list[Any], scope: nv_options) -> None:
         shown = ", ".join(ids[:8]) + (f", ... ({len(ids)} in all)" if len(ids) > 8 else "")
         raise ValueError(f"profile: fusions={scope.fusions!r} selects none of the fusions the step ran ({shown}): "
                          "select by these ids, e.g. 'forward/*' or '*/nvFusion0' (`nvscope fusions` lists them)")
-
-
-def _listen(record: Any) -> None:
-    """A sink that keeps nothing: while it is registered, every fusion execution runs inside the timers."""
 
 
 class _FirstCall(NamedTuple):

@@ -1,8 +1,5 @@
-"""What `nvscope.search` reports: one row per variant, the recommendation, a table, JSON and a chart.
-
-Plain data (frozen dataclasses), so a result can be saved with ``to_json()``, loaded again with
-``SearchResult.from_json()`` and printed or plotted elsewhere. matplotlib is imported only by ``plot()``.
-"""
+"""What `nvscope.search` reports: one row per variant, the recommendation, a table, JSON (saved and loaded again as
+plain data) and a chart (matplotlib imported only by ``plot()``)."""
 
 from __future__ import annotations
 
