@@ -8,8 +8,10 @@ from ._candidates import spec as spec
 from ._checks import arg as arg
 from ._checks import count as count
 from ._checks import number as number
+from ._checks import only_own as only_own
 from ._checks import rounds as rounds
 from ._checks import step_callable as step_callable
+from ._checks import step_keywords as step_keywords
 from ._harness import Runner as Runner
 from ._harness import Stage as Stage
 from ._harness import Variant as Variant
@@ -20,8 +22,6 @@ from ._harness import install_adapters as install_adapters
 from ._harness import progress_printer as progress_printer
 from ._harness import seconds as seconds
 from ._kernels import kernel_names as kernel_names
-from ._keywords import only_own as only_own
-from ._keywords import step_keywords as step_keywords
 from ._load import attribute as attribute
 from ._load import import_program_module as import_program_module
 from ._load import import_script as import_script

@@ -14,7 +14,6 @@ from typing import Any, Literal
 from nvscope._core import OptionSet, _env, first_line, nv_options
 from nvscope._exec import audit, compiling
 from nvscope._measure import _checks
-from nvscope._measure._keywords import step_keywords
 from nvscope._measure._numerics import Numerics, compare_leaves, flatten_outputs, grad_targets
 from nvscope._measure._results import Compiles
 from nvscope._measure._settings import TIMED, Measure, measure_of
@@ -54,7 +53,7 @@ def begin(tool: Callable[..., Any], step: object, measure: object, kwargs: dict[
     name = tool.__name__
     checked = _checks.step_callable(name, step)
     measure = measure_of(name, measure, kwargs, defaults, keywords)
-    step_keywords(tool, checked, kwargs, keywords)
+    _checks.step_keywords(tool, checked, kwargs, keywords)
     if least_rounds:
         _checks.rounds("rounds", measure.rounds)
     return measure, progress_printer(printer or name, measure.progress)

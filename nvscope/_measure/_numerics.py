@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
+from nvscope._core import cut, shown
+
 __all__ = ["DEFAULT_TOLERANCES", "Marker", "Numerics", "Paired", "compare_leaves", "flatten_outputs", "grad_targets",
            "has_nan", "pair", "raw_max_abs_diff"]
 
@@ -103,13 +105,10 @@ def grad_targets(args: tuple[Any, ...], kwargs: dict[str, Any], module: Any) -> 
         for name, value in leaves:
             if isinstance(value, torch.Tensor) and value.requires_grad and value.is_leaf:
                 found.append((name, value))
-    seen: set[int] = set()
-    unique = []
+    unique: dict[int, tuple[str, Any]] = {}
     for name, tensor in found:
-        if id(tensor) not in seen:
-            seen.add(id(tensor))
-            unique.append((name, tensor))
-    return unique
+        unique.setdefault(id(tensor), (name, tensor))  # a tensor found twice keeps its first name
+    return list(unique.values())
 
 
 def _tolerance(reference: Any, tolerance: float | None) -> float:
@@ -143,18 +142,6 @@ class Paired(NamedTuple):
     numeric: list[tuple[str, Any, LeafStats]]
     exact: int
     uncompared: list[str]
-
-
-def _cut(text: str, limit: int = 80) -> str:
-    from nvscope._core import cut
-
-    return cut(text, limit)
-
-
-def _shown(value: object) -> str:
-    from nvscope._core import shown
-
-    return shown(value, 40)
 
 
 def _numbers(a: Any, b: Any) -> LeafStats:
@@ -202,7 +189,7 @@ def pair(reference: list[tuple[str, Any]], leaves: list[tuple[str, Any]],
         for only, name in (([p for p in paths if p not in theirs], names[0]), ([p for p in other if p not in own],
                                                                                names[1])):
             if only:
-                where.append(", ".join(_cut(p) for p in only[:2]) + (", ..." if len(only) > 2 else "") +
+                where.append(", ".join(cut(p, 80) for p in only[:2]) + (", ..." if len(only) > 2 else "") +
                              f" only in {name}")
         return Paired(f"the structure differs: {'; '.join(where) or 'the same paths, reordered'}", [], 0, [])
     torch = sys.modules.get("torch")
@@ -214,22 +201,22 @@ def pair(reference: list[tuple[str, Any]], leaves: list[tuple[str, Any]],
                 not is_tensor and (isinstance(a, bool) != isinstance(b, bool)
                                    or isinstance(a, _NUMBERS) != isinstance(b, _NUMBERS)
                                    or (not isinstance(a, _NUMBERS) and _kind(a) != _kind(b)))):
-            return Paired(f"{_cut(path)}: {_kind(a) if not is_tensor else 'a tensor'} became "
+            return Paired(f"{cut(path, 80)}: {_kind(a) if not is_tensor else 'a tensor'} became "
                           f"{'a tensor' if torch is not None and isinstance(b, torch.Tensor) else _kind(b)}",
                           [], 0, [])
         if is_tensor:
             stats = _tensors(a, b)
             if isinstance(stats, str):
-                return Paired(f"{_cut(path)}: {stats}", [], 0, [])
+                return Paired(f"{cut(path, 80)}: {stats}", [], 0, [])
             numeric.append((path, a, stats))
         elif isinstance(a, _NUMBERS):
             numeric.append((path, a, _numbers(a, b)))
         elif isinstance(a, (str, bytes)):
             if a != b:
-                return Paired(f"{_cut(path)}: {_shown(a)} became {_shown(b)}", [], 0, [])
+                return Paired(f"{cut(path, 80)}: {shown(a, 40)} became {shown(b, 40)}", [], 0, [])
             exact += 1
         elif a.opaque:
-            uncompared.append(f"{_cut(path)} ({a.kind})")
+            uncompared.append(f"{cut(path, 80)} ({a.kind})")
     return Paired("", numeric, exact, uncompared)
 
 
@@ -245,12 +232,12 @@ def compare_leaves(reference: list[tuple[str, Any]], leaves: list[tuple[str, Any
     for path, a, (diff, scale, mismatch, nan, inf, _) in paired.numeric:
         rel = diff / scale if scale > 0 else (0.0 if diff == 0 else math.inf)
         worst_abs, worst_rel = max(worst_abs, diff), max(worst_rel, rel)
-        special += [f"{kind} in {_cut(path)} ({count})" for kind, count in (("NaN", nan), ("Inf", inf)) if count]
+        special += [f"{kind} in {cut(path, 80)} ({count})" for kind, count in (("NaN", nan), ("Inf", inf)) if count]
         bound = _tolerance(a, tolerance)
         if not detail and mismatch:
-            detail = f"{_cut(path)}: NaN/Inf where the default has none (or the reverse)"
+            detail = f"{cut(path, 80)}: NaN/Inf where the default has none (or the reverse)"
         elif not detail and rel > bound:
-            detail = f"{_cut(path)}: rel diff {rel:.2g} > {bound:g}"
+            detail = f"{cut(path, 80)}: rel diff {rel:.2g} > {bound:g}"
     return Numerics(worst_abs, worst_rel, not detail, len(paired.numeric) + paired.exact, "; ".join(special[:4]),
                     detail, uncompared)
 

@@ -5,7 +5,6 @@ confirmed on fresh rounds (`confirm`)."""
 from __future__ import annotations
 
 import math
-import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -16,7 +15,6 @@ __all__ = [
     "MIN_ROUNDS",
     "RatioSummary",
     "Verdict",
-    "bootstrap_median_ci",
     "confirm",
     "flagged",
     "median",
@@ -51,32 +49,6 @@ def median(values: Sequence[float]) -> float:
     ordered = sorted(values)
     mid = len(ordered) // 2
     return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
-
-
-def bootstrap_median_ci(values: Sequence[float], *, confidence: float = 0.95, resamples: int = 2000,
-                        seed: int = 0) -> tuple[float, float]:
-    """The percentile-bootstrap ``confidence`` interval of the median (independent of the order)."""
-    if not values:
-        raise ValueError("a confidence interval needs at least one value")
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence must be between 0 and 1, got {confidence!r}")
-    if resamples < 1:
-        raise ValueError(f"resamples must be >= 1, got {resamples!r}")
-    ordered = sorted(values)
-    n = len(ordered)
-    if ordered[0] == ordered[-1]:
-        return ordered[0], ordered[0]
-    rng = random.Random(seed)
-    mid = n // 2
-    medians = []
-    for _ in range(resamples):
-        sample = sorted(rng.choices(ordered, k=n))
-        medians.append(sample[mid] if n % 2 else (sample[mid - 1] + sample[mid]) / 2)
-    medians.sort()
-    alpha = 1 - confidence
-    low = medians[max(0, math.floor(alpha / 2 * resamples))]
-    high = medians[min(resamples - 1, math.ceil((1 - alpha / 2) * resamples) - 1)]
-    return low, high
 
 
 def median_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> tuple[float, float] | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from nvscope._core import OptionSet
-from nvscope._measure import Numerics, RatioSummary, Segment, numerics_dict
+from nvscope._measure import Numerics, RatioSummary, Segment, numerics_dict, spec
 
 __all__: list[str] = []
 
@@ -51,13 +51,7 @@ def _scheduler_change(r: Any) -> str:
     return default if options == default else f"{default} -> {options}"
 
 
-def _plot_label(r: Any) -> str:
-    return f"{r.fusion} [{_scheduler_change(r)}]"
-
-
 def _label(options: OptionSet) -> str:
-    from nvscope._measure import spec
-
     return spec(options) or "(no options)"
 
 

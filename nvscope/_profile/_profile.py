@@ -7,9 +7,11 @@ the options, and its executions are timed in paired rounds, every verdict confir
 from __future__ import annotations
 
 import random
+import sys
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from contextvars import ContextVar
 from dataclasses import replace
 from typing import Any, NamedTuple
@@ -35,6 +37,8 @@ from nvscope._measure import (
     RatioSummary,
     Runner,
     Segment,
+    SegmentRecorder,
+    Timer,
     Variant,
     begin,
     compare_leaves,
@@ -42,12 +46,13 @@ from nvscope._measure import (
     compiles_of,
     confirm,
     flagged,
+    flatten_outputs,
     install_adapters,
     median,
+    now,
     recorder,
     summarize,
 )
-from nvscope._profile._clock import _Clock
 from nvscope._profile._report import ProfileResult, ProfileRow
 from nvscope._tools import no_fusion
 
@@ -60,6 +65,58 @@ _state.keep(__name__, "PROFILES", "per context: the block that sets it resets it
 NO_FUSION = ("{tool}: no nvFuser fusion ran through nvscope when the step ran with its defaults, so no option can "
              "reach one and there is nothing to measure per fusion: is the function jitted (thunder.jit) or built on "
              "nvFuser's FusionDefinition, and is the step run in this process?")
+
+
+class _Clock:
+    """The per-fusion timing hook (an entry of ``_events.TIMERS``) and what it collects, switched per pass."""
+
+    def __init__(self, timer: Timer, rec: SegmentRecorder | None) -> None:
+        self.timer, self.recorder = timer, rec  # the runner's timer: CUDA events once the default used CUDA
+        self.times: dict[str, list[Any]] | None = None  # per fusion: the timer's pending intervals, while timing
+        self.segments: dict[str, tuple[Segment, ...]] | None = None  # first execution's segments, while first calls
+        self.wall: dict[str, float] | None = None  # ms per fusion (synchronised), while first calls
+        self.outputs: dict[str, list[list[tuple[str, Any]]]] | None = None  # output copies per execution
+        self.capture: str | None = None  # capture only this fusion's outputs (None: every fusion's)
+
+    def __call__(self, record: Any) -> Any:
+        return self._measure(record.fusion)
+
+    def _keep(self, fusion: str, pending: list[Any]) -> Callable[[Any], None] | None:
+        if self.outputs is None or (self.capture is not None and fusion != self.capture):
+            return None
+        return pending.append  # copied once the fusion's segments and wall time are taken: the copies are not its own
+
+    @contextmanager
+    def _measure(self, fusion: str) -> Iterator[Callable[[Any], None] | None]:
+        torch = sys.modules.get("torch")
+        if torch is not None and not (self.timer.cuda or (self.wall is not None and torch.cuda.is_initialized())):
+            torch = None  # CUDA events while timing a CUDA step; a synchronised wall clock in first calls that use it
+        with ExitStack() as stack:
+            segments = None
+            if self.segments is not None and self.recorder is not None and fusion not in self.segments:
+                segments = stack.enter_context(self.recorder.record())
+            if self.wall is not None and torch is not None:
+                torch.cuda.synchronize()
+            mark = self.timer.mark() if self.times is not None else None
+            began = now()
+            pending: list[Any] = []
+            yield self._keep(fusion, pending)
+            if self.times is not None:
+                self.times.setdefault(fusion, []).append(self.timer.since(mark))
+            if self.wall is not None:
+                if torch is not None:
+                    torch.cuda.synchronize()
+                self.wall[fusion] = self.wall.get(fusion, 0.0) + (now() - began) * 1e3
+        if segments is not None and self.segments is not None:
+            self.segments[fusion] = tuple(segments) if segments else None  # type: ignore[assignment]
+        if pending and self.outputs is not None:
+            calls = self.outputs.setdefault(fusion, [])
+            calls.append(flatten_outputs(pending[0], f"execution{len(calls)}.out"))
+
+    def per_call(self, steps: int) -> dict[str, float]:
+        """ms per step of each fusion in the block just timed (the device has been synchronised)."""
+        times, self.times = self.times or {}, {}
+        return {fusion: sum(map(Timer.ms, values)) / steps for fusion, values in times.items()}
 
 
 def profile(step: Callable[..., Any], /, *args: Any, enable: Any = (), disable: Any = (), fusions: object = None,
@@ -96,9 +153,9 @@ def profile(step: Callable[..., Any], /, *args: Any, enable: Any = (), disable: 
     torch_numerics: dict[str, Numerics] = {}
     torch_errors: dict[str, str] = {}
     torch_step_numerics = None
-    # Timers run with a sink. Its fallbacks are its own (private_failures): the user's later scopes try the options
-    # afresh, and warn.
-    with listening(_listen, clock), dev_mode(True), private_failures(), runner.sharing(), \
+    # Timers run with a sink that keeps nothing: while one listens, every fusion execution runs inside them. Its
+    # fallbacks are its own (private_failures): the user's later scopes try the options afresh, and warn.
+    with listening(lambda record: None, clock), dev_mode(True), private_failures(), runner.sharing(), \
             warnings.catch_warnings():
         for quiet in (NoFusionWarning, NoEffectWarning, FallbackWarning):
             warnings.simplefilter("ignore", quiet)  # the rows say which fusions ran, changed and failed
@@ -218,10 +275,6 @@ def _selected(infos: list[Any], scope: nv_options) -> None:
         shown = ", ".join(ids[:8]) + (f", ... ({len(ids)} in all)" if len(ids) > 8 else "")
         raise ValueError(f"profile: fusions={scope.fusions!r} selects none of the fusions the step ran ({shown}): "
                          "select by these ids, e.g. 'forward/*' or '*/nvFusion0' (`nvscope fusions` lists them)")
-
-
-def _listen(record: Any) -> None:
-    """A sink that keeps nothing: while it is registered, every fusion execution runs inside the timers."""
 
 
 class _FirstCall(NamedTuple):

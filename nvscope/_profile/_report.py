@@ -1,8 +1,5 @@
-"""What `nvscope.profile` reports: one row per fusion, a ranked table, JSON and a chart.
-
-Plain data (frozen dataclasses), so a result can be saved with ``to_json()``, loaded again with
-``ProfileResult.from_json()`` and printed or plotted elsewhere. matplotlib is imported only by ``plot()``.
-"""
+"""What `nvscope.profile` reports: one row per fusion, a ranked table, JSON (saved and loaded again as plain
+data) and a chart (matplotlib imported only by ``plot()``)."""
 
 from __future__ import annotations
 
@@ -33,7 +30,6 @@ from nvscope._profile._cells import (
     _ms,
     _names,
     _outputs_cell,
-    _plot_label,
     _ratio,
     _ratio_dict,
     _row_dict,
@@ -44,6 +40,7 @@ from nvscope._profile._cells import (
 )
 
 __all__ = ["ProfileResult", "ProfileRow"]
+
 
 @dataclass(frozen=True)
 class ProfileRow:
@@ -360,7 +357,7 @@ class ProfileResult(LoadableResult):
         for name, color in (*colors.items(), *odd.items()):
             ax.plot([], [], "o", color=color, label=name, fillstyle="none" if name == "not reached" else "full")
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))  # beside the rows: over them it hid some
-        ax.set_yticks(range(len(rows)), [_plot_label(r) for r in reversed(rows)], fontsize=7)
+        ax.set_yticks(range(len(rows)), [f"{r.fusion} [{_scheduler_change(r)}]" for r in reversed(rows)], fontsize=7)
         ax.set_xlabel(f"fusion time under the options / under the defaults, per round (< 1 is faster)\n"
                       f"median and simultaneous 95% interval over {self.rounds} rounds; log scale, clipped to 0.1-10",
                       fontsize=8)

@@ -48,13 +48,6 @@ class FusionChoice:
     ratio: RatioSummary | None
 
 
-def _code(groups: list[tuple[OptionSet, list[str]]]) -> str:
-    if not groups:
-        return "keep the defaults"
-    scopes = [nv_options_line(options, fusions) for options, fusions in groups]
-    return "with " + ", \\\n     ".join(scopes) + ":"
-
-
 @dataclass(frozen=True)
 class FusionSearchResult(JsonResult):
     """Per fusion its best candidate; the map they form; the map against the defaults and the best global set."""
@@ -88,7 +81,10 @@ class FusionSearchResult(JsonResult):
 
     def code(self) -> str:
         """The scopes to paste (nested ``nv_options(..., fusions=[...])``), or "keep the defaults"."""
-        return _code([(o, list(f)) for o, f in self.groups])
+        if not self.groups:
+            return "keep the defaults"
+        scopes = [nv_options_line(options, fusions) for options, fusions in self.groups]
+        return "with " + ", \\\n     ".join(scopes) + ":"
 
     def verdict(self) -> str:
         """One sentence: is the map worth it, against what."""

@@ -1,8 +1,5 @@
-"""What `nvscope.search` reports: one row per variant, the recommendation, a table, JSON and a chart.
-
-Plain data (frozen dataclasses), so a result can be saved with ``to_json()``, loaded again with
-``SearchResult.from_json()`` and printed or plotted elsewhere. matplotlib is imported only by ``plot()``.
-"""
+"""What `nvscope.search` reports: one row per variant, the recommendation, a table, JSON (saved and loaded again as
+plain data) and a chart (matplotlib imported only by ``plot()``)."""
 
 from __future__ import annotations
 
@@ -26,6 +23,7 @@ from nvscope._measure import (
     nv_options_line,
     options_dict,
     options_from,
+    seconds,
 )
 
 __all__ = ["SearchResult", "SearchRow", "Stage"]
@@ -81,8 +79,7 @@ def _cut(name: str) -> str:
 
 def _cells(row: SearchRow) -> tuple[str, ...]:
     """A row's cells after its name: ratio, interval, verdict, ms/call, first call, max|diff|, max rel, numerics."""
-    first = "-" if row.first_call_s is None else (
-        f"{row.first_call_s:.2f} s" if row.first_call_s >= 1 else f"{row.first_call_s * 1e3:.1f} ms")
+    first = seconds(row.first_call_s)
     if row.error is not None:
         return "-", "", "failed", "-", first, "-", "-", f"FAILED: {row.error}"
     ratio = row.ratio

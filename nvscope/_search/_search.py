@@ -11,7 +11,7 @@ import warnings
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from nvscope._core import NoEffectWarning, NoFusionWarning, NvscopeWarning, OptionSet, dev_mode, first_line
+from nvscope._core import NoEffectWarning, NoFusionWarning, NvscopeWarning, OptionSet, _env, dev_mode, first_line
 from nvscope._measure import (
     MIN_SAMPLE_S,
     Measure,
@@ -41,12 +41,6 @@ _SHORT_CALL = 0.25
 NO_FUSION = ("search: no nvFuser fusion ran through nvscope when the step ran with its defaults, so no option can "
              "reach one and any speed a candidate showed would be chance: is the function jitted (thunder.jit) or "
              "built on nvFuser's FusionDefinition, and is the step run in this process?")
-
-
-def _partition_bound() -> int:
-    from nvscope._core import _env
-
-    return _env.integer("NVSCOPE_MAX_PARTITIONS")
 
 
 def search(step: Callable[..., Any], /, *args: Any, candidates: Iterable[object] | None = None,
@@ -122,7 +116,8 @@ def _measure(runner: Runner, default: Variant, singles: list[Variant], combos: l
     say = runner.say
     for v in singles:
         v.comparisons = len(singles)
-    batch = max(1, _partition_bound() - 1)  # an enclosing scope may hold one partition per fusion too
+    # Less one: an enclosing scope may hold one partition per fusion too.
+    batch = max(1, _env.integer("NVSCOPE_MAX_PARTITIONS") - 1)
     for first in range(0, len(singles), batch):
         group = singles[first:first + batch]
         for i, v in enumerate(group, first + 1):
@@ -135,7 +130,7 @@ def _measure(runner: Runner, default: Variant, singles: list[Variant], combos: l
         notes.append(f"candidates were timed in batches of {batch} (the partition bound "
                      "NVSCOPE_MAX_PARTITIONS less one), each against the default in the same rounds")
     winners = sorted((v for v in singles if _wins(v, v.default_times)),
-                     key=lambda v: median(_ratios(v.times, v.default_times)))
+                     key=lambda v: _summary(v, v.default_times).median)
     if not winners:
         return
     best = winners[0]
@@ -214,10 +209,6 @@ def _rounds_note(rounds: int, candidates: int) -> list[str]:
     return [] if rounds >= needed else [
         f"{rounds} rounds are too few for any verdict: {_count(candidates, 'candidate')} judged together at 95% "
         f"need at least {needed} rounds, so nothing can be recommended: pass rounds={needed} or more"]
-
-
-def _ratios(times: list[float], base: list[float]) -> list[float]:
-    return [a / b for a, b in zip(times, base, strict=True)]
 
 
 def _summary(v: Variant, base_times: list[float]) -> RatioSummary:

@@ -28,6 +28,7 @@ from nvscope._measure import (
     count,
     flatten_outputs,
     has_nan,
+    kernel_names,
     pair,
     raw_max_abs_diff,
 )
@@ -126,14 +127,6 @@ def _validated(variants: object) -> dict[str, nv_options]:
     return scopes
 
 
-def _kernels(call: Callable[[], Any], cuda: bool) -> list[str]:
-    if not cuda:
-        return []
-    from nvscope._measure import kernel_names
-
-    return sorted(set(kernel_names(call)[0]))
-
-
 def compare(
     fn: Callable[..., Any],
     *args: Any,
@@ -179,7 +172,7 @@ def compare(
                         runner.steps, _ = timer.calibrate(call)
                     times = [timer.time(call, runner.steps) for _ in range(repeat)]
                     try:
-                        names = _kernels(call, timer.cuda) if kernels else []
+                        names = sorted(set(kernel_names(call)[0])) if kernels and timer.cuda else []
                     except Exception as failure:  # the times are kept
                         error = f"listing its kernels: {first_line(failure)}"
             except Exception as failure:

@@ -58,15 +58,9 @@ class Settings:
 
     def scope(self) -> _scope.nv_options:
         """``nv_options`` with these arguments; ``fusions=``/``on_error=`` only when given (may raise on bad ones)."""
-        extra: dict[str, object] = {}
-        if self.fusions is not None:
-            extra["fusions"] = list(self.fusions)
-        if self.on_error is not None:
-            extra["on_error"] = self.on_error
-        if self.share:
-            extra["share"] = True
+        extra = {**self._scope_data(), **({"share": True} if self.share else {})}
         # Looked up at each call, in its module: a test stands a recording nv_options in for it (sitecustomize).
-        return _scope.nv_options(self.enable, self.disable, **extra)  # type: ignore[arg-type]
+        return _scope.nv_options(**extra)  # type: ignore[arg-type]
 
     def _scope_data(self) -> dict[str, object]:
         data: dict[str, object] = {"enable": self.enable, "disable": self.disable}

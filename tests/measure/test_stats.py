@@ -1,5 +1,5 @@
 """nvscope._measure._stats: paired ratios, the median, its interval (the sign test's, alone or one of a family) and
-the verdict; the bootstrap interval the benchmarks use."""
+the verdict."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 from nvscope._measure._stats import (
     MIN_ROUNDS,
     RatioSummary,
-    bootstrap_median_ci,
     confirm,
     flagged,
     median,
@@ -190,15 +189,6 @@ def test_comparisons_is_a_count(comparisons: object) -> None:
         summarize([1.0] * 6, [1.0] * 6, comparisons=comparisons)  # type: ignore[arg-type]
 
 
-def test_bootstrap_rejects_bad_arguments() -> None:
-    with pytest.raises(ValueError):
-        bootstrap_median_ci([])
-    with pytest.raises(ValueError):
-        bootstrap_median_ci([1.0, 2.0], confidence=1.0)
-    with pytest.raises(ValueError):
-        bootstrap_median_ci([1.0, 2.0], resamples=0)
-
-
 def test_identical_variants_rarely_get_a_verdict() -> None:
     """The false-positive rate for two variants that are the same: at most the 5 % a 95 % interval allows (4.3 %
     at 30 rounds: the sign test's interval is exact, conservative where the binomial steps)."""
@@ -215,9 +205,6 @@ def test_identical_variants_rarely_get_a_verdict() -> None:
 @settings(max_examples=60, deadline=None)
 @given(series)
 def test_interval_contains_the_median(values: list[float]) -> None:
-    low, high = bootstrap_median_ci(values, resamples=400)
-    assert low <= median(values) <= high
-    assert min(values) <= low and high <= max(values)
     exact = median_interval(values)
     assert exact is None or min(values) <= exact[0] <= median(values) <= exact[1] <= max(values)
     assert (exact is None) == (len(values) < 6)
@@ -249,9 +236,3 @@ def test_scaling_the_candidate_scales_the_ratio(base: list[float], factor: float
     assert result.median == pytest.approx(factor)
     assert result.low == pytest.approx(factor) and result.high == pytest.approx(factor)
 
-
-def test_seeded_and_reproducible() -> None:
-    rng = random.Random(4)
-    values = [rng.uniform(0.9, 1.1) for _ in range(25)]
-    assert bootstrap_median_ci(values, seed=7) == bootstrap_median_ci(values, seed=7)
-    assert bootstrap_median_ci(values, seed=7) != bootstrap_median_ci(values, seed=8)
