@@ -1,7 +1,7 @@
 """Execute one fusion under the active scope: the one path every adapter uses.
 
-An adapter patches its framework's per-fusion call with the call wrapper (`patch`) and says only what differs between
-frameworks; options, partition, records and failures are decided here, once.
+An adapter patches its framework's per-fusion call with `call_wrapper` (`direct_call_wrapper`: nvFuser's execute) and
+says only what differs between frameworks; options, partition, records and failures are decided here, once.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from nvscope._exec._adapter import Adapter, F, FusionCall
 from nvscope._exec._frontends import TABLE_LOCK, THUNDER_CALLERS
 from nvscope._exec._fusion_table import FusionTable, Partition
 
-__all__ = ["NO_KWARGS", "Adapter", "call_wrapper", "direct_call_wrapper", "execute", "failed", "fusion_table", "patch",
+__all__ = ["NO_KWARGS", "Adapter", "call_wrapper", "direct_call_wrapper", "execute", "failed", "fusion_table",
            "private_failures"]
 
 NO_KWARGS: dict[str, Any] = {}  # no keyword arguments (Thunder's calls): the fusion's own options
@@ -41,14 +41,6 @@ _SINKS = _events.SINKS  # the list itself, appended in place: one global load on
 _PRIVATE: list[list[tuple[FusionTable[Partition], OptionSet, _shared.Entry | None]]] = []
 _state.keep(__name__, "NO_KWARGS", "a sentinel compared by identity, never written")
 _state.keep(__name__, "_PRIVATE", "the private_failures blocks open now: each pops its own at its end")
-
-def patch(adapter: Adapter[F], original: Callable[..., Any], elsewhere: str | None = None) -> Callable[..., Any]:
-    """``adapter``'s patch of the framework's per-fusion call: `call_wrapper`, or `direct_call_wrapper` with
-    ``elsewhere``."""
-    if elsewhere is None:
-        return call_wrapper(adapter, original)
-    return direct_call_wrapper(adapter, original, elsewhere)
-
 
 def call_wrapper(adapter: Adapter[F], original: Callable[..., Any]) -> Callable[..., Any]:
     """The call wrapper of ``adapter``'s fusion calls ``original(fusion, *args)``: unscoped, one ContextVar read and

@@ -33,7 +33,7 @@ from nvscope._core import (
 )
 from nvscope._exec import _frontends, _shared
 from nvscope._exec._adapter import INSTALLED, TABLE_ATTRIBUTE, Adapter
-from nvscope._exec._execute import patch
+from nvscope._exec._execute import direct_call_wrapper
 
 __all__ = ["UnsupportedError", "frontends", "install", "installed", "uninstall"]
 
@@ -108,7 +108,7 @@ class FrontendAdapter(Adapter[Definition]):
         self.frontend.acquire(self.module, name)
         # Beside Thunder's adapter, a Thunder partition's definition is that adapter's: run as it asks.
         _patches.apply(name, self.module.FusionDefinition, "execute",
-                       patch(self, self.original, elsewhere=_frontends.CARRIED), on_demand=True)
+                       direct_call_wrapper(self, self.original, _frontends.CARRIED), on_demand=True)
 
     def uninstall(self) -> bool:
         name = self.module.__name__

@@ -25,7 +25,7 @@ from nvscope._core import (
 )
 from nvscope._exec import _events, _frontends, _shared, _thunder_region
 from nvscope._exec._adapter import TABLE_ATTRIBUTE, Adapter
-from nvscope._exec._execute import patch
+from nvscope._exec._execute import call_wrapper
 from nvscope._exec._fusion_table import EscapeRefused
 from nvscope._exec._thunder_autograd import jitted_function, make_backward, make_forward
 
@@ -94,7 +94,7 @@ class ThunderAdapter(Adapter[Wrapper]):
         self.frontend.acquire(sys.modules.get(impl.FusionDefinition.__module__.partition(".")[0]), OWNER)
         original_forward = vars(function_class)["forward"]
         original_backward = vars(function_class)["backward"]
-        _patches.apply(OWNER, self.wrapper_class, "__call__", patch(self, self.original), on_demand=True)
+        _patches.apply(OWNER, self.wrapper_class, "__call__", call_wrapper(self, self.original), on_demand=True)
         if callable(getattr(impl, "execute_with_dtensors", None)):  # nvFuser >= 0.2.28
             _patches.apply(OWNER, impl, "execute_with_dtensors",
                            _frontends.make_execute_with_dtensors(impl.execute_with_dtensors))
