@@ -15,7 +15,7 @@ from nvscope._core import UnsupportedError, _patches, _state
 from nvscope._exec import _frontends
 from nvscope._exec._adapter import INSTALLED
 from nvscope._exec._fusion_table import FusionTable
-from nvscope._exec._thunder_adapter import IMPL_MODULE, OWNER, PROVEN, SHAPES, ThunderAdapter, thunder_version
+from nvscope._exec._thunder_adapter import IMPL_MODULE, OWNER, PROVEN, ThunderAdapter, thunder_version
 from nvscope._exec._thunder_autograd import AUTOGRAD_MODULE
 from nvscope._exec._thunder_autograd import refusal as _autograd_refusal
 
@@ -33,23 +33,15 @@ def _nvfuser_version() -> str | None:
 
 
 def _choose(impl: Any, autograd: Any) -> type[ThunderAdapter] | str:
-    """The wrapper shape that fits this Thunder, or why none does."""
-    missing: list[str] = []
-    shape = None
-    for candidate in SHAPES:
-        lacking = candidate.refusal(impl)
-        if not lacking:
-            shape = candidate
-            break
-        missing = missing or lacking
-    missing += _autograd_refusal(autograd)
-    why = f"lacks {', '.join(missing)}" if missing or shape is None else None
+    """The adapter class, if it fits this Thunder, or why it does not."""
+    missing = ThunderAdapter.refusal(impl) + _autograd_refusal(autograd)
+    why = f"lacks {', '.join(missing)}" if missing else None
     if why is None and callable(getattr(getattr(impl, "create_fd", None), "num_fusions", None)):
         # Equal definitions would share one compiled cache whatever their options: the default's kernels.
         why = ("builds its definitions through nvFuser's LruFusionCache, which shares compiled kernels between "
                "equal definitions whatever their options")
-    if why is None and shape is not None:
-        return shape
+    if why is None:
+        return ThunderAdapter
     return (f"nvscope cannot drive {thunder_version()}: its nvFuser executor {why}. Nothing was patched, so "
             f"scopes do not reach its fusions. nvscope is proven with {PROVEN} (docs/failures.md, \"Thunder "
             "versions\"): use one of those, or set NVFUSER_ENABLE/NVFUSER_DISABLE for the whole process "

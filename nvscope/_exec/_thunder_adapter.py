@@ -2,7 +2,7 @@
 
 A partition is a copy of the wrapper whose ``get_fd`` builds definitions for its options, run by Thunder's own
 ``__call__``: one copy per partition, never a field swapped per call, so threads under different scopes cannot see
-each other's options (docs/how-it-works.md). Another wrapper shape is another subclass listed in `SHAPES`.
+each other's options (docs/how-it-works.md).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from nvscope._exec._execute import call_wrapper
 from nvscope._exec._fusion_table import EscapeRefused
 from nvscope._exec._thunder_autograd import jitted_function, make_backward, make_forward
 
-__all__ = ["SHAPES", "ThunderAdapter"]
+__all__ = ["ThunderAdapter"]
 
 OWNER = "thunder"  # its patches' owner, and its name in `INSTALLED`
 PROVEN = "Thunder 0.2.6 and 0.2.7.dev20260201"
@@ -270,7 +270,3 @@ def _local_inputs(args: tuple[Any, ...]) -> list[Any]:
             arg = arg.to_local()
         inputs.append(arg)
     return inputs
-
-
-# Tried in order by nvscope.thunder.install.
-SHAPES: tuple[type[ThunderAdapter], ...] = (ThunderAdapter,)
