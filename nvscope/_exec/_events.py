@@ -50,10 +50,6 @@ class FusionRecord(Record):
         self._init(info=info, options=options, route=route, thread=thread, frontend=frontend, error=error,
                    shared_from=shared_from)
 
-    def __reduce__(self) -> tuple[type[FusionRecord], tuple[object, ...]]:
-        return (FusionRecord, (self.info, self.options, self.route, self.thread, self.frontend, self.error,
-                               self.shared_from))
-
     @property
     def fusion(self) -> str:
         return self.info.id
