@@ -9,7 +9,7 @@ from __future__ import annotations
 import weakref
 from typing import Any, Generic, TypeVar
 
-from nvscope._core import _state, reidentify
+from nvscope._core import _patches, _state, reidentify
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -31,6 +31,7 @@ class Adapter(Generic[F]):
 
     given_as = "compile-time"  # for failure notes
     describe = "fusion"
+    owner: str  # of its patches, and its frontend's user
     frontend: Frontend
     version_error: UnsupportedError | None = None
     # AttributeError when the fusion has no table yet; a C-level getter, as it is read at every scoped call.
@@ -48,8 +49,11 @@ class Adapter(Generic[F]):
         raise NotImplementedError
 
     def uninstall(self) -> bool:
-        """Undo the patches exactly and `forget`; returns whether a patch was undone."""
-        raise NotImplementedError
+        """Undo the patches exactly, `forget`, and release the frontend; returns whether a patch was undone."""
+        restored = _patches.restore(self.owner)
+        self.forget()
+        self.frontend.release(self.owner)
+        return restored
 
     def forget(self) -> None:
         """Drop every fusion's table (its partitions and their compiled kernels)."""
@@ -167,9 +171,6 @@ class Installed:
     def get(self, owner: str) -> Adapter[Any] | None:
         return self._adapters.get(owner)
 
-    def adapters(self) -> list[Adapter[Any]]:
-        return list(self._adapters.values())
-
     def remove(self, owner: str) -> bool:
         """Uninstall ``owner``'s adapter, if installed; returns whether a patch was undone."""
         adapter = self._adapters.pop(owner, None)
@@ -180,10 +181,6 @@ class Installed:
         self.seen_modules = -1
         for owner in list(self._adapters):
             self.remove(owner)
-
-    def __len__(self) -> int:
-        return len(self._adapters)
-
 
 INSTALLED = Installed()
 _state.register(__name__, "INSTALLED._adapters", INSTALLED.clear, step="adapters")

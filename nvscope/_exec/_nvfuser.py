@@ -90,6 +90,7 @@ class FrontendAdapter(Adapter[Definition]):
     def __init__(self, module: ModuleType) -> None:
         super().__init__()
         self.module = module
+        self.owner = module.__name__
         self._option_sets: dict[tuple[tuple[str, ...], tuple[str, ...]], OptionSet] = {}
         self.original = module.FusionDefinition.execute
         self.calls = self.original  # nvFuser's execute, or a watch's wrapper
@@ -104,18 +105,10 @@ class FrontendAdapter(Adapter[Definition]):
         self.calls = watches[-1](self.original) if watches else self.original
 
     def install(self) -> None:
-        name = self.module.__name__
-        self.frontend.acquire(self.module, name)
+        self.frontend.acquire(self.module, self.owner)
         # Beside Thunder's adapter, a Thunder partition's definition is that adapter's: run as it asks.
-        _patches.apply(name, self.module.FusionDefinition, "execute",
+        _patches.apply(self.owner, self.module.FusionDefinition, "execute",
                        direct_call_wrapper(self, self.original, _frontends.CARRIED), on_demand=True)
-
-    def uninstall(self) -> bool:
-        name = self.module.__name__
-        restored = _patches.restore(name)
-        self.frontend.release(name)
-        self.forget()
-        return restored
 
     def passed_options(self, kwargs: dict[str, Any]) -> OptionSet:
         """The options passed to ``execute``, interned."""

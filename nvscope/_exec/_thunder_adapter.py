@@ -52,6 +52,7 @@ Wrapper = Any  # Thunder's FusionDefinitionWrapper (Thunder is optional)
 class ThunderAdapter(Adapter[Wrapper]):
     """Thunder 0.2.6 / 0.2.7.dev's ``FusionDefinitionWrapper`` (a slots dataclass)."""
 
+    owner = OWNER
     FIELDS = ("get_fd", "to_descriptors", "name", "use_cache", "last_used", "last_inputs", "store_inputs",
               "enable_options", "disable_options")
 
@@ -109,11 +110,8 @@ class ThunderAdapter(Adapter[Wrapper]):
             _frontends.THUNDER_CALLERS.add(code)
 
     def uninstall(self) -> bool:
-        restored = _patches.restore(OWNER)
         _frontends.THUNDER_CALLERS.clear()
-        self.forget()
-        self.frontend.release(OWNER)
-        return restored
+        return super().uninstall()
 
     def holder(self, fusion: Wrapper) -> Any:
         return fusion.get_fd  # the wrapper is a slots dataclass
