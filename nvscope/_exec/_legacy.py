@@ -17,7 +17,7 @@ from typing import Any
 from nvscope._core import OptionSet, _patches, _state
 from nvscope._exec._direct import Frontend
 
-__all__ = ["LEGACY", "LegacyFrontend", "salted"]
+__all__ = ["LEGACY", "LegacyFrontend"]
 
 _local = threading.local()
 _SALT_BASE = 0x6E7673_0000  # far from any scalar a real definition would use
@@ -33,11 +33,6 @@ def _thread_flag(name: str, value: object) -> Iterator[None]:
         yield
     finally:
         setattr(_local, name, previous)
-
-
-def salted(salt: int) -> AbstractContextManager[None]:
-    """Definitions finished on this thread inside get one unused ``define_scalar(salt)``."""
-    return _thread_flag("salt", salt)
 
 
 class _QuietWarnings:
@@ -77,7 +72,7 @@ class LegacyFrontend(Frontend):
         return salt
 
     def own_definitions(self, options: OptionSet) -> AbstractContextManager[None]:
-        return salted(self.salt_for(options))
+        return _thread_flag("salt", self.salt_for(options))
 
     def quiet(self) -> AbstractContextManager[None]:
         return _thread_flag("quiet", True)
