@@ -72,8 +72,8 @@ class FusionTable(Generic[T]):
     """``options -> cache`` for one fusion; ``build(options)`` makes a missing entry. It also decides which partition
     a call runs (`resolve`) and records which failed; its memos are written here only."""
 
-    __slots__ = ("_entries", "_lock", "_own", "_torch", "build", "build_own", "build_region", "builds", "cached",
-                 "evictions", "failed", "info", "last", "maxsize", "own_options", "region", "region_failed",
+    __slots__ = ("_entries", "_own", "_torch", "build", "build_own", "build_region", "builds", "cached",
+                 "evictions", "failed", "info", "last", "lock", "maxsize", "own_options", "region", "region_failed",
                  "region_ran", "resolved", "routes")
 
     def __init__(self, own_options: OptionSet, build: Callable[[OptionSet], T], maxsize: int | None = None, *,
@@ -90,7 +90,7 @@ class FusionTable(Generic[T]):
         self.builds = 0
         self.evictions = 0
         self._entries: OrderedDict[OptionSet, T] = OrderedDict()
-        self._lock = threading.RLock()  # a build runs Thunder's code
+        self.lock = threading.RLock()  # a build runs Thunder's code
         # One-entry memo (policy, own options, entry or None, innermost changed it): a loop re-enters the same scope,
         # so one identity test replaces the resolution. It may keep an evicted entry alive until the scope changes.
         self.last: tuple[Any, OptionSet | None, T | None, bool] = (_NEVER, None, None, True)
@@ -168,7 +168,7 @@ class FusionTable(Generic[T]):
         """The fusion's region in PyTorch as a partition, built once; `NvscopeError` if it cannot be."""
         torch = self._torch
         if torch is None:
-            with self._lock:
+            with self.lock:
                 torch = self._torch
                 if torch is None:
                     region = self.region
@@ -187,19 +187,15 @@ class FusionTable(Generic[T]):
         own = self._own
         if own is None:
             assert self.build_own is not None
-            with self._lock:
+            with self.lock:
                 own = self._own
                 if own is None:
                     own = self._own = self.build_own()
         return own
 
-    @property
-    def lock(self) -> threading.RLock:
-        return self._lock
-
     def add_route(self, options: OptionSet, key: Any, region: Callable[..., Any]) -> bool:
         """Calls with inputs ``key`` under ``options`` run ``region`` from now on; True for the first route."""
-        with self._lock:
+        with self.lock:
             first = not self.routes
             self.routes[(options, key)] = region
             self.cached = NOT_CACHED
@@ -216,7 +212,7 @@ class FusionTable(Generic[T]):
 
     def forget_failure(self, options: OptionSet) -> None:
         """Forget that the fusion failed under ``options``: its partition and the memos that could run it go."""
-        with self._lock:
+        with self.lock:
             self.failed.pop(options, None)
             self._entries.pop(options, None)
             self.last = (_NEVER, None, None, True)
@@ -232,7 +228,7 @@ class FusionTable(Generic[T]):
             except KeyError:
                 pass
             return entry, False
-        with self._lock:
+        with self.lock:
             entry = entries.get(options)
             if entry is not None:
                 return entry, False
