@@ -148,8 +148,6 @@ def _repro_line(error: BaseException, fusion: str, stem: str, effective: OptionS
 
 def scripts_named_in(text: str) -> list[str]:
     """The repro script paths named by the notes in ``text``, in order."""
-    import shlex
-
     paths = []
     for line in text.splitlines():
         stripped = line.strip()
