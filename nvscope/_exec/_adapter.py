@@ -27,7 +27,7 @@ _INFO = "_nvscope_info"  # its FusionInfo; kept by `forget`, so that its id surv
 
 
 class Adapter(Generic[F]):
-    """What one adapter supplies to the execution path; subclasses override what raises here."""
+    """What one adapter supplies to the execution path; subclasses define what is only declared here."""
 
     given_as = "compile-time"  # for failure notes
     describe = "fusion"
@@ -36,6 +36,16 @@ class Adapter(Generic[F]):
     version_error: UnsupportedError | None = None
     # AttributeError when the fusion has no table yet; a C-level getter, as it is read at every scoped call.
     table_of: Callable[[F], FusionTable[Partition]]
+    # What each adapter defines: putting its patches in place; the identity of a fusion nvscope has not seen before;
+    # the options it runs with before any scope (Thunder's compile-time ones, or those passed to ``execute`` in
+    # ``kwargs``); a partition for ``options``, its ``run(args, kwargs)`` bound to the fusion; the fusion's own call,
+    # without nvscope; and a call's inputs as nvFuser's ``repro_script_for`` takes them.
+    install: Callable[[], None]
+    new_identity: Callable[[F, tuple[Any, ...]], FusionInfo]
+    own_options: Callable[[F, dict[str, Any]], OptionSet]
+    build: Callable[[F, FusionInfo, OptionSet], Partition]
+    default: Callable[[F, tuple[Any, ...], dict[str, Any]], Any]
+    repro_inputs: Callable[[tuple[Any, ...], dict[str, Any]], list[Any]]
 
     def __init__(self) -> None:
         self._holders: weakref.WeakSet[Any] = weakref.WeakSet()  # every `holder` with a table
@@ -43,10 +53,6 @@ class Adapter(Generic[F]):
     def holder(self, fusion: F) -> Any:
         """The object that keeps the fusion's table and identity."""
         return fusion
-
-    def install(self) -> None:
-        """Put the adapter's patches in place."""
-        raise NotImplementedError
 
     def uninstall(self) -> bool:
         """Undo the patches exactly, `forget`, and release the frontend; returns whether a patch was undone."""
@@ -89,28 +95,6 @@ class Adapter(Generic[F]):
         except (AttributeError, TypeError):  # pragma: no cover
             pass
         return info
-
-    def new_identity(self, fusion: F, args: tuple[Any, ...]) -> FusionInfo:
-        """The identity of a fusion nvscope has not seen before."""
-        raise NotImplementedError
-
-    def own_options(self, fusion: F, kwargs: dict[str, Any]) -> OptionSet:
-        """The options the fusion runs with before any scope: Thunder's compile-time ones, or those a direct caller
-        passed to ``execute`` (in ``kwargs``)."""
-        raise NotImplementedError
-
-    def build(self, fusion: F, info: FusionInfo, options: OptionSet) -> Partition:
-        """A partition of ``fusion`` for ``options``, with its ``run(args, kwargs)`` bound to the fusion."""
-        raise NotImplementedError
-
-    def default(self, fusion: F, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """The fusion's own call, without nvscope."""
-        raise NotImplementedError
-
-    def repro_inputs(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
-        """The inputs of a call as nvFuser's ``repro_script_for`` takes them (the repro script of a partition that
-        failed: `nvscope._exec._execute`)."""
-        raise NotImplementedError
 
     def definition(self, partition: Partition, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """The FusionDefinition ``partition`` runs for these inputs (audit and failures only)."""
