@@ -29,21 +29,19 @@ _MAX_RESOLVED = 256
 
 
 class Partition:
-    """One option set's compiled cache for one fusion, with the option lists nvFuser takes.
+    """One option set's compiled cache for one fusion.
 
     ``run(args, kwargs)`` executes the fusion in it; ``runner`` is what it runs (a Thunder wrapper copy, the fusion
     itself, or its PyTorch region; None for a direct definition, whose ``definitions(device, own)`` builds it).
     ``error``: its failure under ``on_error="fallback"``, after which calls run the defaults.
     """
 
-    __slots__ = ("definitions", "disable", "enable", "error", "options", "run", "runner")
+    __slots__ = ("definitions", "error", "options", "run", "runner")
 
     def __init__(self, runner: Any, options: OptionSet, run: Callable[[tuple[Any, ...], dict[str, Any]], Any],
                  definitions: Callable[[Any, bool], tuple[Any, Any]] | None = None) -> None:
         self.runner = runner
         self.options = options
-        self.enable = options.enable_list()
-        self.disable = options.disable_list()
         self.error: str | None = None
         self.run = run
         self.definitions = definitions
@@ -174,10 +172,9 @@ class FusionTable(Generic[T]):
                     region = self.region
                     if region is None:
                         region = self.region = _region(self)
-                    run = region
 
                     def routed(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-                        return run(*args)
+                        return region(*args)
 
                     torch = self._torch = Partition(region, self.own_options, routed)
         return torch
