@@ -1,8 +1,7 @@
 """Zero setup: adapters install themselves for the frameworks a program uses.
 
 Once ``thunder`` is imported, a non-empty scope entry installs the Thunder adapter (unless ``NVSCOPE_AUTOINSTALL=0``
-or after ``nvscope.thunder.uninstall()``); ``nvscope run`` also installs the direct adapter for nvFuser without
-Thunder, at the moment it is imported. An adapter is imported only once its framework is in ``sys.modules``.
+or after ``nvscope.thunder.uninstall()``); ``nvscope run`` also installs the direct adapter as nvFuser is imported.
 """
 
 from __future__ import annotations
@@ -98,10 +97,8 @@ def watch_imports() -> Iterator[list[BaseException]]:
 
 
 def share_program_wide() -> None:
-    """``NVSCOPE_SHARE=all`` (`nvscope._core._frames.ROOT`; ``import nvscope`` calls this when the variable is set):
-    no scope is entered, so neither trigger would fire for a program that never enters one; install for what is
-    imported now and watch for Thunder or nvFuser to come. The hook stays for the life of the process, as the setting
-    does (importlib.abc's milliseconds are paid only here). Without that setting, nothing."""
+    """Under ``NVSCOPE_SHARE=all`` (`nvscope._core._frames.ROOT`), where a program may enter no scope: install for
+    what is imported now, and watch for Thunder or nvFuser for the life of the process. Otherwise nothing."""
     if ROOT is None:
         return
     from nvscope._exec._import_hook import AfterImport

@@ -1,8 +1,5 @@
 """What the execution path reports about each fusion execution, for whoever listens (``nvscope.audit``, profiling).
-
-Here, beside the path that reports, so that the adapters need not import the tools; with no listener an adapter pays
-one truth test per call.
-"""
+With no listener an adapter pays one truth test per call."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""nvFuser's Python frontends as nvscope needs them: one `Frontend` object each, found by `frontend_of`.
-
-``nvfuser_direct`` (`DIRECT`): every FusionDefinition owns its cache, so a definition per option set compiles apart.
-The legacy ``nvfuser`` (`LEGACY`): identical definitions share a global cache entry, so partitions are salted.
-No lock around executions: nvFuser's execute holds the GIL for the whole call (docs/how-it-works.md, Threads).
-A partition's definition carries its options (`carry`) for callers that execute it without them.
+"""nvFuser's Python frontends as nvscope needs them: one `Frontend` object each (`DIRECT`, `LEGACY`), found by
+`frontend_of`. A partition's definition carries its options (`carry`) for callers that execute it without them.
 """
 
 from __future__ import annotations
@@ -20,20 +16,8 @@ from nvscope._exec._direct import DIRECT, Frontend
 from nvscope._exec._fusion_table import Partition
 from nvscope._exec._legacy import LEGACY
 
-__all__ = [
-    "CARRIED",
-    "DIRECT",
-    "FRONTENDS",
-    "MIN_VERSION",
-    "TABLE_LOCK",
-    "THUNDER_CALLERS",
-    "Frontend",
-    "Partition",
-    "carry",
-    "check_version",
-    "frontend_of",
-    "make_execute_with_dtensors",
-]
+__all__ = ["CARRIED", "DIRECT", "FRONTENDS", "MIN_VERSION", "TABLE_LOCK", "THUNDER_CALLERS", "Frontend", "Partition",
+           "carry", "check_version", "frontend_of", "make_execute_with_dtensors"]
 
 # The first nvFuser whose execute() takes _enable_options/_disable_options.
 MIN_VERSION = "0.2.23"

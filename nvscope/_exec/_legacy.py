@@ -1,9 +1,8 @@
 """The legacy ``nvfuser`` frontend, all of it: delete this module (and its `FRONTENDS` entry) when Thunder 0.2.6 no
 longer matters.
 
-Its one process-wide FusionCache deduplicates identical definitions, so a partition's definition is salted with an
-unused scalar per option set, and its "Reset the FusionCache" warning is dropped for partitioned executions
-(docs/how-it-works.md). Both adapters may use these hooks at once: they are reference-counted by user.
+Its process-wide FusionCache deduplicates identical definitions, so a partition's definition is salted with an unused
+scalar per option set (docs/how-it-works.md). Both adapters may use its hooks at once: they count their users.
 """
 
 from __future__ import annotations

@@ -1,11 +1,5 @@
-"""Adapter for direct nvFuser users (no Thunder): ``FusionDefinition.execute`` honours the active scope.
-
-    import nvfuser_direct, nvscope.nvfuser
-    nvscope.nvfuser.install()
-    with nvscope.nv_options(enable=["fuse_matmul"]):
-        fd.execute(inputs)      # runs a FusionDefinition rebuilt for this option set
-
-Opt-in, so that Thunder, whose adapter already partitions, keeps a single hook on its hot path.
+"""Adapter for direct nvFuser users (no Thunder): ``FusionDefinition.execute`` honours the active scope, running a
+FusionDefinition rebuilt per option set. Opt-in, so that Thunder's adapter keeps a single hook on its hot path.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """Executor adapter for Lightning Thunder's nvFuser executor: the public verbs.
 
-Three patches, undone exactly by `uninstall`: ``FusionDefinitionWrapper.__call__`` (`nvscope._exec._thunder_adapter`),
-in place only while a scope exists or an audit listens; ``execute_with_dtensors`` (`nvscope._exec._frontends`); and
-``ThunderFunction.forward``/``backward`` (`nvscope._exec._thunder_autograd`). `install` refuses, changing nothing, a
-Thunder that lacks what they rely on (docs/failures.md, Thunder versions).
+`install` refuses, changing nothing, a Thunder that lacks what the patches (`ThunderAdapter.install`) rely on
+(docs/failures.md, Thunder versions); `uninstall` undoes them exactly.
 """
 
 from __future__ import annotations
