@@ -57,10 +57,8 @@ def with_options(script: str, options: OptionSet) -> str:
 
 
 def attach(fd: Any, options: OptionSet) -> None:
-    """Make ``fd.repro_script_for(inputs)`` (and so ``last_repro_script()``) write ``options`` into its script.
-
-    Holds ``fd`` weakly: a cycle would keep an evicted definition's kernels alive until the cyclic collector runs.
-    """
+    """Make ``fd.repro_script_for(inputs)`` (and so ``last_repro_script()``) write ``options`` into its script; holds
+    ``fd`` weakly, so that an evicted definition's kernels do not wait for the cyclic collector."""
     import weakref
 
     if getattr(type(fd), "repro_script_for", None) is None:

@@ -85,11 +85,9 @@ class SharedDefinitions:
     def adopt(self, fd: Any, options: OptionSet, owner: str, text: str | None = None, inputs: object = None, *,
               device: object = _SELECTED, share: bool = True, watch: bool = True,
               own: bool = False) -> tuple[Any, Entry]:
-        """The definition to run for ``fd`` and its entry: the registered one with the same key, else ``fd``.
-
-        ``inputs`` are part of the key so that sharing never rests on nvFuser's printer alone. ``share=False`` always
-        returns ``fd`` (legacy frontend). Raises `SharedFailure` for a failed key unless ``own`` (a fusion's own
-        options)."""
+        """The definition to run for ``fd`` (the registered one with the same key, else ``fd``) and its entry.
+        ``inputs`` are in the key so that sharing never rests on nvFuser's printer alone; ``share=False`` (legacy)
+        always returns ``fd``; a failed key raises `SharedFailure` unless ``own`` (a fusion's own options)."""
         key = (_body(repr(fd) if text is None else text), inputs, options,
                getattr(fd, "_selected_device", None) if device is _SELECTED else device)
         with self._lock:
