@@ -12,20 +12,7 @@ import sys
 from nvscope._core import _devmode, _env, _policy, _state
 from nvscope._core._decorators import ScopeDecorator
 from nvscope._core._errors import ConfigWarning
-from nvscope._core._frames import (
-    ACTIVE,
-    CHANGED,
-    NO_EFFECT,
-    NOTHING,
-    Frame,
-    enter_frame,
-    note_run,
-    pop,
-    push,
-    reset,
-    switch_frame,
-    unwind,
-)
+from nvscope._core._frames import ACTIVE, CHANGED, NOTHING, Frame, note_run
 from nvscope._core._fusion import FusionInfo, Selector, selector
 from nvscope._core._lazy import ENTER_HOOKS, load
 from nvscope._core._optionset import EMPTY, OptionSet
@@ -40,23 +27,7 @@ if TYPE_CHECKING:
 
     F = TypeVar("F", bound=Callable[..., Any])
 
-__all__ = [
-    "ACTIVE",
-    "CHANGED",
-    "NOTHING",
-    "NO_EFFECT",
-    "Frame",
-    "current_options",
-    "enter_frame",
-    "note_run",
-    "nv_options",
-    "pop",
-    "push",
-    "reset",
-    "switch_frame",
-    "unwind",
-    "with_nv_options",
-]
+__all__ = ["current_options", "nv_options", "with_nv_options"]
 
 _ON_ERROR = (None, "raise", "fallback", "torch")
 _RUN = (None, "torch", "nvfuser")
