@@ -93,36 +93,29 @@ ROOT = _root()
 _ROOT_POLICY = None if ROOT is None else ROOT.policy
 _state.keep(__name__, "ROOT", "the program-wide frame of NVSCOPE_SHARE=all, for the life of the process")
 
-class _Suspension:
-    """The open `program_sharing_suspended` blocks: while any is open, `ROOT` shares nothing."""
 
-    __slots__ = ("lock", "open")
-
-    def __init__(self) -> None:
-        self.open = 0
-        self.lock = threading.Lock()
-
-
-_SUSPENSION = _Suspension()
-_state.keep(__name__, "_SUSPENSION", "the open blocks that suspend ROOT's sharing: each undoes its own")
+# The open `program_sharing_suspended` blocks: while any is open, `ROOT` shares nothing.
+_suspended = 0
+_suspended_lock = threading.Lock()
+_state.keep(__name__, "_suspended _suspended_lock", "the open blocks that suspend ROOT's sharing: each undoes its own")
 
 
 @contextmanager
 def program_sharing_suspended() -> Iterator[None]:
     """Inside, `ROOT` shares nothing, in every thread: for a tool that must see Thunder's own path."""
+    global _suspended
     if ROOT is None:
         yield
         return
-    suspension = _SUSPENSION
-    with suspension.lock:
-        suspension.open += 1
+    with _suspended_lock:
+        _suspended += 1
         ROOT.policy = None
     try:
         yield
     finally:
-        with suspension.lock:
-            suspension.open -= 1
-            if not suspension.open:
+        with _suspended_lock:
+            _suspended -= 1
+            if not _suspended:
                 ROOT.policy = _ROOT_POLICY
 
 
@@ -168,21 +161,15 @@ def carried(frame: Frame | None) -> tuple[Frame | None, bool | None]:
     sharing where the backward must keep it. A frame that stopped sharing on purpose keeps its backward unshared."""
     if frame is None or frame is ROOT:
         return None, None
-    if not _policy.sharing(frame.policy) and _shares_around(frame):
-        return frame, False
+    if not _policy.sharing(frame.policy):
+        parent = frame.parent
+        while parent is not None and not _policy.sharing(parent.policy):
+            parent = parent.parent
+        if parent is not None:  # a scope around it shares
+            return frame, False
     if frame.policy is None and frame.on_error is None:
         return None, None
     return frame, None
-
-
-def _shares_around(frame: Frame) -> bool:
-    """Whether a scope around ``frame`` shares."""
-    parent = frame.parent
-    while parent is not None:
-        if _policy.sharing(parent.policy):
-            return True
-        parent = parent.parent
-    return False
 
 
 def pop(token: Token[Frame | None]) -> None:
