@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from nvscope._core import _state
+from nvscope._core._record import Record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -25,7 +26,7 @@ _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ012
 _EXAMPLE = "'NVFUSER_ENABLE=fuse_matmul NVFUSER_DISABLE=matmul_expr_eval'"
 
 
-class OptionSet:
+class OptionSet(Record):
     """An immutable set of nvFuser options: ``enable`` and ``disable`` are frozensets of option names.
 
     ``OptionSet(enable=[...], disable=[...])``; names are not validated here (``nv_options`` does that).
@@ -47,17 +48,8 @@ class OptionSet:
             enable = (enable,)
         if isinstance(disable, str):
             disable = (disable,)
-        object.__setattr__(self, "enable", frozenset(enable))
-        object.__setattr__(self, "disable", frozenset(disable))
-        object.__setattr__(self, "_hash", hash((self.enable, self.disable)))
-        object.__setattr__(self, "_unions", {})
-        object.__setattr__(self, "_overrides", {})
-
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError(f"OptionSet is immutable: cannot set {name!r}")
-
-    def __delattr__(self, name: str) -> None:
-        raise AttributeError(f"OptionSet is immutable: cannot delete {name!r}")
+        enable, disable = frozenset(enable), frozenset(disable)
+        self._init(enable=enable, disable=disable, _hash=hash((enable, disable)), _unions={}, _overrides={})
 
     def __hash__(self) -> int:
         return self._hash
