@@ -121,14 +121,10 @@ class nv_options(ScopeDecorator):
 
     def __repr__(self) -> str:
         extra = "" if self._inherit else ", inherit=False"
-        if self._selector is not None:
-            extra += f", fusions={self._selector!r}"
-        if self._on_error is not None:
-            extra += f", on_error={self._on_error!r}"
-        if self._share is not None:
-            extra += f", share={self._share!r}"
-        if self._run is not None:
-            extra += f", run={self._run!r}"
+        for name, value in (("fusions", self._selector), ("on_error", self._on_error), ("share", self._share),
+                            ("run", self._run)):
+            if value is not None:
+                extra += f", {name}={value!r}"
         return (f"nv_options(enable={sorted(self._options.enable)!r}, "
                 f"disable={sorted(self._options.disable)!r}{extra})")
 
