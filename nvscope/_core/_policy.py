@@ -93,19 +93,16 @@ def _unshared(parent: Policy) -> OptionSet | Policy | None:
         for options, _, inherit, _ in parent.layers:
             merged = over(merged, options, None, inherit, False)
         return merged
-    return _interned_policy(None, EMPTY, None, True, False, parent.layers)
+    return _intern(("unshared", parent.layers), parent.layers, False)
 
 
 def _interned_policy(parent: OptionSet | Policy | None, own: OptionSet, chosen: Selector | None, inherit: bool,
-                     share: bool, layers: tuple[Layer, ...] | None = None, run: str | None = None) -> Policy:
-    if layers is None:
-        if isinstance(parent, Policy):
-            below = parent.layers
-        elif parent is None:
-            below = ()
-        else:
-            below = ((parent, None, True, None),)
-        layers = (*below, (own, chosen, inherit, run))
+                     share: bool, run: str | None = None) -> Policy:
+    if isinstance(parent, Policy):
+        below = parent.layers
+    else:
+        below = () if parent is None else ((parent, None, True, None),)
+    layers = (*below, (own, chosen, inherit, run))
     return _intern((parent, own, chosen, inherit, share, layers), layers, share)
 
 
