@@ -266,8 +266,6 @@ def selector(value: object) -> Selector:
 def _build(value: object) -> Selector:
     from nvscope._core._validate import shown
 
-    if isinstance(value, Selector):
-        return value
     if isinstance(value, str):
         return _glob(value)
     if isinstance(value, (bytes, bytearray)):
