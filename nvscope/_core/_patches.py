@@ -46,14 +46,11 @@ class Patch:
         else:
             setattr(self.target, self.attribute, value)
 
-    def _current(self) -> object:
-        return vars(self.target).get(self.attribute, _MISSING)
-
     def _place(self, on: bool) -> None:
         """An on-demand patch in (``on``) or out, idempotent; only nvscope's own value is ever taken away."""
         if self.pinned:
             return
-        current = self._current()
+        current = vars(self.target).get(self.attribute, _MISSING)
         if on:
             if current is not self.replacement:
                 self.displaced = current
