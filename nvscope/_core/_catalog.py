@@ -1,9 +1,7 @@
 """The option catalog: every nvFuser enable/disable option name, what it does, and in which versions it exists.
 
-``nv_options`` validates against it, so a bad name fails early with the fix in the message rather than inside the
-first fusion. The table (`_catalog_data`) is narrowed to the installed nvFuser's version, read from its metadata
-without importing it; an nvFuser newer than the table is asked itself about names the table lacks
-(`_catalog_probe`).
+A bad name fails at ``nv_options``, with the fix, not inside the first fusion. The table is narrowed to the installed
+nvFuser's version (read from its metadata); a newer nvFuser is asked about names the table lacks (`_catalog_probe`).
 """
 
 from __future__ import annotations
@@ -27,13 +25,7 @@ if TYPE_CHECKING:
     Kind = Literal["enable", "disable"]
     Effect = Literal["codegen", "runtime", "debug"]
 
-__all__ = [
-    "Catalog",
-    "Kind",
-    "OptionInfo",
-    "UnknownOptionError",
-    "installed_nvfuser",
-]
+__all__ = ["Catalog", "Kind", "OptionInfo", "installed_nvfuser"]
 
 _OTHER: Mapping[str, Kind] = MappingProxyType({"enable": "disable", "disable": "enable"})
 
@@ -163,11 +155,8 @@ def _close_matches(name: str, names: Iterable[str], n: int, cutoff: float) -> li
 
 
 class Catalog:
-    """The options one nvFuser version accepts (or the whole bundled table when no nvFuser is installed).
-
-    On an nvFuser newer than the table, a name the table lacks passes if nvFuser itself accepts it (asked once per
-    process, on such a miss), with a one-time `NvscopeWarning`.
-    """
+    """The options one nvFuser version accepts (or the whole bundled table when no nvFuser is installed); on a newer
+    nvFuser, a name the table lacks passes if nvFuser accepts it, with a one-time `NvscopeWarning`."""
 
     __slots__ = ("_all", "_by_kind", "_gates", "_newer", "nvfuser", "options", "source")
 
@@ -217,9 +206,7 @@ class Catalog:
 
     def check(self, kind: Kind, name: str, *, spelling: str = PYTHON_SPELLING) -> None:
         """Raise `UnknownOptionError`, with the fix in the message, unless ``name`` is valid per call in ``kind``.
-
-        ``spelling`` formats a name in a list (``{kind}``, ``{name}``), e.g. ``"--{kind} {name}"`` for a CLI.
-        """
+        ``spelling`` formats a name in a list (``{kind}``, ``{name}``), e.g. ``"--{kind} {name}"`` for a CLI."""
         info = self._by_kind[kind].get(name)
         if info is not None:
             if info.requires_args:

@@ -1,9 +1,8 @@
 """Decorators: ``@nv_options(...)`` for functions, coroutines, generators and async generators (`ScopeDecorator`),
 and `bind`, which carries the active scope to other threads, tasks and later calls.
 
-A generator body runs in steps (PEP 568): each step sees its resumer's options, then the decorator's, then the scopes
-the body left open, which are rebuilt over the resumer's frame at every step; the consumer never sees them.
-"""
+A generator body runs in steps (PEP 568): each sees its resumer's options, then the decorator's, then the scopes the
+body left open, rebuilt over the resumer's frame at every step; the consumer never sees them."""
 
 from __future__ import annotations
 
@@ -211,11 +210,8 @@ def _wrap_async_generator(func: Callable[..., AsyncGenerator[Any, Any]], scope: 
 
 
 def bind(func: Callable[P, R]) -> Callable[P, R]:
-    """``func`` wrapped to run under the scope active now, wherever and whenever it is called.
-
-    New threads and executor workers start with no scope: ``pool.submit(nvscope.bind(work), x)`` carries it. One
-    bound callable may run in many threads at once; fusions it runs count for the captured scopes.
-    """
+    """``func`` wrapped to run under the scope active now, wherever and whenever it is called: new threads start
+    with no scope, ``pool.submit(nvscope.bind(work), x)`` carries it. Fusions it runs count for the captured scopes."""
     if not callable(func):
         raise TypeError(f"bind takes a function, not {type(func).__name__}: {_shown(func)} (to carry a scope into a "
                         "generator or coroutine, bind the function that creates it, before calling it)")

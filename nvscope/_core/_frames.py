@@ -1,9 +1,7 @@
 """Scope frames: the one ContextVar holding the active scope's frame, and the verbs that write it.
 
-A ContextVar, because threads, asyncio tasks and generators each need their own. A `Frame`'s ``policy`` is already
-merged with the enclosing scopes, so an adapter does one ``get()`` and one attribute load per fusion, never a merge.
-Only this module and `nv_options` write the variable.
-"""
+A ContextVar, as threads, asyncio tasks and generators each need their own. A `Frame`'s ``policy`` is already merged
+with the enclosing scopes: an adapter does one ``get()`` and one attribute load per fusion, never a merge."""
 
 from __future__ import annotations
 
@@ -124,10 +122,8 @@ _state.keep(__name__, "ACTIVE", "per context: each scope resets its own (uninsta
 
 
 def enter_frame(frame: Frame | None) -> Token[Frame | None]:
-    """Make ``frame`` the active one; undo with ``reset``.
-
-    The entry demands the patches itself: a generator in a reference cycle may be closed after its frame was
-    finalized, and its cleanup runs under that frame."""
+    """Make ``frame`` the active one; undo with ``reset``. The entry demands the patches itself: a generator in a
+    reference cycle may be closed after its frame was finalized, and its cleanup runs under that frame."""
     token = ACTIVE.set(frame)
     if frame is not None:
         _demand(id(token))

@@ -1,7 +1,6 @@
 """The value type: an immutable, hashable set of nvFuser enable and disable option names.
 
-It keys every compiled cache, so its hash is computed once and unions are memoised on the left operand.
-"""
+It keys every compiled cache, so its hash is computed once and unions are memoised on the left operand."""
 
 from __future__ import annotations
 
@@ -27,10 +26,8 @@ _EXAMPLE = "'NVFUSER_ENABLE=fuse_matmul NVFUSER_DISABLE=matmul_expr_eval'"
 
 
 class OptionSet(Record):
-    """An immutable set of nvFuser options: ``enable`` and ``disable`` are frozensets of option names.
-
-    ``OptionSet(enable=[...], disable=[...])``; names are not validated here (``nv_options`` does that).
-    """
+    """An immutable set of nvFuser options: ``enable`` and ``disable`` are frozensets of option names, not validated
+    here (``nv_options`` does that)."""
 
     __slots__ = ("__weakref__", "_hash", "_overrides", "_unions", "disable", "enable")
 
@@ -142,10 +139,8 @@ class OptionSet(Record):
 
     @classmethod
     def parse(cls, line: str) -> OptionSet:
-        """The set a shell line of ``NVFUSER_ENABLE=...``/``NVFUSER_DISABLE=...`` sets (`as_shell`'s inverse).
-
-        Anything else on the line raises ValueError naming the fix; names are checked for form only.
-        """
+        """The set a shell line of ``NVFUSER_ENABLE=...``/``NVFUSER_DISABLE=...`` sets (`as_shell`'s inverse);
+        anything else on the line raises ValueError naming the fix. Names are checked for form only."""
         if not isinstance(line, str):
             raise TypeError(f"OptionSet.parse takes a str such as {_EXAMPLE}, not {type(line).__name__}")
         import shlex

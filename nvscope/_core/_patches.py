@@ -1,8 +1,7 @@
 """Every monkey-patch nvscope makes, recorded (`apply`) and undone exactly (`restore`).
 
 Patches on the per-fusion path (``on_demand=True``) are in place only while a scope frame lives (a copied context may
-outlive its scope) or an audit listens (`demand`); otherwise Thunder's and nvFuser's own functions run untouched.
-"""
+outlive its scope) or an audit listens (`demand`); otherwise Thunder's and nvFuser's own functions run untouched."""
 
 from __future__ import annotations
 

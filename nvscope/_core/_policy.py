@@ -1,8 +1,7 @@
 """Precedence: which options one fusion gets, said in one place (docs/how-it-works.md, Precedence).
 
 A scope's *policy* is an `OptionSet` when no scope in the stack selects fusions (the fast case), else a `Policy`: the
-scopes' layers, outermost first, which also carries sharing and ``on_error="torch"``. Policies are interned, so a
-fusion's table records what a policy resolved to with one identity test.
+scopes' layers, outermost first, with sharing and ``on_error="torch"``. Policies are interned: compared by identity.
 """
 
 from __future__ import annotations

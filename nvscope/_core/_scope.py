@@ -1,9 +1,8 @@
 """The scope: `nv_options` (and `with_nv_options`) and `current_options`; a scope entry calls the hooks registered in
 `nvscope._core._lazy`.
 
-Each entry pushes a frame (`nvscope._core._frames`) that knows its parent, and exit restores that parent; the
-instance keeps no per-entry token, so one object can be entered nested and from many threads at once.
-"""
+Each entry pushes a frame that knows its parent and exit restores it: with no per-entry token, one object can be
+entered nested and from many threads at once."""
 
 from __future__ import annotations
 
@@ -208,9 +207,7 @@ def with_nv_options(enable: Iterable[str] | str | OptionSet = (), disable: Itera
                     inherit: bool = True, fusions: object = None, on_error: str | None = None,
                     share: bool | None = None, run: str | None = None) -> Callable[[F], F]:
     """Decorator: run the function (or coroutine, generator, async generator) under these options (`nv_options`).
-
-    A generator sees at each step its resumer's options merged with these; a class cannot be decorated.
-    """
+    A generator sees at each step its resumer's options merged with these; a class cannot be decorated."""
     if callable(enable) and not isinstance(enable, (str, OptionSet)):
         raise TypeError(f"with_nv_options needs its arguments: write @with_nv_options(enable=[...]) (with "
                         f"parentheses) above {getattr(enable, '__qualname__', 'the function')}, not @with_nv_options")
