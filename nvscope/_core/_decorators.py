@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 
 from nvscope._core import _patches
-from nvscope._core._frames import ACTIVE, NOTHING, Frame, note_run, switch_frame
+from nvscope._core._frames import ACTIVE, NOTHING, Frame, note_run
 from nvscope._core._validate import shown as _shown
 
 TYPE_CHECKING = False
@@ -122,7 +122,7 @@ class _Steps:
         self.consumer = consumer
         # The step demands the patches itself: the collector may close a generator after freeing its captured frame.
         _patches.demand(id(self))
-        switch_frame(frame)
+        ACTIVE.set(frame)
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
@@ -139,7 +139,7 @@ class _Steps:
             body = []  # the body exited below its base: it has no scopes of its own left
         elif base is not None:
             ran = max(ran, base.ran)
-        switch_frame(consumer)
+        ACTIVE.set(consumer)
         _patches.release(id(self))
         self.base = self.consumer = None
         body.reverse()

@@ -28,7 +28,6 @@ __all__ = [
     "program_sharing_suspended",
     "push",
     "reset",
-    "switch_frame",
     "unwind",
 ]
 
@@ -128,11 +127,6 @@ def enter_frame(frame: Frame | None) -> Token[Frame | None]:
     if frame is not None:
         _demand(id(token))
     return token
-
-
-def switch_frame(frame: Frame | None) -> None:
-    """Make ``frame`` the active one with no token, for a caller that demands the patches itself."""
-    ACTIVE.set(frame)
 
 
 def reset(token: Token[Frame | None]) -> None:
