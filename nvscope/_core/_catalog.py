@@ -1,9 +1,7 @@
 """The option catalog: every nvFuser enable/disable option name, what it does, and in which versions it exists.
 
-``nv_options`` validates against it, so a bad name fails early with the fix in the message rather than inside the
-first fusion. The table (`_catalog_data`) is narrowed to the installed nvFuser's version, read from its metadata
-without importing it; an nvFuser newer than the table is asked itself about names the table lacks
-(`_catalog_probe`).
+A bad name fails at ``nv_options``, with the fix, not inside the first fusion. The table is narrowed to the installed
+nvFuser's version (read from its metadata); a newer nvFuser is asked about names the table lacks (`_catalog_probe`).
 """
 
 from __future__ import annotations
@@ -13,7 +11,7 @@ import sys
 from collections.abc import Collection, Iterable, Mapping
 from types import MappingProxyType
 
-from nvscope._core import _catalog_data, _env, _state
+from nvscope._core import _catalog_data, _catalog_probe, _env, _state
 from nvscope._core._errors import NvscopeWarning, UnknownOptionError, once
 from nvscope._core._optionset import NVFUSER_MODULES
 from nvscope._core._record import Record
@@ -27,13 +25,7 @@ if TYPE_CHECKING:
     Kind = Literal["enable", "disable"]
     Effect = Literal["codegen", "runtime", "debug"]
 
-__all__ = [
-    "Catalog",
-    "Kind",
-    "OptionInfo",
-    "UnknownOptionError",
-    "installed_nvfuser",
-]
+__all__ = ["Catalog", "Kind", "OptionInfo", "installed_nvfuser"]
 
 _OTHER: Mapping[str, Kind] = MappingProxyType({"enable": "disable", "disable": "enable"})
 
@@ -152,12 +144,6 @@ def _shown(name: str) -> str:
     return cut(name, _LONGEST_SHOWN - 12, repr)
 
 
-def _same_but_case(name: str, names: Iterable[str]) -> str | None:
-    """The name in ``names`` that equals ``name`` but for case."""
-    key = name.lower()
-    return next((candidate for candidate in names if candidate.lower() == key), None)
-
-
 def _close_matches(name: str, names: Iterable[str], n: int, cutoff: float) -> list[str]:
     """Did-you-mean candidates, compared case-insensitively."""
     if len(name) > 2 * _LONGEST_SHOWN:  # difflib is quadratic
@@ -169,11 +155,8 @@ def _close_matches(name: str, names: Iterable[str], n: int, cutoff: float) -> li
 
 
 class Catalog:
-    """The options one nvFuser version accepts (or the whole bundled table when no nvFuser is installed).
-
-    On an nvFuser newer than the table, a name the table lacks passes if nvFuser itself accepts it (asked once per
-    process, on such a miss), with a one-time `NvscopeWarning`.
-    """
+    """The options one nvFuser version accepts (or the whole bundled table when no nvFuser is installed); on a newer
+    nvFuser, a name the table lacks passes if nvFuser accepts it, with a one-time `NvscopeWarning`."""
 
     __slots__ = ("_all", "_by_kind", "_gates", "_newer", "nvfuser", "options", "source")
 
@@ -223,9 +206,7 @@ class Catalog:
 
     def check(self, kind: Kind, name: str, *, spelling: str = PYTHON_SPELLING) -> None:
         """Raise `UnknownOptionError`, with the fix in the message, unless ``name`` is valid per call in ``kind``.
-
-        ``spelling`` formats a name in a list (``{kind}``, ``{name}``), e.g. ``"--{kind} {name}"`` for a CLI.
-        """
+        ``spelling`` formats a name in a list (``{kind}``, ``{name}``), e.g. ``"--{kind} {name}"`` for a CLI."""
         info = self._by_kind[kind].get(name)
         if info is not None:
             if info.requires_args:
@@ -258,19 +239,20 @@ class Catalog:
                 else:
                     self._note(kind, name, "passed to nvFuser unvalidated (NVSCOPE_TRUST_NVFUSER=1)")
                 return
-            if self._newer and self._nvfuser_accepts(kind, name):
+            accepted = _catalog_probe.accepted() if self._newer else None  # None: nvFuser cannot be asked
+            if accepted is not None and name in accepted[kind]:
                 self._note(kind, name, f"accepted because the installed nvFuser {self._installed()} accepts it per "
                                        f"call; the bundled catalog is older (it covers nvFuser up to "
                                        f"{_catalog_data.VERSIONS[-1][0]})")
                 return
         # The version check first: a name that moved between lists across versions must not be "passed as" the other.
         if anywhere and self.nvfuser is not None:
-            also = f" (it has {name!r} only as {_ARTICLE[other]} option)" if name in self._by_kind[other] else ""
+            also = f" (it has {name!r} only as {_ARTICLE[other]} option)" if wrong_list else ""
             raise UnknownOptionError(
                 f"nvFuser {kind} option {name!r} exists only in nvFuser {anywhere[0].versions}; "
                 f"the installed nvFuser is {self.nvfuser.version}{also}{self._newer_note(kind, name, spelling)}"
             )
-        if name in self._by_kind[other]:
+        if wrong_list:
             raise UnknownOptionError(
                 f"{name!r} is an nvFuser {other} option, not {_ARTICLE[kind]} option: pass it as "
                 + spelling.format(kind=other, name=name)
@@ -284,27 +266,19 @@ class Catalog:
     def near(self, kind: Kind, name: str) -> tuple[list[str], list[str]]:
         """Did-you-mean candidates for ``name``: (names of ``kind``, of the other kind)."""
         mine, other = self._by_kind[kind], self._by_kind[_OTHER[kind]]
-        if (same := _same_but_case(name, mine) or _same_but_case(name, other)) is not None:
+        same = next((candidate for candidate in (*mine, *other) if candidate.lower() == name.lower()), None)
+        if same is not None:  # the name but for case
             return ([same], []) if same in mine else ([], [same])
         return _close_matches(name, mine, n=3, cutoff=0.6), _close_matches(name, other, n=1, cutoff=0.75)
 
     def _installed(self) -> str:
         return "?" if self.nvfuser is None else str(self.nvfuser.version)
 
-    def _nvfuser_accepts(self, kind: Kind, name: str) -> bool | None:
-        """Whether the installed nvFuser accepts ``name`` per call; None when it cannot be asked (e.g. no CUDA)."""
-        from nvscope._core import _catalog_probe as _probe
-
-        accepted = _probe.accepted()
-        return None if accepted is None else name in accepted[kind]
-
     def _newer_note(self, kind: Kind, name: str, spelling: str) -> str:
         """For a refusal on an nvFuser newer than the catalog: what nvFuser itself said, or the way out."""
         if not self._newer:
             return ""
-        from nvscope._core import _catalog_probe as _probe
-
-        probed, probe_error = _probe.known()
+        probed, probe_error = _catalog_probe.known()
         said = (f" (the bundled catalog covers nvFuser up to {_catalog_data.VERSIONS[-1][0]}, older than the "
                 f"installed {self._installed()}")
         if probed is not None:

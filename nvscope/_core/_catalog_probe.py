@@ -63,8 +63,7 @@ def accepted() -> dict[str, frozenset[str]] | None:
             try:
                 _accepted = probe_installed()
             except Exception as error:
-                text = f"{type(error).__name__}: {error}"
-                _error = cut(text, 200)
+                _error = cut(f"{type(error).__name__}: {error}", 200)
         return _accepted
 
 

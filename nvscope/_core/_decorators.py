@@ -1,22 +1,20 @@
 """Decorators: ``@nv_options(...)`` for functions, coroutines, generators and async generators (`ScopeDecorator`),
 and `bind`, which carries the active scope to other threads, tasks and later calls.
 
-A generator body runs in steps (PEP 568): each step sees its resumer's options, then the decorator's, then the scopes
-the body left open, which are rebuilt over the resumer's frame at every step; the consumer never sees them.
-"""
+A generator body runs in steps (PEP 568): each sees its resumer's options, then the decorator's, then the scopes the
+body left open, rebuilt over the resumer's frame at every step; the consumer never sees them."""
 
 from __future__ import annotations
 
 import functools
 
 from nvscope._core import _patches
-from nvscope._core._frames import ACTIVE, NOTHING, Frame, enter_frame, note_run, reset, switch_frame
+from nvscope._core._frames import ACTIVE, NOTHING, Frame, note_run
 from nvscope._core._validate import shown as _shown
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, Callable, Generator
-    from contextvars import Token
     from types import TracebackType
     from typing import Any, ParamSpec, TypeVar
 
@@ -29,37 +27,29 @@ __all__ = ["ScopeDecorator", "bind", "decorate"]
 
 class ScopeDecorator:
     """The base of `nvscope.nv_options`: a scope that is also a decorator. A subclass enters frames and makes those
-    a generator body's steps rebuild (`_frame`, `_make`, `_report`)."""
+    a generator body's steps rebuild: `_frame` (over a parent, after its entry checks; ``check``: the policy check
+    too), `_make` (unchecked, for a later step) and `_report` (at a clean exit, what ran under it)."""
 
     __slots__ = ()
 
     def __call__(self, func: F) -> F:
         return decorate(self, func)
 
-    def __enter__(self) -> object:
-        raise NotImplementedError
+    if TYPE_CHECKING:
+        def __enter__(self) -> object: ...
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        raise NotImplementedError
+        def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                     tb: TracebackType | None) -> None: ...
 
-    def _frame(self, parent: Frame | None, check: bool) -> Frame:
-        """This scope's frame over ``parent``, after its entry checks (``check``: the policy check too)."""
-        raise NotImplementedError
+        def _frame(self, parent: Frame | None, check: bool) -> Frame: ...
 
-    def _make(self, parent: Frame | None) -> Frame:
-        """This scope's frame over ``parent``, unchecked (rebuilt for a later step)."""
-        raise NotImplementedError
+        def _make(self, parent: Frame | None) -> Frame: ...
 
-    def _report(self, ran: int) -> None:
-        """At a clean exit: what ran under the scope (`nvscope._core._frames.note_run`)."""
-        raise NotImplementedError
+        def _report(self, ran: int) -> None: ...
 
 
 def decorate(scope: ScopeDecorator, func: F) -> F:
     """Wrap ``func`` so its body runs in ``scope``; right for functions, coroutines, generators, async generators."""
-    import inspect  # not at the top: `import nvscope` stays light
-
     if isinstance(func, type):
         raise TypeError(
             f"with_nv_options cannot decorate a class ({func.__qualname__}): it is ambiguous whether the constructor "
@@ -70,29 +60,39 @@ def decorate(scope: ScopeDecorator, func: F) -> F:
         return type(func)(decorate(scope, func.__func__))
     if not callable(func):
         raise TypeError(f"with_nv_options decorates a callable, not {type(func).__name__}: {_shown(func)}")
+    return _wrap(func, scope, None)  # type: ignore[no-any-return]
+
+
+def _wrap(func: Callable[..., Any], scope: ScopeDecorator | None, captured: Frame | None) -> Any:
+    """``func`` run in ``scope``, or with no scope in the frame `bind` ``captured``; each call, generator or
+    coroutine steps in on its own."""
+    import inspect  # not at the top: `import nvscope` stays light
+
     if inspect.isasyncgenfunction(func):
-        return _wrap_async_generator(func, scope, None)  # type: ignore[return-value]
+        return _wrap_async_generator(func, scope, captured)
     if inspect.isgeneratorfunction(func):
-        return _wrap_generator(func, scope, None)  # type: ignore[return-value]
+        return _wrap_generator(func, scope, captured)
+    context = (lambda: scope) if scope is not None else (lambda: _Steps(None, captured))
     if inspect.iscoroutinefunction(func):
         @functools.wraps(func)
         async def coroutine_wrapper(*args: Any, **kwargs: Any) -> Any:
-            with scope:
+            with context():
                 return await func(*args, **kwargs)
-        return coroutine_wrapper  # type: ignore[return-value]
+        return coroutine_wrapper
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        with scope:
+        with context():
             return func(*args, **kwargs)
-    return wrapper  # type: ignore[return-value]
+    return wrapper
 
 
 class _Steps:
-    """The frames of one generator body around each step: the decorator's frame over the resumer's (or the frame
-    `bind` captured), with the body's open scopes (``body``: owner, a left-open `push`'s frame or None, ran) on top."""
+    """The frames of one generator body (or one bound call) around each step: the decorator's frame over the
+    resumer's (or the frame `bind` captured), with the body's open scopes (``body``: owner, a left-open `push`'s frame
+    or None, ran) on top."""
 
-    __slots__ = ("base", "body", "captured", "checked", "consumer", "ran", "scope", "token")
+    __slots__ = ("base", "body", "captured", "checked", "consumer", "ran", "scope")
 
     def __init__(self, scope: ScopeDecorator | None, captured: Frame | None) -> None:
         self.scope = scope
@@ -122,7 +122,7 @@ class _Steps:
         self.consumer = consumer
         # The step demands the patches itself: the collector may close a generator after freeing its captured frame.
         _patches.demand(id(self))
-        switch_frame(frame)
+        ACTIVE.set(frame)
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
@@ -139,7 +139,7 @@ class _Steps:
             body = []  # the body exited below its base: it has no scopes of its own left
         elif base is not None:
             ran = max(ran, base.ran)
-        switch_frame(consumer)
+        ACTIVE.set(consumer)
         _patches.release(id(self))
         self.base = self.consumer = None
         body.reverse()
@@ -210,44 +210,9 @@ def _wrap_async_generator(func: Callable[..., AsyncGenerator[Any, Any]], scope: 
 
 
 def bind(func: Callable[P, R]) -> Callable[P, R]:
-    """``func`` wrapped to run under the scope active now, wherever and whenever it is called.
-
-    New threads and executor workers start with no scope: ``pool.submit(nvscope.bind(work), x)`` carries it. One
-    bound callable may run in many threads at once; fusions it runs count for the captured scopes.
-    """
-    import inspect
-
+    """``func`` wrapped to run under the scope active now, wherever and whenever it is called: new threads start
+    with no scope, ``pool.submit(nvscope.bind(work), x)`` carries it. Fusions it runs count for the captured scopes."""
     if not callable(func):
         raise TypeError(f"bind takes a function, not {type(func).__name__}: {_shown(func)} (to carry a scope into a "
                         "generator or coroutine, bind the function that creates it, before calling it)")
-    frame = ACTIVE.get()
-    if inspect.isasyncgenfunction(func):
-        return _wrap_async_generator(func, None, frame)
-    if inspect.isgeneratorfunction(func):
-        return _wrap_generator(func, None, frame)
-    if inspect.iscoroutinefunction(func):
-        @functools.wraps(func)
-        async def bound_coroutine(*args: Any, **kwargs: Any) -> Any:
-            token = enter_frame(frame)
-            try:
-                return await func(*args, **kwargs)
-            finally:
-                _count_and_reset(frame, token)
-        return bound_coroutine  # type: ignore[return-value]
-
-    @functools.wraps(func)
-    def bound(*args: P.args, **kwargs: P.kwargs) -> R:
-        token = enter_frame(frame)
-        try:
-            return func(*args, **kwargs)
-        finally:
-            _count_and_reset(frame, token)
-    return bound
-
-
-def _count_and_reset(frame: Frame | None, token: Token[Frame | None]) -> None:
-    """Bound work ended: what ran counts for the captured frame and every scope around it (the innermost may have
-    exited already, and could not pass it on)."""
-    if frame is not None:
-        note_run(frame, frame.ran, outward=True)
-    reset(token)
+    return _wrap(func, None, ACTIVE.get())  # type: ignore[no-any-return]

@@ -1,8 +1,6 @@
 """Development mode: developer flags must not leak into reference models and benchmarks.
 
-A non-empty scope entered outside development mode warns (`DevelopmentModeWarning`; an error under
-``NVSCOPE_STRICT=1``). The innermost ``dev_mode`` block decides (this context only), then `set_development_mode`
-(process-wide), then ``NVSCOPE_DEV``, read at each scope entry.
+A non-empty scope entered outside it warns (`DevelopmentModeWarning`; an error under ``NVSCOPE_STRICT=1``).
 """
 
 from __future__ import annotations
@@ -27,9 +25,6 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
 __all__ = [
-    "DevelopmentModeError",
-    "DevelopmentModeWarning",
-    "NoFusionWarning",
     "dev_mode",
     "is_development_mode",
     "set_development_mode",

@@ -1,7 +1,6 @@
 """Every exception and warning nvscope raises, the line a warning names (`user_stacklevel`), and `once`.
 
-Each error derives from `NvscopeError` and from the builtin a caller would expect (``ValueError`` for a bad name).
-"""
+Each error derives from `NvscopeError` and from the builtin a caller would expect (``ValueError`` for a bad name)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,7 @@
 """Scope frames: the one ContextVar holding the active scope's frame, and the verbs that write it.
 
-A ContextVar, because threads, asyncio tasks and generators each need their own. A `Frame`'s ``policy`` is already
-merged with the enclosing scopes, so an adapter does one ``get()`` and one attribute load per fusion, never a merge.
-Only this module and `nv_options` write the variable.
-"""
+A ContextVar, as threads, asyncio tasks and generators each need their own. A `Frame`'s ``policy`` is already merged
+with the enclosing scopes: an adapter does one ``get()`` and one attribute load per fusion, never a merge."""
 
 from __future__ import annotations
 
@@ -30,7 +28,6 @@ __all__ = [
     "program_sharing_suspended",
     "push",
     "reset",
-    "switch_frame",
     "unwind",
 ]
 
@@ -93,36 +90,29 @@ ROOT = _root()
 _ROOT_POLICY = None if ROOT is None else ROOT.policy
 _state.keep(__name__, "ROOT", "the program-wide frame of NVSCOPE_SHARE=all, for the life of the process")
 
-class _Suspension:
-    """The open `program_sharing_suspended` blocks: while any is open, `ROOT` shares nothing."""
 
-    __slots__ = ("lock", "open")
-
-    def __init__(self) -> None:
-        self.open = 0
-        self.lock = threading.Lock()
-
-
-_SUSPENSION = _Suspension()
-_state.keep(__name__, "_SUSPENSION", "the open blocks that suspend ROOT's sharing: each undoes its own")
+# The open `program_sharing_suspended` blocks: while any is open, `ROOT` shares nothing.
+_suspended = 0
+_suspended_lock = threading.Lock()
+_state.keep(__name__, "_suspended _suspended_lock", "the open blocks that suspend ROOT's sharing: each undoes its own")
 
 
 @contextmanager
 def program_sharing_suspended() -> Iterator[None]:
     """Inside, `ROOT` shares nothing, in every thread: for a tool that must see Thunder's own path."""
+    global _suspended
     if ROOT is None:
         yield
         return
-    suspension = _SUSPENSION
-    with suspension.lock:
-        suspension.open += 1
+    with _suspended_lock:
+        _suspended += 1
         ROOT.policy = None
     try:
         yield
     finally:
-        with suspension.lock:
-            suspension.open -= 1
-            if not suspension.open:
+        with _suspended_lock:
+            _suspended -= 1
+            if not _suspended:
                 ROOT.policy = _ROOT_POLICY
 
 
@@ -131,19 +121,12 @@ _state.keep(__name__, "ACTIVE", "per context: each scope resets its own (uninsta
 
 
 def enter_frame(frame: Frame | None) -> Token[Frame | None]:
-    """Make ``frame`` the active one; undo with ``reset``.
-
-    The entry demands the patches itself: a generator in a reference cycle may be closed after its frame was
-    finalized, and its cleanup runs under that frame."""
+    """Make ``frame`` the active one; undo with ``reset``. The entry demands the patches itself: a generator in a
+    reference cycle may be closed after its frame was finalized, and its cleanup runs under that frame."""
     token = ACTIVE.set(frame)
     if frame is not None:
         _demand(id(token))
     return token
-
-
-def switch_frame(frame: Frame | None) -> None:
-    """Make ``frame`` the active one with no token, for a caller that demands the patches itself."""
-    ACTIVE.set(frame)
 
 
 def reset(token: Token[Frame | None]) -> None:
@@ -168,21 +151,15 @@ def carried(frame: Frame | None) -> tuple[Frame | None, bool | None]:
     sharing where the backward must keep it. A frame that stopped sharing on purpose keeps its backward unshared."""
     if frame is None or frame is ROOT:
         return None, None
-    if not _policy.sharing(frame.policy) and _shares_around(frame):
-        return frame, False
+    if not _policy.sharing(frame.policy):
+        parent = frame.parent
+        while parent is not None and not _policy.sharing(parent.policy):
+            parent = parent.parent
+        if parent is not None:  # a scope around it shares
+            return frame, False
     if frame.policy is None and frame.on_error is None:
         return None, None
     return frame, None
-
-
-def _shares_around(frame: Frame) -> bool:
-    """Whether a scope around ``frame`` shares."""
-    parent = frame.parent
-    while parent is not None:
-        if _policy.sharing(parent.policy):
-            return True
-        parent = parent.parent
-    return False
 
 
 def pop(token: Token[Frame | None]) -> None:

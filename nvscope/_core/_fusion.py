@@ -1,10 +1,8 @@
 """A fusion as a unit: its identity (`FusionInfo`) and the selectors that pick fusions (``nv_options(fusions=...)``).
 
-A fusion's id, ``<phase>/<name>[@<site>:<key> | @<site> | @<key>][#<k>]``, is computed once, from where the fusion
-sits in the program, so that an id printed by one run selects the same fusion in the next (docs/fusions.md).
-Selectors are compiled when their scope is built, so a bad glob fails before anything is entered, and are matched
-once per fusion and scope.
-"""
+An id, ``<phase>/<name>[@<site>:<key> | @<site> | @<key>][#<k>]``, comes from where the fusion sits in the program, so
+an id printed by one run selects the same fusion in the next (docs/fusions.md). Selectors compile when their scope is
+built, so a bad glob fails before anything is entered."""
 
 from __future__ import annotations
 
@@ -125,10 +123,8 @@ def reidentify(info: FusionInfo) -> FusionInfo:
 
 
 class Selector:
-    """Which fusions a scope's options reach: ``selector(info) -> bool``, with a readable ``repr``.
-
-    Combine with ``|``, ``&`` and ``~``. Equal when built alike, so a scope written anew at every step of a loop
-    resolves to the same interned policy."""
+    """Which fusions a scope's options reach: ``selector(info) -> bool``, with a readable ``repr``; combine with
+    ``|``, ``&`` and ``~``. Equal when built alike, so a scope built anew in a loop resolves to the same policy."""
 
     __slots__ = ("_hash", "_key", "_match", "_text")
 
@@ -266,8 +262,6 @@ def selector(value: object) -> Selector:
 def _build(value: object) -> Selector:
     from nvscope._core._validate import shown
 
-    if isinstance(value, Selector):
-        return value
     if isinstance(value, str):
         return _glob(value)
     if isinstance(value, (bytes, bytearray)):

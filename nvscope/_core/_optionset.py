@@ -1,7 +1,6 @@
 """The value type: an immutable, hashable set of nvFuser enable and disable option names.
 
-It keys every compiled cache, so its hash is computed once and unions are memoised on the left operand.
-"""
+It keys every compiled cache, so its hash is computed once and unions are memoised on the left operand."""
 
 from __future__ import annotations
 
@@ -9,6 +8,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from nvscope._core import _state
+from nvscope._core._record import Record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -25,11 +25,9 @@ _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ012
 _EXAMPLE = "'NVFUSER_ENABLE=fuse_matmul NVFUSER_DISABLE=matmul_expr_eval'"
 
 
-class OptionSet:
-    """An immutable set of nvFuser options: ``enable`` and ``disable`` are frozensets of option names.
-
-    ``OptionSet(enable=[...], disable=[...])``; names are not validated here (``nv_options`` does that).
-    """
+class OptionSet(Record):
+    """An immutable set of nvFuser options: ``enable`` and ``disable`` are frozensets of option names, not validated
+    here (``nv_options`` does that)."""
 
     __slots__ = ("__weakref__", "_hash", "_overrides", "_unions", "disable", "enable")
 
@@ -47,17 +45,8 @@ class OptionSet:
             enable = (enable,)
         if isinstance(disable, str):
             disable = (disable,)
-        object.__setattr__(self, "enable", frozenset(enable))
-        object.__setattr__(self, "disable", frozenset(disable))
-        object.__setattr__(self, "_hash", hash((self.enable, self.disable)))
-        object.__setattr__(self, "_unions", {})
-        object.__setattr__(self, "_overrides", {})
-
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError(f"OptionSet is immutable: cannot set {name!r}")
-
-    def __delattr__(self, name: str) -> None:
-        raise AttributeError(f"OptionSet is immutable: cannot delete {name!r}")
+        enable, disable = frozenset(enable), frozenset(disable)
+        self._init(enable=enable, disable=disable, _hash=hash((enable, disable)), _unions={}, _overrides={})
 
     def __hash__(self) -> int:
         return self._hash
@@ -150,10 +139,8 @@ class OptionSet:
 
     @classmethod
     def parse(cls, line: str) -> OptionSet:
-        """The set a shell line of ``NVFUSER_ENABLE=...``/``NVFUSER_DISABLE=...`` sets (`as_shell`'s inverse).
-
-        Anything else on the line raises ValueError naming the fix; names are checked for form only.
-        """
+        """The set a shell line of ``NVFUSER_ENABLE=...``/``NVFUSER_DISABLE=...`` sets (`as_shell`'s inverse);
+        anything else on the line raises ValueError naming the fix. Names are checked for form only."""
         if not isinstance(line, str):
             raise TypeError(f"OptionSet.parse takes a str such as {_EXAMPLE}, not {type(line).__name__}")
         import shlex

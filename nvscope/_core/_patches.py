@@ -1,8 +1,7 @@
 """Every monkey-patch nvscope makes, recorded (`apply`) and undone exactly (`restore`).
 
 Patches on the per-fusion path (``on_demand=True``) are in place only while a scope frame lives (a copied context may
-outlive its scope) or an audit listens (`demand`); otherwise Thunder's and nvFuser's own functions run untouched.
-"""
+outlive its scope) or an audit listens (`demand`); otherwise Thunder's and nvFuser's own functions run untouched."""
 
 from __future__ import annotations
 
@@ -46,14 +45,11 @@ class Patch:
         else:
             setattr(self.target, self.attribute, value)
 
-    def _current(self) -> object:
-        return vars(self.target).get(self.attribute, _MISSING)
-
     def _place(self, on: bool) -> None:
         """An on-demand patch in (``on``) or out, idempotent; only nvscope's own value is ever taken away."""
         if self.pinned:
             return
-        current = self._current()
+        current = vars(self.target).get(self.attribute, _MISSING)
         if on:
             if current is not self.replacement:
                 self.displaced = current

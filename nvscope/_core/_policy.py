@@ -1,8 +1,7 @@
 """Precedence: which options one fusion gets, said in one place (docs/how-it-works.md, Precedence).
 
 A scope's *policy* is an `OptionSet` when no scope in the stack selects fusions (the fast case), else a `Policy`: the
-scopes' layers, outermost first, which also carries sharing and ``on_error="torch"``. Policies are interned, so a
-fusion's table records what a policy resolved to with one identity test.
+scopes' layers, outermost first, with sharing and ``on_error="torch"``. Policies are interned: compared by identity.
 """
 
 from __future__ import annotations
@@ -93,19 +92,16 @@ def _unshared(parent: Policy) -> OptionSet | Policy | None:
         for options, _, inherit, _ in parent.layers:
             merged = over(merged, options, None, inherit, False)
         return merged
-    return _interned_policy(None, EMPTY, None, True, False, parent.layers)
+    return _intern(("unshared", parent.layers), parent.layers, False)
 
 
 def _interned_policy(parent: OptionSet | Policy | None, own: OptionSet, chosen: Selector | None, inherit: bool,
-                     share: bool, layers: tuple[Layer, ...] | None = None, run: str | None = None) -> Policy:
-    if layers is None:
-        if isinstance(parent, Policy):
-            below = parent.layers
-        elif parent is None:
-            below = ()
-        else:
-            below = ((parent, None, True, None),)
-        layers = (*below, (own, chosen, inherit, run))
+                     share: bool, run: str | None = None) -> Policy:
+    if isinstance(parent, Policy):
+        below = parent.layers
+    else:
+        below = () if parent is None else ((parent, None, True, None),)
+    layers = (*below, (own, chosen, inherit, run))
     return _intern((parent, own, chosen, inherit, share, layers), layers, share)
 
 

@@ -1,9 +1,8 @@
 """The scope: `nv_options` (and `with_nv_options`) and `current_options`; a scope entry calls the hooks registered in
 `nvscope._core._lazy`.
 
-Each entry pushes a frame (`nvscope._core._frames`) that knows its parent, and exit restores that parent; the
-instance keeps no per-entry token, so one object can be entered nested and from many threads at once.
-"""
+Each entry pushes a frame that knows its parent and exit restores it: with no per-entry token, one object can be
+entered nested and from many threads at once."""
 
 from __future__ import annotations
 
@@ -12,20 +11,7 @@ import sys
 from nvscope._core import _devmode, _env, _policy, _state
 from nvscope._core._decorators import ScopeDecorator
 from nvscope._core._errors import ConfigWarning
-from nvscope._core._frames import (
-    ACTIVE,
-    CHANGED,
-    NO_EFFECT,
-    NOTHING,
-    Frame,
-    enter_frame,
-    note_run,
-    pop,
-    push,
-    reset,
-    switch_frame,
-    unwind,
-)
+from nvscope._core._frames import ACTIVE, CHANGED, NOTHING, Frame, note_run
 from nvscope._core._fusion import FusionInfo, Selector, selector
 from nvscope._core._lazy import ENTER_HOOKS, load
 from nvscope._core._optionset import EMPTY, OptionSet
@@ -40,23 +26,7 @@ if TYPE_CHECKING:
 
     F = TypeVar("F", bound=Callable[..., Any])
 
-__all__ = [
-    "ACTIVE",
-    "CHANGED",
-    "NOTHING",
-    "NO_EFFECT",
-    "Frame",
-    "current_options",
-    "enter_frame",
-    "note_run",
-    "nv_options",
-    "pop",
-    "push",
-    "reset",
-    "switch_frame",
-    "unwind",
-    "with_nv_options",
-]
+__all__ = ["current_options", "nv_options", "with_nv_options"]
 
 _ON_ERROR = (None, "raise", "fallback", "torch")
 _RUN = (None, "torch", "nvfuser")
@@ -150,14 +120,10 @@ class nv_options(ScopeDecorator):
 
     def __repr__(self) -> str:
         extra = "" if self._inherit else ", inherit=False"
-        if self._selector is not None:
-            extra += f", fusions={self._selector!r}"
-        if self._on_error is not None:
-            extra += f", on_error={self._on_error!r}"
-        if self._share is not None:
-            extra += f", share={self._share!r}"
-        if self._run is not None:
-            extra += f", run={self._run!r}"
+        for name, value in (("fusions", self._selector), ("on_error", self._on_error), ("share", self._share),
+                            ("run", self._run)):
+            if value is not None:
+                extra += f", {name}={value!r}"
         return (f"nv_options(enable={sorted(self._options.enable)!r}, "
                 f"disable={sorted(self._options.disable)!r}{extra})")
 
@@ -241,9 +207,7 @@ def with_nv_options(enable: Iterable[str] | str | OptionSet = (), disable: Itera
                     inherit: bool = True, fusions: object = None, on_error: str | None = None,
                     share: bool | None = None, run: str | None = None) -> Callable[[F], F]:
     """Decorator: run the function (or coroutine, generator, async generator) under these options (`nv_options`).
-
-    A generator sees at each step its resumer's options merged with these; a class cannot be decorated.
-    """
+    A generator sees at each step its resumer's options merged with these; a class cannot be decorated."""
     if callable(enable) and not isinstance(enable, (str, OptionSet)):
         raise TypeError(f"with_nv_options needs its arguments: write @with_nv_options(enable=[...]) (with "
                         f"parentheses) above {getattr(enable, '__qualname__', 'the function')}, not @with_nv_options")

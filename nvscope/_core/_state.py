@@ -1,10 +1,8 @@
 """The state nvscope keeps between calls, registered where it is held: what `nvscope.uninstall()` clears, in which
 order, and what outlives it and why.
 
-A module registers its globals beside them: ``register(__name__, "_entries", clear, step="shared")`` or
-``keep(__name__, "_salts", "why")``. `reset` runs each clear once, in `STEPS` order. tests/core/test_state.py fails
-on module-level state that is neither registered nor kept.
-"""
+A module registers its globals beside them (`register`, with the step that clears them, or `keep`, with why they
+outlive it); tests/core/test_state.py fails on module-level state that is neither."""
 
 from __future__ import annotations
 
