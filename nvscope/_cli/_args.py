@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import functools
 import importlib
 import importlib.util
 import os
@@ -42,7 +41,7 @@ def _number_word(text: str) -> int | float:
 # The command line's argument types: the tools' own checks (nvscope._measure._checks), as argparse types.
 ROUNDS = arg(rounds)
 COUNT = arg(count)
-POSITIVE = arg(functools.partial(count, minimum=1))
+POSITIVE = arg(lambda name, value: count(name, value, minimum=1))
 TOLERANCE = arg(number, float)
 SECONDS = arg(_seconds, _number_word)  # finite, > 0, at most 1e6: inf or 1e300 would overflow subprocess's waits
 

@@ -11,6 +11,7 @@ import os
 import re
 import sys
 from collections.abc import Sequence
+from types import MappingProxyType
 from typing import NoReturn
 
 from nvscope._cli import _child_carry as _carry
@@ -195,8 +196,8 @@ def _run_arguments(run: argparse.ArgumentParser) -> None:
 
 
 # the commands whose parsers and code are modules of their own
-_COMMAND_MODULES = {"search": "_search_cmd", "profile": "_profile_bisect_cmd", "bisect": "_profile_bisect_cmd",
-                    "rescue": "_rescue_cmd", "check": "_check_cmd"}
+_COMMAND_MODULES = MappingProxyType({"search": "_search_cmd", "profile": "_profile_bisect_cmd",
+                                     "bisect": "_profile_bisect_cmd", "rescue": "_rescue_cmd", "check": "_check_cmd"})
 
 # the commands whose --json is a flag (--json=PATH writes a file)
 _JSON_FLAG = ("options", "doctor", "check")

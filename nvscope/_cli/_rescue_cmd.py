@@ -4,7 +4,6 @@ Every flag is checked before anything runs (exit 2, one line)."""
 from __future__ import annotations
 
 import argparse
-import functools
 import os
 import shutil
 from typing import Any
@@ -107,7 +106,8 @@ def _rate(name: str, value: object) -> float:
     return rate
 
 
-_error = functools.partial(error, "rescue")
+def _error(message: str, code: int = 2) -> int:
+    return error("rescue", message, code)
 
 
 def command(ns: argparse.Namespace) -> int:

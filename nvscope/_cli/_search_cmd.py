@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import functools
 import sys
 import traceback
 from typing import Any
@@ -89,7 +88,8 @@ def add_parser(subparsers: Any) -> None:
                         "defaults and the best global set (docs/search.md)")
 
 
-_error = functools.partial(error, "search")
+def _error(message: str, code: int = 2) -> int:
+    return error("search", message, code)
 
 
 def command(ns: argparse.Namespace) -> int:
