@@ -12,7 +12,7 @@ Method, paired and interleaved (as `nvscope.search` and benchmarks/thunder_steps
 in each
 round every variant runs one block of ``--calls`` calls, in an order shuffled per round, with the garbage collector
 off; a round's variants share whatever the machine did during it, so per-round differences (ns added per call) and
-ratios to the unpatched wrapper cancel it. Printed: their medians over the rounds with 95% bootstrap intervals. The
+ratios to the unpatched wrapper cancel it. Printed: their medians over the rounds with 95% sign-test intervals. The
 variants: a bare function call (the loop's floor), the unpatched wrapper, a third copy patched with a bare
 pass-through (``def __call__(fusion, *args): return original(fusion, *args)``: the least a patch that wraps
 Thunder's ``__call__`` adds), and the patched wrapper's class called with
@@ -35,6 +35,7 @@ import contextvars
 import functools
 import gc
 import itertools
+import math
 import os
 import random
 import subprocess
@@ -47,7 +48,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from nvscope._measure._stats import bootstrap_median_ci, median, summarize
+from nvscope._measure._stats import median, median_interval, summarize
 
 WARMUP_ROUNDS = 5
 
@@ -178,10 +179,15 @@ def paired_rounds(variants: dict[str, Callable[[], Any]], rounds: int, rng: rand
 
 
 def added_ns(times: Sequence[float], base: Sequence[float], per: int, seed: int) -> tuple[float, float, float]:
-    """Median over the rounds of (times - base) / per, in ns, with its 95% bootstrap interval."""
+    """Median over the rounds of (times - base) / per, in ns, with its 95% interval."""
     differences = [(t - b) / per * 1e9 for t, b in zip(times, base, strict=True)]
-    low, high = bootstrap_median_ci(differences, seed=seed)
-    return median(differences), low, high
+    return median(differences), *_interval(differences)
+
+
+def _interval(values: Sequence[float]) -> tuple[float, float]:
+    """The sign test's 95% interval of the median (the one the tools' verdicts use); NaN when too few values."""
+    found = median_interval(values)
+    return found if found is not None else (math.nan, math.nan)
 
 
 def interval(mid: float, low: float, high: float, digits: int = 1) -> str:
@@ -231,7 +237,7 @@ def import_ms(rounds: int, rng: random.Random, seed: int) -> tuple[tuple[float, 
     found = []
     for name, base in (("import", "bare"), ("scope", "import")):
         differences = [(a - b) * 1e3 for a, b in zip(times[name], times[base], strict=True)]
-        found.append((median(differences), *bootstrap_median_ci(differences, seed=seed)))
+        found.append((median(differences), *_interval(differences)))
     return tuple(found)
 
 
@@ -247,7 +253,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=200, help="paired rounds of the per-call cases (default 200)")
     parser.add_argument("--calls", type=int, default=20_000, help="calls per variant per round (default 20000)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the round order and the bootstrap")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the round order")
     parser.add_argument("--import-only", action="store_true", help="measure `import nvscope` and the first scope only")
     parser.add_argument("--import-rounds", type=int, default=21, help="paired rounds of fresh interpreters")
     args = parser.parse_args()
@@ -321,7 +327,7 @@ def main() -> None:
 
     print(f"python {sys.version.split()[0]}; {args.rounds} paired rounds (+{WARMUP_ROUNDS} warm-up) x {n:,} calls "
           f"per variant, variants in a random order per round (seed {args.seed}); medians over the rounds, "
-          "[95% bootstrap interval]")
+          "[95% sign-test interval]")
     print(f"\n{'case':<38}{'ns/call':>9}  {'added ns/call vs unpatched':<28}{'ratio to unpatched':<26}"
           f"{'net blocks':>10}{'peak B':>8}")
     for name, run_times in times.items():
