@@ -1,12 +1,14 @@
 """One probe of the rescue: the step once, some fusions under options and the rest on Thunder's own path.
 
 `observe` runs it, marking each fusion's start so that a fault is blamed on the fusion running; `Children` runs
-probes in child processes (workers or fresh), each in its own process group with a time limit."""
+probes in child processes (workers or fresh), each in its own process group with a time limit, and reads what a dead
+one left: its events file (`read_events`) and the start markers that compute-sanitizer's lines are attributed by."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -20,7 +22,6 @@ from typing import Any, TextIO
 from nvscope._core import OptionSet, _env, dev_mode, first_line, nv_options, program_sharing_suspended
 from nvscope._exec import FusionRecord, audit, listening, repro_paths, scripts_named_in, watch_imports
 from nvscope._measure import compare_leaves, flatten_outputs, options_dict, options_from
-from nvscope._rescue._events import ENDED, FAILED, MARK, STARTED, Progress, read_json, sanitizer_errors
 from nvscope._rescue._target import Plan, check_target
 from nvscope._rescue._watch import (
     NO_VALIDATE,
@@ -35,7 +36,13 @@ from nvscope._rescue._watch import (
 from nvscope._rescue._workers import Workers, kill
 from nvscope._tools import ScopeMap, exit_detail
 
-__all__ = ["CHILD", "LOAD", "MARK", "WORKER", "Children", "Plan", "check_target", "observe"]
+__all__ = ["CHILD", "LOAD", "MARK", "WORKER", "Children", "Plan", "check_target", "observe", "read_events",
+           "sanitizer_errors"]
+
+MARK = "nvscope-rescue: start "
+# A probe's events file: one line per fusion event, ``<event> <fusion id>``, in the order they happened.
+STARTED, ENDED, FAILED = "start", "end", "raise"
+_SUMMARY = re.compile(r"ERROR SUMMARY: (\d+) error")
 
 # A child: load the target as the command line would (`LOAD`), then `observe` it and exit.
 LOAD = """\
@@ -89,7 +96,7 @@ WORKER = LOAD + "from nvscope._rescue._workers import serve\nserve(observe, step
 def observe(step: Callable[[], Any], reference: Callable[[], Any] | None, spec: dict[str, Any],
             tolerance: float | None = None) -> dict[str, Any]:
     """Run ``step`` once under the plan in ``spec`` (``groups``: [[options, [ids]], ...]) and say what happened (a
-    JSON-able dict, also written to ``spec["out"]``). ``spec`` also names the ``events`` file (`Progress`), stdout
+    JSON-able dict, also written to ``spec["out"]``). ``spec`` also names the ``events`` file (`read_events`), stdout
     ``markers`` (for the sanitizer), the fusions to ``validate`` and the repro ``scripts`` folder (``prewrite``: before
     each first run). ``failure``: the first failure in time; ``failed``: every fusion that failed."""
     groups = [(options_from(o), list(ids)) for o, ids in spec.get("groups", ())]
@@ -330,7 +337,7 @@ class Children:
     def verdict(self, spec: dict[str, Any], code: int | None, stdout: str, stderr: str, args: Any) -> dict[str, Any]:
         """What one probe saw: its observation, or for a process that died (``code``: its exit status) or hung
         (None) before it could say, what it left."""
-        progress = Progress.read(spec["events"])
+        started, running = read_events(spec["events"])
         if os.path.exists(spec["out"]) and code is not None:
             with open(spec["out"], encoding="utf-8") as file:
                 result: dict[str, Any] = json.load(file)
@@ -340,19 +347,17 @@ class Children:
         else:  # it died (or hung) before it could say: the fusion it was in (none: it was outside every fusion)
             done = None if code is None else subprocess.CompletedProcess(args, code, stdout, stderr)
             how = "timeout" if code is None else "fault"
-            running = progress.running()
             last = running[-1] if running else None
-            started = progress.started
             # Its repro script was written before it ran (``prewrite``): the fault left no time after.
             script = None if last is None else script_path(self.scripts, last)
             result = {"fusions": [{"id": f, "ops": None, "own": options_dict(OptionSet())}
-                                  for f in dict.fromkeys(started)], "matched": None, "numerics": "",
+                                  for f in started], "matched": None, "numerics": "",
                       "failure": failure_of(last, how, exit_detail(done, self.timeout)
                                             + ("" if last or not started else " (after every fusion had finished)"),
                                             stderr[-2000:]),
                       "failed": [last] if last else [],
                       "repro": [script] if script and os.path.isfile(script) else [],
-                      "versions": read_json(spec.get("versions"))}
+                      "versions": _read_json(spec.get("versions"))}
         result["repro"] = list(dict.fromkeys([*result["repro"], *scripts_named_in(stderr)]))
         if self.sanitizer is not None:
             total, per = sanitizer_errors(stdout)
@@ -370,3 +375,46 @@ class Children:
                 if os.path.isfile(script):
                     result["repro"] = [script, *result["repro"]]
         return result
+
+
+def read_events(path: str) -> tuple[list[str], list[str]]:
+    """A probe's events file, read after the process is gone: the fusions started (in first-start order), and those
+    started and not finished (the latest started last), where a dead or hung process was."""
+    try:
+        with open(path, encoding="utf-8") as file:
+            lines = [line.strip() for line in file if line.strip()]
+    except OSError:
+        lines = []
+    unfinished: dict[str, int] = {}  # per fusion started, its executions not finished
+    latest: list[str] = []  # the fusions in the order of their latest start
+    for line in lines:
+        event, _, fusion = line.partition(" ")
+        if event == STARTED:
+            unfinished[fusion] = unfinished.get(fusion, 0) + 1
+            latest = [f for f in latest if f != fusion] + [fusion]
+        elif event in (ENDED, FAILED) and fusion in unfinished:
+            unfinished[fusion] -= 1
+    return list(unfinished), [f for f in latest if unfinished[f] > 0]
+
+
+def sanitizer_errors(stdout: str) -> tuple[int | None, dict[str, int]]:
+    """compute-sanitizer's error count (None: no summary line) and the errors per fusion, each counted for the
+    fusion whose start marker (`MARK`) came last before it."""
+    current: str | None = None
+    per: dict[str, int] = {}
+    for line in stdout.splitlines():
+        if line.startswith(MARK):
+            current = line[len(MARK):].strip()
+        elif line.startswith("=========") and re.search(r"Invalid|out of bounds|Out-of-range", line):
+            per[current or "?"] = per.get(current or "?", 0) + 1
+    found = _SUMMARY.findall(stdout)
+    return (int(found[-1]) if found else None), per
+
+
+def _read_json(path: str | None) -> Any:
+    """What a probe wrote to ``path`` as JSON (its versions, at its first fusion), or {}."""
+    try:
+        with open(path or "", encoding="utf-8") as file:
+            return json.load(file)
+    except (OSError, ValueError):
+        return {}
