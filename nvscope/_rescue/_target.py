@@ -85,11 +85,7 @@ def unusable(spec: dict[str, Any], error: Exception) -> NoReturn:
 def broken(spec: dict[str, Any], where: str, error: BaseException) -> NoReturn:
     """In a child: importing the target ``where`` raised ``error`` (its code, or a module it imports): the parent
     raises it as an `ImportError` of the target, not as a fusion's fault."""
-    if spec.get("out"):
-        with open(spec["out"], "w", encoding="utf-8") as file:
-            json.dump({"usage": f"importing {cut(where, 200)} failed: {first_line(error, 300)}",
-                       "error": "ImportError"}, file)
-    raise SystemExit(3)
+    unusable(spec, ImportError(f"importing {cut(where, 200)} failed: {first_line(error, 300)}"))
 
 
 def findable(spec: dict[str, Any], where: str) -> None:
