@@ -31,7 +31,7 @@ from nvscope._rescue._route import (
 )
 from nvscope._rescue._search import Attempt, candidates, expected_sets, how_sure, search
 from nvscope._rescue._target import ASYNC_STEP
-from nvscope._rescue._watch import NO_VALIDATE, scripts_directory, tidy
+from nvscope._rescue._watch import NO_VALIDATE, loaded_versions, scripts_directory, tidy
 from nvscope._rescue._workers import signals_interrupt
 
 __all__ = ["Limits", "rescue"]
@@ -48,13 +48,6 @@ def _in_process(step: Callable[[], Any], reference: Callable[[], Any] | None, to
     def run(plans: list[Plan]) -> list[dict[str, Any]]:
         return [observe(step, reference, {**plan.spec(), "scripts": scripts}, tolerance) for plan in plans]
     return run
-
-
-def _versions(observation: dict[str, Any]) -> dict[str, str]:
-    """The versions the step ran with, as the process that ran it loaded them (a child may load another Thunder)."""
-    from nvscope._rescue._watch import loaded_versions
-
-    return dict(observation.get("versions") or loaded_versions())
 
 
 def _target(step: str, reference: str | None, module: bool, args: list[str]) -> dict[str, Any]:
@@ -356,7 +349,8 @@ def _drive(probe: Probe, say: Callable[[str], None], mode: str, checks: tuple[st
         proof = (f"{len(finals)} runs clean" + (", matching the reference" if "reference" in checks else "")
                  + (f" ({len(routable)} fusion{'s' * (len(routable) != 1)} in PyTorch)" if routable else "")
                  if proved else f"{len(broken)} of {len(finals)} runs failed: {broken[0][:200]}")
-    versions = _versions(seen)
+    # As the process that ran the step loaded them (a child may load another Thunder).
+    versions = dict(seen.get("versions") or loaded_versions())
     rescues = [with_issue(r, versions) for r in rescues]
     if any(r.env_cause for r in rescues):
         notes.append("a fusion fails only with an NVFUSER_* variable of the environment: change it (its options "
