@@ -127,12 +127,6 @@ class InProcess:
                   f"rounds): {'slower than' if slower else 'not slower than'} 1 + {self.slower_by:g}")
         return Outcome(slower, detail)
 
-    def _changed(self, record: Any) -> bool:
-        """An unselected fusion ran options other than its own (under sharing its own options run in a partition
-        too); a fusion the default did not run is judged by its route alone (its own options are not known)."""
-        own = self.runner.own.get(record.fusion)
-        return own is None or own != record.options
-
     def _check_probe(self, options: OptionSet, fusions: tuple[str, ...] | None, records: list[Any]) -> None:
         """The probe did what it says, and left nothing behind (else a bug in nvscope: raise, do not guess)."""
         from nvscope._core import _patches
@@ -144,13 +138,16 @@ class InProcess:
             chosen = selected is None or r.fusion in selected
             ops = r.info.ops
             # What the catalog's gates let through to this fusion (all of it when its ops are unknown).
-            wanted = options if ops is None else options.only(_affects(gate, ops))
+            wanted = options if ops is None else options.only(lambda kind, name, ops=ops: gate(kind, name, ops))
             has = wanted.enable <= r.options.enable and wanted.disable <= r.options.disable
             own = r.own or (r.route == "default" and has)
             if chosen and not (has and own):
                 problems.append(f"{r.fusion} ran with {r.options!r} in partition {r.route!r}, not with "
                                 f"{wanted!r} in a partition of its own")
-            elif not chosen and r.route != "default" and (r.route == "fallback" or self._changed(r)):
+            # An unselected fusion ran options other than its own (under sharing its own options run in a partition
+            # too); one the default did not run is judged by its route alone (its own options are not known).
+            elif not chosen and r.route != "default" and (r.route == "fallback"
+                                                          or self.runner.own.get(r.fusion) != r.options):
                 problems.append(f"{r.fusion} was not selected but ran in partition {r.route!r}")
         if current_options():
             problems.append(f"a scope stayed active: {current_options()!r}")
@@ -159,8 +156,3 @@ class InProcess:
         if problems:
             raise RuntimeError("nvscope bisect: a probe did not run as intended (a bug in nvscope, please report "
                                "it): " + "; ".join(problems[:3]))
-
-
-def _affects(gate: Callable[[str, str, Any], bool], ops: Any) -> Callable[[str, str], bool]:
-    """``OptionSet.only``'s test: whether the catalog says an option can change a fusion holding ``ops``."""
-    return lambda kind, name: gate(kind, name, ops)
