@@ -80,10 +80,6 @@ def _environment(kernel_db: str | None = None, repro_dir: str | None = None, sha
     return env
 
 
-def _repro(stderr: str) -> tuple[str, ...]:
-    return tuple(dict.fromkeys(scripts_named_in(stderr)))
-
-
 def bisect_program(program: Sequence[str], *, module: bool = False, enable: Iterable[str] | str = (),
                    disable: Iterable[str] | str = (), bad_exit: Iterable[int] | None = None,
                    python: str = sys.executable, kernel_db: bool = True, measure: Measure | None = None,
@@ -138,7 +134,8 @@ def _bisect(program: list[str], module: bool, given: OptionSet, timeout: float, 
         except subprocess.TimeoutExpired:
             return Outcome(True, exit_detail(None, timeout))
         bad = done.returncode != 0 if bad_codes is None else done.returncode in bad_codes or done.returncode < 0
-        return Outcome(bad, exit_detail(done, timeout) if bad else "", _repro(done.stderr or ""),
+        repro = tuple(dict.fromkeys(scripts_named_in(done.stderr or "")))
+        return Outcome(bad, exit_detail(done, timeout) if bad else "", repro,
                        None if report is None else Compiles.from_dict(report["compiles"]))
 
     check = ("exit code in " + ",".join(map(str, sorted(bad_codes))) if bad_codes is not None else
