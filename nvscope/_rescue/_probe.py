@@ -31,7 +31,6 @@ from nvscope._rescue._watch import (
     loaded_versions,
     routes_forgotten,
     script_path,
-    scripts_directory,
 )
 from nvscope._rescue._workers import Workers, kill
 from nvscope._tools import ScopeMap, exit_detail
@@ -50,43 +49,8 @@ import json, sys
 with open(sys.argv[1], encoding="utf-8") as file:
     spec = json.load(file)
 from nvscope._rescue._probe import observe
-from nvscope._rescue._target import findable, imported, named, unusable
-t = spec["target"]
-sys.argv = [t["where"], *t["args"]]
-import os, runpy
-if t["function"] is None:
-    # A program, as `nvscope run` runs it (the script's folder, or for -m the working directory, first on the path);
-    # judged by its exit code.
-    sys.path.insert(0, os.getcwd() if t["module"] else os.path.dirname(os.path.abspath(t["where"])))
-    if t["module"]:
-        findable(spec, t["where"])
-    def step():
-        try:
-            if t["module"]:
-                runpy.run_module(t["where"], run_name="__main__", alter_sys=True)
-            else:
-                runpy.run_path(t["where"], run_name="__main__")
-        except SystemExit as done:
-            if done.code not in (None, 0):
-                raise
-    reference = None
-else:
-    from nvscope._measure import import_script
-    from nvscope._rescue._target import broken
-    try:
-        if t["module"]:
-            sys.path.insert(0, os.getcwd())
-            loaded = imported(spec, t["where"])
-        else:
-            sys.path.insert(0, os.path.dirname(os.path.abspath(t["where"])))
-            loaded = import_script(t["where"])
-    except Exception as error:  # the target's import failed (a module it imports is missing, its code raised)
-        broken(spec, t["where"], error)
-    try:
-        step = named(loaded, t["where"], t["function"])
-        reference = named(loaded, t["where"], t["reference"], "the reference: ") if t["reference"] else None
-    except (TypeError, ValueError) as error:
-        unusable(spec, error)
+from nvscope._rescue._target import load
+step, reference = load(spec)
 """
 CHILD = LOAD + 'observe(step, reference, spec, spec.get("tolerance"))\n'
 # A worker (`nvscope._rescue._workers`): loaded once, then one probe per request.
@@ -169,7 +133,7 @@ def observe(step: Callable[[], Any], reference: Callable[[], Any] | None, spec: 
         # adapter installs when the step imports Thunder, as under `nvscope run`.
         with dev_mode(True), warnings.catch_warnings(), audit(), watch_imports(), \
                 listening(seen, timer), program_sharing_suspended(), routes_forgotten(), detached(), \
-                nv_options(share=False, inherit=False, on_error="torch" if spec.get("escape") else None), \
+                nv_options(share=False, inherit=False, on_error="torch"), \
                 ScopeMap(groups):
             warnings.simplefilter("ignore")
             began = time.perf_counter()
@@ -243,19 +207,16 @@ class Children:
     """Probes in child processes (module docstring). ``target``: {"where", "function", "module", "args",
     "reference"}; ``jobs``: how many workers at most; ``fresh``: no workers (every probe a fresh process)."""
 
-    def __init__(self, target: dict[str, Any], *, timeout: float, python: str = sys.executable,
-                 sanitizer: str | None = None, scripts: str | None = None, jobs: int = 1,
-                 tolerance: float | None = None, fresh: bool = False) -> None:
-        self.target, self.timeout, self.python, self.sanitizer = target, timeout, python, sanitizer
-        self.tolerance = tolerance
+    def __init__(self, target: dict[str, Any], *, timeout: float, sanitizer: str | None, scripts: str, jobs: int,
+                 tolerance: float | None, fresh: bool) -> None:
+        self.target, self.timeout, self.sanitizer, self.tolerance = target, timeout, sanitizer, tolerance
         # One directory for every child's repro scripts, kept after the rescue when a child wrote one (`close`).
         self.own_repro = not os.environ.get("NVSCOPE_REPRO_DIR")
         self.repro_dir = os.environ.get("NVSCOPE_REPRO_DIR") or tempfile.mkdtemp(prefix="nvscope-repro-")
-        # The fusions' repro scripts, written before each runs (`tidy` keeps the failing ones').
-        self.scripts = scripts or scripts_directory()
+        self.scripts = scripts  # the fusions' repro scripts, written before each runs (`tidy` keeps the failing ones')
         # A program jits anew at each run, and a sanitizer's run is one process: those stay fresh processes.
         reuse = not fresh and sanitizer is None and target["function"] is not None
-        self.workers = Workers(jobs, [self.python, "-c", WORKER], {"target": target}, self.environment(()),
+        self.workers = Workers(jobs, [sys.executable, "-c", WORKER], {"target": target}, self.environment(()),
                                timeout, self.verdict) if reuse else None
 
     def close(self) -> None:
@@ -314,7 +275,7 @@ class Children:
         with open(stem + ".spec", "w", encoding="utf-8") as file:
             json.dump(spec, file)
         env = self.environment(plan.drop_env)
-        command = [self.python, "-c", CHILD, stem + ".spec"]
+        command = [sys.executable, "-c", CHILD, stem + ".spec"]
         if self.sanitizer is not None:
             env["PYTORCH_NO_CUDA_MEMORY_CACHING"] = "1"  # a write past a tensor lands outside any allocation
             command = [self.sanitizer, "--tool", "memcheck", *command]
