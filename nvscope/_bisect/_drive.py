@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from nvscope._bisect._minimize import minimize
 from nvscope._bisect._report import BisectResult, Culprit, Probe
 from nvscope._core import OptionSet
-from nvscope._measure import Compiles, compile_clock
+from nvscope._measure import Compiles, compile_clock, spec
 
 __all__ = ["MAX_CULPRITS", "Outcome", "drive"]
 
@@ -61,8 +61,6 @@ def drive(given: OptionSet, fusions: Sequence[str], run: Callable[[OptionSet, tu
         key = (options, selected)
         outcome = seen.get(key)
         if outcome is None:
-            from nvscope._measure import spec
-
             where = "every fusion" if selected is None else ", ".join(selected) if len(selected) <= 3 else \
                 f"{len(selected)} fusions ({selected[0]} ... {selected[-1]})"
             start = time.perf_counter()

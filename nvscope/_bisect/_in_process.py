@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 from nvscope._bisect._drive import Outcome
-from nvscope._core import OptionSet, catalog, current_options, exact_glob, first_line, nv_options
+from nvscope._core import OptionSet, _patches, catalog, current_options, exact_glob, first_line, nv_options
 from nvscope._exec import audit, repro_paths
 from nvscope._measure import (
     Measure,
@@ -48,8 +48,6 @@ class InProcess:
     def baseline(self) -> list[str]:
         """Run the default (twice): the reference, and the fusion ids in first-execution order. Raises if the
         default itself is not usable as a reference."""
-        from nvscope._core import _patches
-
         install_adapters()
         with audit() as log:
             self.runner.reference = self.runner.first_call(self.default)  # a default that raises: the caller's bug
@@ -129,8 +127,6 @@ class InProcess:
 
     def _check_probe(self, options: OptionSet, fusions: tuple[str, ...] | None, records: list[Any]) -> None:
         """The probe did what it says, and left nothing behind (else a bug in nvscope: raise, do not guess)."""
-        from nvscope._core import _patches
-
         problems = []
         selected = None if fusions is None else set(fusions)
         gate = catalog().can_affect

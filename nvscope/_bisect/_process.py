@@ -18,7 +18,7 @@ from typing import Any
 
 from nvscope._bisect._drive import Outcome, drive
 from nvscope._bisect._report import BisectResult
-from nvscope._core import OptionSet, cut, exact_glob, note_ids, nv_options, shown, split
+from nvscope._core import OptionSet, _env, cut, exact_glob, note_ids, nv_options, shown, split
 from nvscope._exec import scripts_named_in
 from nvscope._measure import Compiles, Measure, measure_of, number, only_own, progress_printer
 from nvscope._tools import exit_detail, no_fusion
@@ -64,8 +64,6 @@ def _environment(kernel_db: str | None = None, repro_dir: str | None = None, sha
     """The probes' environment: this one without ``NVSCOPE_RUN`` (each probe gets its scope from its own line); with
     ``kernel_db`` (a directory), nvFuser's kernel database there; ``share``: ``NVSCOPE_SHARE=all`` unless this
     environment turns sharing off."""
-    from nvscope._core import _env
-
     env = {k: v for k, v in os.environ.items() if k != _env.RUN}
     if share and _env.flag("NVSCOPE_SHARE"):
         env["NVSCOPE_SHARE"] = "all"
