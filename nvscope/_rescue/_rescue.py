@@ -15,7 +15,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
-from nvscope._core import OptionSet, cut
+from nvscope._bisect import timeout_seconds
+from nvscope._core import OptionSet, catalog, cut
 from nvscope._measure import Measure, _checks, measure_of, only_own, options_from, progress_printer, resolve
 from nvscope._rescue._probe import Children, Plan, check_target, observe
 from nvscope._rescue._report import Failure, FusionRescue, RescueResult, with_issue
@@ -84,8 +85,6 @@ def rescue(step: Callable[[], Any] | str, /, *, reference: Callable[[], Any] | s
             raise TypeError(f"{name}= takes True or False, not {type(flag).__name__}")
     children: Children | None = None  # a target's: closed at the end
     if isinstance(step, str):
-        from nvscope._bisect import timeout_seconds
-
         timeout = timeout_seconds("timeout", timeout)
         if reference is not None and not isinstance(reference, str):
             raise TypeError("reference= for a target is the name of a function in it, e.g. reference='eager_step'")
@@ -128,8 +127,6 @@ def rescue(step: Callable[[], Any] | str, /, *, reference: Callable[[], Any] | s
 
 def _gate(ops: list[str] | None) -> Callable[[str, str], bool]:
     """``OptionSet.only``'s test: the catalog's gates for a fusion holding ``ops`` (None: unknown, all pass)."""
-    from nvscope._core import catalog
-
     known = catalog()
     return lambda kind, name: ops is None or known.can_affect(kind, name, ops)
 

@@ -5,6 +5,7 @@ nvFuser's ``validate`` in its place, a mismatch being that fusion's wrong number
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import sys
@@ -12,9 +13,11 @@ import tempfile
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from importlib import metadata
 from typing import Any
 
-from nvscope._core import NVFUSER_MODULES, OptionSet, cut, first_line
+from nvscope._core import NVFUSER_MODULES, OptionSet, cut, enter_frame, first_line, installed_nvfuser, reset
+from nvscope._exec import FusionTable, watch_execute
 
 __all__ = ["NO_VALIDATE", "Watch", "detached", "failure_of", "loaded_versions", "routes_forgotten", "script_path",
            "scripts_directory", "tidy"]
@@ -58,10 +61,6 @@ def tidy(directory: str, keep: Sequence[str]) -> None:
 def loaded_versions() -> dict[str, str]:
     """nvFuser, Thunder, torch and CUDA as this process loaded them (the process that ran the step: its path may
     hold another Thunder or nvFuser than the rescue's), else as installed."""
-    from importlib import metadata
-
-    from nvscope._core import installed_nvfuser
-
     found: dict[str, str] = {}
     for name in NVFUSER_MODULES:
         version = getattr(sys.modules.get(name), "version", None)
@@ -92,8 +91,6 @@ def script_path(directory: str, fusion: str) -> str:
     is cut, with a digest of the whole, so that the name (and ``.issue.md`` beside it) fits a file system's limit."""
     name = "".join(c if c.isalnum() or c in "_-." else "_" for c in fusion)
     if len(name) > _LONGEST:
-        import hashlib
-
         name = f"{name[:_LONGEST - 9]}-{hashlib.blake2b(fusion.encode('utf-8', 'replace'), digest_size=4).hexdigest()}"
     return os.path.join(directory, f"rescue-{name}.py")
 
@@ -131,8 +128,6 @@ class Watch:
         self.local.fusion = None
 
     def _patch(self) -> None:
-        from nvscope._exec import watch_execute
-
         self.frontends = []
         # The direct adapter (`nvscope.nvfuser.install()`, before the watch or while it lasts) calls the execute it
         # saved, under the class's: its executions are watched through its hook.
@@ -253,8 +248,6 @@ def failure_of(fusion: str | None, kind: str, line: str, detail: str = "") -> di
 @contextmanager
 def detached() -> Iterator[None]:
     """No scope around the probe's own (in process, the caller's): what ran in the probe is not reported to it."""
-    from nvscope._core import enter_frame, reset
-
     token = enter_frame(None)
     try:
         yield
@@ -266,8 +259,6 @@ def detached() -> Iterator[None]:
 def routes_forgotten() -> Iterator[None]:
     """The PyTorch routes that ``on_error="torch"`` adds while a probe runs, forgotten at its end: the next probe
     in this process (in process, a worker's) must see nvFuser fail again, not a route remembered from this one."""
-    from nvscope._exec import FusionTable
-
     added: list[tuple[Any, Any]] = []
     original = FusionTable.add_route
 
