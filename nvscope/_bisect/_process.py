@@ -122,7 +122,18 @@ def bisect_program(program: Sequence[str], *, module: bool = False, enable: Iter
 def _bisect(program: list[str], module: bool, given: OptionSet, timeout: float, bad_codes: set[int] | None,
             python: str, say: Callable[[str], None], env: dict[str, str]) -> BisectResult:
     say(f"listing the fusions: {cut(shlex.join(program), 200)} without options")
-    fusions, default = _list_fusions(program, module, timeout, python, env)
+    try:
+        done, report = _child(OptionSet(), None, program, module, timeout, python, env)
+    except subprocess.TimeoutExpired:
+        raise RuntimeError(f"the program did not finish without options within {timeout:g} s: raise the "
+                           "timeout") from None
+    if done.returncode != 0 or report is None:
+        raise RuntimeError(f"the program fails without options ({exit_detail(done, timeout)}), so there is nothing "
+                           f"to bisect: it must succeed without options and fail with them\n{done.stderr[-2000:]}")
+    fusions, default = list(report["fusions"]), Compiles.from_dict(report["compiles"])
+    if not fusions:
+        raise RuntimeError(no_fusion("no nvFuser fusion ran through nvscope in the program without options, so no "
+                                     "option can reach one: does it use thunder.jit or nvFuser's FusionDefinition?"))
     say(f"the program ran {len(fusions)} fusions without options ({default})")
     note_ids(fusions)  # ids that share a short form are selected as "x#1" in the lines (`exact_glob`)
 
@@ -157,20 +168,3 @@ def _child(options: OptionSet, selected: tuple[str, ...] | None, program: list[s
             return done, None
         with open(out, encoding="utf-8") as file:
             return done, json.load(file)
-
-
-def _list_fusions(program: list[str], module: bool, timeout: float, python: str,
-                  env: dict[str, str]) -> tuple[list[str], Compiles | None]:
-    try:
-        done, report = _child(OptionSet(), None, program, module, timeout, python, env)
-    except subprocess.TimeoutExpired:
-        raise RuntimeError(f"the program did not finish without options within {timeout:g} s: raise the "
-                           "timeout") from None
-    if done.returncode != 0 or report is None:
-        raise RuntimeError(f"the program fails without options ({exit_detail(done, timeout)}), so there is nothing "
-                           f"to bisect: it must succeed without options and fail with them\n{done.stderr[-2000:]}")
-    fusions = list(report["fusions"])
-    if not fusions:
-        raise RuntimeError(no_fusion("no nvFuser fusion ran through nvscope in the program without options, so no "
-                                     "option can reach one: does it use thunder.jit or nvFuser's FusionDefinition?"))
-    return fusions, Compiles.from_dict(report["compiles"])
