@@ -4,6 +4,8 @@ before any child runs (a syntax error, a missing module), `load`/`unusable` in t
 
 from __future__ import annotations
 
+import importlib.machinery
+import importlib.util
 import inspect
 import json
 import os
@@ -29,9 +31,6 @@ def check_target(target: dict[str, Any]) -> None:
     `unusable`). Raises `ValueError` naming the fix."""
     where = target["where"]
     if target["module"]:
-        import importlib.machinery
-        import importlib.util
-
         top = where.partition(".")[0]
         # The children put the working directory first and inherit PYTHONPATH (this process may have started
         # before it was set).
@@ -119,8 +118,6 @@ def load(spec: dict[str, Any]) -> tuple[Callable[[], Any], Callable[[], Any] | N
 
 def findable(spec: dict[str, Any], where: str) -> None:
     """In a child: a usage error (`unusable`) unless the module ``where`` can be found (a program run with -m)."""
-    import importlib.util
-
     try:
         found = importlib.util.find_spec(where)
     except ImportError as error:
