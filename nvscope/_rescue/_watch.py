@@ -12,7 +12,7 @@ import sys
 import tempfile
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from importlib import metadata
 from typing import Any
 
@@ -65,21 +65,17 @@ def loaded_versions() -> dict[str, str]:
     for name in NVFUSER_MODULES:
         version = getattr(sys.modules.get(name), "version", None)
         if callable(version):
-            try:
+            with suppress(Exception):  # a frontend that cannot say: the installed distribution's
                 found["nvFuser"] = str(version())
                 break
-            except Exception:  # a frontend that cannot say: the installed distribution's
-                pass
     if "nvFuser" not in found:
         installed = installed_nvfuser()
         if installed is not None:
             found["nvFuser"] = str(installed.version)
     for label, module, dist in (("Thunder", "thunder", "lightning-thunder"), ("torch", "torch", "torch")):
         version = getattr(sys.modules.get(module), "__version__", None)
-        try:
+        with suppress(metadata.PackageNotFoundError):
             found[label] = str(version) if version else metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            pass
     cuda = getattr(getattr(sys.modules.get("torch"), "version", None), "cuda", None)
     if cuda:
         found["CUDA"] = str(cuda)
@@ -115,9 +111,6 @@ class Watch:
         self.found_validate = False
         self.checked: set[str] = set()  # the fusions validate compared
         self.unhook: Callable[[], None] | None = None
-
-    def wants(self, fusion: str) -> bool:
-        return self.validate is True or (not isinstance(self.validate, bool) and fusion in self.validate)
 
     def enter(self, fusion: str, ops: Any) -> None:
         if self.frontends is None:
@@ -225,7 +218,8 @@ class Watch:
 
     def _unvalidated(self, fd: Any, fusion: str, args: tuple[Any, ...], validate: Any) -> str | None:
         """Why this execution is not validated, or None."""
-        if not self.wants(fusion) or validate is None or args:
+        asked = self.validate is True or (not isinstance(self.validate, bool) and fusion in self.validate)
+        if not asked or validate is None or args:
             return "not asked" if validate is not None else "no validate"
         ops = set(getattr(self.local, "ops", None) or ())
         if ops & _RANDOM:
