@@ -16,7 +16,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any, TextIO
 
 from nvscope._core import OptionSet, _env, dev_mode, first_line, nv_options, program_sharing_suspended
@@ -225,10 +225,8 @@ class Children:
         if self.workers is not None:
             self.workers.close()
         for directory in ([self.repro_dir] if self.own_repro else []) + [self.scripts]:
-            try:
+            with suppress(OSError):
                 os.rmdir(directory)  # only an empty one
-            except OSError:
-                pass
 
     def run(self, plans: Sequence[Plan]) -> list[dict[str, Any]]:
         """Run the plans at once (the caller bounds how many), each in a child or a worker; their observations, in

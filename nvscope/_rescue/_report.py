@@ -7,6 +7,7 @@ import dataclasses
 import os
 import re
 from collections.abc import Mapping
+from contextlib import suppress
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -289,7 +290,7 @@ def with_issue(rescue_: FusionRescue, versions: dict[str, str]) -> FusionRescue:
     its header: what went wrong, the versions, the failing and passing options."""
     definition = ""
     for path in rescue_.repro_scripts[:1]:
-        try:
+        with suppress(OSError):
             with open(path, encoding="utf-8") as file:
                 definition = file.read()
             if os.path.basename(path).startswith("rescue-") and _FACTS not in definition:
@@ -298,6 +299,4 @@ def with_issue(rescue_: FusionRescue, versions: dict[str, str]) -> FusionRescue:
                 definition = "\n".join(header) + "\n" + definition
                 with open(path, "w", encoding="utf-8") as file:
                     file.write(definition)
-        except OSError:
-            pass
     return dataclasses.replace(rescue_, issue=issue_text(rescue_, definition, versions))
