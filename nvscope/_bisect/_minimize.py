@@ -22,11 +22,8 @@ def probe_budget(n: int, k: int) -> int:
 
 
 def minimize(items: Sequence[T], bad: Callable[[list[T]], bool]) -> list[T]:
-    """A 1-minimal subset of ``items`` for which ``bad`` is True, in the items' order.
-
-    The caller has seen ``bad(items)`` True and ``bad([])`` False (neither is tested again). ``bad`` receives subsets
-    in the items' order.
-    """
+    """A 1-minimal subset of ``items`` for which ``bad`` (given subsets in the items' order) is True; the caller has
+    seen ``bad(items)`` True and ``bad([])`` False (neither is tested again)."""
     items = list(items)
 
     def test(indices: list[int]) -> bool:
