@@ -309,6 +309,9 @@ class Children:
             last = running[-1] if running else None
             # Its repro script was written before it ran (``prewrite``): the fault left no time after.
             script = None if last is None else script_path(self.scripts, last)
+            versions: Any = {}  # as the child wrote them at its first fusion
+            with suppress(OSError, ValueError), open(spec["versions"], encoding="utf-8") as file:
+                versions = json.load(file)
             result = {"fusions": [{"id": f, "ops": None, "own": options_dict(OptionSet())}
                                   for f in started], "matched": None, "numerics": "",
                       "failure": failure_of(last, how, exit_detail(done, self.timeout)
@@ -316,7 +319,7 @@ class Children:
                                             stderr[-2000:]),
                       "failed": [last] if last else [],
                       "repro": [script] if script and os.path.isfile(script) else [],
-                      "versions": _read_json(spec.get("versions"))}
+                      "versions": versions}
         result["repro"] = list(dict.fromkeys([*result["repro"], *scripts_named_in(stderr)]))
         if self.sanitizer is not None:
             total, per = sanitizer_errors(stdout)
@@ -368,12 +371,3 @@ def sanitizer_errors(stdout: str) -> tuple[int | None, dict[str, int]]:
             per[current or "?"] = per.get(current or "?", 0) + 1
     found = _SUMMARY.findall(stdout)
     return (int(found[-1]) if found else None), per
-
-
-def _read_json(path: str | None) -> Any:
-    """What a probe wrote to ``path`` as JSON (its versions, at its first fusion), or {}."""
-    try:
-        with open(path or "", encoding="utf-8") as file:
-            return json.load(file)
-    except (OSError, ValueError):
-        return {}
