@@ -13,13 +13,12 @@ import runpy
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from types import ModuleType
 from typing import Any, NoReturn
 
 from nvscope._core import OptionSet, cut, first_line
 from nvscope._measure import attribute, import_program_module, import_script, options_dict
 
-__all__ = ["ASYNC_STEP", "Plan", "check_target", "findable", "imported", "load", "missing_module", "named", "unusable"]
+__all__ = ["ASYNC_STEP", "Plan", "check_target", "findable", "load", "missing_module", "named", "unusable"]
 
 ASYNC_STEP = ("the step is an async function: rescue calls it with no arguments and no event loop; give a plain "
               "function (def step(): return asyncio.run(train_step()))")
@@ -106,8 +105,11 @@ def load(spec: dict[str, Any]) -> tuple[Callable[[], Any], Callable[[], Any] | N
 
         return step, None
     try:
-        loaded = imported(spec, where) if module else import_script(where)
+        loaded = import_program_module(where) if module else import_script(where)
     except Exception as error:  # its code raised, or a module it imports is missing: an `ImportError` of the target
+        missing = error.name if module and isinstance(error, ModuleNotFoundError) else None
+        if missing and (where + ".").startswith(missing + "."):  # the module itself is not there: a usage error
+            unusable(spec, missing_module(where, missing))
         unusable(spec, ImportError(f"importing {cut(where, 200)} failed: {first_line(error, 300)}"))
     try:
         function = named(loaded, where, target["function"])
@@ -124,16 +126,6 @@ def findable(spec: dict[str, Any], where: str) -> None:
         unusable(spec, missing_module(where, getattr(error, "name", None) or where))
     if found is None:
         unusable(spec, missing_module(where, where))
-
-
-def imported(spec: dict[str, Any], where: str) -> ModuleType:
-    """In a child: the module ``where`` imported (a function's -m); a usage error where it is not there."""
-    try:
-        return import_program_module(where)
-    except ModuleNotFoundError as error:  # the module itself, not one it imports
-        if not error.name or not (where + ".").startswith(error.name + "."):
-            raise
-        unusable(spec, missing_module(where, error.name))
 
 
 @dataclass
