@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import difflib
 import warnings
 from collections.abc import Callable, Iterable
 from contextlib import ExitStack
@@ -31,8 +32,6 @@ def check_arg(check: object, flag: str | None = None) -> tuple[str, ...] | Calla
     if not (bad or not names):
         return tuple(str(c) for c in names)
     if flag is not None:
-        import difflib
-
         near = difflib.get_close_matches(str(bad[0]), CHECKS, n=1) if bad else []
         given = shown(",".join(map(str, names))) if names else "(nothing)"
         raise ValueError(f"{flag} {given}: not a check ({', '.join(CHECKS)}; several: comma-separated)"
