@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import difflib
 import warnings
 from collections.abc import Callable, Iterable
 from contextlib import ExitStack
@@ -11,7 +12,7 @@ from typing import Any
 
 from nvscope._bisect._drive import drive, items_of
 from nvscope._bisect._report import BisectResult
-from nvscope._core import NoEffectWarning, NoFusionWarning, dev_mode, nv_options
+from nvscope._core import NoEffectWarning, NoFusionWarning, dev_mode, enter_frame, nv_options, reset, shown
 from nvscope._measure import TIMED, Measure, _checks, begin
 
 __all__ = ["CHECKS", "bisect", "check_arg"]
@@ -24,8 +25,6 @@ def check_arg(check: object, flag: str | None = None) -> tuple[str, ...] | Calla
     """``check=`` validated: the names of `CHECKS`, or the callable wrapped so that a verdict that is not a bool is
     refused (as a selector's is) rather than read by truthiness. ``flag``: the command line's name for it (the
     names, split from ``--check a,b``), for its message. Raises ValueError."""
-    from nvscope._core import shown
-
     if callable(check):
         return _verdict(check)
     names = (check,) if isinstance(check, str) else tuple(check) if isinstance(check, Iterable) else ()
@@ -33,8 +32,6 @@ def check_arg(check: object, flag: str | None = None) -> tuple[str, ...] | Calla
     if not (bad or not names):
         return tuple(str(c) for c in names)
     if flag is not None:
-        import difflib
-
         near = difflib.get_close_matches(str(bad[0]), CHECKS, n=1) if bad else []
         given = shown(",".join(map(str, names))) if names else "(nothing)"
         raise ValueError(f"{flag} {given}: not a check ({', '.join(CHECKS)}; several: comma-separated)"
@@ -51,8 +48,6 @@ def _verdict(check: Callable[[Any], object]) -> Callable[[Any], bool]:
         verdict = check(result)
         if verdict is True or verdict is False:
             return verdict
-        from nvscope._core import shown
-
         raise TypeError(f"check={name} returned {type(verdict).__name__} {shown(verdict)} for the step's result: a "
                         "check must return True or False (True: bad), e.g. bool(...) of what it computes")
 
@@ -78,8 +73,6 @@ def bisect(step: Callable[..., Any], /, *args: Any, enable: Iterable[str] | str 
         raise ValueError("bisect() needs the options under which the step goes wrong: enable=[...] and/or "
                          "disable=[...]")
     slower_by = _checks.number("slower_by", slower_by)
-
-    from nvscope._core import enter_frame, reset
 
     outside = enter_frame(None)  # the caller's scopes do not apply: the default is the defaults, a probe is its options
     try:

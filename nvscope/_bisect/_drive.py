@@ -8,26 +8,27 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 
 from nvscope._bisect._minimize import minimize
 from nvscope._bisect._report import BisectResult, Culprit, Probe
 from nvscope._core import OptionSet
-from nvscope._measure import Compiles, compile_clock
+from nvscope._measure import Compiles, compile_clock, spec
 
 __all__ = ["MAX_CULPRITS", "Outcome", "drive"]
 
 MAX_CULPRITS = 4  # culprits found before the bisect stops looking for more
 
 
+@dataclass
 class Outcome:
     """What one probe saw: whether the step went wrong, how (one line, or a few), the repro scripts named, and what
     its run compiled (None where it could not be told: a child that died)."""
 
-    __slots__ = ("bad", "compiles", "detail", "repro")
-
-    def __init__(self, bad: bool, detail: str = "", repro: tuple[str, ...] = (),
-                 compiles: Compiles | None = None) -> None:
-        self.bad, self.detail, self.repro, self.compiles = bad, detail, repro, compiles
+    bad: bool
+    detail: str = ""
+    repro: tuple[str, ...] = ()
+    compiles: Compiles | None = None
 
 
 def items_of(options: OptionSet) -> list[str]:
@@ -60,8 +61,6 @@ def drive(given: OptionSet, fusions: Sequence[str], run: Callable[[OptionSet, tu
         key = (options, selected)
         outcome = seen.get(key)
         if outcome is None:
-            from nvscope._measure import spec
-
             where = "every fusion" if selected is None else ", ".join(selected) if len(selected) <= 3 else \
                 f"{len(selected)} fusions ({selected[0]} ... {selected[-1]})"
             start = time.perf_counter()

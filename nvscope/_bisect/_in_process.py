@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 from nvscope._bisect._drive import Outcome
-from nvscope._core import OptionSet, catalog, current_options, exact_glob, first_line, nv_options
+from nvscope._core import OptionSet, _patches, catalog, current_options, exact_glob, first_line, nv_options
 from nvscope._exec import audit, repro_paths
 from nvscope._measure import (
     Measure,
@@ -48,8 +48,6 @@ class InProcess:
     def baseline(self) -> list[str]:
         """Run the default (twice): the reference, and the fusion ids in first-execution order. Raises if the
         default itself is not usable as a reference."""
-        from nvscope._core import _patches
-
         install_adapters()
         with audit() as log:
             self.runner.reference = self.runner.first_call(self.default)  # a default that raises: the caller's bug
@@ -127,16 +125,8 @@ class InProcess:
                   f"rounds): {'slower than' if slower else 'not slower than'} 1 + {self.slower_by:g}")
         return Outcome(slower, detail)
 
-    def _changed(self, record: Any) -> bool:
-        """An unselected fusion ran options other than its own (under sharing its own options run in a partition
-        too); a fusion the default did not run is judged by its route alone (its own options are not known)."""
-        own = self.runner.own.get(record.fusion)
-        return own is None or own != record.options
-
     def _check_probe(self, options: OptionSet, fusions: tuple[str, ...] | None, records: list[Any]) -> None:
         """The probe did what it says, and left nothing behind (else a bug in nvscope: raise, do not guess)."""
-        from nvscope._core import _patches
-
         problems = []
         selected = None if fusions is None else set(fusions)
         gate = catalog().can_affect
@@ -150,7 +140,10 @@ class InProcess:
             if chosen and not (has and own):
                 problems.append(f"{r.fusion} ran with {r.options!r} in partition {r.route!r}, not with "
                                 f"{wanted!r} in a partition of its own")
-            elif not chosen and r.route != "default" and (r.route == "fallback" or self._changed(r)):
+            # An unselected fusion ran options other than its own (under sharing its own options run in a partition
+            # too); one the default did not run is judged by its route alone (its own options are not known).
+            elif not chosen and r.route != "default" and (r.route == "fallback"
+                                                          or self.runner.own.get(r.fusion) != r.options):
                 problems.append(f"{r.fusion} was not selected but ran in partition {r.route!r}")
         if current_options():
             problems.append(f"a scope stayed active: {current_options()!r}")

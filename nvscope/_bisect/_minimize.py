@@ -1,7 +1,8 @@
 """A 1-minimal failing subset in O(k log n) tests: the search behind `nvscope.bisect`, for options and for fusions.
 
 While the elements found test good, the shortest bad prefix of the rest is found by bisection and its last element
-joins them; ``verify`` makes the result 1-minimal for a test that is not monotone (docs/bisect.md)."""
+joins them; a final check of each element makes the result 1-minimal for a test that is not monotone
+(docs/bisect.md)."""
 
 from __future__ import annotations
 
@@ -13,22 +14,17 @@ __all__ = ["minimize", "probe_budget"]
 T = TypeVar("T")
 
 
-def probe_budget(n: int, k: int, *, verify: bool = True) -> int:
+def probe_budget(n: int, k: int) -> int:
     """The most tests `minimize` makes for ``n`` items and a result of ``k`` (k >= 1), with a monotone test whose
     empty set is good and whose full set is known to be bad."""
     log = max(0, (n - 1).bit_length())  # ceil(log2 n)
-    return k * (log + 1) + (k if verify and k > 1 else 0)
+    return k * (log + 1) + (k if k > 1 else 0)
 
 
-def minimize(items: Sequence[T], bad: Callable[[list[T]], bool], *, verify: bool = True) -> list[T]:
-    """A 1-minimal subset of ``items`` for which ``bad`` is True, in the items' order.
-
-    The caller has seen ``bad(items)`` True and ``bad([])`` False (neither is tested again). ``bad`` receives subsets
-    in the items' order.
-    """
+def minimize(items: Sequence[T], bad: Callable[[list[T]], bool]) -> list[T]:
+    """A 1-minimal subset of ``items`` for which ``bad`` (given subsets in the items' order) is True; the caller has
+    seen ``bad(items)`` True and ``bad([])`` False (neither is tested again)."""
     items = list(items)
-    if not items:
-        raise ValueError("nothing to minimize: no items")
 
     def test(indices: list[int]) -> bool:
         return bad([items[i] for i in sorted(indices)])
@@ -37,7 +33,7 @@ def minimize(items: Sequence[T], bad: Callable[[list[T]], bool], *, verify: bool
     candidates = list(range(len(items)))
     while True:
         required = _grow(required, candidates, test)
-        if not verify or len(required) <= 1:
+        if len(required) <= 1:
             return [items[i] for i in sorted(required)]
         for element in required:
             rest = [i for i in required if i != element]

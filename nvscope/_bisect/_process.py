@@ -18,7 +18,7 @@ from typing import Any
 
 from nvscope._bisect._drive import Outcome, drive
 from nvscope._bisect._report import BisectResult
-from nvscope._core import OptionSet, cut, exact_glob, note_ids, nv_options, shown, split
+from nvscope._core import OptionSet, _env, cut, exact_glob, note_ids, nv_options, shown, split
 from nvscope._exec import scripts_named_in
 from nvscope._measure import Compiles, Measure, measure_of, number, only_own, progress_printer
 from nvscope._tools import exit_detail, no_fusion
@@ -64,8 +64,6 @@ def _environment(kernel_db: str | None = None, repro_dir: str | None = None, sha
     """The probes' environment: this one without ``NVSCOPE_RUN`` (each probe gets its scope from its own line); with
     ``kernel_db`` (a directory), nvFuser's kernel database there; ``share``: ``NVSCOPE_SHARE=all`` unless this
     environment turns sharing off."""
-    from nvscope._core import _env
-
     env = {k: v for k, v in os.environ.items() if k != _env.RUN}
     if share and _env.flag("NVSCOPE_SHARE"):
         env["NVSCOPE_SHARE"] = "all"
@@ -78,10 +76,6 @@ def _environment(kernel_db: str | None = None, repro_dir: str | None = None, sha
         if repro_dir is not None:
             env["NVSCOPE_REPRO_DIR"] = repro_dir
     return env
-
-
-def _repro(stderr: str) -> tuple[str, ...]:
-    return tuple(dict.fromkeys(scripts_named_in(stderr)))
 
 
 def bisect_program(program: Sequence[str], *, module: bool = False, enable: Iterable[str] | str = (),
@@ -128,7 +122,18 @@ def bisect_program(program: Sequence[str], *, module: bool = False, enable: Iter
 def _bisect(program: list[str], module: bool, given: OptionSet, timeout: float, bad_codes: set[int] | None,
             python: str, say: Callable[[str], None], env: dict[str, str]) -> BisectResult:
     say(f"listing the fusions: {cut(shlex.join(program), 200)} without options")
-    fusions, default = _list_fusions(program, module, timeout, python, env)
+    try:
+        done, report = _child(OptionSet(), None, program, module, timeout, python, env)
+    except subprocess.TimeoutExpired:
+        raise RuntimeError(f"the program did not finish without options within {timeout:g} s: raise the "
+                           "timeout") from None
+    if done.returncode != 0 or report is None:
+        raise RuntimeError(f"the program fails without options ({exit_detail(done, timeout)}), so there is nothing "
+                           f"to bisect: it must succeed without options and fail with them\n{done.stderr[-2000:]}")
+    fusions, default = list(report["fusions"]), Compiles.from_dict(report["compiles"])
+    if not fusions:
+        raise RuntimeError(no_fusion("no nvFuser fusion ran through nvscope in the program without options, so no "
+                                     "option can reach one: does it use thunder.jit or nvFuser's FusionDefinition?"))
     say(f"the program ran {len(fusions)} fusions without options ({default})")
     note_ids(fusions)  # ids that share a short form are selected as "x#1" in the lines (`exact_glob`)
 
@@ -138,7 +143,8 @@ def _bisect(program: list[str], module: bool, given: OptionSet, timeout: float, 
         except subprocess.TimeoutExpired:
             return Outcome(True, exit_detail(None, timeout))
         bad = done.returncode != 0 if bad_codes is None else done.returncode in bad_codes or done.returncode < 0
-        return Outcome(bad, exit_detail(done, timeout) if bad else "", _repro(done.stderr or ""),
+        repro = tuple(dict.fromkeys(scripts_named_in(done.stderr or "")))
+        return Outcome(bad, exit_detail(done, timeout) if bad else "", repro,
                        None if report is None else Compiles.from_dict(report["compiles"]))
 
     check = ("exit code in " + ",".join(map(str, sorted(bad_codes))) if bad_codes is not None else
@@ -162,20 +168,3 @@ def _child(options: OptionSet, selected: tuple[str, ...] | None, program: list[s
             return done, None
         with open(out, encoding="utf-8") as file:
             return done, json.load(file)
-
-
-def _list_fusions(program: list[str], module: bool, timeout: float, python: str,
-                  env: dict[str, str]) -> tuple[list[str], Compiles | None]:
-    try:
-        done, report = _child(OptionSet(), None, program, module, timeout, python, env)
-    except subprocess.TimeoutExpired:
-        raise RuntimeError(f"the program did not finish without options within {timeout:g} s: raise the "
-                           "timeout") from None
-    if done.returncode != 0 or report is None:
-        raise RuntimeError(f"the program fails without options ({exit_detail(done, timeout)}), so there is nothing "
-                           f"to bisect: it must succeed without options and fail with them\n{done.stderr[-2000:]}")
-    fusions = list(report["fusions"])
-    if not fusions:
-        raise RuntimeError(no_fusion("no nvFuser fusion ran through nvscope in the program without options, so no "
-                                     "option can reach one: does it use thunder.jit or nvFuser's FusionDefinition?"))
-    return fusions, Compiles.from_dict(report["compiles"])

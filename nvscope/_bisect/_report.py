@@ -19,6 +19,7 @@ from nvscope._measure import (
     options_dict,
     options_from,
     run_command,
+    spec,
 )
 
 __all__ = ["BisectResult", "Culprit", "Probe"]
@@ -117,8 +118,6 @@ class BisectResult(LoadableResult):
 
     def report(self) -> str:
         """The result in words: the culprits, the line to reproduce each, the repro scripts, the probes."""
-        from nvscope._measure import spec
-
         lines = [f"nvscope bisect: {spec(self.given) or '(no options)'} on {len(self.all_fusions)} fusions "
                  f"({self.mode}); check: {self.check}"]
         for p in self.log:

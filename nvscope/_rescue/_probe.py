@@ -1,12 +1,14 @@
 """One probe of the rescue: the step once, some fusions under options and the rest on Thunder's own path.
 
 `observe` runs it, marking each fusion's start so that a fault is blamed on the fusion running; `Children` runs
-probes in child processes (workers or fresh), each in its own process group with a time limit."""
+probes in child processes (workers or fresh), each in its own process group with a time limit, and reads what a dead
+one left: its events file (`read_events`) and the start markers that compute-sanitizer's lines are attributed by."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -14,13 +16,12 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any, TextIO
 
 from nvscope._core import OptionSet, _env, dev_mode, first_line, nv_options, program_sharing_suspended
 from nvscope._exec import FusionRecord, audit, listening, repro_paths, scripts_named_in, watch_imports
 from nvscope._measure import compare_leaves, flatten_outputs, options_dict, options_from
-from nvscope._rescue._events import ENDED, FAILED, MARK, STARTED, Progress, read_json, sanitizer_errors
 from nvscope._rescue._target import Plan, check_target
 from nvscope._rescue._watch import (
     NO_VALIDATE,
@@ -30,12 +31,17 @@ from nvscope._rescue._watch import (
     loaded_versions,
     routes_forgotten,
     script_path,
-    scripts_directory,
 )
 from nvscope._rescue._workers import Workers, kill
 from nvscope._tools import ScopeMap, exit_detail
 
-__all__ = ["CHILD", "LOAD", "MARK", "WORKER", "Children", "Plan", "check_target", "observe"]
+__all__ = ["CHILD", "LOAD", "MARK", "WORKER", "Children", "Plan", "check_target", "observe", "read_events",
+           "sanitizer_errors"]
+
+MARK = "nvscope-rescue: start "
+# A probe's events file: one line per fusion event, ``<event> <fusion id>``, in the order they happened.
+STARTED, ENDED, FAILED = "start", "end", "raise"
+_SUMMARY = re.compile(r"ERROR SUMMARY: (\d+) error")
 
 # A child: load the target as the command line would (`LOAD`), then `observe` it and exit.
 LOAD = """\
@@ -43,43 +49,8 @@ import json, sys
 with open(sys.argv[1], encoding="utf-8") as file:
     spec = json.load(file)
 from nvscope._rescue._probe import observe
-from nvscope._rescue._target import findable, imported, named, unusable
-t = spec["target"]
-sys.argv = [t["where"], *t["args"]]
-import os, runpy
-if t["function"] is None:
-    # A program, as `nvscope run` runs it (the script's folder, or for -m the working directory, first on the path);
-    # judged by its exit code.
-    sys.path.insert(0, os.getcwd() if t["module"] else os.path.dirname(os.path.abspath(t["where"])))
-    if t["module"]:
-        findable(spec, t["where"])
-    def step():
-        try:
-            if t["module"]:
-                runpy.run_module(t["where"], run_name="__main__", alter_sys=True)
-            else:
-                runpy.run_path(t["where"], run_name="__main__")
-        except SystemExit as done:
-            if done.code not in (None, 0):
-                raise
-    reference = None
-else:
-    from nvscope._measure import import_script
-    from nvscope._rescue._target import broken
-    try:
-        if t["module"]:
-            sys.path.insert(0, os.getcwd())
-            loaded = imported(spec, t["where"])
-        else:
-            sys.path.insert(0, os.path.dirname(os.path.abspath(t["where"])))
-            loaded = import_script(t["where"])
-    except Exception as error:  # the target's import failed (a module it imports is missing, its code raised)
-        broken(spec, t["where"], error)
-    try:
-        step = named(loaded, t["where"], t["function"])
-        reference = named(loaded, t["where"], t["reference"], "the reference: ") if t["reference"] else None
-    except (TypeError, ValueError) as error:
-        unusable(spec, error)
+from nvscope._rescue._target import load
+step, reference = load(spec)
 """
 CHILD = LOAD + 'observe(step, reference, spec, spec.get("tolerance"))\n'
 # A worker (`nvscope._rescue._workers`): loaded once, then one probe per request.
@@ -89,7 +60,7 @@ WORKER = LOAD + "from nvscope._rescue._workers import serve\nserve(observe, step
 def observe(step: Callable[[], Any], reference: Callable[[], Any] | None, spec: dict[str, Any],
             tolerance: float | None = None) -> dict[str, Any]:
     """Run ``step`` once under the plan in ``spec`` (``groups``: [[options, [ids]], ...]) and say what happened (a
-    JSON-able dict, also written to ``spec["out"]``). ``spec`` also names the ``events`` file (`Progress`), stdout
+    JSON-able dict, also written to ``spec["out"]``). ``spec`` also names the ``events`` file (`read_events`), stdout
     ``markers`` (for the sanitizer), the fusions to ``validate`` and the repro ``scripts`` folder (``prewrite``: before
     each first run). ``failure``: the first failure in time; ``failed``: every fusion that failed."""
     groups = [(options_from(o), list(ids)) for o, ids in spec.get("groups", ())]
@@ -162,7 +133,7 @@ def observe(step: Callable[[], Any], reference: Callable[[], Any] | None, spec: 
         # adapter installs when the step imports Thunder, as under `nvscope run`.
         with dev_mode(True), warnings.catch_warnings(), audit(), watch_imports(), \
                 listening(seen, timer), program_sharing_suspended(), routes_forgotten(), detached(), \
-                nv_options(share=False, inherit=False, on_error="torch" if spec.get("escape") else None), \
+                nv_options(share=False, inherit=False, on_error="torch"), \
                 ScopeMap(groups):
             warnings.simplefilter("ignore")
             began = time.perf_counter()
@@ -236,19 +207,16 @@ class Children:
     """Probes in child processes (module docstring). ``target``: {"where", "function", "module", "args",
     "reference"}; ``jobs``: how many workers at most; ``fresh``: no workers (every probe a fresh process)."""
 
-    def __init__(self, target: dict[str, Any], *, timeout: float, python: str = sys.executable,
-                 sanitizer: str | None = None, scripts: str | None = None, jobs: int = 1,
-                 tolerance: float | None = None, fresh: bool = False) -> None:
-        self.target, self.timeout, self.python, self.sanitizer = target, timeout, python, sanitizer
-        self.tolerance = tolerance
+    def __init__(self, target: dict[str, Any], *, timeout: float, sanitizer: str | None, scripts: str, jobs: int,
+                 tolerance: float | None, fresh: bool) -> None:
+        self.target, self.timeout, self.sanitizer, self.tolerance = target, timeout, sanitizer, tolerance
         # One directory for every child's repro scripts, kept after the rescue when a child wrote one (`close`).
         self.own_repro = not os.environ.get("NVSCOPE_REPRO_DIR")
         self.repro_dir = os.environ.get("NVSCOPE_REPRO_DIR") or tempfile.mkdtemp(prefix="nvscope-repro-")
-        # The fusions' repro scripts, written before each runs (`tidy` keeps the failing ones').
-        self.scripts = scripts or scripts_directory()
+        self.scripts = scripts  # the fusions' repro scripts, written before each runs (`tidy` keeps the failing ones')
         # A program jits anew at each run, and a sanitizer's run is one process: those stay fresh processes.
         reuse = not fresh and sanitizer is None and target["function"] is not None
-        self.workers = Workers(jobs, [self.python, "-c", WORKER], {"target": target}, self.environment(()),
+        self.workers = Workers(jobs, [sys.executable, "-c", WORKER], {"target": target}, self.environment(()),
                                timeout, self.verdict) if reuse else None
 
     def close(self) -> None:
@@ -257,10 +225,8 @@ class Children:
         if self.workers is not None:
             self.workers.close()
         for directory in ([self.repro_dir] if self.own_repro else []) + [self.scripts]:
-            try:
+            with suppress(OSError):
                 os.rmdir(directory)  # only an empty one
-            except OSError:
-                pass
 
     def run(self, plans: Sequence[Plan]) -> list[dict[str, Any]]:
         """Run the plans at once (the caller bounds how many), each in a child or a worker; their observations, in
@@ -307,7 +273,7 @@ class Children:
         with open(stem + ".spec", "w", encoding="utf-8") as file:
             json.dump(spec, file)
         env = self.environment(plan.drop_env)
-        command = [self.python, "-c", CHILD, stem + ".spec"]
+        command = [sys.executable, "-c", CHILD, stem + ".spec"]
         if self.sanitizer is not None:
             env["PYTORCH_NO_CUDA_MEMORY_CACHING"] = "1"  # a write past a tensor lands outside any allocation
             command = [self.sanitizer, "--tool", "memcheck", *command]
@@ -330,7 +296,7 @@ class Children:
     def verdict(self, spec: dict[str, Any], code: int | None, stdout: str, stderr: str, args: Any) -> dict[str, Any]:
         """What one probe saw: its observation, or for a process that died (``code``: its exit status) or hung
         (None) before it could say, what it left."""
-        progress = Progress.read(spec["events"])
+        started, running = read_events(spec["events"])
         if os.path.exists(spec["out"]) and code is not None:
             with open(spec["out"], encoding="utf-8") as file:
                 result: dict[str, Any] = json.load(file)
@@ -340,19 +306,20 @@ class Children:
         else:  # it died (or hung) before it could say: the fusion it was in (none: it was outside every fusion)
             done = None if code is None else subprocess.CompletedProcess(args, code, stdout, stderr)
             how = "timeout" if code is None else "fault"
-            running = progress.running()
             last = running[-1] if running else None
-            started = progress.started
             # Its repro script was written before it ran (``prewrite``): the fault left no time after.
             script = None if last is None else script_path(self.scripts, last)
+            versions: Any = {}  # as the child wrote them at its first fusion
+            with suppress(OSError, ValueError), open(spec["versions"], encoding="utf-8") as file:
+                versions = json.load(file)
             result = {"fusions": [{"id": f, "ops": None, "own": options_dict(OptionSet())}
-                                  for f in dict.fromkeys(started)], "matched": None, "numerics": "",
+                                  for f in started], "matched": None, "numerics": "",
                       "failure": failure_of(last, how, exit_detail(done, self.timeout)
                                             + ("" if last or not started else " (after every fusion had finished)"),
                                             stderr[-2000:]),
                       "failed": [last] if last else [],
                       "repro": [script] if script and os.path.isfile(script) else [],
-                      "versions": read_json(spec.get("versions"))}
+                      "versions": versions}
         result["repro"] = list(dict.fromkeys([*result["repro"], *scripts_named_in(stderr)]))
         if self.sanitizer is not None:
             total, per = sanitizer_errors(stdout)
@@ -370,3 +337,37 @@ class Children:
                 if os.path.isfile(script):
                     result["repro"] = [script, *result["repro"]]
         return result
+
+
+def read_events(path: str) -> tuple[list[str], list[str]]:
+    """A probe's events file, read after the process is gone: the fusions started (in first-start order), and those
+    started and not finished (the latest started last), where a dead or hung process was."""
+    try:
+        with open(path, encoding="utf-8") as file:
+            lines = [line.strip() for line in file if line.strip()]
+    except OSError:
+        lines = []
+    unfinished: dict[str, int] = {}  # per fusion started, its executions not finished
+    latest: list[str] = []  # the fusions in the order of their latest start
+    for line in lines:
+        event, _, fusion = line.partition(" ")
+        if event == STARTED:
+            unfinished[fusion] = unfinished.get(fusion, 0) + 1
+            latest = [f for f in latest if f != fusion] + [fusion]
+        elif event in (ENDED, FAILED) and fusion in unfinished:
+            unfinished[fusion] -= 1
+    return list(unfinished), [f for f in latest if unfinished[f] > 0]
+
+
+def sanitizer_errors(stdout: str) -> tuple[int | None, dict[str, int]]:
+    """compute-sanitizer's error count (None: no summary line) and the errors per fusion, each counted for the
+    fusion whose start marker (`MARK`) came last before it."""
+    current: str | None = None
+    per: dict[str, int] = {}
+    for line in stdout.splitlines():
+        if line.startswith(MARK):
+            current = line[len(MARK):].strip()
+        elif line.startswith("=========") and re.search(r"Invalid|out of bounds|Out-of-range", line):
+            per[current or "?"] = per.get(current or "?", 0) + 1
+    found = _SUMMARY.findall(stdout)
+    return (int(found[-1]) if found else None), per

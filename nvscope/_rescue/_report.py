@@ -7,6 +7,7 @@ import dataclasses
 import os
 import re
 from collections.abc import Mapping
+from contextlib import suppress
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -16,7 +17,7 @@ from nvscope._measure import LoadableResult, nv_options_line, options_dict, opti
 from nvscope._rescue._search import Attempt
 from nvscope._tools import no_fusion
 
-__all__ = ["NO_FUSION", "Failure", "FusionRescue", "RescueResult", "facts", "issue_text", "location_of", "with_issue"]
+__all__ = ["NO_FUSION", "Failure", "FusionRescue", "RescueResult", "facts", "issue_text", "with_issue"]
 
 _LOCATION = re.compile(r"(csrc/[\w./-]+\.(?:cpp|h|cu|cuh|hpp):\d+)")
 KINDS: Mapping[str, str] = MappingProxyType({
@@ -36,12 +37,6 @@ _AFTER: Mapping[str, str] = MappingProxyType({
 NO_FUSION = "no nvFuser fusion ran: is the step jitted by thunder.jit with nvFuser (is Thunder installed)?"
 
 
-def location_of(text: str) -> str | None:
-    """The nvFuser source location in an error message (``csrc/scheduler/runtime_info.h:69``), or None."""
-    found = _LOCATION.search(text)
-    return found.group(1) if found else None
-
-
 @dataclass(frozen=True)
 class Failure:
     """What went wrong: in ``fusion`` (None: not attributed to one), how (``kind``, a key of `KINDS`), its first
@@ -54,7 +49,9 @@ class Failure:
 
     @property
     def location(self) -> str | None:
-        return location_of(f"{self.line}\n{self.detail}")
+        """The nvFuser source location in it (``csrc/scheduler/runtime_info.h:69``), or None."""
+        found = _LOCATION.search(f"{self.line}\n{self.detail}")
+        return found.group(1) if found else None
 
     def as_dict(self) -> dict[str, Any]:
         return {"fusion": self.fusion, "kind": self.kind, "line": self.line, "detail": self.detail,
@@ -293,7 +290,7 @@ def with_issue(rescue_: FusionRescue, versions: dict[str, str]) -> FusionRescue:
     its header: what went wrong, the versions, the failing and passing options."""
     definition = ""
     for path in rescue_.repro_scripts[:1]:
-        try:
+        with suppress(OSError):
             with open(path, encoding="utf-8") as file:
                 definition = file.read()
             if os.path.basename(path).startswith("rescue-") and _FACTS not in definition:
@@ -302,6 +299,4 @@ def with_issue(rescue_: FusionRescue, versions: dict[str, str]) -> FusionRescue:
                 definition = "\n".join(header) + "\n" + definition
                 with open(path, "w", encoding="utf-8") as file:
                     file.write(definition)
-        except OSError:
-            pass
     return dataclasses.replace(rescue_, issue=issue_text(rescue_, definition, versions))

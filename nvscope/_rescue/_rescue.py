@@ -14,7 +14,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
-from nvscope._core import OptionSet, cut
+from nvscope._bisect import timeout_seconds
+from nvscope._core import OptionSet, catalog, cut
 from nvscope._measure import Measure, _checks, measure_of, only_own, options_from, progress_printer, resolve
 from nvscope._rescue._probe import Children, Plan, check_target, observe
 from nvscope._rescue._report import Failure, FusionRescue, RescueResult, with_issue
@@ -31,7 +32,7 @@ from nvscope._rescue._route import (
 )
 from nvscope._rescue._search import Attempt, candidates, expected_sets, how_sure, search
 from nvscope._rescue._target import ASYNC_STEP
-from nvscope._rescue._watch import NO_VALIDATE, scripts_directory, tidy
+from nvscope._rescue._watch import NO_VALIDATE, loaded_versions, scripts_directory, tidy
 from nvscope._rescue._workers import signals_interrupt
 
 __all__ = ["Limits", "rescue"]
@@ -48,13 +49,6 @@ def _in_process(step: Callable[[], Any], reference: Callable[[], Any] | None, to
     def run(plans: list[Plan]) -> list[dict[str, Any]]:
         return [observe(step, reference, {**plan.spec(), "scripts": scripts}, tolerance) for plan in plans]
     return run
-
-
-def _versions(observation: dict[str, Any]) -> dict[str, str]:
-    """The versions the step ran with, as the process that ran it loaded them (a child may load another Thunder)."""
-    from nvscope._rescue._watch import loaded_versions
-
-    return dict(observation.get("versions") or loaded_versions())
 
 
 def _target(step: str, reference: str | None, module: bool, args: list[str]) -> dict[str, Any]:
@@ -101,8 +95,6 @@ def rescue(step: Callable[[], Any] | str, /, *, reference: Callable[[], Any] | s
             raise TypeError(f"{name}= takes True or False, not {type(flag).__name__}")
     children: Children | None = None  # a target's: closed at the end
     if isinstance(step, str):
-        from nvscope._bisect import timeout_seconds
-
         timeout = timeout_seconds("timeout", timeout)
         if reference is not None and not isinstance(reference, str):
             raise TypeError("reference= for a target is the name of a function in it, e.g. reference='eager_step'")
@@ -145,8 +137,6 @@ def rescue(step: Callable[[], Any] | str, /, *, reference: Callable[[], Any] | s
 
 def _gate(ops: list[str] | None) -> Callable[[str, str], bool]:
     """``OptionSet.only``'s test: the catalog's gates for a fusion holding ``ops`` (None: unknown, all pass)."""
-    from nvscope._core import catalog
-
     known = catalog()
     return lambda kind, name: ops is None or known.can_affect(kind, name, ops)
 
@@ -356,7 +346,8 @@ def _drive(probe: Probe, say: Callable[[str], None], mode: str, checks: tuple[st
         proof = (f"{len(finals)} runs clean" + (", matching the reference" if "reference" in checks else "")
                  + (f" ({len(routable)} fusion{'s' * (len(routable) != 1)} in PyTorch)" if routable else "")
                  if proved else f"{len(broken)} of {len(finals)} runs failed: {broken[0][:200]}")
-    versions = _versions(seen)
+    # As the process that ran the step loaded them (a child may load another Thunder).
+    versions = dict(seen.get("versions") or loaded_versions())
     rescues = [with_issue(r, versions) for r in rescues]
     if any(r.env_cause for r in rescues):
         notes.append("a fusion fails only with an NVFUSER_* variable of the environment: change it (its options "

@@ -45,16 +45,13 @@ def failure_rate(probe: Probe, plan: dict[str, OptionSet], fusion: str, validate
     over ``first`` runs, or ``most`` once one of them did not fail there. Runs that stop before it count for neither."""
     failed = reached = done = 0
     planned = first
-    if ran is not None:  # a fresh run of the defaults made already (the route's proof): the first of them
-        done, reached = 1, int(reached_in(ran, fusion))
-        failed = int(reached_in(ran, fusion) and failed_there(ran, fusion))
-        if done == first and not failed == reached == done:
-            planned = max(most, first)
+    made = [] if ran is None else [ran]  # a fresh run of the defaults made already (the route's proof): the first
     while done < planned:
-        for seen in runs(probe, [Plan(plan, validate=validate)] * min(jobs, planned - done), jobs):
+        for seen in made or runs(probe, [Plan(plan, validate=validate)] * min(jobs, planned - done), jobs):
             done += 1
             reached += reached_in(seen, fusion)
             failed += reached_in(seen, fusion) and failed_there(seen, fusion)
+        made = []
         if done == first and not failed == reached == done:
             planned = max(most, first)
     return failed, reached
@@ -95,7 +92,7 @@ def clean_run(observation: dict[str, Any], routes: set[str]) -> bool:
 
 
 def route_failure(observation: dict[str, Any], routes: set[str]) -> str:
-    """What kept a run from being clean (`_clean`), in a line."""
+    """What kept a run from being clean (`clean_run`), in a line."""
     for failure in failures_of(observation):
         if not (escaped_failures(observation, failure) and failure["fusion"] in routes):
             return (f"{failure['fusion']}: " if failure["fusion"] else "") + first_line_of(failure["line"])

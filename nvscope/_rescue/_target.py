@@ -1,22 +1,24 @@
 """A rescue target that cannot run as given is a usage error, not the step's failure: `check_target` in the parent
-before any child runs (a syntax error, a missing module), `named`/`unusable` in the child (a missing function).
+before any child runs (a syntax error, a missing module), `load`/`unusable` in the child (a missing function).
 `Plan`: what one probe of the target runs."""
 
 from __future__ import annotations
 
+import importlib.machinery
+import importlib.util
 import inspect
 import json
 import os
+import runpy
 import sys
 from collections.abc import Callable, Sequence
-from types import ModuleType
+from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from nvscope._core import OptionSet, cut, first_line
-from nvscope._measure import attribute, options_dict
+from nvscope._measure import attribute, import_program_module, import_script, options_dict
 
-__all__ = ["ASYNC_STEP", "Plan", "broken", "check_target", "findable", "imported", "missing_module", "named",
-           "unusable"]
+__all__ = ["ASYNC_STEP", "Plan", "check_target", "findable", "load", "missing_module", "named", "unusable"]
 
 ASYNC_STEP = ("the step is an async function: rescue calls it with no arguments and no event loop; give a plain "
               "function (def step(): return asyncio.run(train_step()))")
@@ -28,9 +30,6 @@ def check_target(target: dict[str, Any]) -> None:
     `unusable`). Raises `ValueError` naming the fix."""
     where = target["where"]
     if target["module"]:
-        import importlib.machinery
-        import importlib.util
-
         top = where.partition(".")[0]
         # The children put the working directory first and inherit PYTHONPATH (this process may have started
         # before it was set).
@@ -82,20 +81,45 @@ def unusable(spec: dict[str, Any], error: Exception) -> NoReturn:
     raise SystemExit(3)
 
 
-def broken(spec: dict[str, Any], where: str, error: BaseException) -> NoReturn:
-    """In a child: importing the target ``where`` raised ``error`` (its code, or a module it imports): the parent
-    raises it as an `ImportError` of the target, not as a fusion's fault."""
-    if spec.get("out"):
-        with open(spec["out"], "w", encoding="utf-8") as file:
-            json.dump({"usage": f"importing {cut(where, 200)} failed: {first_line(error, 300)}",
-                       "error": "ImportError"}, file)
-    raise SystemExit(3)
+def load(spec: dict[str, Any]) -> tuple[Callable[[], Any], Callable[[], Any] | None]:
+    """In a child: the target's step and reference, loaded as `nvscope run` loads it (the script's folder, or for -m
+    the working directory, first on the path); a program's step is judged by its exit code. A target that cannot run
+    as given is a usage error (`unusable`)."""
+    target = spec["target"]
+    where, module = target["where"], target["module"]
+    sys.argv = [where, *target["args"]]
+    sys.path.insert(0, os.getcwd() if module else os.path.dirname(os.path.abspath(where)))
+    if target["function"] is None:
+        if module:
+            findable(spec, where)
+
+        def step() -> None:
+            try:
+                if module:
+                    runpy.run_module(where, run_name="__main__", alter_sys=True)
+                else:
+                    runpy.run_path(where, run_name="__main__")
+            except SystemExit as done:
+                if done.code not in (None, 0):
+                    raise
+
+        return step, None
+    try:
+        loaded = import_program_module(where) if module else import_script(where)
+    except Exception as error:  # its code raised, or a module it imports is missing: an `ImportError` of the target
+        missing = error.name if module and isinstance(error, ModuleNotFoundError) else None
+        if missing and (where + ".").startswith(missing + "."):  # the module itself is not there: a usage error
+            unusable(spec, missing_module(where, missing))
+        unusable(spec, ImportError(f"importing {cut(where, 200)} failed: {first_line(error, 300)}"))
+    try:
+        function = named(loaded, where, target["function"])
+        return function, named(loaded, where, target["reference"], "the reference: ") if target["reference"] else None
+    except (TypeError, ValueError) as error:
+        unusable(spec, error)
 
 
 def findable(spec: dict[str, Any], where: str) -> None:
     """In a child: a usage error (`unusable`) unless the module ``where`` can be found (a program run with -m)."""
-    import importlib.util
-
     try:
         found = importlib.util.find_spec(where)
     except ImportError as error:
@@ -104,34 +128,23 @@ def findable(spec: dict[str, Any], where: str) -> None:
         unusable(spec, missing_module(where, where))
 
 
-def imported(spec: dict[str, Any], where: str) -> ModuleType:
-    """In a child: the module ``where`` imported (a function's -m); a usage error where it is not there."""
-    from nvscope._measure import import_program_module
-
-    try:
-        return import_program_module(where)
-    except ModuleNotFoundError as error:  # the module itself, not one it imports
-        if not error.name or not (where + ".").startswith(error.name + "."):
-            raise
-        unusable(spec, missing_module(where, error.name))
-
-
+@dataclass
 class Plan:
     """What one probe runs: per fusion id its options (the others keep their defaults); ``drop_env``: without
     ``NVFUSER_ENABLE``/``NVFUSER_DISABLE``; ``validate``: the fusions to check with nvFuser's validate (True: every
-    one); ``fresh``: in a fresh process (False: a worker may run it); ``escape``: under ``on_error="torch"``."""
+    one); ``fresh``: in a fresh process (False: a worker may run it)."""
 
-    __slots__ = ("drop_env", "escape", "fresh", "options", "validate")
+    options: dict[str, OptionSet]
+    drop_env: Sequence[str] = ()
+    validate: bool | list[str] = True
+    fresh: bool = True
 
-    def __init__(self, options: dict[str, OptionSet], drop_env: Sequence[str] = (),
-                 validate: bool | Sequence[str] = True, fresh: bool = True, escape: bool = True) -> None:
-        self.options, self.drop_env, self.fresh, self.escape = dict(options), tuple(drop_env), fresh, escape
-        self.validate = validate if isinstance(validate, bool) else list(validate)
+    def __post_init__(self) -> None:
+        self.options = dict(self.options)  # the cures as they are now: the rescue's own go on changing
 
     def spec(self) -> dict[str, Any]:
         """The plan as `observe` reads it."""
-        return {"groups": [[options_dict(o), ids] for o, ids in self.groups()], "validate": self.validate,
-                "escape": self.escape}
+        return {"groups": [[options_dict(o), ids] for o, ids in self.groups()], "validate": self.validate}
 
     def groups(self) -> list[tuple[OptionSet, list[str]]]:
         grouped: dict[OptionSet, list[str]] = {}

@@ -5,16 +5,19 @@ nvFuser's ``validate`` in its place, a mismatch being that fusion's wrong number
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import sys
 import tempfile
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
+from importlib import metadata
 from typing import Any
 
-from nvscope._core import NVFUSER_MODULES, OptionSet, cut, first_line
+from nvscope._core import NVFUSER_MODULES, OptionSet, cut, enter_frame, first_line, installed_nvfuser, reset
+from nvscope._exec import FusionTable, watch_execute
 
 __all__ = ["NO_VALIDATE", "Watch", "detached", "failure_of", "loaded_versions", "routes_forgotten", "script_path",
            "scripts_directory", "tidy"]
@@ -58,29 +61,21 @@ def tidy(directory: str, keep: Sequence[str]) -> None:
 def loaded_versions() -> dict[str, str]:
     """nvFuser, Thunder, torch and CUDA as this process loaded them (the process that ran the step: its path may
     hold another Thunder or nvFuser than the rescue's), else as installed."""
-    from importlib import metadata
-
-    from nvscope._core import installed_nvfuser
-
     found: dict[str, str] = {}
     for name in NVFUSER_MODULES:
         version = getattr(sys.modules.get(name), "version", None)
         if callable(version):
-            try:
+            with suppress(Exception):  # a frontend that cannot say: the installed distribution's
                 found["nvFuser"] = str(version())
                 break
-            except Exception:  # a frontend that cannot say: the installed distribution's
-                pass
     if "nvFuser" not in found:
         installed = installed_nvfuser()
         if installed is not None:
             found["nvFuser"] = str(installed.version)
     for label, module, dist in (("Thunder", "thunder", "lightning-thunder"), ("torch", "torch", "torch")):
         version = getattr(sys.modules.get(module), "__version__", None)
-        try:
+        with suppress(metadata.PackageNotFoundError):
             found[label] = str(version) if version else metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            pass
     cuda = getattr(getattr(sys.modules.get("torch"), "version", None), "cuda", None)
     if cuda:
         found["CUDA"] = str(cuda)
@@ -92,8 +87,6 @@ def script_path(directory: str, fusion: str) -> str:
     is cut, with a digest of the whole, so that the name (and ``.issue.md`` beside it) fits a file system's limit."""
     name = "".join(c if c.isalnum() or c in "_-." else "_" for c in fusion)
     if len(name) > _LONGEST:
-        import hashlib
-
         name = f"{name[:_LONGEST - 9]}-{hashlib.blake2b(fusion.encode('utf-8', 'replace'), digest_size=4).hexdigest()}"
     return os.path.join(directory, f"rescue-{name}.py")
 
@@ -119,9 +112,6 @@ class Watch:
         self.checked: set[str] = set()  # the fusions validate compared
         self.unhook: Callable[[], None] | None = None
 
-    def wants(self, fusion: str) -> bool:
-        return self.validate is True or (not isinstance(self.validate, bool) and fusion in self.validate)
-
     def enter(self, fusion: str, ops: Any) -> None:
         if self.frontends is None:
             self._patch()
@@ -131,8 +121,6 @@ class Watch:
         self.local.fusion = None
 
     def _patch(self) -> None:
-        from nvscope._exec import watch_execute
-
         self.frontends = []
         # The direct adapter (`nvscope.nvfuser.install()`, before the watch or while it lasts) calls the execute it
         # saved, under the class's: its executions are watched through its hook.
@@ -230,7 +218,8 @@ class Watch:
 
     def _unvalidated(self, fd: Any, fusion: str, args: tuple[Any, ...], validate: Any) -> str | None:
         """Why this execution is not validated, or None."""
-        if not self.wants(fusion) or validate is None or args:
+        asked = self.validate is True or (not isinstance(self.validate, bool) and fusion in self.validate)
+        if not asked or validate is None or args:
             return "not asked" if validate is not None else "no validate"
         ops = set(getattr(self.local, "ops", None) or ())
         if ops & _RANDOM:
@@ -253,8 +242,6 @@ def failure_of(fusion: str | None, kind: str, line: str, detail: str = "") -> di
 @contextmanager
 def detached() -> Iterator[None]:
     """No scope around the probe's own (in process, the caller's): what ran in the probe is not reported to it."""
-    from nvscope._core import enter_frame, reset
-
     token = enter_frame(None)
     try:
         yield
@@ -266,8 +253,6 @@ def detached() -> Iterator[None]:
 def routes_forgotten() -> Iterator[None]:
     """The PyTorch routes that ``on_error="torch"`` adds while a probe runs, forgotten at its end: the next probe
     in this process (in process, a worker's) must see nvFuser fail again, not a route remembered from this one."""
-    from nvscope._exec import FusionTable
-
     added: list[tuple[Any, Any]] = []
     original = FusionTable.add_route
 

@@ -43,10 +43,8 @@ def serve(observe: Callable[..., Any], step: Callable[[], Any], reference: Calla
 
 def kill(child: subprocess.Popen[str]) -> None:
     """Kill the child's whole process group (it started its own session), then reap it."""
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(child.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
     child.wait()
 
 
@@ -92,10 +90,8 @@ class _Worker:
         else:
             self.process.wait()
         for fd in (self.requests, self.replies):
-            try:
+            with contextlib.suppress(OSError):
                 os.close(fd)
-            except OSError:
-                pass
 
 
 class Workers:
@@ -213,17 +209,14 @@ def signals_interrupt() -> Iterator[None]:
         number = getattr(signal, name, None)
         if number is not None and signal.getsignal(number) is signal.SIG_DFL:
             previous[number] = signal.signal(number, raise_it)
+    caught: Signalled | None = None
     try:
         yield
-    except Signalled as caught:
-        _restore(previous)
-        os.kill(os.getpid(), caught.signum)  # the default handler ends the process here
+    except Signalled as signalled:
+        caught = signalled
         raise
     finally:
-        _restore(previous)
-
-
-def _restore(previous: dict[int, Any]) -> None:
-    while previous:
-        number, handler = previous.popitem()
-        signal.signal(number, handler)
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+        if caught is not None:
+            os.kill(os.getpid(), caught.signum)  # the default handler ends the process here

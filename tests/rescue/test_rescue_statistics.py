@@ -29,7 +29,7 @@ import nvscope
 from nvscope import OptionSet
 from nvscope._rescue._search import rate_lower_bound, runs_needed
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def chain(double: ThunderDouble, n: int = 3, eager: str = "double") -> Callable[[], float]:
