@@ -22,9 +22,6 @@ import nvscope.thunder
 from nvscope import OptionSet
 from nvscope._rescue._report import Failure, FusionRescue
 
-TESTS = Path(__file__).resolve().parents[2]
-ROOT = TESTS.parent
-
 
 def test_a_healthy_step_has_nothing_to_rescue(installed: ThunderDouble) -> None:
     result = nvscope.rescue(chain(installed, {}), reference=lambda: 16.0, progress=False)
