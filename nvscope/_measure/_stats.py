@@ -8,6 +8,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from statistics import median  # the mean of the middle two for an even count; ValueError for none
 from typing import Literal
 
 __all__ = [
@@ -40,15 +41,6 @@ def paired_ratios(numerator: Sequence[float], denominator: Sequence[float]) -> l
         if not (math.isfinite(value) and value > 0):
             raise ValueError(f"paired ratios need positive, finite values (times or rates), got {value!r}")
     return [n / d for n, d in zip(numerator, denominator, strict=True)]
-
-
-def median(values: Sequence[float]) -> float:
-    """The median (the mean of the middle two for an even count)."""
-    if not values:
-        raise ValueError("the median of no values is undefined")
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
 def median_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> tuple[float, float] | None:
