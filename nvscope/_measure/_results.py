@@ -73,8 +73,7 @@ class Compiles:
             text += f" ({self.unshared} on their own path, whose compiles are not counted)"
         return text
 
-    def __str__(self) -> str:
-        return self.line()
+    __str__ = line
 
     def as_dict(self) -> dict[str, Any]:
         return {"fusions": self.fusions, "definitions": self.definitions, "seconds": self.seconds,
