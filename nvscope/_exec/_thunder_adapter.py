@@ -238,7 +238,17 @@ class ThunderAdapter(Adapter[Wrapper]):
         return _thunder_region.compile(*region)
 
     def repro_inputs(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
-        return _local_inputs(args)
+        """The inputs as nvFuser's execute got them: collectives waited on, DTensors as their local tensors."""
+        collectives = sys.modules.get("torch.distributed._functional_collectives")
+        tensors = sys.modules.get("torch.distributed.tensor")
+        inputs = []
+        for arg in args:
+            if collectives is not None and isinstance(arg, collectives.AsyncCollectiveTensor):
+                arg = arg.wait()
+            if tensors is not None and isinstance(arg, tensors.DTensor):
+                arg = arg.to_local()
+            inputs.append(arg)
+        return inputs
 
     def definition(self, partition: _frontends.Partition, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         runner = partition.runner
@@ -255,16 +265,3 @@ def _has_dtensor(args: tuple[Any, ...]) -> bool:
     tensors = sys.modules.get("torch.distributed.tensor")
     return tensors is not None and any(isinstance(arg, tensors.DTensor) for arg in args)
 
-
-def _local_inputs(args: tuple[Any, ...]) -> list[Any]:
-    """The inputs as nvFuser's execute got them: collectives waited on, DTensors as their local tensors."""
-    collectives = sys.modules.get("torch.distributed._functional_collectives")
-    tensors = sys.modules.get("torch.distributed.tensor")
-    inputs = []
-    for arg in args:
-        if collectives is not None and isinstance(arg, collectives.AsyncCollectiveTensor):
-            arg = arg.wait()
-        if tensors is not None and isinstance(arg, tensors.DTensor):
-            arg = arg.to_local()
-        inputs.append(arg)
-    return inputs
