@@ -78,16 +78,9 @@ class _Clock:
         self.outputs: dict[str, list[list[tuple[str, Any]]]] | None = None  # output copies per execution
         self.capture: str | None = None  # capture only this fusion's outputs (None: every fusion's)
 
-    def __call__(self, record: Any) -> Any:
-        return self._measure(record.fusion)
-
-    def _keep(self, fusion: str, pending: list[Any]) -> Callable[[Any], None] | None:
-        if self.outputs is None or (self.capture is not None and fusion != self.capture):
-            return None
-        return pending.append  # copied once the fusion's segments and wall time are taken: the copies are not its own
-
     @contextmanager
-    def _measure(self, fusion: str) -> Iterator[Callable[[Any], None] | None]:
+    def __call__(self, record: Any) -> Iterator[Callable[[Any], None] | None]:
+        fusion = record.fusion
         torch = sys.modules.get("torch")
         if torch is not None and not (self.timer.cuda or (self.wall is not None and torch.cuda.is_initialized())):
             torch = None  # CUDA events while timing a CUDA step; a synchronised wall clock in first calls that use it
@@ -99,8 +92,8 @@ class _Clock:
                 torch.cuda.synchronize()
             mark = self.timer.mark() if self.times is not None else None
             began = now()
-            pending: list[Any] = []
-            yield self._keep(fusion, pending)
+            pending: list[Any] = []  # copied once its segments and wall time are taken: the copies are not its own
+            yield pending.append if self.outputs is not None and self.capture in (None, fusion) else None
             if self.times is not None:
                 self.times.setdefault(fusion, []).append(self.timer.since(mark))
             if self.wall is not None:

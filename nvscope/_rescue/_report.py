@@ -139,11 +139,8 @@ class RescueResult(LoadableResult):
 
     def groups(self) -> list[tuple[OptionSet, tuple[str, ...]]]:
         """The selector map: each cure with the fusions it cures (every other fusion keeps its defaults)."""
-        grouped: dict[OptionSet, list[str]] = {}
-        for r in self.rescues:
-            if r.cure is not None:
-                grouped.setdefault(r.cure, []).append(r.fusion)
-        return [(options, tuple(fusions)) for options, fusions in grouped.items()]
+        cures = dict.fromkeys(r.cure for r in self.rescues if r.cure is not None)
+        return [(options, tuple(r.fusion for r in self.rescues if r.cure == options)) for options in cures]
 
     def line(self) -> str:
         """The scope for the whole step: one ``nv_options(...)``, or nested ones (a selector map)."""
