@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 from nvscope._exec import MIN_VERSION
 
-__all__ = ["LISTED", "NIGHTLY", "PYTHONS", "THUNDER", "WheelHint", "install_hint", "mismatch", "nvfuser_wheel",
+__all__ = ["LISTED", "NIGHTLY", "PYTHONS", "THUNDER", "WheelHint", "install_hint", "nvfuser_wheel",
            "thunder_hint", "torch_hint"]
 
 # (CUDA, torch) -> the newest nvFuser under nvfuser-cu<CUDA>-torch<torch> on PyPI; a newer torch may have a wheel by
@@ -44,7 +44,6 @@ TORCH_PIN = "torch==2.10.*"
 
 _TORCH = re.compile(r"(\d+)\.(\d+)(?:\.\d+)?([^+]*)(?:\+(.*))?")
 _CUDA = re.compile(r"(\d+)\.(\d)(?:\.\d+)*")
-_DIST = re.compile(r"nvfuser[-_]cu(\d+)(\d)(?:[-_]torch(\d)(\d+))?", re.IGNORECASE)
 
 
 class WheelHint(NamedTuple):
@@ -147,29 +146,6 @@ def _upgrade(cuda: tuple[int, int], torch: tuple[int, int]) -> str:
     pair = max(((c, t) for c, t in LISTED if not _older(LISTED[(c, t)])), key=lambda p: (p[1], p[0]))
     return (f"nvFuser has no current wheel for CUDA {_dotted(cuda)}; e.g. torch {_dotted(pair[1])} built for CUDA "
             f"{_dotted(pair[0])} with pip install {_name(*pair)}")
-
-
-def mismatch(distribution: str, torch_version: str, cuda_version: str | None) -> str | None:
-    """Why an installed nvFuser distribution (e.g. ``nvfuser_cu130_torch210``) does not fit this torch, or None
-    (a wheel built for another torch may fail to load or misbehave)."""
-    dist = _DIST.fullmatch(distribution.strip())
-    match = _TORCH.fullmatch(torch_version.strip())
-    if dist is None or match is None:
-        return None
-    built_cuda = (int(dist[1]), int(dist[2]))
-    problems = []
-    if dist[3] is not None:
-        built_torch = (int(dist[3]), int(dist[4]))
-        torch = (int(match[1]), int(match[2]))
-        if built_torch != torch:
-            problems.append(f"built for torch {_dotted(built_torch)}, but torch is {torch_version}")
-    if cuda_version is not None:
-        cuda_match = _CUDA.fullmatch(cuda_version.strip())
-        if cuda_match is not None and (int(cuda_match[1]), int(cuda_match[2])) != built_cuda:
-            problems.append(f"built for CUDA {_dotted(built_cuda)}, but torch's CUDA is {cuda_version}")
-    if not problems:
-        return None
-    return f"{distribution} is " + " and ".join(problems)
 
 
 def thunder_hint(torch_version: str, installed: bool = True) -> str:
