@@ -33,7 +33,6 @@ NIGHTLY = frozenset({(12, 6), (12, 8), (13, 0)})
 # the Pythons and platform nvFuser publishes wheels for
 PYTHONS = ((3, 10), (3, 12))
 PLATFORM = ("Linux", "x86_64")
-MIN_NVFUSER = MIN_VERSION  # the first nvFuser with per-call options
 # The Thunder known to work with nvFuser 0.2.35 and 0.2.36 (pyproject's thunder extra asks for it), and the first
 # torch with which it does not import (docs/install-gpu.md lists the combinations)
 THUNDER = "0.2.7.dev20260201"
@@ -63,7 +62,7 @@ def _dotted(pair: tuple[int, int]) -> str:
 
 
 def _older(version: str) -> bool:
-    return tuple(int(p) for p in version.split(".")) < tuple(int(p) for p in MIN_NVFUSER.split("."))
+    return tuple(int(p) for p in version.split(".")) < tuple(int(p) for p in MIN_VERSION.split("."))
 
 
 def nvfuser_wheel(torch_version: str, cuda_version: str | None, *, python: tuple[int, int] | None = None,
@@ -117,7 +116,7 @@ def nvfuser_wheel(torch_version: str, cuda_version: str | None, *, python: tuple
         return WheelHint(f"pip install {_name(cuda, torch)}",
                          f"nvFuser's wheel for torch {_dotted(torch)} and CUDA {_dotted(cuda)}")
     if newest is not None:
-        return WheelHint(None, f"{_name(cuda, torch)} stops at nvFuser {newest}, older than the {MIN_NVFUSER} "
+        return WheelHint(None, f"{_name(cuda, torch)} stops at nvFuser {newest}, older than the {MIN_VERSION} "
                                f"nvscope needs (per-call options): {_upgrade(cuda, torch)}")
 
     other_cudas = sorted(c for c, t in LISTED if t == torch and not _older(LISTED[(c, t)]))
