@@ -183,31 +183,23 @@ def _escape(text: str, property_value: bool = False) -> str:
     return text.replace(":", "%3A").replace(",", "%2C") if property_value else text
 
 
-def _format_options(use: Use) -> tuple[str, ...]:
-    return tuple(name if kind in (DEV, THUNDER) else f"{kind}:{name}" for kind, name in use.options)
-
-
 def _findings(use: Use, shown: str, names: Names) -> list[Finding]:
-    options = _format_options(use)
-    out = []
+    options = tuple(name if kind in (DEV, THUNDER) else f"{kind}:{name}" for kind, name in use.options)
     if use.plumbing:
-        out.append(Finding(shown, use.line, use.col, use.construct, options, "plumbing",
-                           "forwards options its caller gives: sets none by itself"))
-        return out
-    dev = any(kind == DEV for kind, _ in use.options)
-    what = ("turns nvscope's development mode on" if dev else
-            "sets a Thunder nvFuser compile option" if any(kind == THUNDER for kind, _ in use.options) else
-            "sets nvFuser developer options")
+        return [Finding(shown, use.line, use.col, use.construct, options, "plumbing",
+                        "forwards options its caller gives: sets none by itself")]
+    thunder = any(kind == THUNDER for kind, _ in use.options)
     if use.dynamic:
-        thunder = any(kind == THUNDER for kind, _ in use.options)
         known = " (these names known)" if options and not thunder else ""
         thing = ("development mode" if "NVSCOPE_DEV" in use.detail or use.construct in (
             "set_development_mode", "dev_mode") else "a Thunder nvFuser compile option" if thunder
             else "nvFuser developer options")
-        out.append(Finding(shown, use.line, use.col, use.construct, options, "dynamic",
-                           f"sets {thing} from a value not known before it runs{known}"))
+        out = [Finding(shown, use.line, use.col, use.construct, options, "dynamic",
+                       f"sets {thing} from a value not known before it runs{known}")]
     else:
-        out.append(Finding(shown, use.line, use.col, use.construct, options, "option", what))
+        what = ("turns nvscope's development mode on" if any(kind == DEV for kind, _ in use.options) else
+                "sets a Thunder nvFuser compile option" if thunder else "sets nvFuser developer options")
+        out = [Finding(shown, use.line, use.col, use.construct, options, "option", what)]
     spelling = _SPELLING.get(use.construct, "{kind}=[{name!r}]" if use.per_call else "NVFUSER_{kind}={name}")
     for kind, name in use.options:
         if kind in ("enable", "disable"):
@@ -286,7 +278,7 @@ def check(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]] = (".
         relative = _relative(absolute, base)
         for use, comment in scanned.uses:
             for finding in _findings(use, shown, names):
-                allowed, reason = _allowed(finding, None if strict else comment, relative, allow, allow_names,
+                allowed, reason = _allowed(finding, comment, relative, allow, allow_names,
                                            settings, strict)
                 findings.append(finding if allowed is None else
                                 Finding(**{**finding.__dict__, "allowed": allowed, "reason": reason}))

@@ -198,8 +198,7 @@ def scan(path: str) -> Scanned | None:
             return Scanned(notes=(f"not a notebook that can be read ({cut(str(error), 100)}): skipped",))
         return Scanned(notes=(f"not Python that this Python can parse: {cut(str(error), 100)}: skipped",))
     lines = text.splitlines()
-    comments = _Comments(allowances, fmt)
-    return Scanned(tuple((use, _allowance(lines, use, comments)) for use in uses), True, tuple(notes))
+    return Scanned(tuple((use, _allowance(lines, use, allowances, fmt)) for use in uses), True, tuple(notes))
 
 
 def _may_hold(data: bytes) -> bool:
@@ -212,37 +211,32 @@ def _may_hold(data: bytes) -> bool:
     return False
 
 
-class _Comments:
+def _comment(line: str, number: int, python: dict[int, str], fmt: str) -> str:
     """The comment of a line, where the format tells comments from strings (Python by its tokens, from
     `_python.scan`; shell, YAML, TOML, Makefiles by their quotes): ``# nvscope: allow`` inside a string literal
     is no allowance. Other formats (notebooks' JSON lines, Dockerfiles, INI, .env): the whole line."""
-
-    def __init__(self, python: dict[int, str], fmt: str) -> None:
-        self.python, self.fmt = python, fmt
-
-    def of(self, line: str, number: int) -> str:
-        if self.fmt == "python":
-            return self.python.get(number, line)
-        if self.fmt in ("notebook", "dockerfile", "ini", "env"):
-            return line
-        code = _text.strip_comment(line, self.fmt)
-        return line[len(code):] if code else line
+    if fmt == "python":
+        return python.get(number, line)
+    if fmt in ("notebook", "dockerfile", "ini", "env"):
+        return line
+    code = _text.strip_comment(line, fmt)
+    return line[len(code):] if code else line
 
 
-def _allowance(lines: list[str], use: Use, comments: _Comments) -> tuple[frozenset[str], str] | None:
+def _allowance(lines: list[str], use: Use, python: dict[int, str], fmt: str) -> tuple[frozenset[str], str] | None:
     """The extra kinds a ``# nvscope: allow`` comment allows for a use (``allow[name]``), and its reason: on the
-    use's first or last line, or alone on the line above."""
+    use's first or last line, or alone on the line above. ``python``: a Python file's comments (`_comment`)."""
     candidates = [use.line, use.end_line]
     if use.line >= 2 and _ALONE.match(lines[use.line - 2] if use.line - 2 < len(lines) else ""):
         candidates.append(use.line - 1)
     for number in candidates:
         if not 1 <= number <= len(lines) or "nvscope:" not in lines[number - 1]:
             continue
-        match = _ALLOW.search(comments.of(lines[number - 1], number))
+        match = _ALLOW.search(_comment(lines[number - 1], number, python, fmt))
         if match is not None:
             extra = frozenset(k.strip() for k in (match["kinds"] or "").split(",") if k.strip())
             reason = match["reason"].strip()
-            if comments.fmt == "notebook":
+            if fmt == "notebook":
                 reason = re.sub(r'(\\n)?"?,?\s*$', "", reason).strip()  # a notebook's JSON line ends `\n",`
             return extra, reason
     return None

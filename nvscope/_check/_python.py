@@ -53,11 +53,6 @@ def _literal_option(node: ast.expr) -> bool:
         isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts)
 
 
-def _is_thunder_option(name: str) -> bool:
-    """Thunder's nvFuser executor reads its compile options ``nv_enable_*``, ``nv_disable_*`` and a few more."""
-    return name in _THUNDER_OTHER or name.startswith(("nv_enable_", "nv_disable_"))
-
-
 class _Reader(Values, ast.NodeVisitor):
     def __init__(self, tree: ast.Module, text: str, shell: Callable[[str], list[Use]] | None) -> None:
         super().__init__(tree, text)
@@ -213,12 +208,18 @@ class _Reader(Values, ast.NodeVisitor):
                 found, holes = self.names(keyword.value)
                 self._add(keyword, "nvFuser execute option", [(_NVFUSER_LISTS[arg], n) for n in found], holes,
                           detail=arg)
-            elif arg in _THUNDER_LISTS:
-                found, holes = self.names(keyword.value)
-                self._add(keyword, "Thunder compile option", [(_THUNDER_LISTS[arg], n) for n in found], holes,
-                          detail=arg)
-            elif _is_thunder_option(arg):
-                self._switch(keyword, "Thunder compile option", keyword.value, True, arg, THUNDER)
+            else:
+                self._thunder_option(keyword, arg, keyword.value)
+
+    def _thunder_option(self, node: ast.AST, name: str, value: ast.expr) -> None:
+        """``name=value`` where ``name`` may be one of the compile options Thunder's nvFuser executor reads:
+        ``nv_enable_options``/``nv_disable_options`` (lists of names), other ``nv_enable_*``, ``nv_disable_*`` and a
+        few more (switches)."""
+        if name in _THUNDER_LISTS:
+            found, holes = self.names(value)
+            self._add(node, "Thunder compile option", [(_THUNDER_LISTS[name], n) for n in found], holes, detail=name)
+        elif name in _THUNDER_OTHER or name.startswith(("nv_enable_", "nv_disable_")):
+            self._switch(node, "Thunder compile option", value, True, name, THUNDER)
 
     def _shell(self, node: ast.expr, command: ast.expr) -> None:
         """A shell command line given as a string (``os.system("NVFUSER_ENABLE=... python t.py")``): read as a line
@@ -254,12 +255,7 @@ class _Reader(Values, ast.NodeVisitor):
                 continue
             if isinstance(value, ast.Constant) and isinstance(value.value, str):
                 continue  # {"nv_enable_linear": "what it does"}: a table of names, not compile options
-            elif key.value in _THUNDER_LISTS:
-                found, holes = self.names(value)
-                self._add(key, "Thunder compile option", [(_THUNDER_LISTS[key.value], n) for n in found], holes,
-                          detail=key.value)
-            elif _is_thunder_option(key.value):
-                self._switch(key, "Thunder compile option", value, True, key.value, THUNDER)
+            self._thunder_option(key, key.value, value)
         self.generic_visit(node)
 
     def _assigned(self, node: ast.Assign | ast.AugAssign | ast.AnnAssign, targets: list[ast.expr],

@@ -81,18 +81,13 @@ def item_scopes(item: pytest.Item, found: list[tuple[Node, pytest.Mark]]) -> tup
             scopes.append(nv_options(*mark.args, **mark.kwargs))
         except (ValueError, TypeError) as error:  # UnknownOptionError is a ValueError
             where = "" if node is item else f" (on {node.nodeid or node.name})"
-            problem = f"{item.nodeid}: @pytest.mark.{_describe(mark)}{where}: {error}"
+            arguments = [repr(a) for a in mark.args] + [f"{k}={v!r}" for k, v in mark.kwargs.items()]
+            problem = f"{item.nodeid}: @pytest.mark.{mark.name}({cut(', '.join(arguments), 100)}){where}: {error}"
             break
     else:
         return tuple(scopes)
     # outside the except block: no "during handling" traceback buries the message
     pytest.fail(problem, pytrace=False)
-
-
-def _describe(mark: pytest.Mark) -> str:
-    """The marker as written, e.g. ``nv_options(enable=['fuse_matmu'])``, cut to a readable length."""
-    arguments = [repr(a) for a in mark.args] + [f"{k}={v!r}" for k, v in mark.kwargs.items()]
-    return f"{mark.name}({cut(', '.join(arguments), 100)})"
 
 
 def scoped_call(item: pytest.Item, session: nv_options | None,

@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 from nvscope._exec import MIN_VERSION
 
-__all__ = ["LISTED", "NIGHTLY", "PYTHONS", "THUNDER", "WheelHint", "install_hint", "mismatch", "nvfuser_wheel",
+__all__ = ["LISTED", "NIGHTLY", "PYTHONS", "THUNDER", "WheelHint", "install_hint", "nvfuser_wheel",
            "thunder_hint", "torch_hint"]
 
 # (CUDA, torch) -> the newest nvFuser under nvfuser-cu<CUDA>-torch<torch> on PyPI; a newer torch may have a wheel by
@@ -33,7 +33,6 @@ NIGHTLY = frozenset({(12, 6), (12, 8), (13, 0)})
 # the Pythons and platform nvFuser publishes wheels for
 PYTHONS = ((3, 10), (3, 12))
 PLATFORM = ("Linux", "x86_64")
-MIN_NVFUSER = MIN_VERSION  # the first nvFuser with per-call options
 # The Thunder known to work with nvFuser 0.2.35 and 0.2.36 (pyproject's thunder extra asks for it), and the first
 # torch with which it does not import (docs/install-gpu.md lists the combinations)
 THUNDER = "0.2.7.dev20260201"
@@ -44,7 +43,6 @@ TORCH_PIN = "torch==2.10.*"
 
 _TORCH = re.compile(r"(\d+)\.(\d+)(?:\.\d+)?([^+]*)(?:\+(.*))?")
 _CUDA = re.compile(r"(\d+)\.(\d)(?:\.\d+)*")
-_DIST = re.compile(r"nvfuser[-_]cu(\d+)(\d)(?:[-_]torch(\d)(\d+))?", re.IGNORECASE)
 
 
 class WheelHint(NamedTuple):
@@ -64,7 +62,7 @@ def _dotted(pair: tuple[int, int]) -> str:
 
 
 def _older(version: str) -> bool:
-    return tuple(int(p) for p in version.split(".")) < tuple(int(p) for p in MIN_NVFUSER.split("."))
+    return tuple(int(p) for p in version.split(".")) < tuple(int(p) for p in MIN_VERSION.split("."))
 
 
 def nvfuser_wheel(torch_version: str, cuda_version: str | None, *, python: tuple[int, int] | None = None,
@@ -118,7 +116,7 @@ def nvfuser_wheel(torch_version: str, cuda_version: str | None, *, python: tuple
         return WheelHint(f"pip install {_name(cuda, torch)}",
                          f"nvFuser's wheel for torch {_dotted(torch)} and CUDA {_dotted(cuda)}")
     if newest is not None:
-        return WheelHint(None, f"{_name(cuda, torch)} stops at nvFuser {newest}, older than the {MIN_NVFUSER} "
+        return WheelHint(None, f"{_name(cuda, torch)} stops at nvFuser {newest}, older than the {MIN_VERSION} "
                                f"nvscope needs (per-call options): {_upgrade(cuda, torch)}")
 
     other_cudas = sorted(c for c, t in LISTED if t == torch and not _older(LISTED[(c, t)]))
@@ -147,29 +145,6 @@ def _upgrade(cuda: tuple[int, int], torch: tuple[int, int]) -> str:
     pair = max(((c, t) for c, t in LISTED if not _older(LISTED[(c, t)])), key=lambda p: (p[1], p[0]))
     return (f"nvFuser has no current wheel for CUDA {_dotted(cuda)}; e.g. torch {_dotted(pair[1])} built for CUDA "
             f"{_dotted(pair[0])} with pip install {_name(*pair)}")
-
-
-def mismatch(distribution: str, torch_version: str, cuda_version: str | None) -> str | None:
-    """Why an installed nvFuser distribution (e.g. ``nvfuser_cu130_torch210``) does not fit this torch, or None
-    (a wheel built for another torch may fail to load or misbehave)."""
-    dist = _DIST.fullmatch(distribution.strip())
-    match = _TORCH.fullmatch(torch_version.strip())
-    if dist is None or match is None:
-        return None
-    built_cuda = (int(dist[1]), int(dist[2]))
-    problems = []
-    if dist[3] is not None:
-        built_torch = (int(dist[3]), int(dist[4]))
-        torch = (int(match[1]), int(match[2]))
-        if built_torch != torch:
-            problems.append(f"built for torch {_dotted(built_torch)}, but torch is {torch_version}")
-    if cuda_version is not None:
-        cuda_match = _CUDA.fullmatch(cuda_version.strip())
-        if cuda_match is not None and (int(cuda_match[1]), int(cuda_match[2])) != built_cuda:
-            problems.append(f"built for CUDA {_dotted(built_cuda)}, but torch's CUDA is {cuda_version}")
-    if not problems:
-        return None
-    return f"{distribution} is " + " and ".join(problems)
 
 
 def thunder_hint(torch_version: str, installed: bool = True) -> str:
