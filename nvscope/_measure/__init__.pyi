@@ -33,6 +33,7 @@ from ._numerics import grad_targets as grad_targets
 from ._numerics import has_nan as has_nan
 from ._numerics import pair as pair
 from ._numerics import raw_max_abs_diff as raw_max_abs_diff
+from ._numerics import tolerance_text as tolerance_text
 from ._results import Compiles as Compiles
 from ._results import JsonResult as JsonResult
 from ._results import LoadableResult as LoadableResult

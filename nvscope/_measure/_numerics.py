@@ -15,13 +15,20 @@ from typing import Any, NamedTuple
 from nvscope._core import cut, shown
 
 __all__ = ["DEFAULT_TOLERANCES", "Marker", "Numerics", "Paired", "compare_leaves", "flatten_outputs", "grad_targets",
-           "has_nan", "pair", "raw_max_abs_diff"]
+           "has_nan", "pair", "raw_max_abs_diff", "tolerance_text"]
 
 # max|diff| / max|default| by the default's dtype: a few ulps of the largest value (more for fp32, whose long
 # reductions differ in another order); integers and bools exactly.
 DEFAULT_TOLERANCES: Mapping[str, float] = MappingProxyType({
     "float64": 1e-7, "float32": 1e-4, "float16": 1e-2, "bfloat16": 4e-2, "python float": 1e-7,
 })
+
+
+def tolerance_text(tolerance: float | None) -> str:
+    """The tolerance a report names: the one given, else the default per dtype."""
+    if tolerance is not None:
+        return f"{tolerance:g}"
+    return "per dtype: " + ", ".join(f"{k} {v:g}" for k, v in DEFAULT_TOLERANCES.items())
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,6 @@ from typing import Any
 
 from nvscope._core import OptionSet
 from nvscope._measure import (
-    DEFAULT_TOLERANCES,
     Compiles,
     LoadableResult,
     Numerics,
@@ -22,6 +21,7 @@ from nvscope._measure import (
     numerics_from,
     options_dict,
     options_from,
+    tolerance_text,
 )
 from nvscope._profile._cells import (
     _compile,
@@ -234,8 +234,7 @@ class ProfileResult(LoadableResult):
                 outputs.append(f"torch: {cell.splitlines()[0]}" if opts else cell.splitlines()[0])
             lines.append(f"{name:<{width}} {_ms(row.default_ms):>8} {cells}{schedulers:<{sched}} "
                          f"{compile_cell:>15}  {'; '.join(outputs)}")
-        tolerance = ("per dtype: " + ", ".join(f"{k} {v:g}" for k, v in DEFAULT_TOLERANCES.items())
-                     if self.tolerance is None else f"{self.tolerance:g}")
+        tolerance = tolerance_text(self.tolerance)
         for step, step_numerics, where in ((self.step, self.step_numerics, ""),
                                            (self.torch_step, self.torch_step_numerics, " in PyTorch")):
             if step is not None:

@@ -9,7 +9,6 @@ from typing import Any
 
 from nvscope._core import OptionSet, render
 from nvscope._measure import (
-    DEFAULT_TOLERANCES,
     Compiles,
     LoadableResult,
     Numerics,
@@ -24,6 +23,7 @@ from nvscope._measure import (
     options_dict,
     options_from,
     seconds,
+    tolerance_text,
 )
 
 __all__ = ["SearchResult", "SearchRow", "Stage"]
@@ -163,8 +163,7 @@ class SearchResult(LoadableResult):
                 cells.append((_cut(f"{' ' * (digits + 4)}vs {row.versus}"), f"{v.median:.3f}",
                               f"{v.low:.3f}-{v.high:.3f}", v.verdict, "", "", "", "",
                               "(against the set it extends, in the same rounds)"))
-        tolerance = ("per dtype: " + ", ".join(f"{k} {v:g}" for k, v in DEFAULT_TOLERANCES.items())
-                     if self.tolerance is None else f"{self.tolerance:g}")
+        tolerance = tolerance_text(self.tolerance)
         lines = [
             render(header, cells, right=(1, 2, 4, 5, 6, 7)),
             "",
