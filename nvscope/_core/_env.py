@@ -9,6 +9,7 @@ import warnings
 from types import MappingProxyType
 
 from nvscope._core._errors import ConfigWarning, once
+from nvscope._core._text import cut
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -63,8 +64,6 @@ def _parse(name: str, raw: str) -> tuple[object, str | None]:
             return int(value), None
     else:
         return value, None
-    from nvscope._core._text import cut
-
     return default, f"{name}={cut(raw, 40, repr)} is not {_ACCEPTED[kind]}; using the default ({default!r})"
 
 

@@ -7,6 +7,7 @@ entered nested and from many threads at once."""
 from __future__ import annotations
 
 import sys
+import warnings
 
 from nvscope._core import _devmode, _env, _policy, _state
 from nvscope._core._decorators import ScopeDecorator
@@ -188,8 +189,6 @@ class nv_options(ScopeDecorator):
 
 
 def _warn_share_off() -> None:
-    import warnings
-
     if not _SHARE_OFF_WARNED:
         _SHARE_OFF_WARNED.append(True)
         warnings.warn("nv_options(share=True) shares nothing while NVSCOPE_SHARE=0 turns sharing off: unset it (or set "
