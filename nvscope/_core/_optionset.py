@@ -68,10 +68,7 @@ class OptionSet(Record):
 
     def union(self, other: OptionSet) -> OptionSet:
         """``self | other``, per list. Returns ``self`` (the same object) when ``other`` adds nothing."""
-        try:
-            result = self._unions.get(other)
-        except TypeError:  # unhashable, so not an OptionSet: refused below
-            result = None
+        result = self._unions.get(other) if isinstance(other, OptionSet) else None
         if result is None:
             if not isinstance(other, OptionSet):
                 raise TypeError(f"OptionSet.union takes an OptionSet, not {type(other).__name__}: "
