@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import functools
 import sys
+import warnings
 from collections.abc import Collection, Iterable, Mapping
 from types import MappingProxyType
 
 from nvscope._core import _catalog_data, _catalog_probe, _env, _state
-from nvscope._core._errors import NvscopeWarning, UnknownOptionError, once
+from nvscope._core._errors import NvscopeWarning, UnknownOptionError, once, user_stacklevel
 from nvscope._core._optionset import NVFUSER_MODULES
 from nvscope._core._record import Record
+from nvscope._core._text import cut
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -139,8 +141,6 @@ _LONGEST_SHOWN = 60  # a name longer than this is cut in messages
 
 def _shown(name: str) -> str:
     """``repr(name)``, cut to a readable length."""
-    from nvscope._core._text import cut
-
     return cut(name, _LONGEST_SHOWN - 12, repr)
 
 
@@ -296,10 +296,6 @@ class Catalog:
         """Say once per process that ``name`` was let through although the catalog lacks it."""
         if not once("catalog", kind, name):
             return
-        import warnings
-
-        from nvscope._core._errors import user_stacklevel
-
         warnings.warn(f"nvFuser {kind} option {_shown(name)} {what}: {why}",
                       NvscopeWarning, stacklevel=user_stacklevel())
 

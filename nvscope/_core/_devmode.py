@@ -9,7 +9,8 @@ import contextlib
 import warnings
 from contextvars import ContextVar
 
-from nvscope._core import _env, _state
+from nvscope._core import _env, _patches, _state
+from nvscope._core._catalog_cache import catalog
 from nvscope._core._errors import (
     DevelopmentModeError,
     DevelopmentModeWarning,
@@ -94,8 +95,6 @@ def warn_no_fusion(scope: object) -> None:
     """At the exit of a non-empty scope under which no fusion executed (development mode only)."""
     if not is_development_mode():
         return
-    from nvscope._core import _patches
-
     if not _patches.owners():
         # Without adapters every scope is a no-op: said once per process, not at every scope.
         if once("no adapter"):
@@ -120,8 +119,6 @@ def warn_no_fusion(scope: object) -> None:
 def warn_no_effect(scope: object, options: OptionSet, chosen: object) -> None:
     """At the clean exit of a non-empty scope under which fusions ran but none was changed: its selector matched
     none, or the catalog says its options cannot affect them (the message names both when both could be why)."""
-    from nvscope._core._catalog_cache import catalog
-
     gated = []
     for kind, names in (("enable", options.enable_list()), ("disable", options.disable_list())):
         for name in names:

@@ -9,6 +9,7 @@ import warnings
 from types import MappingProxyType
 
 from nvscope._core._errors import ConfigWarning, once
+from nvscope._core._text import cut
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -18,6 +19,11 @@ __all__ = ["RUN", "VARIABLES", "flag", "integer", "problems", "share_all", "text
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off", ""})
+
+# What a kind's value may be, as a refusal says it.
+_ACCEPTED: Mapping[str, str] = MappingProxyType({
+    "flag": "1/true/yes/on or 0/false/no/off", "share": "1/true/yes/on, 0/false/no/off or all",
+    "count": "a positive integer"})
 
 # `nvscope run` -> its child processes (nvscope/_cli/_child_carry.py)
 RUN = "NVSCOPE_RUN"
@@ -40,12 +46,6 @@ VARIABLES: Mapping[str, tuple[str, object, str]] = MappingProxyType({
                     "processes the program starts (read by nvscope/_cli/_child_carry.py, not by this parser)"),
 })
 
-def _accepted(kind: str) -> str:
-    if kind == "share":
-        return "1/true/yes/on, 0/false/no/off or all"
-    return "1/true/yes/on or 0/false/no/off" if kind == "flag" else "a positive integer"
-
-
 def _parse(name: str, raw: str) -> tuple[object, str | None]:
     """(value, None) or (the default, why ``raw`` was refused)."""
     kind, default, _ = VARIABLES[name]
@@ -64,17 +64,15 @@ def _parse(name: str, raw: str) -> tuple[object, str | None]:
             return int(value), None
     else:
         return value, None
-    from nvscope._core._text import cut
-
-    return default, f"{name}={cut(raw, 40, repr)} is not {_accepted(kind)}; using the default ({default!r})"
+    return default, f"{name}={cut(raw, 40, repr)} is not {_ACCEPTED[kind]}; using the default ({default!r})"
 
 
-def _get(name: str) -> object:
+def _get(name: str, warns: bool = True) -> object:
     raw = os.environ.get(name)
     if raw is None:
         return VARIABLES[name][1]
     value, problem = _parse(name, raw)
-    if problem is not None and once("environment", name, raw):
+    if warns and problem is not None and once("environment", name, raw):
         warn(problem)
     return value
 
@@ -92,10 +90,7 @@ def flag(name: str) -> bool:
 def share_all(warn: bool = True) -> bool:
     """``NVSCOPE_SHARE=all``: the defaults of every fusion share compiled definitions. ``warn=False`` for the read at
     import, where ``-W error`` would make a bad value a crash."""
-    if warn:
-        return _get("NVSCOPE_SHARE") == "all"
-    raw = os.environ.get("NVSCOPE_SHARE")
-    return raw is not None and _parse("NVSCOPE_SHARE", raw)[0] == "all"
+    return _get("NVSCOPE_SHARE", warn) == "all"
 
 
 def integer(name: str) -> int:

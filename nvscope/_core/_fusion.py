@@ -10,9 +10,11 @@ from collections.abc import Callable, Iterable
 from types import BuiltinFunctionType, FunctionType, MethodType
 
 from nvscope._core import _ids, _state
+from nvscope._core._errors import SelectorError
 from nvscope._core._record import Record
 from nvscope._core._site import NOT_IN_SITE
 from nvscope._core._text import cut
+from nvscope._core._validate import shown
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -100,8 +102,6 @@ class FusionInfo(Record):
 
 
 def _shown(value: object) -> str:
-    from nvscope._core._validate import shown
-
     return shown(value, _SHOWN)
 
 
@@ -224,9 +224,6 @@ def _checked(call: Callable[[FusionInfo], object], name: str) -> Callable[[Fusio
         result = call(info)
         if result is True or result is False:
             return result
-        from nvscope._core._errors import SelectorError
-        from nvscope._core._validate import shown
-
         raise SelectorError(f"fusions={name} returned {type(result).__name__} {shown(result)} for fusion {info.id}: "
                             f"a selector must return True or False (e.g. bool(...) of what it computes)")
 
@@ -260,8 +257,6 @@ def selector(value: object) -> Selector:
 
 
 def _build(value: object) -> Selector:
-    from nvscope._core._validate import shown
-
     if isinstance(value, str):
         return _glob(value)
     if isinstance(value, (bytes, bytearray)):
@@ -282,8 +277,6 @@ def _build(value: object) -> Selector:
 
 
 def _not_a_selector(value: object) -> Selector:
-    from nvscope._core._validate import shown
-
     raise TypeError(f"fusions= takes a glob over fusion ids ('backward/*'), a list of them, a callable taking a "
                     f"FusionInfo, or nvscope.phase(...)/nvscope.holding(...); not {type(value).__name__}: "
                     f"{shown(value)}")

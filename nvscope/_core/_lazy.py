@@ -36,23 +36,6 @@ def load(spec: str) -> "Any":
     return getattr(found, attribute) if attribute else found
 
 
-def _getter(package: str, where: "dict[str, tuple[str, str]]",
-            computed: "dict[str, Callable[[], object]]") -> "Callable[[str], object]":
-    def __getattr__(name: str) -> object:
-        if name in computed:
-            return computed[name]()
-        if name not in where:
-            raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        module, attribute = where[name]
-        if module[:1] == ".":
-            module = package + module.rstrip(".")  # "." (a submodule: `from . import _x as _x`) or "._x"
-        value = load(f"{module}.{attribute}" if module == package else f"{module}:{attribute}")
-        setattr(sys.modules[package], name, value)  # later lookups skip this function
-        return value
-
-    return __getattr__
-
-
 def lazy_face(package: str, init_file: str, **computed: "Callable[[], object]",
               ) -> "tuple[list[str], Callable[[str], object], Callable[[], list[str]]]":
     """``__all__, __getattr__, __dir__`` of ``package``, read from the ``__init__.pyi`` beside ``init_file``. A stub
@@ -74,5 +57,18 @@ def lazy_face(package: str, init_file: str, **computed: "Callable[[], object]",
                 where[words[0]] = ("." + words[2].partition(".")[0], words[2].partition(".")[2])
             elif words and words[0].endswith(":") and words[0][:-1] not in computed:
                 raise ImportError(f"{package}/__init__.pyi declares {words[0][:-1]}, which {package} does not compute")
+
+    def __getattr__(name: str) -> object:
+        if name in computed:
+            return computed[name]()
+        if name not in where:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        module, attribute = where[name]
+        if module[:1] == ".":
+            module = package + module.rstrip(".")  # "." (a submodule: `from . import _x as _x`) or "._x"
+        value = load(f"{module}.{attribute}" if module == package else f"{module}:{attribute}")
+        setattr(sys.modules[package], name, value)  # later lookups skip this function
+        return value
+
     names = sorted([*where, *computed])
-    return names, _getter(package, where, dict(computed)), lambda: list(names)
+    return names, __getattr__, lambda: list(names)

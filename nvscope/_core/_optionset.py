@@ -4,8 +4,8 @@ It keys every compiled cache, so its hash is computed once and unions are memois
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
-from types import MappingProxyType
 
 from nvscope._core import _state
 from nvscope._core._record import Record
@@ -17,8 +17,7 @@ if TYPE_CHECKING:
 
 __all__ = ["EMPTY", "NVFUSER_MODULES", "NVFUSER_VARIABLES", "OptionSet", "process_options_shell"]
 
-_VARIABLES: Mapping[str, str] = MappingProxyType({"NVFUSER_ENABLE": "enable", "NVFUSER_DISABLE": "disable"})
-NVFUSER_VARIABLES = tuple(_VARIABLES)
+NVFUSER_VARIABLES = ("NVFUSER_ENABLE", "NVFUSER_DISABLE")
 # nvFuser's Python frontend modules, newest first.
 NVFUSER_MODULES = ("nvfuser_direct", "nvfuser")
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
@@ -69,10 +68,7 @@ class OptionSet(Record):
 
     def union(self, other: OptionSet) -> OptionSet:
         """``self | other``, per list. Returns ``self`` (the same object) when ``other`` adds nothing."""
-        try:
-            result = self._unions.get(other)
-        except TypeError:  # unhashable, so not an OptionSet: refused below
-            result = None
+        result = self._unions.get(other) if isinstance(other, OptionSet) else None
         if result is None:
             if not isinstance(other, OptionSet):
                 raise TypeError(f"OptionSet.union takes an OptionSet, not {type(other).__name__}: "
@@ -152,7 +148,7 @@ class OptionSet(Record):
         lists: dict[str, list[str]] = {}
         for word in words:
             variable, equals, value = word.partition("=")
-            if not equals or variable not in _VARIABLES:
+            if not equals or variable not in NVFUSER_VARIABLES:
                 raise ValueError(f"OptionSet.parse: {word!r} is not an NVFUSER_ENABLE=... or NVFUSER_DISABLE=... "
                                  f"assignment; the line holds only those, e.g. {_EXAMPLE}")
             if variable in lists:
@@ -166,14 +162,12 @@ class OptionSet(Record):
         """The set ``NVFUSER_ENABLE`` and ``NVFUSER_DISABLE`` hold in ``environ`` (default: ``os.environ``); a
         malformed value raises ValueError naming the fix."""
         if environ is None:
-            import os
-
             environ = os.environ
         elif not isinstance(environ, Mapping):
             raise TypeError(f"OptionSet.from_env takes a mapping such as os.environ (or None for it), not "
                             f"{type(environ).__name__}")
-        lists = {variable: _names(variable, environ.get(variable) or "") for variable in _VARIABLES}
-        return cls(lists["NVFUSER_ENABLE"], lists["NVFUSER_DISABLE"])
+        enable, disable = (_names(variable, environ.get(variable) or "") for variable in NVFUSER_VARIABLES)
+        return cls(enable, disable)
 
     def thunder_kwargs(self) -> dict[str, list[str]]:
         """Thunder's compile options for this set: ``thunder.jit(fn, **options.thunder_kwargs())``."""
@@ -193,10 +187,7 @@ def process_options_shell(environ: Mapping[str, str] | None = None) -> str:
     (which an `OptionSet` cannot hold): ``NVFUSER_ENABLE='p2p_protocol(put)'``; empty when neither is set."""
     import shlex
 
-    if environ is None:
-        import os
-
-        environ = os.environ
+    environ = os.environ if environ is None else environ
     return " ".join(f"{name}={shlex.quote(environ[name])}" for name in NVFUSER_VARIABLES if environ.get(name))
 
 

@@ -30,15 +30,6 @@ class Policy:
         self.share = share
         self.escape = escape
 
-    def __repr__(self) -> str:
-        parts = []
-        for options, chosen, inherit, run in self.layers:
-            where = f" for fusions={chosen!r}" if chosen is not None else ""
-            cut = (" (inherit=False)" if not inherit else "") + (f" run={run!r}" if run is not None else "")
-            parts.append(f"{options!r}{where}{cut}")
-        extra = (", share=True" if self.share else "") + (", on_error='torch'" if self.escape else "")
-        return f"Policy({'; '.join(parts)}{extra})"
-
 
 _interned: dict[tuple[object, ...], Policy] = {}
 _intern_lock = threading.Lock()

@@ -11,17 +11,14 @@ __all__ = ["Record"]
 
 
 class Record:
-    __slots__ = ()
+    __slots__: tuple[str, ...] = ()
 
     def _init(self, **fields: object) -> None:
         for name, value in fields.items():
             object.__setattr__(self, name, value)
 
-    def _fields(self) -> tuple[str, ...]:
-        return self.__slots__  # each subclass sets a tuple of names
-
     def _values(self) -> tuple[object, ...]:
-        return tuple(getattr(self, name) for name in self._fields())
+        return tuple(getattr(self, name) for name in self.__slots__)
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"{type(self).__name__} is immutable: cannot set {name!r}")
@@ -38,7 +35,7 @@ class Record:
         return hash(self._values())
 
     def __repr__(self) -> str:
-        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._fields())
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
         return f"{type(self).__name__}({fields})"
 
     def __reduce__(self) -> tuple[Callable[[type[Record], tuple[object, ...]], Record], tuple[object, ...]]:

@@ -7,6 +7,7 @@ entered nested and from many threads at once."""
 from __future__ import annotations
 
 import sys
+import warnings
 
 from nvscope._core import _devmode, _env, _policy, _state
 from nvscope._core._decorators import ScopeDecorator
@@ -50,13 +51,11 @@ def current_options(fusion: FusionInfo | None = None) -> OptionSet:
 class nv_options(ScopeDecorator):
     """Run the nvFuser fusions executed inside with these options: ``with nv_options(enable=[...], disable=[...])``.
 
-    Names are validated at construction. Nested scopes merge, inner over outer, unless ``inherit=False``; ``enable``
-    may be an `OptionSet`. ``fusions=`` limits the options to the fusions selected (glob, globs, callable,
-    ``phase``/``holding``). ``on_error``: "raise", "fallback" (rerun with defaults) or "torch" (run the region in
-    PyTorch); ``run="torch"`` sends selected fusions to PyTorch from their first call, "nvfuser" back; ``share=True``
-    makes the fusions left at their defaults share compiled definitions too (docs/semantics.md, docs/escape.md).
-    Also a decorator, and safe to share across threads and nested entries.
-    """
+    Names are validated here. Nested scopes merge, inner over outer, unless ``inherit=False``; ``fusions=`` limits the
+    options to the fusions selected; ``on_error="fallback"`` reruns a failing fusion with its defaults, "torch" runs
+    its region in PyTorch; ``run="torch"`` sends selected fusions to PyTorch; ``share=True`` makes the fusions left at
+    their defaults share compiled definitions (docs/semantics.md, docs/escape.md). Also a decorator; one object may
+    be entered nested and from many threads at once."""
 
     __slots__ = ("_inherit", "_on_error", "_options", "_run", "_selector", "_share")
 
@@ -190,8 +189,6 @@ class nv_options(ScopeDecorator):
 
 
 def _warn_share_off() -> None:
-    import warnings
-
     if not _SHARE_OFF_WARNED:
         _SHARE_OFF_WARNED.append(True)
         warnings.warn("nv_options(share=True) shares nothing while NVSCOPE_SHARE=0 turns sharing off: unset it (or set "

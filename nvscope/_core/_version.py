@@ -3,6 +3,7 @@ else from the installed metadata; a small parser, as Python 3.10 lacks ``tomllib
 
 from __future__ import annotations
 
+import functools
 import os
 
 from nvscope._core import _state
@@ -11,8 +12,7 @@ __all__ = ["UNKNOWN", "from_pyproject", "version"]
 
 UNKNOWN = "0+unknown"  # neither a source tree nor installed metadata
 
-_cached: str | None = None
-_state.keep(__name__, "_cached", "the installed nvscope's version: uninstall changes no installation")
+_state.keep(__name__, "version", "the installed nvscope's version: uninstall changes no installation")
 
 
 def from_pyproject(text: str) -> str | None:
@@ -35,26 +35,20 @@ def from_pyproject(text: str) -> str | None:
     return found if name == "nvscope" else None
 
 
-def _source_tree() -> str | None:
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "pyproject.toml")
-    try:
-        with open(path, encoding="utf-8") as file:
-            return from_pyproject(file.read())
-    except OSError:
-        return None
-
-
+@functools.cache
 def version() -> str:
     """nvscope's version, e.g. ``"0.1.0"``."""
-    global _cached
-    if _cached is None:
-        found = _source_tree()
-        if found is None:
-            from importlib import metadata
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    try:
+        with open(os.path.join(root, "pyproject.toml"), encoding="utf-8") as file:
+            found = from_pyproject(file.read())
+    except OSError:
+        found = None
+    if found is not None:
+        return found
+    from importlib import metadata
 
-            try:
-                found = metadata.version("nvscope")
-            except metadata.PackageNotFoundError:
-                found = UNKNOWN
-        _cached = found
-    return _cached
+    try:
+        return metadata.version("nvscope")
+    except metadata.PackageNotFoundError:
+        return UNKNOWN
