@@ -129,9 +129,7 @@ class FusionCall:
                  partition: Partition, own_options: OptionSet, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         self.adapter, self.table, self.fusion, self.frame = adapter, table, fusion, frame
         self.partition, self.own_options, self.args, self.kwargs = partition, own_options, args, kwargs
-        info = table.info
-        assert info is not None, "`fusion_table` sets it"
-        self.info: FusionInfo = info
+        self.info: FusionInfo = table.info
 
     def definition(self) -> Any:
         """The FusionDefinition the partition runs for these inputs (`Adapter.definition`)."""

@@ -58,9 +58,8 @@ def region_for(error: Exception, call: FusionCall) -> tuple[Callable[..., Any], 
 
 def warn(error: Exception, table: FusionTable[Partition], partition: Partition, stacklevel: int) -> None:
     """The fusion's one `EscapeWarning`."""
-    info = table.info
     paths = _repro.repro_paths(error)
-    warnings.warn(f"nvscope: fusion {'?' if info is None else info.id} failed in nvFuser with options "
+    warnings.warn(f"nvscope: fusion {table.info.id} failed in nvFuser with options "
                   f"{partition.options.label()} and ran in PyTorch (on_error='torch'); later calls with these inputs "
                   f"and options go straight to PyTorch.\n  nvFuser: {_first_line(error)}\n  repro script: "
                   f"{paths[0] if paths else 'none (NVSCOPE_REPRO=0, or it could not be written)'}",
@@ -73,8 +72,7 @@ def unusable(error: Exception, table: FusionTable[Partition], problem: Exception
     with table.lock:
         table.region_failed = why
         table.routes.clear()
-    fusion = "it" if table.info is None else table.info.id
-    _repro.add_note(error, f"nvscope: on_error='torch' could not run {fusion} in PyTorch: {why}")
+    _repro.add_note(error, f"nvscope: on_error='torch' could not run {table.info.id} in PyTorch: {why}")
     return error
 
 

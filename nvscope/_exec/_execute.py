@@ -162,7 +162,6 @@ def execute(adapter: Adapter[F], fusion: F, frame: Frame | None, args: tuple[Any
     elif policy is not None:
         note_run(frame, NO_EFFECT)
     info = table.info
-    assert info is not None, "`fusion_table` sets it"
     if partition is None:
         if _SINKS:
             return _timed(adapter.default, _record(info, own_options, "default", adapter), fusion, args, kwargs)
