@@ -39,13 +39,15 @@ class Adapter(Generic[F]):
     # What each adapter defines: putting its patches in place; the identity of a fusion nvscope has not seen before;
     # the options it runs with before any scope (Thunder's compile-time ones, or those passed to ``execute`` in
     # ``kwargs``); a partition for ``options``, its ``run(args, kwargs)`` bound to the fusion; the fusion's own call,
-    # without nvscope; and a call's inputs as nvFuser's ``repro_script_for`` takes them.
+    # without nvscope; a call's inputs as nvFuser's ``repro_script_for`` takes them; and the FusionDefinition a
+    # partition runs for a call's inputs (audit and failures only).
     install: Callable[[], None]
     new_identity: Callable[[F, tuple[Any, ...]], FusionInfo]
     own_options: Callable[[F, dict[str, Any]], OptionSet]
     build: Callable[[F, FusionInfo, OptionSet], Partition]
     default: Callable[[F, tuple[Any, ...], dict[str, Any]], Any]
     repro_inputs: Callable[[tuple[Any, ...], dict[str, Any]], list[Any]]
+    definition: Callable[[Partition, tuple[Any, ...], dict[str, Any]], Any]
 
     def __init__(self) -> None:
         self._holders: weakref.WeakSet[Any] = weakref.WeakSet()  # every `holder` with a table
@@ -95,10 +97,6 @@ class Adapter(Generic[F]):
         except (AttributeError, TypeError):  # pragma: no cover
             pass
         return info
-
-    def definition(self, partition: Partition, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """The FusionDefinition ``partition`` runs for these inputs (audit and failures only)."""
-        return partition.runner
 
     def own_partition(self, fusion: F, own_options: OptionSet) -> Partition:
         """The fusion's own call (`default`) as a partition."""
