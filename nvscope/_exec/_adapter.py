@@ -39,13 +39,15 @@ class Adapter(Generic[F]):
     # What each adapter defines: putting its patches in place; the identity of a fusion nvscope has not seen before;
     # the options it runs with before any scope (Thunder's compile-time ones, or those passed to ``execute`` in
     # ``kwargs``); a partition for ``options``, its ``run(args, kwargs)`` bound to the fusion; the fusion's own call,
-    # without nvscope; and a call's inputs as nvFuser's ``repro_script_for`` takes them.
+    # without nvscope; a call's inputs as nvFuser's ``repro_script_for`` takes them; and the FusionDefinition a
+    # partition runs for a call's inputs (audit and failures only).
     install: Callable[[], None]
     new_identity: Callable[[F, tuple[Any, ...]], FusionInfo]
     own_options: Callable[[F, dict[str, Any]], OptionSet]
     build: Callable[[F, FusionInfo, OptionSet], Partition]
     default: Callable[[F, tuple[Any, ...], dict[str, Any]], Any]
     repro_inputs: Callable[[tuple[Any, ...], dict[str, Any]], list[Any]]
+    definition: Callable[[Partition, tuple[Any, ...], dict[str, Any]], Any]
 
     def __init__(self) -> None:
         self._holders: weakref.WeakSet[Any] = weakref.WeakSet()  # every `holder` with a table
@@ -96,10 +98,6 @@ class Adapter(Generic[F]):
             pass
         return info
 
-    def definition(self, partition: Partition, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """The FusionDefinition ``partition`` runs for these inputs (audit and failures only)."""
-        return partition.runner
-
     def own_partition(self, fusion: F, own_options: OptionSet) -> Partition:
         """The fusion's own call (`default`) as a partition."""
         from nvscope._exec._fusion_table import Partition
@@ -129,9 +127,7 @@ class FusionCall:
                  partition: Partition, own_options: OptionSet, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         self.adapter, self.table, self.fusion, self.frame = adapter, table, fusion, frame
         self.partition, self.own_options, self.args, self.kwargs = partition, own_options, args, kwargs
-        info = table.info
-        assert info is not None, "`fusion_table` sets it"
-        self.info: FusionInfo = info
+        self.info: FusionInfo = table.info
 
     def definition(self) -> Any:
         """The FusionDefinition the partition runs for these inputs (`Adapter.definition`)."""

@@ -27,16 +27,10 @@ def ensure_adapters(direct: bool = False) -> None:
     INSTALLED.seen_modules = count
     if not _env.flag("NVSCOPE_AUTOINSTALL"):
         return
+    thunder = "thunder" in sys.modules  # its adapter covers nvFuser too
     try:
-        if "thunder" in sys.modules:
-            from nvscope._exec import _thunder as thunder
-
-            if not _patches.declined("thunder") and not thunder.installed():
-                thunder.install()
-        elif direct and any(name in sys.modules for name in NVFUSER_MODULES):
-            from nvscope._exec import _nvfuser as nvfuser
-
-            nvfuser.install()
+        if (thunder and not _patches.declined("thunder")) or (direct and not thunder):
+            install()
     except BaseException:
         # A refusal must meet every later scope too, or they would run silently without the options.
         INSTALLED.seen_modules = -1

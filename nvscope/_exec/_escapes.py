@@ -49,7 +49,8 @@ def region_for(error: Exception, call: FusionCall) -> tuple[Callable[..., Any], 
         except EscapeRefused as refused:
             why = str(refused)
         except Exception as problem:
-            why = f"Thunder's PyTorch executor cannot run its region ({type(problem).__name__}: {_first_line(problem)})"
+            why = ("Thunder's PyTorch executor cannot run its region "
+                   f"({type(problem).__name__}: {_repro.error_line(problem)})")
     if why is not None or region is None:
         _repro.add_note(error, f"nvscope: on_error='torch' could not run {info.id} in PyTorch: {why}")
         raise error
@@ -58,26 +59,19 @@ def region_for(error: Exception, call: FusionCall) -> tuple[Callable[..., Any], 
 
 def warn(error: Exception, table: FusionTable[Partition], partition: Partition, stacklevel: int) -> None:
     """The fusion's one `EscapeWarning`."""
-    info = table.info
     paths = _repro.repro_paths(error)
-    warnings.warn(f"nvscope: fusion {'?' if info is None else info.id} failed in nvFuser with options "
+    warnings.warn(f"nvscope: fusion {table.info.id} failed in nvFuser with options "
                   f"{partition.options.label()} and ran in PyTorch (on_error='torch'); later calls with these inputs "
-                  f"and options go straight to PyTorch.\n  nvFuser: {_first_line(error)}\n  repro script: "
+                  f"and options go straight to PyTorch.\n  nvFuser: {_repro.error_line(error)}\n  repro script: "
                   f"{paths[0] if paths else 'none (NVSCOPE_REPRO=0, or it could not be written)'}",
                   EscapeWarning, stacklevel=stacklevel + 1)
 
 
 def unusable(error: Exception, table: FusionTable[Partition], problem: Exception) -> Exception:
     """nvFuser's ``error``, noted, after the region's first PyTorch run failed: later failures raise at once."""
-    why = f"its region does not run in PyTorch ({type(problem).__name__}: {_first_line(problem)})"
+    why = f"its region does not run in PyTorch ({type(problem).__name__}: {_repro.error_line(problem)})"
     with table.lock:
         table.region_failed = why
         table.routes.clear()
-    fusion = "it" if table.info is None else table.info.id
-    _repro.add_note(error, f"nvscope: on_error='torch' could not run {fusion} in PyTorch: {why}")
+    _repro.add_note(error, f"nvscope: on_error='torch' could not run {table.info.id} in PyTorch: {why}")
     return error
-
-
-def _first_line(error: BaseException) -> str:
-    lines = str(error).strip().splitlines()
-    return lines[0][:300] if lines else type(error).__name__

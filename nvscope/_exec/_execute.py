@@ -162,7 +162,6 @@ def execute(adapter: Adapter[F], fusion: F, frame: Frame | None, args: tuple[Any
     elif policy is not None:
         note_run(frame, NO_EFFECT)
     info = table.info
-    assert info is not None, "`fusion_table` sets it"
     if partition is None:
         if _SINKS:
             return _timed(adapter.default, _record(info, own_options, "default", adapter), fusion, args, kwargs)
@@ -222,7 +221,10 @@ def failed(error: Exception, call: FusionCall, stacklevel: int = 4) -> Any:
             private.append((table, partition.options, None))
         if isinstance(error, _shared.SharedFailure):  # warned for the other fusion
             return _fall_back(call)
-        entry = _shared.entry_of(_definition(call))
+        try:
+            entry = _shared.entry_of(call.definition())
+        except Exception:  # the execution will say why
+            entry = None
         # [] where a racing thread recorded it already, and warned.
         users = None if entry is None else _shared.SHARED.fail(entry, text, info.id)
         if users == []:
@@ -271,13 +273,6 @@ def _script(call: FusionCall) -> str:
         fd = known.fd
     inputs = call.adapter.repro_inputs(call.args, call.kwargs)
     return _repro.with_options(type(fd).repro_script_for(fd, inputs), call.partition.options)
-
-
-def _definition(call: FusionCall) -> Any:
-    try:
-        return call.definition()
-    except Exception:  # the execution will say why
-        return None
 
 
 def _shared_from(call: FusionCall, new: bool) -> str | None:

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Mapping
-from types import MappingProxyType
 from typing import Any
 
 from nvscope._core import OptionSet, UnsupportedError, _state
@@ -16,7 +14,7 @@ from nvscope._exec._direct import DIRECT, Frontend
 from nvscope._exec._fusion_table import Partition
 from nvscope._exec._legacy import LEGACY
 
-__all__ = ["CARRIED", "DIRECT", "FRONTENDS", "MIN_VERSION", "TABLE_LOCK", "THUNDER_CALLERS", "Frontend", "Partition",
+__all__ = ["CARRIED", "DIRECT", "MIN_VERSION", "TABLE_LOCK", "THUNDER_CALLERS", "Frontend", "Partition",
            "carry", "check_version", "frontend_of", "make_execute_with_dtensors"]
 
 # The first nvFuser whose execute() takes _enable_options/_disable_options.
@@ -45,12 +43,9 @@ def check_version(version: str | None) -> UnsupportedError | None:
     return None
 
 
-FRONTENDS: Mapping[str, Frontend] = MappingProxyType({"nvfuser_direct": DIRECT, "nvfuser": LEGACY})
-
-
 def frontend_of(fd_type: type) -> Frontend:
     """The frontend whose FusionDefinition class ``fd_type`` is."""
-    return FRONTENDS[fd_type.__module__.partition(".")[0]]
+    return {"nvfuser_direct": DIRECT, "nvfuser": LEGACY}[fd_type.__module__.partition(".")[0]]
 
 
 # --- a partition's FusionDefinition carries its options ----------------------------------------------------------

@@ -54,9 +54,7 @@ class EscapeRefused(Exception):
 def _region(table: FusionTable[Any]) -> Callable[..., Any]:
     from nvscope._core import NvscopeError
 
-    fusion = "this fusion" if table.info is None else table.info.id
-    if table.build_region is None:
-        raise NvscopeError(f"nv_options(run='torch') cannot run {fusion} in PyTorch: its adapter has no PyTorch form")
+    fusion = table.info.id
     try:
         return table.build_region()
     except EscapeRefused as why:
@@ -75,8 +73,7 @@ class FusionTable(Generic[T]):
                  "region_ran", "resolved", "routes")
 
     def __init__(self, own_options: OptionSet, build: Callable[[OptionSet], T], maxsize: int | None = None, *,
-                 info: FusionInfo | None = None, build_own: Callable[[], T] | None = None,
-                 build_region: Callable[[], Callable[..., Any]] | None = None):
+                 info: FusionInfo, build_own: Callable[[], T], build_region: Callable[[], Callable[..., Any]]):
         if maxsize is None:
             maxsize = _env.integer("NVSCOPE_MAX_PARTITIONS")
         if maxsize < 1:
@@ -127,12 +124,10 @@ class FusionTable(Generic[T]):
         key = (policy, own_options)
         memo = resolved.get(key)
         if memo is None:
-            info = self.info
-            assert info is not None, "a table in the execution path knows its fusion"
-            options, innermost = _policy.effective_split(own_options, policy, info)
+            options, innermost = _policy.effective_split(own_options, policy, self.info)
             # Under sharing, the fusion's own options run in a partition too, so that its definition is shared.
             alone = options == own_options and not (_policy.sharing(policy) and _shared.enabled())
-            memo = (None if alone else options, innermost, _policy.routed(policy, info))
+            memo = (None if alone else options, innermost, _policy.routed(policy, self.info))
             if len(resolved) >= _MAX_RESOLVED:
                 resolved.clear()
             resolved[key] = memo
@@ -148,7 +143,7 @@ class FusionTable(Generic[T]):
             partition, new = self.get(effective)
             if new and partition.error is None:
                 partition.error = self.failed.get(effective)
-        elif own_options is self.own_options and _policy.escapes(policy) and self.build_own is not None:
+        elif own_options is self.own_options and _policy.escapes(policy):
             partition = self.own_partition()
         self.last = (policy, own_options, partition, innermost)
         cached = (innermost and own_options is self.own_options and partition is not None and partition.error is None
@@ -183,7 +178,6 @@ class FusionTable(Generic[T]):
         """The fusion's own call as a partition (`build_own`), built once."""
         own = self._own
         if own is None:
-            assert self.build_own is not None
             with self.lock:
                 own = self._own
                 if own is None:

@@ -1,4 +1,4 @@
-"""The legacy ``nvfuser`` frontend, all of it: delete this module (and its `FRONTENDS` entry) when Thunder 0.2.6 no
+"""The legacy ``nvfuser`` frontend, all of it: delete this module (and its `frontend_of` entry) when Thunder 0.2.6 no
 longer matters.
 
 Its process-wide FusionCache deduplicates identical definitions, so a partition's definition is salted with an unused

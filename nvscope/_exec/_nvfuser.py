@@ -87,8 +87,7 @@ class FrontendAdapter(Adapter[Definition]):
         self.owner = module.__name__
         self._option_sets: dict[tuple[tuple[str, ...], tuple[str, ...]], OptionSet] = {}
         self.original = module.FusionDefinition.execute
-        self.calls = self.original  # nvFuser's execute, or a watch's wrapper
-        self.watched()
+        self.watched()  # sets `calls`: nvFuser's execute, or a watch's wrapper
         self.frontend = _frontends.frontend_of(module.FusionDefinition)
         self.version_error = _frontends.check_version(_version(module))
         self.table_of = operator.attrgetter(TABLE_ATTRIBUTE)

@@ -18,7 +18,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from nvscope._core import FusionInfo
 
-__all__ = ["MARK", "add_note", "annotate", "attach", "failure_note", "repro_paths", "with_options"]
+__all__ = ["MARK", "add_note", "annotate", "attach", "error_line", "failure_note", "repro_paths", "with_options"]
 
 MARK = "nvscope:"  # one note per exception, however many layers see it
 _EXECUTE = "fd.execute(inputs)"  # how both frontends' repro scripts end
@@ -89,7 +89,7 @@ def annotate(error: BaseException, what: str, fusion: FusionInfo, compile_time: 
     try:
         repro = _repro_line(error, f"{what} {fusion.id}", fusion.id.replace("/", "-"), effective, script)
     except Exception as problem:
-        repro = f"not written ({type(problem).__name__}: {_first_line(problem)})"
+        repro = f"not written ({type(problem).__name__}: {error_line(problem)})"
     lines = [
         f"{MARK} {what} {fusion.id} failed with nvFuser options {effective.label()}",
         f"  {given_as}: {compile_time.label()}; scope: {scope.label()}",
@@ -112,7 +112,8 @@ def add_note(error: BaseException, note: str) -> None:
             pass
 
 
-def _first_line(error: BaseException) -> str:
+def error_line(error: BaseException) -> str:
+    """The first line of ``error``'s message, cut short (its type's name if it has none)."""
     text = str(error).strip().splitlines()
     return cut(text[0], 200) if text else type(error).__name__
 
@@ -125,7 +126,7 @@ def _repro_line(error: BaseException, fusion: str, stem: str, effective: OptionS
 
     body = script()
     header = (f"# nvscope repro: {fusion} failed with nvFuser options {effective.label()}\n"
-              f"#   {type(error).__name__}: {_first_line(error)}\n"
+              f"#   {type(error).__name__}: {error_line(error)}\n"
               "# Run as is: python <this file>. nvFuser's own repro script; the inputs have the failing inputs' shapes,"
               "\n#   dtypes and strides, not their values.\n")
     digest = hashlib.sha1(body.encode()).hexdigest()[:12]

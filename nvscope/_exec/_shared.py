@@ -79,9 +79,6 @@ class SharedDefinitions:
         self._compile_s = 0.0  # never cleared: tools take differences
         self._compiles = 0
 
-    def __len__(self) -> int:
-        return len(self._entries) + len(self._failures)
-
     def adopt(self, fd: Any, options: OptionSet, owner: str, text: str | None = None, inputs: object = None, *,
               device: object = _SELECTED, share: bool = True, watch: bool = True,
               own: bool = False) -> tuple[Any, Entry]:

@@ -30,8 +30,8 @@ def _nvfuser_version() -> str | None:
     return None if raw is None else str(raw)
 
 
-def _choose(impl: Any, autograd: Any) -> type[ThunderAdapter] | str:
-    """The adapter class, if it fits this Thunder, or why it does not."""
+def _refusal(impl: Any, autograd: Any) -> str | None:
+    """Why the adapter does not fit this Thunder, or None."""
     missing = ThunderAdapter.refusal(impl) + _autograd_refusal(autograd)
     why = f"lacks {', '.join(missing)}" if missing else None
     if why is None and callable(getattr(getattr(impl, "create_fd", None), "num_fusions", None)):
@@ -39,7 +39,7 @@ def _choose(impl: Any, autograd: Any) -> type[ThunderAdapter] | str:
         why = ("builds its definitions through nvFuser's LruFusionCache, which shares compiled kernels between "
                "equal definitions whatever their options")
     if why is None:
-        return ThunderAdapter
+        return None
     return (f"nvscope cannot drive {thunder_version()}: its nvFuser executor {why}. Nothing was patched, so "
             f"scopes do not reach its fusions. nvscope is proven with {PROVEN} (docs/failures.md, \"Thunder "
             "versions\"): use one of those, or set NVFUSER_ENABLE/NVFUSER_DISABLE for the whole process "
@@ -56,10 +56,7 @@ def _modules() -> tuple[Any, Any] | None:
 def unsupported() -> str | None:
     """Why `install` would refuse the Thunder installed here, or None (for ``nvscope doctor``)."""
     modules = _modules()
-    if modules is None:
-        return None
-    chosen = _choose(*modules)
-    return chosen if isinstance(chosen, str) else None
+    return None if modules is None else _refusal(*modules)
 
 
 def installed() -> bool:
@@ -76,11 +73,11 @@ def install() -> bool:
     modules = _modules()
     if modules is None:
         return False
-    chosen = _choose(*modules)
-    if isinstance(chosen, str):
-        raise UnsupportedError(chosen)
+    why = _refusal(*modules)
+    if why is not None:
+        raise UnsupportedError(why)
     # A too-old nvFuser is refused when a scope reaches a fusion: unscoped Thunder still works.
-    INSTALLED.add(OWNER, chosen(*modules, _frontends.check_version(_nvfuser_version())))
+    INSTALLED.add(OWNER, ThunderAdapter(*modules, _frontends.check_version(_nvfuser_version())))
     return True
 
 

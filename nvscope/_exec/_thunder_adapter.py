@@ -41,11 +41,6 @@ def thunder_version() -> str:
     return f"Thunder {version}" if version else "this Thunder (version unknown)"
 
 
-def short(name: str) -> str:
-    """The fusion's name as the trace calls it: the wrapper's is "nvFusion0: (op, ...)"."""
-    return name.partition(": ")[0]
-
-
 Wrapper = Any  # Thunder's FusionDefinitionWrapper (Thunder is optional)
 
 
@@ -128,9 +123,9 @@ class ThunderAdapter(Adapter[Wrapper]):
             ops = None  # the catalog's gates then drop nothing
         jitted = jitted_function()
         function, site = jitted if jitted is not None else (None, None)
-        # Its inputs tell one function's traces apart (Thunder's names restart per trace); without a function the
-        # id is the short, numbered form.
-        return identify(short(fusion.name), _events.PHASE.get(), ops, function, site,
+        # The name as the trace calls it (the wrapper's is "nvFusion0: (op, ...)"). Its inputs tell one function's
+        # traces apart (Thunder's names restart per trace); without a function the id is the short, numbered form.
+        return identify(fusion.name.partition(": ")[0], _events.PHASE.get(), ops, function, site,
                         key=None if site is None else inputs_digest(args))
 
     def own_options(self, fusion: Wrapper, kwargs: dict[str, Any]) -> OptionSet:

@@ -56,6 +56,12 @@ def define(fe: Any, *shapes: int, ops: tuple[str, ...] = ("linear",)) -> Any:
 
 # --- FusionTable ------------------------------------------------------------------------------------------------------
 
+def _table(own: OptionSet, build: Callable[[OptionSet], Any], maxsize: int | None = None) -> FusionTable[Any]:
+    """A table outside the execution path: its partitions only."""
+    return FusionTable(own, build, maxsize, info=nvscope.FusionInfo("nvFusion0", "forward"),
+                       build_own=lambda: build(own), build_region=lambda: lambda *args: args)
+
+
 class TestFusionTable:
     def make(self, maxsize: int = 2) -> tuple[FusionTable[list[OptionSet]], list[OptionSet]]:
         built: list[OptionSet] = []
@@ -64,7 +70,7 @@ class TestFusionTable:
             built.append(options)
             return [options]
 
-        return FusionTable(OptionSet(KP), build, maxsize), built
+        return _table(OptionSet(KP), build, maxsize), built
 
     def test_builds_once_per_set_and_reuses(self) -> None:
         table, built = self.make(maxsize=4)
@@ -101,7 +107,7 @@ class TestFusionTable:
         def build(options: OptionSet) -> object:
             raise RuntimeError("compile failed")
 
-        table: FusionTable[object] = FusionTable(OptionSet(), build, 2)
+        table: FusionTable[object] = _table(OptionSet(), build, 2)
         with pytest.raises(RuntimeError, match="compile failed"):
             table.get(OptionSet(FM))
         assert len(table) == 0 and table.builds == 0
@@ -109,7 +115,7 @@ class TestFusionTable:
     @pytest.mark.parametrize("maxsize", [0, -1])
     def test_maxsize_must_be_positive(self, maxsize: int) -> None:
         with pytest.raises(ValueError, match="maxsize"):
-            FusionTable(OptionSet(), lambda o: o, maxsize)
+            _table(OptionSet(), lambda o: o, maxsize)
 
     @pytest.mark.parametrize(("raw", "expected"), [(None, 8), ("3", 3), ("1", 1), (" 5 ", 5)])
     def test_nvscope_max_partitions(self, monkeypatch: pytest.MonkeyPatch, raw: str | None, expected: int) -> None:
@@ -117,14 +123,14 @@ class TestFusionTable:
             monkeypatch.delenv("NVSCOPE_MAX_PARTITIONS", raising=False)
         else:
             monkeypatch.setenv("NVSCOPE_MAX_PARTITIONS", raw)
-        assert FusionTable(OptionSet(), lambda o: o).maxsize == expected
+        assert _table(OptionSet(), lambda o: o).maxsize == expected
 
     @pytest.mark.parametrize("raw", ["0", "-2", "many", "", "2.5"])
     def test_nvscope_max_partitions_nonsense_warns_and_uses_the_default(self, monkeypatch: pytest.MonkeyPatch,
                                                                          raw: str) -> None:
         monkeypatch.setenv("NVSCOPE_MAX_PARTITIONS", raw)
         with pytest.warns(nvscope.ConfigWarning, match=rf"NVSCOPE_MAX_PARTITIONS={raw!r}.*positive integer.*8"):
-            table: FusionTable[OptionSet] = FusionTable(OptionSet(), lambda o: o)
+            table: FusionTable[OptionSet] = _table(OptionSet(), lambda o: o)
         assert table.maxsize == 8
 
 
