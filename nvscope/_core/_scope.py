@@ -15,7 +15,7 @@ from nvscope._core._errors import ConfigWarning
 from nvscope._core._frames import ACTIVE, CHANGED, NOTHING, Frame, note_run
 from nvscope._core._fusion import FusionInfo, Selector, selector
 from nvscope._core._lazy import ENTER_HOOKS, load
-from nvscope._core._optionset import EMPTY, OptionSet
+from nvscope._core._optionset import OptionSet
 from nvscope._core._text import cut
 from nvscope._core._validate import names as _names
 
@@ -43,9 +43,7 @@ def current_options(fusion: FusionInfo | None = None) -> OptionSet:
         raise TypeError(f"current_options takes a FusionInfo (e.g. FusionInfo('nvFusion0', 'forward', ['linear'])) "
                         f"or nothing, not {type(fusion).__name__}: {fusion!r}")
     frame = ACTIVE.get()
-    if frame is None:
-        return EMPTY
-    return _policy.resolve(frame.policy, fusion)
+    return _policy.resolve(None if frame is None else frame.policy, fusion)
 
 
 class nv_options(ScopeDecorator):
@@ -130,9 +128,7 @@ class nv_options(ScopeDecorator):
         frame = self._frame(ACTIVE.get(), check=True)
         ACTIVE.set(frame)
         policy = frame.policy
-        if policy is None:
-            return EMPTY
-        return policy if isinstance(policy, OptionSet) else _policy.resolve(policy, None)
+        return policy if isinstance(policy, OptionSet) else _policy.resolve(policy, None)  # EMPTY for None
 
     def _frame(self, parent: Frame | None, check: bool) -> Frame:
         """This scope's frame over ``parent``, after the policy check and the enter hooks (either may raise)."""
