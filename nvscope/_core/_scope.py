@@ -71,9 +71,9 @@ class nv_options(ScopeDecorator):
         if isinstance(enable, OptionSet):
             if disable:
                 raise TypeError("nv_options(an OptionSet) takes no disable=: the OptionSet holds both lists")
-            enabled, disabled = _names("enable", enable.enable), _names("disable", enable.disable)
-        else:
-            enabled, disabled = _names("enable", enable), _names("disable", disable)
+            disable = enable.disable
+            enable = enable.enable
+        enabled, disabled = _names("enable", enable), _names("disable", disable)
         both = enabled & disabled
         if both:  # a few names are valid in both lists (id_model, ...)
             raise ValueError(f"{', '.join(map(repr, sorted(both)))} in both enable= and disable= of one scope: "
