@@ -11,7 +11,7 @@ import warnings
 
 from nvscope._core import _devmode, _env, _policy, _state
 from nvscope._core._decorators import ScopeDecorator
-from nvscope._core._errors import ConfigWarning
+from nvscope._core._errors import ConfigWarning, user_stacklevel
 from nvscope._core._frames import ACTIVE, CHANGED, NOTHING, Frame, note_run
 from nvscope._core._fusion import FusionInfo, Selector, selector
 from nvscope._core._lazy import ENTER_HOOKS, load
@@ -34,6 +34,8 @@ _RUN = (None, "torch", "nvfuser")
 
 
 _state.keep("nvscope._core._lazy", "ENTER_HOOKS", "wiring, made once at import")  # kept here: _lazy loads no _state
+_SHARE_OFF_WARNED: list[bool] = []  # nv_options(share=True) under NVSCOPE_SHARE=0 says so once (until uninstall)
+_state.register(__name__, "_SHARE_OFF_WARNED", _SHARE_OFF_WARNED.clear, step="caches")
 
 
 def current_options(fusion: FusionInfo | None = None) -> OptionSet:
@@ -84,8 +86,11 @@ class nv_options(ScopeDecorator):
         self._on_error = on_error
         self._share = share
         self._run = run
-        if share and not _env.flag("NVSCOPE_SHARE"):
-            _warn_share_off()
+        if share and not _env.flag("NVSCOPE_SHARE") and not _SHARE_OFF_WARNED:
+            _SHARE_OFF_WARNED.append(True)
+            warnings.warn("nv_options(share=True) shares nothing while NVSCOPE_SHARE=0 turns sharing off: unset it (or "
+                          "set NVSCOPE_SHARE=1) for the defaults to compile once per distinct definition",
+                          ConfigWarning, stacklevel=user_stacklevel())
 
     @property
     def options(self) -> OptionSet:
@@ -182,18 +187,6 @@ class nv_options(ScopeDecorator):
             _devmode.warn_no_fusion(self)
         else:
             _devmode.warn_no_effect(self, self._options, self._selector)
-
-
-def _warn_share_off() -> None:
-    if not _SHARE_OFF_WARNED:
-        _SHARE_OFF_WARNED.append(True)
-        warnings.warn("nv_options(share=True) shares nothing while NVSCOPE_SHARE=0 turns sharing off: unset it (or set "
-                      "NVSCOPE_SHARE=1) for the defaults to compile once per distinct definition", ConfigWarning,
-                      stacklevel=4)
-
-
-_SHARE_OFF_WARNED: list[bool] = []
-_state.register(__name__, "_SHARE_OFF_WARNED", _SHARE_OFF_WARNED.clear, step="caches")
 
 
 def with_nv_options(enable: Iterable[str] | str | OptionSet = (), disable: Iterable[str] | str = (), *,
