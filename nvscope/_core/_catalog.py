@@ -65,9 +65,10 @@ class OptionInfo(Record):
         release = Version(version.base_version)
         if release < Version(self.since) or (self.until is not None and release > Version(self.until)):
             return False
-        day = _nightly_day(version)
-        if day is None:
-            return True
+        dev = str(version.dev)  # a nightly's build day: 0.2.36.dev20260301
+        if not (len(dev) == 8 and "20000101" <= dev <= "29991231"):
+            return True  # not a nightly
+        day = f"{dev[:4]}-{dev[4:6]}-{dev[6:]}"
         came = self.since_day is None or release != Version(self.since) or day >= self.since_day
         return came and (self.until_day is None or release != Version(self.until or "0") or day < self.until_day)
 
@@ -87,12 +88,6 @@ class InstalledNvFuser(Record):
 
     def __init__(self, distribution: str, version: Version) -> None:
         self._init(distribution=distribution, version=version)
-
-
-def _nightly_day(version: Version) -> str | None:
-    """The build day of a nightly (``0.2.36.dev20260301`` -> ``"2026-03-01"``); None for a release."""
-    text = str(version.dev)
-    return f"{text[:4]}-{text[4:6]}-{text[6:]}" if len(text) == 8 and "20000101" <= text <= "29991231" else None
 
 
 def _bundled() -> tuple[OptionInfo, ...]:

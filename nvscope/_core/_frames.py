@@ -78,15 +78,9 @@ def note_run(frame: Frame | None, ran: int, *, outward: bool = False) -> None:
 PROGRAM = "NVSCOPE_SHARE=all"  # the owner of the program-wide frame (`ROOT`)
 
 
-def _root() -> Frame | None:
-    """``NVSCOPE_SHARE=all``: a frame sharing the defaults, the variable's default so that every thread starts under
-    it. Read once, at import."""
-    if not _env.share_all(warn=False):
-        return None
-    return Frame(_policy.over(None, EMPTY, None, True, True), None, PROGRAM, None)
-
-
-ROOT = _root()
+# ``NVSCOPE_SHARE=all``, read once at import: a frame sharing the defaults, the default of `ACTIVE`, so that every
+# thread starts under it.
+ROOT = Frame(_policy.over(None, EMPTY, None, True, True), None, PROGRAM, None) if _env.share_all(warn=False) else None
 _ROOT_POLICY = None if ROOT is None else ROOT.policy
 _state.keep(__name__, "ROOT", "the program-wide frame of NVSCOPE_SHARE=all, for the life of the process")
 

@@ -11,11 +11,11 @@ import warnings
 
 from nvscope._core import _devmode, _env, _policy, _state
 from nvscope._core._decorators import ScopeDecorator
-from nvscope._core._errors import ConfigWarning
+from nvscope._core._errors import ConfigWarning, user_stacklevel
 from nvscope._core._frames import ACTIVE, CHANGED, NOTHING, Frame, note_run
 from nvscope._core._fusion import FusionInfo, Selector, selector
 from nvscope._core._lazy import ENTER_HOOKS, load
-from nvscope._core._optionset import EMPTY, OptionSet
+from nvscope._core._optionset import OptionSet
 from nvscope._core._text import cut
 from nvscope._core._validate import names as _names
 
@@ -34,6 +34,8 @@ _RUN = (None, "torch", "nvfuser")
 
 
 _state.keep("nvscope._core._lazy", "ENTER_HOOKS", "wiring, made once at import")  # kept here: _lazy loads no _state
+_SHARE_OFF_WARNED: list[bool] = []  # nv_options(share=True) under NVSCOPE_SHARE=0 says so once (until uninstall)
+_state.register(__name__, "_SHARE_OFF_WARNED", _SHARE_OFF_WARNED.clear, step="caches")
 
 
 def current_options(fusion: FusionInfo | None = None) -> OptionSet:
@@ -43,9 +45,7 @@ def current_options(fusion: FusionInfo | None = None) -> OptionSet:
         raise TypeError(f"current_options takes a FusionInfo (e.g. FusionInfo('nvFusion0', 'forward', ['linear'])) "
                         f"or nothing, not {type(fusion).__name__}: {fusion!r}")
     frame = ACTIVE.get()
-    if frame is None:
-        return EMPTY
-    return _policy.resolve(frame.policy, fusion)
+    return _policy.resolve(None if frame is None else frame.policy, fusion)
 
 
 class nv_options(ScopeDecorator):
@@ -73,9 +73,9 @@ class nv_options(ScopeDecorator):
         if isinstance(enable, OptionSet):
             if disable:
                 raise TypeError("nv_options(an OptionSet) takes no disable=: the OptionSet holds both lists")
-            enabled, disabled = _names("enable", enable.enable), _names("disable", enable.disable)
-        else:
-            enabled, disabled = _names("enable", enable), _names("disable", disable)
+            disable = enable.disable
+            enable = enable.enable
+        enabled, disabled = _names("enable", enable), _names("disable", disable)
         both = enabled & disabled
         if both:  # a few names are valid in both lists (id_model, ...)
             raise ValueError(f"{', '.join(map(repr, sorted(both)))} in both enable= and disable= of one scope: "
@@ -86,8 +86,11 @@ class nv_options(ScopeDecorator):
         self._on_error = on_error
         self._share = share
         self._run = run
-        if share and not _env.flag("NVSCOPE_SHARE"):
-            _warn_share_off()
+        if share and not _env.flag("NVSCOPE_SHARE") and not _SHARE_OFF_WARNED:
+            _SHARE_OFF_WARNED.append(True)
+            warnings.warn("nv_options(share=True) shares nothing while NVSCOPE_SHARE=0 turns sharing off: unset it (or "
+                          "set NVSCOPE_SHARE=1) for the defaults to compile once per distinct definition",
+                          ConfigWarning, stacklevel=user_stacklevel())
 
     @property
     def options(self) -> OptionSet:
@@ -130,9 +133,7 @@ class nv_options(ScopeDecorator):
         frame = self._frame(ACTIVE.get(), check=True)
         ACTIVE.set(frame)
         policy = frame.policy
-        if policy is None:
-            return EMPTY
-        return policy if isinstance(policy, OptionSet) else _policy.resolve(policy, None)
+        return policy if isinstance(policy, OptionSet) else _policy.resolve(policy, None)  # EMPTY for None
 
     def _frame(self, parent: Frame | None, check: bool) -> Frame:
         """This scope's frame over ``parent``, after the policy check and the enter hooks (either may raise)."""
@@ -186,18 +187,6 @@ class nv_options(ScopeDecorator):
             _devmode.warn_no_fusion(self)
         else:
             _devmode.warn_no_effect(self, self._options, self._selector)
-
-
-def _warn_share_off() -> None:
-    if not _SHARE_OFF_WARNED:
-        _SHARE_OFF_WARNED.append(True)
-        warnings.warn("nv_options(share=True) shares nothing while NVSCOPE_SHARE=0 turns sharing off: unset it (or set "
-                      "NVSCOPE_SHARE=1) for the defaults to compile once per distinct definition", ConfigWarning,
-                      stacklevel=4)
-
-
-_SHARE_OFF_WARNED: list[bool] = []
-_state.register(__name__, "_SHARE_OFF_WARNED", _SHARE_OFF_WARNED.clear, step="caches")
 
 
 def with_nv_options(enable: Iterable[str] | str | OptionSet = (), disable: Iterable[str] | str = (), *,

@@ -28,11 +28,7 @@ class Registry:
     def register(self, module: str, names: str, clear: Callable[[], object], *, step: Step) -> None:
         """``clear()`` empties the globals ``names`` (blank-separated; ``EMPTY._unions`` for an attribute) of
         ``module`` at ``step``; registering them again replaces the clear."""
-        if step not in self._clears:
-            raise ValueError(f"step={step!r}: one of {', '.join(STEPS)}")
         qualified = [f"{module}.{name}" for name in names.split()]
-        if not qualified:
-            raise ValueError("register() needs the names of what clear() empties")
         for name in qualified:
             self._cleared[name] = step
             self._kept.pop(name, None)
@@ -40,8 +36,6 @@ class Registry:
 
     def keep(self, module: str, names: str, reason: str) -> None:
         """The globals ``names`` (blank-separated) of ``module`` outlive `reset`, for ``reason``."""
-        if not reason.strip():
-            raise ValueError("keep() needs the reason why it outlives nvscope.uninstall()")
         for name in names.split():
             self._kept[f"{module}.{name}"] = reason
 

@@ -18,16 +18,11 @@ def render(header: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence
     """Columns padded to their widest cell (the last one not), a dashed rule under the header; columns in ``right``
     align right."""
     widths = [max([len(h), *(len(row[i]) for row in rows)]) for i, h in enumerate(header)]
-    last = len(header) - 1
 
     def line(cells: Sequence[str]) -> str:
-        parts = []
-        for i, (cell, width) in enumerate(zip(cells, widths, strict=True)):
-            if i in right:
-                parts.append(cell.rjust(width))
-            else:
-                parts.append(cell if i == last else cell.ljust(width))
-        return (indent + "  ".join(parts)).rstrip()
+        parts = [cell.rjust(width) if i in right else cell.ljust(width)
+                 for i, (cell, width) in enumerate(zip(cells, widths, strict=True))]
+        return (indent + "  ".join(parts)).rstrip()  # the last column's padding goes
 
     lines = [line(header), indent + "  ".join("-" * w for w in widths)]
     lines.extend(line(row) for row in rows)

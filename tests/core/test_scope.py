@@ -372,3 +372,14 @@ def test_a_failing_enter_hook_enters_nothing(monkeypatch: pytest.MonkeyPatch) ->
         with pytest.raises(Boom), nv_options(enable=["fuse_matmul"]):
             pass
         assert current_options() == OptionSet(disable=["fallback"])
+
+
+def test_share_true_under_share_0_warns_at_the_users_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NVSCOPE_SHARE", "0")
+    nvscope.uninstall()  # the warning is said once until uninstall
+    with pytest.warns(nvscope.ConfigWarning, match="NVSCOPE_SHARE=0 turns sharing off") as record:
+        nv_options(share=True)
+    nvscope.uninstall()
+    with pytest.warns(nvscope.ConfigWarning, match="NVSCOPE_SHARE=0 turns sharing off") as decorated:
+        nvscope.with_nv_options(share=True)
+    assert [warning.filename for warning in (*record, *decorated)] == [__file__, __file__]
