@@ -240,10 +240,8 @@ def check(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]] = (".
                                 "whose [tool.nvscope.check] applies, or none (the nearest one above the first path "
                                 "that has the table)")
     settings: Config = _config.load(config_path, Path.cwd(), named=config is not None)
-    if nvfuser is not None:
-        names = Names(nvfuser, "--nvfuser")
-    else:
-        names = Names(settings.nvfuser, f"[tool.nvscope.check] in {config_path}")
+    where = "--nvfuser" if nvfuser is not None else f"[tool.nvscope.check] in {config_path}"
+    names = Names(nvfuser if nvfuser is not None else settings.nvfuser, where)
     allow = _config.glob_matcher(settings.allow)
     allow_names = _config.glob_matcher(settings.allow_names)
     exclude = _config.glob_matcher(settings.exclude)

@@ -24,7 +24,6 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class Config:
-    path: Path | None  # the pyproject.toml read, or None
     root: Path  # globs are relative to this folder
     nvfuser: str | None = None
     allow: tuple[str, ...] = ()
@@ -50,7 +49,7 @@ def load(path: Path | None, root: Path, named: bool = False) -> Config:
     """The configuration in ``path`` (None: the defaults, globs relative to ``root``). A file ``named`` by the user
     must have the table: else the configuration of the checked tree would be dropped without a word."""
     if path is None:
-        return Config(None, root)
+        return Config(root)
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
@@ -75,7 +74,7 @@ def load(path: Path | None, root: Path, named: bool = False) -> Config:
             raise ConfigError(f'{path}: [tool.nvscope.check] {key} must be a list of path globs, e.g. '
                               f'{key} = ["experiments/**"]')
         lists[key] = tuple(value)
-    return Config(path, path.parent, nvfuser, lists["allow"], lists["allow-names"], lists["exclude"])
+    return Config(path.parent, nvfuser, lists["allow"], lists["allow-names"], lists["exclude"])
 
 
 def read_table(text: str, where: str) -> dict[str, object] | None:

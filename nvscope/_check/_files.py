@@ -12,6 +12,7 @@ import os
 import re
 import stat
 import sys
+import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -113,11 +114,7 @@ def _scan_shared(start: int, stop: int) -> list[Scanned | None]:
 
 
 def _jobs(files: int) -> int:
-    if files < PARALLEL or not sys.platform.startswith("linux"):
-        return 1
-    import threading
-
-    if threading.active_count() > 1:
+    if files < PARALLEL or not sys.platform.startswith("linux") or threading.active_count() > 1:
         return 1
     return min(len(os.sched_getaffinity(0)), 8)
 

@@ -11,7 +11,6 @@ from nvscope._core import (
     NIGHTLY_DATES,
     VERSIONS,
     Catalog,
-    OptionInfo,
     UnknownOptionError,
     cut,
     installed_nvfuser,
@@ -32,12 +31,8 @@ class Names:
     versions in use are known, names some of them lack."""
 
     def __init__(self, nvfuser: str | None, where: str) -> None:
-        self.options = _bundled()
-        self.by_kind: dict[str, dict[str, OptionInfo]] = {"enable": {}, "disable": {}}
-        for option in self.options:
-            self.by_kind[option.kind][option.name] = option
         # No installed nvFuser: the probe, which runs one, is never reached; messages cover the whole table.
-        self.whole = Catalog(self.options, None)
+        self.whole = Catalog(_bundled(), None)
         self.versions, self.describe = self._versions(nvfuser, where)
 
     def _versions(self, nvfuser: str | None, where: str) -> tuple[list[Version] | None, str]:
@@ -76,9 +71,8 @@ class Names:
         from packaging.version import Version
 
         found = {Version(v) for v, _ in VERSIONS}
-        infos: dict[tuple[str, str], OptionInfo] = {(o.kind, o.name): o for o in self.options}
         for kind, name, came, left in NIGHTLY_DATES:
-            option = infos.get((kind, name))
+            option = self.whole.get(kind, name)  # type: ignore[arg-type]
             for day, version in ((came, option and option.since), (left, option and option.until)):
                 if day and version:
                     date = datetime.date.fromisoformat(day)
@@ -89,7 +83,7 @@ class Names:
     def judge(self, kind: str, name: str, per_call: bool, spelling: str) -> tuple[str, str] | None:
         """(finding kind, message) for a bad name, or None."""
         base = name if per_call else name.partition("(")[0].strip()
-        info = self.by_kind[kind].get(base)
+        info = self.whole.get(kind, base)  # type: ignore[arg-type]
         if info is None or (per_call and info.requires_args):
             with warnings.catch_warnings():  # NVSCOPE_TRUST_NVFUSER would let the name through with a warning
                 warnings.simplefilter("ignore")

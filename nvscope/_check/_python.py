@@ -272,17 +272,11 @@ class _Reader(Values, ast.NodeVisitor):
             elif isinstance(node, ast.AugAssign) and self.qualname(target) == "os.environ" and value is not None:
                 self._mark(value, "os.environ |=")
 
-    def visit_Assign(self, node: ast.Assign) -> None:
-        self._assigned(node, node.targets, node.value)
+    def _assignment(self, node: ast.Assign | ast.AugAssign | ast.AnnAssign) -> None:
+        self._assigned(node, node.targets if isinstance(node, ast.Assign) else [node.target], node.value)
         self.generic_visit(node)
 
-    def visit_AugAssign(self, node: ast.AugAssign) -> None:
-        self._assigned(node, [node.target], node.value)
-        self.generic_visit(node)
-
-    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
-        self._assigned(node, [node.target], node.value)
-        self.generic_visit(node)
+    visit_Assign = visit_AugAssign = visit_AnnAssign = _assignment
 
     def _argv(self, node: ast.List | ast.Tuple) -> None:
         """An argument list that runs ``nvscope run --enable ...`` or pytest with ``--nv-enable``."""

@@ -279,11 +279,6 @@ def _named_use(lines: list[tuple[int, int, str]], at: int, value_at: int, named:
     return _value_use(lines[at][0], named.start(3) + 1, last, "YAML env", named[3], value)
 
 
-def _cell_lines(raw: str) -> list[int]:
-    """The 1-based line of the ``.ipynb`` file at which each cell's ``"source"`` starts, in order."""
-    return [i for i, line in enumerate(raw.splitlines(), 1) if re.match(r'\s*"source"\s*:', line)]
-
-
 def scan_notebook(raw: str, note: Callable[[str], None]) -> list[Use]:
     """Every `Use` in a notebook's code cells (raises ValueError if it is not notebook JSON). ``note`` hears of
     cells that are not Python."""
@@ -291,7 +286,8 @@ def scan_notebook(raw: str, note: Callable[[str], None]) -> list[Use]:
     cells = document.get("cells") if isinstance(document, dict) else None
     if not isinstance(cells, list):
         raise ValueError("not a Jupyter notebook (no list of cells)")
-    starts = _cell_lines(raw)
+    # the line of the file at which each cell's "source" starts, in order
+    starts = [i for i, line in enumerate(raw.splitlines(), 1) if re.match(r'\s*"source"\s*:', line)]
     python: list[str] = []
     where: list[int] = []  # file line of each line of `python`
     uses: list[Use] = []

@@ -12,6 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from nvscope._core import split
+
 __all__ = ["DEV", "ENV_KINDS", "THUNDER", "Use", "command_options", "comments", "env_names", "split_env"]
 
 # What an option name in `Use.options` belongs to: nvFuser's two lists, nvscope's development mode, or a Thunder
@@ -83,10 +85,6 @@ def env_names(variable: str, value: str) -> tuple[tuple[str, str], ...]:
 _RUN_VALUED = ("--fusions", "--on-error")  # `nvscope run` flags whose value is the next word
 
 
-def _split_names(kind: str, value: str) -> list[tuple[str, str]]:
-    return [(kind, name) for name in value.replace(",", " ").split()]
-
-
 def command_options(words: Sequence[str | None]) -> tuple[str, tuple[tuple[str, str], ...], bool] | None:
     """The options a command line sets, as (construct, options, dynamic), or None when it sets none: ``nvscope run``
     (or ``fusions``) with ``--enable``/``--disable`` before its script, and pytest's ``--nv-enable``/``--nv-disable``.
@@ -109,7 +107,7 @@ def command_options(words: Sequence[str | None]) -> tuple[str, tuple[tuple[str, 
                     if value is None:
                         dynamic = True
                     else:
-                        options += _split_names(name[2:], value)
+                        options += [(name[2:], n) for n in split([value])]
                 elif name in _RUN_VALUED and not equals:
                     j += 1
                 j += 1
@@ -126,7 +124,7 @@ def command_options(words: Sequence[str | None]) -> tuple[str, tuple[tuple[str, 
             if following is None:
                 dynamic = True
             else:
-                options += _split_names(name[5:], following)
+                options += [(name[5:], n) for n in split([following])]
     if not options and not dynamic:
         return None
     return construct, tuple(options), dynamic

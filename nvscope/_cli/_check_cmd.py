@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from nvscope._cli._args import add_json_flag
+from nvscope._cli._args import add_json_flag, error
 
 __all__ = ["add_parser", "command"]
 
@@ -67,8 +67,7 @@ def add_parser(subparsers: Any) -> None:
 
 
 def _error(message: str) -> int:
-    print(f"nvscope check: error: {message}", file=sys.stderr)
-    return 2
+    return error("check", message)
 
 
 def command(ns: argparse.Namespace) -> int:

@@ -15,7 +15,7 @@ from types import MappingProxyType
 from typing import NoReturn
 
 from nvscope._cli import _child_carry as _carry
-from nvscope._cli._args import JSON_OUT, add_json_flag, hint_misplaced, json_flag_words
+from nvscope._cli._args import JSON_OUT, add_json_flag, hint_misplaced, json_flag_words, output_problem
 from nvscope._core import _env, catalog, cut, split, version
 
 __all__ = ["main"]
@@ -345,10 +345,8 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
                                    f"give the script to run (or -m module); `nvscope {ns.command} --help` explains")
     enable, disable = split(ns.enable), split(ns.disable)
     fusions = None if ns.fusions is None else split(ns.fusions)
-    problem = _empty_flag(ns) or _invalid(enable, disable)
     json_to = getattr(ns, "json", None)
-    if problem is None and json_to not in (None, "-") and not os.path.isdir(os.path.dirname(os.path.abspath(json_to))):
-        problem = f"--json {cut(json_to, 200)}: the directory does not exist"
+    problem = _empty_flag(ns) or _invalid(enable, disable) or output_problem((("--json", json_to),), None)
     if problem is None and ns.share_defaults and not _env.flag("NVSCOPE_SHARE"):
         problem = ("--share-defaults needs compile sharing, which NVSCOPE_SHARE=0 in the environment turns off: unset "
                    "NVSCOPE_SHARE, or drop --share-defaults")

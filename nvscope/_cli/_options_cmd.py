@@ -8,7 +8,6 @@ import os
 import sys
 from collections.abc import Sequence
 from shlex import quote as shlex_quote
-from typing import Any
 
 from nvscope._cli._args import write_json
 from nvscope._core import Catalog, OptionInfo, catalog, cut
@@ -26,13 +25,8 @@ _EFFECTS = (
 )
 
 
-def _option_json(option: OptionInfo) -> dict[str, Any]:
-    return {
-        "kind": option.kind, "name": option.name, "effect": option.effect, "description": option.description,
-        "since": option.since, "until": option.until, "since_day": option.since_day, "until_day": option.until_day,
-        "requires_args": option.requires_args,
-        "ops": list(option.ops), "source": option.source,
-    }
+_JSON_KEYS = ("kind", "name", "effect", "description", "since", "until", "since_day", "until_day", "requires_args",
+              "ops", "source")  # an option's attributes in `nvscope options --json`, in this order
 
 
 def _nightly_note(option: OptionInfo) -> str:
@@ -132,7 +126,7 @@ def options(kind: Kind | None, json_to: str | None, query: str | None = None) ->
         document = {
             "source": known.source,
             "nvfuser": None if known.nvfuser is None else str(known.nvfuser.version),
-            "options": [_option_json(o) for o in selected],
+            "options": [{key: getattr(o, key) for key in _JSON_KEYS} for o in selected],
         }
         return write_json("options", json_to, json.dumps(document, indent=2))
     # COLUMNS, else the terminal's width; piped with neither, no limit (a line per option, for grep)

@@ -30,7 +30,7 @@ from nvscope._cli._args import (
 from nvscope._cli._args import (
     error as _error,
 )
-from nvscope._core import cut, nv_options
+from nvscope._core import cut, nv_options, split
 
 __all__ = ["add_parser", "command"]
 
@@ -128,17 +128,13 @@ examples:
                         "in a temporary directory of the bisect's own, removed afterwards; on by default)")
 
 
-def _names(values: list[str]) -> list[str]:
-    return [name for value in values for name in value.replace(",", " ").split()]
-
-
 def command(ns: argparse.Namespace) -> int:
     """Run ``nvscope profile`` or ``nvscope bisect`` for parsed arguments; returns the exit code."""
     name = ns.command
     target = take_target(ns)
     if target is None:
         return _error(name, json_took_the_target(ns.json) or f"give the target (`nvscope {name} --help`)")
-    enable, disable = _names(ns.enable), _names(ns.disable)
+    enable, disable = split(ns.enable), split(ns.disable)
     torch = getattr(ns, "torch", False)
     if not enable and not disable and not torch:
         return _error(name, "give the options: --enable NAME and/or --disable NAME" +
@@ -147,8 +143,6 @@ def command(ns: argparse.Namespace) -> int:
         return _error(name, "--plot charts the options' ratios: give --enable/--disable too, or leave --plot out")
     fusions = getattr(ns, "fusions", None)
     if fusions is not None:
-        from nvscope._core import split
-
         ns.fusions = fusions = split(fusions)
         if not fusions:
             return _error(name, "--fusions needs a glob over fusion ids, e.g. --fusions 'forward/*' or --fusions "
@@ -183,7 +177,7 @@ def command(ns: argparse.Namespace) -> int:
         from nvscope._bisect import check_arg
 
         try:  # before the script is imported, as every other flag
-            ns.check = check_arg(_names([ns.check or "raises,numerics"]), "--check")
+            ns.check = check_arg(split([ns.check or "raises,numerics"]), "--check")
         except ValueError as error:
             return _error(name, str(error))
     where, function, problem = split_target(target, ns.module is not None)

@@ -17,6 +17,7 @@ from nvscope._cli._args import (
     TOLERANCE,
     error,
     json_took_the_target,
+    output_problem,
     said,
     take_target,
     text_stream,
@@ -183,9 +184,7 @@ def json_path_problem(path: str | None) -> str | None:
         return "--json takes a file path or - (standard output), not an empty string"
     if os.path.isdir(path):
         return f"--json {cut(path, 200)} is a folder: give a file path in it (--json {cut(path, 200)}/rescue.json)"
-    if not os.path.isdir(os.path.dirname(os.path.abspath(path))):
-        return f"--json {cut(path, 200)}: the directory does not exist"
-    return None
+    return output_problem((("--json", path),), None)
 
 
 def _write_issues(result: Any) -> dict[str, str]:

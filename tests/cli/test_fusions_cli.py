@@ -174,6 +174,15 @@ def test_json_that_took_the_script_says_so(tmp_path: Path) -> None:
     assert (tmp_path / "prog.py").read_text() == textwrap.dedent(PROGRAM)  # refused before anything is written
 
 
+
+def test_json_into_a_missing_folder_is_refused_before_the_program_runs(tmp_path: Path) -> None:
+    (tmp_path / "prog.py").write_text(textwrap.dedent(PROGRAM))
+    done = nvscope(tmp_path, "fusions", "--json", "no/such/dir/f.json", "prog.py")
+    assert done.returncode == 2 and "program done" not in done.stdout
+    assert done.stderr.splitlines() == [
+        "nvscope fusions: error: --json no/such/dir/f.json: the directory does not exist"]
+
+
 # Two definitions, one broken under fuse_matmul; every other run of the program executes them in the other order.
 ALTERNATING = """\
 import os
