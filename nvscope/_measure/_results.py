@@ -138,11 +138,7 @@ def figure_class(who: str, what: str) -> Any:
 
 def nv_options_line(options: OptionSet, fusions: Iterable[str] | None = None) -> str:
     """The ``nv_options(...)`` call to paste (``fusions`` by exact glob; None: every fusion)."""
-    parts = []
-    if options.enable:
-        parts.append(f"enable={options.enable_list()!r}")
-    if options.disable:
-        parts.append(f"disable={options.disable_list()!r}")
+    parts = [f"{kind}={names!r}" for kind, names in options_dict(options).items() if names]
     if fusions is not None:
         parts.append(f"fusions={[exact_glob(f) for f in fusions]!r}")
     return f"nv_options({', '.join(parts)})"
@@ -153,9 +149,6 @@ def run_command(options: OptionSet, fusions: Iterable[str] | None, program: Sequ
     """The ``python -m nvscope run`` command, as words, running ``program`` under ``options`` on ``fusions``;
     one ``--flag=value`` word per flag and ``--`` before a script, so that no argument reads as a flag."""
     words = [python, "-m", "nvscope", "run", *([] if audit else ["--no-audit"])]
-    if options.enable:
-        words.append(f"--enable={','.join(options.enable_list())}")
-    if options.disable:
-        words.append(f"--disable={','.join(options.disable_list())}")
+    words += [f"--{kind}={','.join(names)}" for kind, names in options_dict(options).items() if names]
     words += [f"--fusions={exact_glob(f)}" for f in fusions or ()]
     return [*words, *([] if tuple(program[:1]) == ("-m",) else ["--"]), *program]
