@@ -13,8 +13,8 @@ from nvscope._core import OptionSet
 from nvscope._measure import (
     Compiles,
     LoadableResult,
-    compiles_dict,
     compiles_lines,
+    dict_of,
     nv_options_line,
     options_dict,
     options_from,
@@ -168,10 +168,10 @@ class BisectResult(LoadableResult):
             "command": self.command() if self.reproduced else None, "others_clean": self.others_clean,
             "mode": self.mode, "program": list(self.program), "elapsed_s": self.elapsed_s, "notes": list(self.notes),
             "detail": self.detail, "compile_s": self.compile_s,
-            "default_compiles": compiles_dict(self.default_compiles),
+            "default_compiles": dict_of(self.default_compiles),
             "log": [{"number": p.number, "stage": p.stage, "options": options_dict(p.options),
                      "fusions": None if p.fusions is None else list(p.fusions), "bad": p.bad, "detail": p.detail,
-                     "seconds": p.seconds, "compiles": compiles_dict(p.compiles)} for p in self.log],
+                     "seconds": p.seconds, "compiles": dict_of(p.compiles)} for p in self.log],
         }
 
     @classmethod

@@ -10,11 +10,12 @@ from typing import Any, TypeVar
 
 from nvscope._core import OptionSet, exact_glob
 from nvscope._measure._numerics import Numerics
+from nvscope._measure._stats import RatioSummary
 
 __all__ = [
     "Compiles",
-    "compiles_dict",
     "compiles_lines",
+    "dict_of",
     "figure_class",
     "finite",
     "numerics_dict",
@@ -86,8 +87,9 @@ class Compiles:
                                              int(data.get("unshared", 0)))
 
 
-def compiles_dict(counts: Compiles | None) -> dict[str, Any] | None:
-    return None if counts is None else counts.as_dict()
+def dict_of(value: Compiles | RatioSummary | None) -> dict[str, Any] | None:
+    """An optional field of a result as JSON data: its ``as_dict()``, or None."""
+    return None if value is None else value.as_dict()
 
 
 def compiles_lines(variants: Iterable[tuple[str, Compiles | None]]) -> list[str]:

@@ -99,8 +99,10 @@ class RatioSummary:
                 "rounds": self.rounds, "comparisons": self.comparisons, "screened": self.screened}
 
     @classmethod
-    def from_dict(cls, data: dict[str, object]) -> RatioSummary:
-        """The summary `as_dict` wrote."""
+    def from_dict(cls, data: dict[str, object] | None) -> RatioSummary | None:
+        """The summary `as_dict` wrote (None: none)."""
+        if data is None:
+            return None
         return cls(float(data["median"]), float(data["low"]), float(data["high"]),  # type: ignore[arg-type]
                    data["verdict"], int(data["rounds"]),  # type: ignore[arg-type,call-overload]
                    int(data.get("comparisons", 1)), int(data.get("screened", 0)))  # type: ignore[call-overload]

@@ -14,8 +14,8 @@ from nvscope._measure import (
     Numerics,
     RatioSummary,
     Segment,
-    compiles_dict,
     compiles_lines,
+    dict_of,
     figure_class,
     numerics_dict,
     numerics_from,
@@ -30,8 +30,6 @@ from nvscope._profile._cells import (
     _ms,
     _names,
     _outputs_cell,
-    _ratio,
-    _ratio_dict,
     _row_dict,
     _scheduler_change,
     _schedulers,
@@ -288,11 +286,11 @@ class ProfileResult(LoadableResult):
         return {
             "options": options_dict(self.options), "timer": self.timer, "rounds": self.rounds,
             "steps_per_round": self.steps_per_round, "warmup": self.warmup, "tolerance": self.tolerance,
-            "seed": self.seed, "elapsed_s": self.elapsed_s, "step": _ratio_dict(self.step),
+            "seed": self.seed, "elapsed_s": self.elapsed_s, "step": dict_of(self.step),
             "step_numerics": numerics_dict(self.step_numerics), "schedulers_from": self.schedulers_from,
             "notes": list(self.notes), "compile_s": self.compile_s, "default_compiles":
-            compiles_dict(self.default_compiles), "options_compiles": compiles_dict(self.options_compiles),
-            "torch": self.torch, "torch_step": _ratio_dict(self.torch_step),
+            dict_of(self.default_compiles), "options_compiles": dict_of(self.options_compiles),
+            "torch": self.torch, "torch_step": dict_of(self.torch_step),
             "torch_step_numerics": numerics_dict(self.torch_step_numerics),
             "rows": [_row_dict(r) for r in self.rows],
         }
@@ -301,18 +299,18 @@ class ProfileResult(LoadableResult):
     def from_dict(cls, data: dict[str, Any]) -> ProfileResult:
         rows = tuple(ProfileRow(
             r["fusion"], r["phase"], tuple(r["ops"]), r["calls"], r["default_ms"], r["options_ms"],
-            _ratio(r["ratio"]), _segments(r["default_segments"]), _segments(r["options_segments"]),
+            RatioSummary.from_dict(r["ratio"]), _segments(r["default_segments"]), _segments(r["options_segments"]),
             r["default_first_ms"], r["options_first_ms"], numerics_from(r["numerics"]), r["error"], r["reached"],
             numerics_from(r.get("default_repeat")), r.get("torch_profiled", False), r.get("torch_ms"),
-            _ratio(r.get("torch_ratio")), numerics_from(r.get("torch_numerics")), r.get("torch_error"),
+            RatioSummary.from_dict(r.get("torch_ratio")), numerics_from(r.get("torch_numerics")), r.get("torch_error"),
             r.get("options_profiled", True))
             for r in data["rows"])
         return cls(rows, options_from(data["options"]), data["timer"], data["rounds"], data["steps_per_round"],
-                   data["warmup"], data["tolerance"], data["seed"], data["elapsed_s"], _ratio(data["step"]),
-                   numerics_from(data["step_numerics"]), data["schedulers_from"], tuple(data["notes"]),
-                   data.get("compile_s"), Compiles.from_dict(data.get("default_compiles")),
+                   data["warmup"], data["tolerance"], data["seed"], data["elapsed_s"],
+                   RatioSummary.from_dict(data["step"]), numerics_from(data["step_numerics"]), data["schedulers_from"],
+                   tuple(data["notes"]), data.get("compile_s"), Compiles.from_dict(data.get("default_compiles")),
                    Compiles.from_dict(data.get("options_compiles")), data.get("torch", False),
-                   _ratio(data.get("torch_step")), numerics_from(data.get("torch_step_numerics")))
+                   RatioSummary.from_dict(data.get("torch_step")), numerics_from(data.get("torch_step_numerics")))
 
     # --- chart -----------------------------------------------------------------------------------------------------
 

@@ -14,8 +14,8 @@ from nvscope._measure import (
     Numerics,
     RatioSummary,
     Stage,
-    compiles_dict,
     compiles_lines,
+    dict_of,
     figure_class,
     numerics_dict,
     numerics_from,
@@ -206,12 +206,10 @@ class SearchResult(LoadableResult):
         def row(r: SearchRow) -> dict[str, Any]:
             return {
                 "label": r.label, "options": options_dict(r.options), "stage": r.stage, "status": r.status,
-                "first_call_s": r.first_call_s, "ms_per_call": r.ms_per_call,
-                "ratio": None if r.ratio is None else r.ratio.as_dict(),
-                "numerics": numerics_dict(r.numerics),
-                "error": r.error, "fusions": r.fusions, "new_partitions": r.new_partitions, "versus": r.versus,
-                "versus_ratio": None if r.versus_ratio is None else r.versus_ratio.as_dict(),
-                "recommended": r.recommended, "compiles": compiles_dict(r.compiles),
+                "first_call_s": r.first_call_s, "ms_per_call": r.ms_per_call, "ratio": dict_of(r.ratio),
+                "numerics": numerics_dict(r.numerics), "error": r.error, "fusions": r.fusions,
+                "new_partitions": r.new_partitions, "versus": r.versus, "versus_ratio": dict_of(r.versus_ratio),
+                "recommended": r.recommended, "compiles": dict_of(r.compiles),
             }
         return {
             "rows": [row(r) for r in self.rows], "recommended": options_dict(self.recommended),
@@ -222,13 +220,11 @@ class SearchResult(LoadableResult):
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SearchResult:
-        def ratio(d: dict[str, Any] | None) -> RatioSummary | None:
-            return None if d is None else RatioSummary.from_dict(d)
-
         rows = tuple(SearchRow(
-            r["label"], options_from(r["options"]), r["stage"], r["first_call_s"], r["ms_per_call"], ratio(r["ratio"]),
-            numerics_from(r["numerics"]), r["error"], r["fusions"], r["new_partitions"], r["versus"],
-            ratio(r["versus_ratio"]), r["recommended"], Compiles.from_dict(r.get("compiles"))) for r in data["rows"])
+            r["label"], options_from(r["options"]), r["stage"], r["first_call_s"], r["ms_per_call"],
+            RatioSummary.from_dict(r["ratio"]), numerics_from(r["numerics"]), r["error"], r["fusions"],
+            r["new_partitions"], r["versus"], RatioSummary.from_dict(r["versus_ratio"]), r["recommended"],
+            Compiles.from_dict(r.get("compiles"))) for r in data["rows"])
         return cls(rows, options_from(data["recommended"]), data["timer"], data["rounds"], data["steps_per_round"],
                    data["warmup"], data["tolerance"], data["seed"], data["elapsed_s"], tuple(data["notes"]),
                    data.get("compile_s"))
