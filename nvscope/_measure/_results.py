@@ -92,11 +92,14 @@ def dict_of(value: Compiles | RatioSummary | None) -> dict[str, Any] | None:
     return None if value is None else value.as_dict()
 
 
-def compiles_lines(variants: Iterable[tuple[str, Compiles | None]]) -> list[str]:
-    """A report's lines on what each variant's first call compiled."""
+def compiles_lines(variants: Iterable[tuple[str, Compiles | None]], compile_s: float | None = None) -> list[str]:
+    """A report's lines on ``compile_s`` (seconds compiling new partitions; None: none) and each first call."""
+    spent = [] if compile_s is None else [
+        f"compile: {compile_s:.1f} s in the first executions of new partitions (nvFuser compiles there; a partition "
+        "reused across rounds or sharing an equal fusion's definition compiles nothing)"]
     lines = [f"  {label}: {counts.line()}" for label, counts in variants if counts is not None]
-    return ["first call of each variant (the defaults shared unless the tool was told not to):", *lines] if lines \
-        else []
+    head = ["first call of each variant (the defaults shared unless the tool was told not to):"] if lines else []
+    return spent + head + lines
 
 
 def options_dict(options: OptionSet) -> dict[str, list[str]]:

@@ -263,10 +263,7 @@ class ProfileResult(LoadableResult):
               if torch else []),
             *(["not reached: none of the options can change a fusion holding its ops (the catalog's gates), so it "
                "kept its default kernels"] if any(not r.reached for r in self.rows) else []),
-            *([] if self.compile_s is None else [
-                f"compile: {self.compile_s:.1f} s in the first executions of new partitions (nvFuser compiles "
-                "there; a partition reused across rounds or sharing an equal fusion's definition compiles nothing)"]),
-            *compiles_lines((("defaults", self.default_compiles), (label, self.options_compiles))),
+            *compiles_lines((("defaults", self.default_compiles), (label, self.options_compiles)), self.compile_s),
             *(["default not repeatable: the fusion's outputs moved between two calls under the defaults (an output "
                "it does not write, a nondeterministic kernel, or inputs that moved upstream: the first such fusion in "
                "the step is the one to look at), so they are no reference"]

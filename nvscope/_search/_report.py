@@ -175,10 +175,7 @@ class SearchResult(LoadableResult):
             f"call{'s' * (self.warmup != 1)}; never part of ms/call",
             f"numerics: first call against the default's; tolerance on max|diff| / max|default| {tolerance}; "
             "str compared for equality; 'not compared': no tensor, number or str to compare",
-            *([] if self.compile_s is None else [
-                f"compile: {self.compile_s:.1f} s in the first executions of new partitions (nvFuser compiles "
-                "there; a partition reused across rounds or sharing an equal fusion's definition compiles nothing)"]),
-            *compiles_lines((r.label, r.compiles) for r in self.rows),
+            *compiles_lines(((r.label, r.compiles) for r in self.rows), self.compile_s),
             *(f"note: {note}" for note in self.notes),
             f"recommended: {self.recommendation()}",
         ]
