@@ -152,8 +152,7 @@ class BisectResult(LoadableResult):
                         "of new partitions; probes with options seen before compile nothing)"))
         return "\n".join(lines + tail)
 
-    def __str__(self) -> str:
-        return self.report()
+    __str__ = report
 
     def as_dict(self) -> dict[str, Any]:
         return {

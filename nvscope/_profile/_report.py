@@ -273,8 +273,7 @@ class ProfileResult(LoadableResult):
         ]
         return "\n".join(lines)
 
-    def __str__(self) -> str:
-        return self.table()
+    __str__ = table
 
     # --- JSON ------------------------------------------------------------------------------------------------------
 

@@ -149,8 +149,7 @@ class FusionSearchResult(JsonResult):
             "profiles": [p.as_dict() for p in self.profiles],
         }
 
-    def __str__(self) -> str:
-        return self.table()
+    __str__ = table
 
     def plot(self, path: str, *, title: str | None = None) -> str:
         """Save a PNG: each chosen fusion's ratio under its candidate, then the map and the global set against the

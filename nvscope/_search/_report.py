@@ -193,8 +193,7 @@ class SearchResult(LoadableResult):
                 f"distribution); simultaneous 95% over {' and over '.join(families) or 'each family'}: a chance "
                 "'faster' anywhere in a family has at most 2.5% probability, however many candidates were tried")
 
-    def __str__(self) -> str:
-        return self.table()
+    __str__ = table
 
     # --- JSON ------------------------------------------------------------------------------------------------------
 
