@@ -11,6 +11,7 @@ import random
 import warnings
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 from nvscope._bisect._drive import Outcome
@@ -134,7 +135,7 @@ class InProcess:
             chosen = selected is None or r.fusion in selected
             ops = r.info.ops
             # What the catalog's gates let through to this fusion (all of it when its ops are unknown).
-            wanted = options if ops is None else options.only(_affects(gate, ops))
+            wanted = options if ops is None else options.only(partial(gate, ops=ops))
             has = wanted.enable <= r.options.enable and wanted.disable <= r.options.disable
             own = r.own or (r.route == "default" and has)
             if chosen and not (has and own):
@@ -152,8 +153,3 @@ class InProcess:
         if problems:
             raise RuntimeError("nvscope bisect: a probe did not run as intended (a bug in nvscope, please report "
                                "it): " + "; ".join(problems[:3]))
-
-
-def _affects(gate: Callable[[str, str, Any], bool], ops: Any) -> Callable[[str, str], bool]:
-    """``OptionSet.only``'s test: whether the catalog says an option can change a fusion holding ``ops``."""
-    return lambda kind, name: gate(kind, name, ops)
