@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from nvscope._core import OptionSet
@@ -56,9 +57,7 @@ def _label(options: OptionSet) -> str:
 
 
 def _segments_dict(segments: tuple[Segment, ...] | None) -> list[dict[str, Any]] | None:
-    return None if segments is None else [
-        {"segment_id": s.segment_id, "scheduler": s.scheduler, "kernel": s.kernel, "compile_ms": s.compile_ms,
-         "time_ms": s.time_ms} for s in segments]
+    return None if segments is None else [dataclasses.asdict(s) for s in segments]
 
 
 def _segments(data: list[dict[str, Any]] | None) -> tuple[Segment, ...] | None:
