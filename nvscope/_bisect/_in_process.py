@@ -19,7 +19,6 @@ from nvscope._core import OptionSet, _patches, catalog, current_options, exact_g
 from nvscope._exec import audit, repro_paths
 from nvscope._measure import (
     Measure,
-    Numerics,
     Runner,
     Variant,
     compare_leaves,
@@ -103,7 +102,7 @@ class InProcess:
         if callable(checks):
             bad = checks(out)  # a bool: `check_arg` refuses any other verdict
             return Outcome(bad, "check() returned True" if bad else "")
-        numerics: Numerics = compare_leaves(self.runner.reference, leaves, self.tolerance)
+        numerics = compare_leaves(self.runner.reference, leaves, self.tolerance)
         if "numerics" in checks and not numerics.ok:
             return Outcome(True, f"numerics over tolerance: {numerics.detail}")
         if "slower" in checks:
