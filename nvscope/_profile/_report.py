@@ -312,9 +312,7 @@ class ProfileResult(LoadableResult):
 
     def plot(self, path: str, *, title: str | None = None) -> str:
         """Save a PNG: each timed fusion's ratio with its 95% interval, labelled with its schedulers; returns ``path``.
-
-        Needs matplotlib (``pip install matplotlib``); the profile itself does not.
-        """
+        Needs matplotlib (``pip install matplotlib``); the profile itself does not."""
         import textwrap
 
         Figure = figure_class("ProfileResult.plot", "the profile")

@@ -228,10 +228,8 @@ class SearchResult(LoadableResult):
     # --- chart -----------------------------------------------------------------------------------------------------
 
     def plot(self, path: str, *, title: str | None = None) -> str:
-        """Save a PNG: each timed variant's median time ratio with its 95% interval; returns ``path``.
-
-        Needs matplotlib (``pip install matplotlib``); the search itself does not.
-        """
+        """Save a PNG: each timed variant's median time ratio with its 95% interval; returns ``path``. Needs
+        matplotlib (``pip install matplotlib``); the search itself does not."""
         import textwrap
 
         Figure = figure_class("SearchResult.plot", "the search")
