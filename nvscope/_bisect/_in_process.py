@@ -11,6 +11,7 @@ import random
 import warnings
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 from nvscope._bisect._drive import Outcome
@@ -18,7 +19,6 @@ from nvscope._core import OptionSet, _patches, catalog, current_options, exact_g
 from nvscope._exec import audit, repro_paths
 from nvscope._measure import (
     Measure,
-    Numerics,
     Runner,
     Variant,
     compare_leaves,
@@ -102,7 +102,7 @@ class InProcess:
         if callable(checks):
             bad = checks(out)  # a bool: `check_arg` refuses any other verdict
             return Outcome(bad, "check() returned True" if bad else "")
-        numerics: Numerics = compare_leaves(self.runner.reference, leaves, self.tolerance)
+        numerics = compare_leaves(self.runner.reference, leaves, self.tolerance)
         if "numerics" in checks and not numerics.ok:
             return Outcome(True, f"numerics over tolerance: {numerics.detail}")
         if "slower" in checks:
@@ -134,7 +134,7 @@ class InProcess:
             chosen = selected is None or r.fusion in selected
             ops = r.info.ops
             # What the catalog's gates let through to this fusion (all of it when its ops are unknown).
-            wanted = options if ops is None else options.only(_affects(gate, ops))
+            wanted = options if ops is None else options.only(partial(gate, ops=ops))
             has = wanted.enable <= r.options.enable and wanted.disable <= r.options.disable
             own = r.own or (r.route == "default" and has)
             if chosen and not (has and own):
@@ -152,8 +152,3 @@ class InProcess:
         if problems:
             raise RuntimeError("nvscope bisect: a probe did not run as intended (a bug in nvscope, please report "
                                "it): " + "; ".join(problems[:3]))
-
-
-def _affects(gate: Callable[[str, str, Any], bool], ops: Any) -> Callable[[str, str], bool]:
-    """``OptionSet.only``'s test: whether the catalog says an option can change a fusion holding ``ops``."""
-    return lambda kind, name: gate(kind, name, ops)

@@ -13,8 +13,8 @@ from nvscope._core import OptionSet
 from nvscope._measure import (
     Compiles,
     LoadableResult,
-    compiles_dict,
     compiles_lines,
+    dict_of,
     nv_options_line,
     options_dict,
     options_from,
@@ -125,13 +125,12 @@ class BisectResult(LoadableResult):
             detail = p.detail.splitlines()[0][:100] if p.detail else ""
             lines.append(f"  probe {p.number:>2} {p.stage:<8} {spec(p.options) or '(none)':<36} {where:<14} "
                          f"{'BAD' if p.bad else 'ok '}  {p.seconds:6.2f} s  {detail}")
-        compiled = compiles_lines([("defaults", self.default_compiles),
-                                   *((f"probe {p.number}", p.compiles) for p in self.log)])
+        tail = [*compiles_lines([("defaults", self.default_compiles),
+                                 *((f"probe {p.number}", p.compiles) for p in self.log)]),
+                *(f"note: {note}" for note in self.notes)]
         if not self.reproduced:
             lines.append(f"not reproduced: the step does not go wrong under {spec(self.given)} ({self.detail})")
-            lines += compiled
-            lines += [f"note: {note}" for note in self.notes]
-            return "\n".join(lines)
+            return "\n".join(lines + tail)
         budget = len(self.given.enable) + len(self.given.disable)
         for i, c in enumerate(self.culprits):
             head = "culprit" if i == 0 else f"culprit {i + 1} (among the other fusions)"
@@ -151,12 +150,9 @@ class BisectResult(LoadableResult):
                      f"({budget * len(self.all_fusions)} option-fusion pairs); {self.elapsed_s:.1f} s"
                      + ("" if self.compile_s is None else f", {self.compile_s:.1f} s of it compiling (first executions "
                         "of new partitions; probes with options seen before compile nothing)"))
-        lines += compiled
-        lines += [f"note: {note}" for note in self.notes]
-        return "\n".join(lines)
+        return "\n".join(lines + tail)
 
-    def __str__(self) -> str:
-        return self.report()
+    __str__ = report
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -168,10 +164,10 @@ class BisectResult(LoadableResult):
             "command": self.command() if self.reproduced else None, "others_clean": self.others_clean,
             "mode": self.mode, "program": list(self.program), "elapsed_s": self.elapsed_s, "notes": list(self.notes),
             "detail": self.detail, "compile_s": self.compile_s,
-            "default_compiles": compiles_dict(self.default_compiles),
+            "default_compiles": dict_of(self.default_compiles),
             "log": [{"number": p.number, "stage": p.stage, "options": options_dict(p.options),
                      "fusions": None if p.fusions is None else list(p.fusions), "bad": p.bad, "detail": p.detail,
-                     "seconds": p.seconds, "compiles": compiles_dict(p.compiles)} for p in self.log],
+                     "seconds": p.seconds, "compiles": dict_of(p.compiles)} for p in self.log],
         }
 
     @classmethod

@@ -37,8 +37,8 @@ from ._numerics import tolerance_text as tolerance_text
 from ._results import Compiles as Compiles
 from ._results import JsonResult as JsonResult
 from ._results import LoadableResult as LoadableResult
-from ._results import compiles_dict as compiles_dict
 from ._results import compiles_lines as compiles_lines
+from ._results import dict_of as dict_of
 from ._results import figure_class as figure_class
 from ._results import numerics_dict as numerics_dict
 from ._results import numerics_from as numerics_from

@@ -17,10 +17,7 @@ if TYPE_CHECKING:
 
     T = TypeVar("T")
 
-__all__ = ["ROUNDS_WHY", "arg", "count", "fraction", "integer", "number", "only_own", "rounds", "step_callable",
-           "step_keywords"]
-
-ROUNDS_WHY = "fewer rounds give no confidence interval"
+__all__ = ["arg", "count", "fraction", "integer", "number", "only_own", "rounds", "step_callable", "step_keywords"]
 
 
 def integer(name: str, value: object) -> int:
@@ -41,7 +38,7 @@ def rounds(name: str, value: object) -> int:
     """A number of timing rounds: at least `MIN_ROUNDS`, below which no interval can be given."""
     from nvscope._measure._stats import MIN_ROUNDS
 
-    return count(name, value, MIN_ROUNDS, ROUNDS_WHY)
+    return count(name, value, MIN_ROUNDS, "fewer rounds give no confidence interval")
 
 
 def number(name: str, value: object, minimum: float = 0.0, *, above: bool = False, none: bool = False,

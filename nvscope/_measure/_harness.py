@@ -12,7 +12,7 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Literal
 
 from nvscope._core import OptionSet, _env, first_line, nv_options
-from nvscope._exec import audit, compiling
+from nvscope._exec import audit, compiling, ensure_adapters
 from nvscope._measure import _checks
 from nvscope._measure._numerics import Numerics, compare_leaves, flatten_outputs, grad_targets
 from nvscope._measure._results import Compiles
@@ -233,8 +233,4 @@ class Runner:
 def install_adapters() -> None:
     """Install the adapters of what is imported now: the default, in no scope, must run through the same
     executor as the candidates."""
-    try:
-        from nvscope._exec import ensure_adapters
-    except ImportError:
-        return
     ensure_adapters(direct=True)  # a direct FusionDefinition program too, as the subprocess runner does

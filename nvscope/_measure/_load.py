@@ -31,8 +31,6 @@ def import_script(path: str) -> ModuleType:
 
 def import_program_module(name: str) -> ModuleType:
     """Import the module ``name`` given with ``-m``, its fusion ids naming it as ``python -m`` does."""
-    import importlib
-
     from nvscope._core import run_as_program
 
     run_as_program(name)

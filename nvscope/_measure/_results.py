@@ -10,11 +10,12 @@ from typing import Any, TypeVar
 
 from nvscope._core import OptionSet, exact_glob
 from nvscope._measure._numerics import Numerics
+from nvscope._measure._stats import RatioSummary
 
 __all__ = [
     "Compiles",
-    "compiles_dict",
     "compiles_lines",
+    "dict_of",
     "figure_class",
     "finite",
     "numerics_dict",
@@ -86,15 +87,19 @@ class Compiles:
                                              int(data.get("unshared", 0)))
 
 
-def compiles_dict(counts: Compiles | None) -> dict[str, Any] | None:
-    return None if counts is None else counts.as_dict()
+def dict_of(value: Compiles | RatioSummary | None) -> dict[str, Any] | None:
+    """An optional field of a result as JSON data: its ``as_dict()``, or None."""
+    return None if value is None else value.as_dict()
 
 
-def compiles_lines(variants: Iterable[tuple[str, Compiles | None]]) -> list[str]:
-    """A report's lines on what each variant's first call compiled."""
+def compiles_lines(variants: Iterable[tuple[str, Compiles | None]], compile_s: float | None = None) -> list[str]:
+    """A report's lines on ``compile_s`` (seconds compiling new partitions; None: none) and each first call."""
+    spent = [] if compile_s is None else [
+        f"compile: {compile_s:.1f} s in the first executions of new partitions (nvFuser compiles there; a partition "
+        "reused across rounds or sharing an equal fusion's definition compiles nothing)"]
     lines = [f"  {label}: {counts.line()}" for label, counts in variants if counts is not None]
-    return ["first call of each variant (the defaults shared unless the tool was told not to):", *lines] if lines \
-        else []
+    head = ["first call of each variant (the defaults shared unless the tool was told not to):"] if lines else []
+    return spent + head + lines
 
 
 def options_dict(options: OptionSet) -> dict[str, list[str]]:
@@ -138,11 +143,7 @@ def figure_class(who: str, what: str) -> Any:
 
 def nv_options_line(options: OptionSet, fusions: Iterable[str] | None = None) -> str:
     """The ``nv_options(...)`` call to paste (``fusions`` by exact glob; None: every fusion)."""
-    parts = []
-    if options.enable:
-        parts.append(f"enable={options.enable_list()!r}")
-    if options.disable:
-        parts.append(f"disable={options.disable_list()!r}")
+    parts = [f"{kind}={names!r}" for kind, names in options_dict(options).items() if names]
     if fusions is not None:
         parts.append(f"fusions={[exact_glob(f) for f in fusions]!r}")
     return f"nv_options({', '.join(parts)})"
@@ -153,9 +154,6 @@ def run_command(options: OptionSet, fusions: Iterable[str] | None, program: Sequ
     """The ``python -m nvscope run`` command, as words, running ``program`` under ``options`` on ``fusions``;
     one ``--flag=value`` word per flag and ``--`` before a script, so that no argument reads as a flag."""
     words = [python, "-m", "nvscope", "run", *([] if audit else ["--no-audit"])]
-    if options.enable:
-        words.append(f"--enable={','.join(options.enable_list())}")
-    if options.disable:
-        words.append(f"--disable={','.join(options.disable_list())}")
+    words += [f"--{kind}={','.join(names)}" for kind, names in options_dict(options).items() if names]
     words += [f"--fusions={exact_glob(f)}" for f in fusions or ()]
     return [*words, *([] if tuple(program[:1]) == ("-m",) else ["--"]), *program]

@@ -13,7 +13,7 @@ from typing import Any
 
 from nvscope._measure import _kernels
 
-__all__ = ["SOURCES", "Segment", "SegmentRecorder", "recorder", "scheduler_of_kernel"]
+__all__ = ["Segment", "SegmentRecorder", "recorder", "scheduler_of_kernel"]
 
 _NAMED = re.compile(r"nvfuser_(?P<scheduler>[a-z][a-z_]*?)_f\d+_c\d+")
 _NUMBERED = re.compile(r"nvfuser_\d+\b")
@@ -74,31 +74,26 @@ class SegmentRecorder:
     @contextmanager
     def _kernel_names(self) -> Iterator[list[Segment]]:
         torch = sys.modules["torch"]
-        from nvscope._measure._kernels import Cupti, kernel_name
-
         segments: list[Segment] = []
         torch.cuda.synchronize()
-        with Cupti.profile() as prof:
+        with _kernels.Cupti.profile() as prof:
             yield segments
             torch.cuda.synchronize()
         try:
             events = sorted((e for e in prof.events() if e.device_type.name == "CUDA"),
                             key=lambda e: e.time_range.start)
             for i, event in enumerate(events):
-                name = kernel_name(event.name)
+                name = _kernels.kernel_name(event.name)
                 segments.append(Segment(i, scheduler_of_kernel(name), name, None, event.device_time / 1e3))
         except Exception:
             segments.clear()
 
 
-SOURCES = ("kernels", "nvfuser")
-
-
 def recorder(source: str = "kernels") -> SegmentRecorder | None:
     """What can tell nvFuser's schedulers here, or None (no torch, CUDA or frontend imported). ``"nvfuser"``
     asks nvFuser's PythonProfiler where it exists and CUPTI is free; opt-in, as that profiler is fragile."""
-    if source not in SOURCES:
-        raise ValueError(f"schedulers= takes {' or '.join(map(repr, SOURCES))}, not {source!r}")
+    if source not in ("kernels", "nvfuser"):
+        raise ValueError(f"schedulers= takes 'kernels' or 'nvfuser', not {source!r}")
     torch = sys.modules.get("torch")
     if torch is None or not torch.cuda.is_available():
         return None

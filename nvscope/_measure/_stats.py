@@ -45,8 +45,6 @@ def paired_ratios(numerator: Sequence[float], denominator: Sequence[float]) -> l
 
 def median_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> tuple[float, float] | None:
     """The sign test's ``confidence`` interval of the median; None when ``n`` values are too few."""
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence must be between 0 and 1, got {confidence!r}")
     n = len(values)
     tail = Fraction(1 - confidence) * 2 ** (n - 1)  # binomial weight (of 2**n) one side may leave out
     k, below = 0, 0
@@ -59,10 +57,10 @@ def median_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> 
     return ordered[k - 1], ordered[n - k]
 
 
-def rounds_needed(comparisons: int = 1, confidence: float = CONFIDENCE) -> int:
-    """The fewest rounds that give ``comparisons`` ratios a verdict at family-wise ``confidence``."""
+def rounds_needed(comparisons: int = 1) -> int:
+    """The fewest rounds that give ``comparisons`` ratios a verdict at family-wise `CONFIDENCE`."""
     n = 1
-    while median_interval([0.0] * n, 1 - (1 - confidence) / comparisons) is None:
+    while median_interval([0.0] * n, 1 - (1 - CONFIDENCE) / comparisons) is None:
         n += 1
     return n
 
@@ -99,8 +97,10 @@ class RatioSummary:
                 "rounds": self.rounds, "comparisons": self.comparisons, "screened": self.screened}
 
     @classmethod
-    def from_dict(cls, data: dict[str, object]) -> RatioSummary:
-        """The summary `as_dict` wrote."""
+    def from_dict(cls, data: dict[str, object] | None) -> RatioSummary | None:
+        """The summary `as_dict` wrote (None: none)."""
+        if data is None:
+            return None
         return cls(float(data["median"]), float(data["low"]), float(data["high"]),  # type: ignore[arg-type]
                    data["verdict"], int(data["rounds"]),  # type: ignore[arg-type,call-overload]
                    int(data.get("comparisons", 1)), int(data.get("screened", 0)))  # type: ignore[call-overload]

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from nvscope._core import OptionSet
-from nvscope._measure import Numerics, RatioSummary, Segment, numerics_dict, spec
+from nvscope._measure import Numerics, RatioSummary, Segment, dict_of, numerics_dict, spec
 
 __all__: list[str] = []
 
@@ -55,18 +56,8 @@ def _label(options: OptionSet) -> str:
     return spec(options) or "(no options)"
 
 
-def _ratio(data: dict[str, Any] | None) -> RatioSummary | None:
-    return None if data is None else RatioSummary.from_dict(data)
-
-
-def _ratio_dict(ratio: RatioSummary | None) -> dict[str, Any] | None:
-    return None if ratio is None else ratio.as_dict()
-
-
 def _segments_dict(segments: tuple[Segment, ...] | None) -> list[dict[str, Any]] | None:
-    return None if segments is None else [
-        {"segment_id": s.segment_id, "scheduler": s.scheduler, "kernel": s.kernel, "compile_ms": s.compile_ms,
-         "time_ms": s.time_ms} for s in segments]
+    return None if segments is None else [dataclasses.asdict(s) for s in segments]
 
 
 def _segments(data: list[dict[str, Any]] | None) -> tuple[Segment, ...] | None:
@@ -76,14 +67,14 @@ def _segments(data: list[dict[str, Any]] | None) -> tuple[Segment, ...] | None:
 def _row_dict(r: Any) -> dict[str, Any]:
     return {
         "fusion": r.fusion, "phase": r.phase, "ops": list(r.ops), "calls": r.calls, "status": r.status,
-        "default_ms": r.default_ms, "options_ms": r.options_ms, "ratio": _ratio_dict(r.ratio),
+        "default_ms": r.default_ms, "options_ms": r.options_ms, "ratio": dict_of(r.ratio),
         "schedulers": {k: None if v is None else list(v) for k, v in r.schedulers.items()},
         "compile_ms": r.compile_ms, "default_segments": _segments_dict(r.default_segments),
         "options_segments": _segments_dict(r.options_segments), "default_first_ms": r.default_first_ms,
         "options_first_ms": r.options_first_ms, "numerics": numerics_dict(r.numerics), "error": r.error,
         "reached": r.reached, "default_repeat": numerics_dict(r.default_repeat),
         "options_profiled": r.options_profiled, "torch_profiled": r.torch_profiled,
-        "torch_status": r.torch_status, "torch_ms": r.torch_ms, "torch_ratio": _ratio_dict(r.torch_ratio),
+        "torch_status": r.torch_status, "torch_ms": r.torch_ms, "torch_ratio": dict_of(r.torch_ratio),
         "torch_numerics": numerics_dict(r.torch_numerics), "torch_error": r.torch_error,
     }
 

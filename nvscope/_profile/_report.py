@@ -14,8 +14,8 @@ from nvscope._measure import (
     Numerics,
     RatioSummary,
     Segment,
-    compiles_dict,
     compiles_lines,
+    dict_of,
     figure_class,
     numerics_dict,
     numerics_from,
@@ -30,8 +30,6 @@ from nvscope._profile._cells import (
     _ms,
     _names,
     _outputs_cell,
-    _ratio,
-    _ratio_dict,
     _row_dict,
     _scheduler_change,
     _schedulers,
@@ -265,10 +263,7 @@ class ProfileResult(LoadableResult):
               if torch else []),
             *(["not reached: none of the options can change a fusion holding its ops (the catalog's gates), so it "
                "kept its default kernels"] if any(not r.reached for r in self.rows) else []),
-            *([] if self.compile_s is None else [
-                f"compile: {self.compile_s:.1f} s in the first executions of new partitions (nvFuser compiles "
-                "there; a partition reused across rounds or sharing an equal fusion's definition compiles nothing)"]),
-            *compiles_lines((("defaults", self.default_compiles), (label, self.options_compiles))),
+            *compiles_lines((("defaults", self.default_compiles), (label, self.options_compiles)), self.compile_s),
             *(["default not repeatable: the fusion's outputs moved between two calls under the defaults (an output "
                "it does not write, a nondeterministic kernel, or inputs that moved upstream: the first such fusion in "
                "the step is the one to look at), so they are no reference"]
@@ -278,8 +273,7 @@ class ProfileResult(LoadableResult):
         ]
         return "\n".join(lines)
 
-    def __str__(self) -> str:
-        return self.table()
+    __str__ = table
 
     # --- JSON ------------------------------------------------------------------------------------------------------
 
@@ -288,11 +282,11 @@ class ProfileResult(LoadableResult):
         return {
             "options": options_dict(self.options), "timer": self.timer, "rounds": self.rounds,
             "steps_per_round": self.steps_per_round, "warmup": self.warmup, "tolerance": self.tolerance,
-            "seed": self.seed, "elapsed_s": self.elapsed_s, "step": _ratio_dict(self.step),
+            "seed": self.seed, "elapsed_s": self.elapsed_s, "step": dict_of(self.step),
             "step_numerics": numerics_dict(self.step_numerics), "schedulers_from": self.schedulers_from,
             "notes": list(self.notes), "compile_s": self.compile_s, "default_compiles":
-            compiles_dict(self.default_compiles), "options_compiles": compiles_dict(self.options_compiles),
-            "torch": self.torch, "torch_step": _ratio_dict(self.torch_step),
+            dict_of(self.default_compiles), "options_compiles": dict_of(self.options_compiles),
+            "torch": self.torch, "torch_step": dict_of(self.torch_step),
             "torch_step_numerics": numerics_dict(self.torch_step_numerics),
             "rows": [_row_dict(r) for r in self.rows],
         }
@@ -301,26 +295,24 @@ class ProfileResult(LoadableResult):
     def from_dict(cls, data: dict[str, Any]) -> ProfileResult:
         rows = tuple(ProfileRow(
             r["fusion"], r["phase"], tuple(r["ops"]), r["calls"], r["default_ms"], r["options_ms"],
-            _ratio(r["ratio"]), _segments(r["default_segments"]), _segments(r["options_segments"]),
+            RatioSummary.from_dict(r["ratio"]), _segments(r["default_segments"]), _segments(r["options_segments"]),
             r["default_first_ms"], r["options_first_ms"], numerics_from(r["numerics"]), r["error"], r["reached"],
             numerics_from(r.get("default_repeat")), r.get("torch_profiled", False), r.get("torch_ms"),
-            _ratio(r.get("torch_ratio")), numerics_from(r.get("torch_numerics")), r.get("torch_error"),
+            RatioSummary.from_dict(r.get("torch_ratio")), numerics_from(r.get("torch_numerics")), r.get("torch_error"),
             r.get("options_profiled", True))
             for r in data["rows"])
         return cls(rows, options_from(data["options"]), data["timer"], data["rounds"], data["steps_per_round"],
-                   data["warmup"], data["tolerance"], data["seed"], data["elapsed_s"], _ratio(data["step"]),
-                   numerics_from(data["step_numerics"]), data["schedulers_from"], tuple(data["notes"]),
-                   data.get("compile_s"), Compiles.from_dict(data.get("default_compiles")),
+                   data["warmup"], data["tolerance"], data["seed"], data["elapsed_s"],
+                   RatioSummary.from_dict(data["step"]), numerics_from(data["step_numerics"]), data["schedulers_from"],
+                   tuple(data["notes"]), data.get("compile_s"), Compiles.from_dict(data.get("default_compiles")),
                    Compiles.from_dict(data.get("options_compiles")), data.get("torch", False),
-                   _ratio(data.get("torch_step")), numerics_from(data.get("torch_step_numerics")))
+                   RatioSummary.from_dict(data.get("torch_step")), numerics_from(data.get("torch_step_numerics")))
 
     # --- chart -----------------------------------------------------------------------------------------------------
 
     def plot(self, path: str, *, title: str | None = None) -> str:
         """Save a PNG: each timed fusion's ratio with its 95% interval, labelled with its schedulers; returns ``path``.
-
-        Needs matplotlib (``pip install matplotlib``); the profile itself does not.
-        """
+        Needs matplotlib (``pip install matplotlib``); the profile itself does not."""
         import textwrap
 
         Figure = figure_class("ProfileResult.plot", "the profile")

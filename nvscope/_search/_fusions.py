@@ -22,9 +22,9 @@ from nvscope._measure import (
     Variant,
     begin,
     compile_clock,
-    compiles_dict,
     compiles_lines,
     compiles_of,
+    dict_of,
     figure_class,
     install_adapters,
     nv_options_line,
@@ -134,26 +134,22 @@ class FusionSearchResult(JsonResult):
         return "\n".join(lines)
 
     def as_dict(self) -> dict[str, Any]:
-        def ratio(r: RatioSummary | None) -> dict[str, Any] | None:
-            return None if r is None else r.as_dict()
-
         return {
             "choices": [{"fusion": c.fusion, "options": None if c.options is None else spec(c.options),
-                         "ratio": ratio(c.ratio)} for c in self.choices],
+                         "ratio": dict_of(c.ratio)} for c in self.choices],
             "groups": [{"options": spec(o), "fusions": list(f)} for o, f in self.groups],
             "global_best": None if self.global_best is None else spec(self.global_best),
-            "map_vs_default": ratio(self.map_vs_default), "map_vs_global": ratio(self.map_vs_global),
-            "global_vs_default": ratio(self.global_vs_default),
+            "map_vs_default": dict_of(self.map_vs_default), "map_vs_global": dict_of(self.map_vs_global),
+            "global_vs_default": dict_of(self.global_vs_default),
             "map_numerics_ok": None if self.map_numerics is None else self.map_numerics.ok,
             "better": self.better, "verdict": self.verdict(), "code": self.code(),
             "errors": [list(e) for e in self.errors], "elapsed_s": self.elapsed_s, "min_gain": self.min_gain,
             "compile_s": self.compile_s,
-            "compiles": [{"variant": label, "counts": compiles_dict(counts)} for label, counts in self.compiles],
+            "compiles": [{"variant": label, "counts": dict_of(counts)} for label, counts in self.compiles],
             "profiles": [p.as_dict() for p in self.profiles],
         }
 
-    def __str__(self) -> str:
-        return self.table()
+    __str__ = table
 
     def plot(self, path: str, *, title: str | None = None) -> str:
         """Save a PNG: each chosen fusion's ratio under its candidate, then the map and the global set against the

@@ -14,8 +14,8 @@ from nvscope._measure import (
     Numerics,
     RatioSummary,
     Stage,
-    compiles_dict,
     compiles_lines,
+    dict_of,
     figure_class,
     numerics_dict,
     numerics_from,
@@ -175,10 +175,7 @@ class SearchResult(LoadableResult):
             f"call{'s' * (self.warmup != 1)}; never part of ms/call",
             f"numerics: first call against the default's; tolerance on max|diff| / max|default| {tolerance}; "
             "str compared for equality; 'not compared': no tensor, number or str to compare",
-            *([] if self.compile_s is None else [
-                f"compile: {self.compile_s:.1f} s in the first executions of new partitions (nvFuser compiles "
-                "there; a partition reused across rounds or sharing an equal fusion's definition compiles nothing)"]),
-            *compiles_lines((r.label, r.compiles) for r in self.rows),
+            *compiles_lines(((r.label, r.compiles) for r in self.rows), self.compile_s),
             *(f"note: {note}" for note in self.notes),
             f"recommended: {self.recommendation()}",
         ]
@@ -196,8 +193,7 @@ class SearchResult(LoadableResult):
                 f"distribution); simultaneous 95% over {' and over '.join(families) or 'each family'}: a chance "
                 "'faster' anywhere in a family has at most 2.5% probability, however many candidates were tried")
 
-    def __str__(self) -> str:
-        return self.table()
+    __str__ = table
 
     # --- JSON ------------------------------------------------------------------------------------------------------
 
@@ -206,12 +202,10 @@ class SearchResult(LoadableResult):
         def row(r: SearchRow) -> dict[str, Any]:
             return {
                 "label": r.label, "options": options_dict(r.options), "stage": r.stage, "status": r.status,
-                "first_call_s": r.first_call_s, "ms_per_call": r.ms_per_call,
-                "ratio": None if r.ratio is None else r.ratio.as_dict(),
-                "numerics": numerics_dict(r.numerics),
-                "error": r.error, "fusions": r.fusions, "new_partitions": r.new_partitions, "versus": r.versus,
-                "versus_ratio": None if r.versus_ratio is None else r.versus_ratio.as_dict(),
-                "recommended": r.recommended, "compiles": compiles_dict(r.compiles),
+                "first_call_s": r.first_call_s, "ms_per_call": r.ms_per_call, "ratio": dict_of(r.ratio),
+                "numerics": numerics_dict(r.numerics), "error": r.error, "fusions": r.fusions,
+                "new_partitions": r.new_partitions, "versus": r.versus, "versus_ratio": dict_of(r.versus_ratio),
+                "recommended": r.recommended, "compiles": dict_of(r.compiles),
             }
         return {
             "rows": [row(r) for r in self.rows], "recommended": options_dict(self.recommended),
@@ -222,13 +216,11 @@ class SearchResult(LoadableResult):
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SearchResult:
-        def ratio(d: dict[str, Any] | None) -> RatioSummary | None:
-            return None if d is None else RatioSummary.from_dict(d)
-
         rows = tuple(SearchRow(
-            r["label"], options_from(r["options"]), r["stage"], r["first_call_s"], r["ms_per_call"], ratio(r["ratio"]),
-            numerics_from(r["numerics"]), r["error"], r["fusions"], r["new_partitions"], r["versus"],
-            ratio(r["versus_ratio"]), r["recommended"], Compiles.from_dict(r.get("compiles"))) for r in data["rows"])
+            r["label"], options_from(r["options"]), r["stage"], r["first_call_s"], r["ms_per_call"],
+            RatioSummary.from_dict(r["ratio"]), numerics_from(r["numerics"]), r["error"], r["fusions"],
+            r["new_partitions"], r["versus"], RatioSummary.from_dict(r["versus_ratio"]), r["recommended"],
+            Compiles.from_dict(r.get("compiles"))) for r in data["rows"])
         return cls(rows, options_from(data["recommended"]), data["timer"], data["rounds"], data["steps_per_round"],
                    data["warmup"], data["tolerance"], data["seed"], data["elapsed_s"], tuple(data["notes"]),
                    data.get("compile_s"))
@@ -236,10 +228,8 @@ class SearchResult(LoadableResult):
     # --- chart -----------------------------------------------------------------------------------------------------
 
     def plot(self, path: str, *, title: str | None = None) -> str:
-        """Save a PNG: each timed variant's median time ratio with its 95% interval; returns ``path``.
-
-        Needs matplotlib (``pip install matplotlib``); the search itself does not.
-        """
+        """Save a PNG: each timed variant's median time ratio with its 95% interval; returns ``path``. Needs
+        matplotlib (``pip install matplotlib``); the search itself does not."""
         import textwrap
 
         Figure = figure_class("SearchResult.plot", "the search")
