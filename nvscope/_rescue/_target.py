@@ -18,7 +18,7 @@ from typing import Any, NoReturn
 from nvscope._core import OptionSet, cut, first_line
 from nvscope._measure import attribute, import_program_module, import_script, options_dict
 
-__all__ = ["ASYNC_STEP", "Plan", "check_target", "findable", "load", "missing_module", "named", "unusable"]
+__all__ = ["ASYNC_STEP", "Plan", "check_target", "load", "missing_module", "named", "unusable"]
 
 ASYNC_STEP = ("the step is an async function: rescue calls it with no arguments and no event loop; give a plain "
               "function (def step(): return asyncio.run(train_step()))")
@@ -90,8 +90,13 @@ def load(spec: dict[str, Any]) -> tuple[Callable[[], Any], Callable[[], Any] | N
     sys.argv = [where, *target["args"]]
     sys.path.insert(0, os.getcwd() if module else os.path.dirname(os.path.abspath(where)))
     if target["function"] is None:
-        if module:
-            findable(spec, where)
+        if module:  # a program run with -m: the module must be there
+            try:
+                found = importlib.util.find_spec(where)
+            except ImportError as error:
+                unusable(spec, missing_module(where, error.name or where))
+            if found is None:
+                unusable(spec, missing_module(where, where))
 
         def step() -> None:
             try:
@@ -116,16 +121,6 @@ def load(spec: dict[str, Any]) -> tuple[Callable[[], Any], Callable[[], Any] | N
         return function, named(loaded, where, target["reference"], "the reference: ") if target["reference"] else None
     except (TypeError, ValueError) as error:
         unusable(spec, error)
-
-
-def findable(spec: dict[str, Any], where: str) -> None:
-    """In a child: a usage error (`unusable`) unless the module ``where`` can be found (a program run with -m)."""
-    try:
-        found = importlib.util.find_spec(where)
-    except ImportError as error:
-        unusable(spec, missing_module(where, getattr(error, "name", None) or where))
-    if found is None:
-        unusable(spec, missing_module(where, where))
 
 
 @dataclass
