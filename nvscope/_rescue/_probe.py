@@ -156,14 +156,11 @@ def observe(step: Callable[[], Any], reference: Callable[[], Any] | None, spec: 
                 result["repro"] += list(repro_paths(inner))
             result["escaped"] = [f for f, _ in caught if f in torch_s]
         failures[:0] = watch.wrong  # a fusion's wrong numbers come before the raise that ended the step
-        if failures:
-            result["failure"] = failures[0]
-            result["failed"] = list(dict.fromkeys(f["fusion"] for f in failures))
+        result["failed"] = list(dict.fromkeys(f["fusion"] for f in failures))
         if outside is not None:
             failures.append(outside)
-            result["failure"] = result["failure"] or outside
         if failures:
-            result["failures"] = failures
+            result["failure"], result["failures"] = failures[0], failures
             result["repro"] = [*(watch.written[f] for f in result["failed"] if f in watch.written), *result["repro"]]
         if reference is not None:
             try:
