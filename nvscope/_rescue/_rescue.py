@@ -203,8 +203,7 @@ def _drive(probe: Probe, say: Callable[[str], None], mode: str, checks: tuple[st
                                    and o.only(_gate(fused["ops"])) == o]
         repro: list[str] = list(failure.get("repro") or seen.get("repro", []))  # the defaults' failure first
 
-        def cures(batch: list[OptionSet], fusion: str = fusion, repro: list[str] = repro, fresh: bool = False
-                  ) -> list[tuple[bool, str]]:
+        def cures(batch: list[OptionSet], fresh: bool = False) -> list[tuple[bool, str]]:
             seen_now = probe([Plan({**plan, fusion: options}, validate=validate and [fusion], fresh=fresh)
                               for options in batch])
             out = []
@@ -216,9 +215,7 @@ def _drive(probe: Probe, say: Callable[[str], None], mode: str, checks: tuple[st
                 out.append((not bad, (observed["failure"] or {"line": stopped})["line"][:200] if bad else ""))
             return out
 
-        def searched(failed: int, reached: int, fusion: str = fusion, sets: list[OptionSet] = sets,
-                     cures: Callable[..., list[tuple[bool, str]]] = cures
-                     ) -> tuple[OptionSet | None, list[Attempt], bool, int | None, str]:
+        def searched(failed: int, reached: int) -> tuple[OptionSet | None, list[Attempt], bool, int | None, str]:
             """The search, its cure confirmed as often as the defaults' failures ask (module docstring)."""
             needed, rate = (None, "") if 0 < failed == reached else how_sure(failed, reached, alpha, len(sets))
             wanted = confirm if needed is None or needed - 1 > _MOST_RUNS else max(confirm, needed - 1)
