@@ -266,7 +266,7 @@ def _drive(probe: Probe, say: Callable[[str], None], mode: str, checks: tuple[st
     # 1. Failures the escape cannot get past (faults, hangs, wrong numbers, memory errors, the step outside its
     # fusions), one after another; a fusion that raised and ran in PyTorch is kept for after the route's proof.
     stopped = False
-    while (failure := next_failure(seen, plan, routable, stopped)) is not None:
+    while (failure := next_failure(seen, plan, routable)) is not None:
         fusion = failure["fusion"]
         if fusion in plan:  # a cure that does not hold in this run: said on that fusion
             again = f"it failed again with its cure, in the run with the cures so far: {failure['line'][:200]}"
