@@ -138,11 +138,8 @@ class Plan:
         self.options = dict(self.options)  # the cures as they are now: the rescue's own go on changing
 
     def spec(self) -> dict[str, Any]:
-        """The plan as `observe` reads it."""
-        return {"groups": [[options_dict(o), ids] for o, ids in self.groups()], "validate": self.validate}
-
-    def groups(self) -> list[tuple[OptionSet, list[str]]]:
+        """The plan as `observe` reads it: each distinct option set with the fusions under it."""
         grouped: dict[OptionSet, list[str]] = {}
         for fusion, options in self.options.items():
             grouped.setdefault(options, []).append(fusion)
-        return list(grouped.items())
+        return {"groups": [[options_dict(o), ids] for o, ids in grouped.items()], "validate": self.validate}
