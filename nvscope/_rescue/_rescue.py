@@ -44,13 +44,6 @@ _ENV = ("NVFUSER_ENABLE", "NVFUSER_DISABLE")
 _MOST_RUNS = 64  # the most runs a flaky failure's cure is given to prove itself; past that it is said not proven
 
 
-def _in_process(step: Callable[[], Any], reference: Callable[[], Any] | None, tolerance: float | None,
-                scripts: str) -> Probe:
-    def run(plans: list[Plan]) -> list[dict[str, Any]]:
-        return [observe(step, reference, {**plan.spec(), "scripts": scripts}, tolerance) for plan in plans]
-    return run
-
-
 def _target(step: str, reference: str | None, module: bool, args: list[str]) -> dict[str, Any]:
     # A file of that name is the script, colon or not (as `nvscope run` takes it); else the last colon names a function.
     split = ":" in step and not step.endswith(":") and (module or not os.path.isfile(step))
@@ -119,7 +112,11 @@ def rescue(step: Callable[[], Any] | str, /, *, reference: Callable[[], Any] | s
         if reference is not None and not callable(reference):
             raise TypeError(f"reference= takes a callable for a callable step, not {type(reference).__name__}")
         scripts = scripts_directory()
-        probe, mode, drops = _in_process(step, reference, tolerance, scripts), "in-process", []
+
+        def in_process(plans: list[Plan]) -> list[dict[str, Any]]:
+            return [observe(step, reference, {**plan.spec(), "scripts": scripts}, tolerance) for plan in plans]
+
+        probe, mode, drops = in_process, "in-process", []
     checks = ("raises", *(("faults",) if mode != "in-process" else ()), *(("validate",) if validate else ()),
               *(("reference",) if reference else ()), *(("memcheck",) if sanitize else ()))
     result: RescueResult | None = None
