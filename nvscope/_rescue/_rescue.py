@@ -188,10 +188,8 @@ def _drive(probe: Probe, say: Callable[[str], None], mode: str, checks: tuple[st
         """The search for one failing fusion (the cures so far in ``plan``), its cure confirmed; ``ran``: a fresh
         run of the defaults made already. ``expected``: only `expected_sets` (after a proven PyTorch route)."""
         say(f"{fusion}: {failure['kind']}: {first_line_of(failure['line'])[:160]}")
-        causes = []
-        for variable in drops:  # does the environment's option cause it?
-            if not fails_at(probe([Plan(plan, (variable,), validate and [fusion])])[0], fusion):
-                causes.append(variable)
+        # The environment's options that cause it: without them it runs.
+        causes = [v for v in drops if not fails_at(probe([Plan(plan, (v,), validate and [fusion])])[0], fusion)]
         fused = info.get(fusion) or {"ops": None, "own": {}}
         taken = options_from(fused.get("own") or {}) | env
         message = f"{failure['line']}\n{failure.get('detail', '')}"
