@@ -339,11 +339,9 @@ class Children:
 def read_events(path: str) -> tuple[list[str], list[str]]:
     """A probe's events file, read after the process is gone: the fusions started (in first-start order), and those
     started and not finished (the latest started last), where a dead or hung process was."""
-    try:
-        with open(path, encoding="utf-8") as file:
-            lines = [line.strip() for line in file if line.strip()]
-    except OSError:
-        lines = []
+    lines: list[str] = []
+    with suppress(OSError), open(path, encoding="utf-8") as file:
+        lines = file.read().splitlines()
     unfinished: dict[str, int] = {}  # per fusion started, its executions not finished
     latest: list[str] = []  # the fusions in the order of their latest start
     for line in lines:
