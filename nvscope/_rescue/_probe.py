@@ -217,8 +217,7 @@ class Children:
                                timeout, self.verdict) if reuse else None
 
     def close(self) -> None:
-        """Kill the workers (a later `run` starts new ones); remove the directories for repro scripts that no child
-        wrote to (`nvscope._rescue._watch.tidy` keeps the failing fusions' scripts)."""
+        """Kill the workers (a later `run` starts new ones); remove the repro directories that no child wrote to."""
         if self.workers is not None:
             self.workers.close()
         for directory in ([self.repro_dir] if self.own_repro else []) + [self.scripts]:
@@ -226,8 +225,7 @@ class Children:
                 os.rmdir(directory)  # only an empty one
 
     def run(self, plans: Sequence[Plan]) -> list[dict[str, Any]]:
-        """Run the plans at once (the caller bounds how many), each in a child or a worker; their observations, in
-        order."""
+        """The plans' observations, in order: each run at once (the caller bounds how many) in a child or a worker."""
         with tempfile.TemporaryDirectory(prefix="nvscope-rescue-") as directory:
             specs = [self.spec(plan, os.path.join(directory, str(i))) for i, plan in enumerate(plans)]
             pooled = [i for i, plan in enumerate(plans) if self.workers is not None and not plan.fresh
