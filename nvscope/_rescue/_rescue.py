@@ -138,10 +138,6 @@ def _gate(ops: list[str] | None) -> Callable[[str, str], bool]:
     return lambda kind, name: ops is None or known.can_affect(kind, name, ops)
 
 
-def _candidates(n: int) -> str:
-    return f"{n} candidate{'s' * (n != 1)}"
-
-
 class Limits(NamedTuple):
     """How far a rescue searches (`rescue`'s parameters of those names; ``given``: resolved candidates)."""
 
@@ -237,10 +233,11 @@ def _drive(probe: Probe, say: Callable[[str], None], mode: str, checks: tuple[st
         sure = ""
         if cure is not None and not 0 < failed == reached:
             clean = sum(a.cured for a in last if a.options == cure)
-            sure = (f"proven at alpha={alpha:g} over {_candidates(len(sets))}: {clean} clean runs; {rate}"
+            over = f"over {len(sets)} candidate{'s' * (len(sets) != 1)}"
+            sure = (f"proven at alpha={alpha:g} {over}: {clean} clean runs; {rate}"
                     if needed is not None and clean >= needed else
                     f"NOT statistically proven: {clean} clean runs; {rate}; "
-                    + (f"a proof at alpha={alpha:g} over {_candidates(len(sets))} needs {needed}" if needed else
+                    + (f"a proof at alpha={alpha:g} {over} needs {needed}" if needed else
                        "no number of runs proves a cure of a failure that did not fail again"))
             if not sure.startswith("proven"):
                 doubts.append(f"{fusion}: {sure}")
