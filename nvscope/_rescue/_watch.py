@@ -137,7 +137,6 @@ class Watch:
     def close(self) -> None:
         if self.unhook is not None:
             self.unhook()
-            self.unhook = None
         for cls, own in self.frontends or ():
             if getattr(vars(cls).get("execute"), "_nvscope_rescue", False):
                 if own is None:
