@@ -156,14 +156,11 @@ def observe(step: Callable[[], Any], reference: Callable[[], Any] | None, spec: 
                 result["repro"] += list(repro_paths(inner))
             result["escaped"] = [f for f, _ in caught if f in torch_s]
         failures[:0] = watch.wrong  # a fusion's wrong numbers come before the raise that ended the step
-        if failures:
-            result["failure"] = failures[0]
-            result["failed"] = list(dict.fromkeys(f["fusion"] for f in failures))
+        result["failed"] = list(dict.fromkeys(f["fusion"] for f in failures))
         if outside is not None:
             failures.append(outside)
-            result["failure"] = result["failure"] or outside
         if failures:
-            result["failures"] = failures
+            result["failure"], result["failures"] = failures[0], failures
             result["repro"] = [*(watch.written[f] for f in result["failed"] if f in watch.written), *result["repro"]]
         if reference is not None:
             try:
@@ -220,8 +217,7 @@ class Children:
                                timeout, self.verdict) if reuse else None
 
     def close(self) -> None:
-        """Kill the workers (a later `run` starts new ones); remove the directories for repro scripts that no child
-        wrote to (`nvscope._rescue._watch.tidy` keeps the failing fusions' scripts)."""
+        """Kill the workers (a later `run` starts new ones); remove the repro directories that no child wrote to."""
         if self.workers is not None:
             self.workers.close()
         for directory in ([self.repro_dir] if self.own_repro else []) + [self.scripts]:
@@ -229,8 +225,7 @@ class Children:
                 os.rmdir(directory)  # only an empty one
 
     def run(self, plans: Sequence[Plan]) -> list[dict[str, Any]]:
-        """Run the plans at once (the caller bounds how many), each in a child or a worker; their observations, in
-        order."""
+        """The plans' observations, in order: each run at once (the caller bounds how many) in a child or a worker."""
         with tempfile.TemporaryDirectory(prefix="nvscope-rescue-") as directory:
             specs = [self.spec(plan, os.path.join(directory, str(i))) for i, plan in enumerate(plans)]
             pooled = [i for i, plan in enumerate(plans) if self.workers is not None and not plan.fresh
@@ -342,11 +337,9 @@ class Children:
 def read_events(path: str) -> tuple[list[str], list[str]]:
     """A probe's events file, read after the process is gone: the fusions started (in first-start order), and those
     started and not finished (the latest started last), where a dead or hung process was."""
-    try:
-        with open(path, encoding="utf-8") as file:
-            lines = [line.strip() for line in file if line.strip()]
-    except OSError:
-        lines = []
+    lines: list[str] = []
+    with suppress(OSError), open(path, encoding="utf-8") as file:
+        lines = file.read().splitlines()
     unfinished: dict[str, int] = {}  # per fusion started, its executions not finished
     latest: list[str] = []  # the fusions in the order of their latest start
     for line in lines:

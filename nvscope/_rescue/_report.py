@@ -60,9 +60,8 @@ class Failure:
 
 @dataclass(frozen=True)
 class FusionRescue:
-    """One failing fusion: its failure under the defaults, the cure found (None: none), every attempt, the
-    environment variables whose removal cures it (``env_cause``), whether the time budget ran out first, the repro
-    scripts and the text of an nvFuser issue."""
+    """One failing fusion: its failure under the defaults, the cure found (None: none) and every attempt;
+    ``env_cause``: the environment variables whose removal cures it."""
 
     fusion: str
     failure: Failure

@@ -44,13 +44,6 @@ _ENV = ("NVFUSER_ENABLE", "NVFUSER_DISABLE")
 _MOST_RUNS = 64  # the most runs a flaky failure's cure is given to prove itself; past that it is said not proven
 
 
-def _in_process(step: Callable[[], Any], reference: Callable[[], Any] | None, tolerance: float | None,
-                scripts: str) -> Probe:
-    def run(plans: list[Plan]) -> list[dict[str, Any]]:
-        return [observe(step, reference, {**plan.spec(), "scripts": scripts}, tolerance) for plan in plans]
-    return run
-
-
 def _target(step: str, reference: str | None, module: bool, args: list[str]) -> dict[str, Any]:
     # A file of that name is the script, colon or not (as `nvscope run` takes it); else the last colon names a function.
     split = ":" in step and not step.endswith(":") and (module or not os.path.isfile(step))
@@ -119,7 +112,11 @@ def rescue(step: Callable[[], Any] | str, /, *, reference: Callable[[], Any] | s
         if reference is not None and not callable(reference):
             raise TypeError(f"reference= takes a callable for a callable step, not {type(reference).__name__}")
         scripts = scripts_directory()
-        probe, mode, drops = _in_process(step, reference, tolerance, scripts), "in-process", []
+
+        def in_process(plans: list[Plan]) -> list[dict[str, Any]]:
+            return [observe(step, reference, {**plan.spec(), "scripts": scripts}, tolerance) for plan in plans]
+
+        probe, mode, drops = in_process, "in-process", []
     checks = ("raises", *(("faults",) if mode != "in-process" else ()), *(("validate",) if validate else ()),
               *(("reference",) if reference else ()), *(("memcheck",) if sanitize else ()))
     result: RescueResult | None = None
@@ -139,10 +136,6 @@ def _gate(ops: list[str] | None) -> Callable[[str, str], bool]:
     """``OptionSet.only``'s test: the catalog's gates for a fusion holding ``ops`` (None: unknown, all pass)."""
     known = catalog()
     return lambda kind, name: ops is None or known.can_affect(kind, name, ops)
-
-
-def _candidates(n: int) -> str:
-    return f"{n} candidate{'s' * (n != 1)}"
 
 
 class Limits(NamedTuple):
@@ -191,10 +184,8 @@ def _drive(probe: Probe, say: Callable[[str], None], mode: str, checks: tuple[st
         """The search for one failing fusion (the cures so far in ``plan``), its cure confirmed; ``ran``: a fresh
         run of the defaults made already. ``expected``: only `expected_sets` (after a proven PyTorch route)."""
         say(f"{fusion}: {failure['kind']}: {first_line_of(failure['line'])[:160]}")
-        causes = []
-        for variable in drops:  # does the environment's option cause it?
-            if not fails_at(probe([Plan(plan, (variable,), validate and [fusion])])[0], fusion):
-                causes.append(variable)
+        # The environment's options that cause it: without them it runs.
+        causes = [v for v in drops if not fails_at(probe([Plan(plan, (v,), validate and [fusion])])[0], fusion)]
         fused = info.get(fusion) or {"ops": None, "own": {}}
         taken = options_from(fused.get("own") or {}) | env
         message = f"{failure['line']}\n{failure.get('detail', '')}"
@@ -203,8 +194,7 @@ def _drive(probe: Probe, say: Callable[[str], None], mode: str, checks: tuple[st
                                    and o.only(_gate(fused["ops"])) == o]
         repro: list[str] = list(failure.get("repro") or seen.get("repro", []))  # the defaults' failure first
 
-        def cures(batch: list[OptionSet], fusion: str = fusion, repro: list[str] = repro, fresh: bool = False
-                  ) -> list[tuple[bool, str]]:
+        def cures(batch: list[OptionSet], fresh: bool = False) -> list[tuple[bool, str]]:
             seen_now = probe([Plan({**plan, fusion: options}, validate=validate and [fusion], fresh=fresh)
                               for options in batch])
             out = []
@@ -216,9 +206,7 @@ def _drive(probe: Probe, say: Callable[[str], None], mode: str, checks: tuple[st
                 out.append((not bad, (observed["failure"] or {"line": stopped})["line"][:200] if bad else ""))
             return out
 
-        def searched(failed: int, reached: int, fusion: str = fusion, sets: list[OptionSet] = sets,
-                     cures: Callable[..., list[tuple[bool, str]]] = cures
-                     ) -> tuple[OptionSet | None, list[Attempt], bool, int | None, str]:
+        def searched(failed: int, reached: int) -> tuple[OptionSet | None, list[Attempt], bool, int | None, str]:
             """The search, its cure confirmed as often as the defaults' failures ask (module docstring)."""
             needed, rate = (None, "") if 0 < failed == reached else how_sure(failed, reached, alpha, len(sets))
             wanted = confirm if needed is None or needed - 1 > _MOST_RUNS else max(confirm, needed - 1)
@@ -245,10 +233,11 @@ def _drive(probe: Probe, say: Callable[[str], None], mode: str, checks: tuple[st
         sure = ""
         if cure is not None and not 0 < failed == reached:
             clean = sum(a.cured for a in last if a.options == cure)
-            sure = (f"proven at alpha={alpha:g} over {_candidates(len(sets))}: {clean} clean runs; {rate}"
+            over = f"over {len(sets)} candidate{'s' * (len(sets) != 1)}"
+            sure = (f"proven at alpha={alpha:g} {over}: {clean} clean runs; {rate}"
                     if needed is not None and clean >= needed else
                     f"NOT statistically proven: {clean} clean runs; {rate}; "
-                    + (f"a proof at alpha={alpha:g} over {_candidates(len(sets))} needs {needed}" if needed else
+                    + (f"a proof at alpha={alpha:g} {over} needs {needed}" if needed else
                        "no number of runs proves a cure of a failure that did not fail again"))
             if not sure.startswith("proven"):
                 doubts.append(f"{fusion}: {sure}")
@@ -269,7 +258,7 @@ def _drive(probe: Probe, say: Callable[[str], None], mode: str, checks: tuple[st
     # 1. Failures the escape cannot get past (faults, hangs, wrong numbers, memory errors, the step outside its
     # fusions), one after another; a fusion that raised and ran in PyTorch is kept for after the route's proof.
     stopped = False
-    while (failure := next_failure(seen, plan, routable, stopped)) is not None:
+    while (failure := next_failure(seen, plan, routable)) is not None:
         fusion = failure["fusion"]
         if fusion in plan:  # a cure that does not hold in this run: said on that fusion
             again = f"it failed again with its cure, in the run with the cures so far: {failure['line'][:200]}"

@@ -68,8 +68,8 @@ def escaped_failures(observation: dict[str, Any], failure: dict[str, Any]) -> bo
     return failure["kind"] == "raise" and failure["fusion"] in observation.get("escaped", ())
 
 
-def next_failure(seen: dict[str, Any], plan: dict[str, OptionSet], routable: dict[str, dict[str, Any]],
-                  stopped: bool) -> dict[str, Any] | None:
+def next_failure(seen: dict[str, Any], plan: dict[str, OptionSet], routable: dict[str, dict[str, Any]]
+                 ) -> dict[str, Any] | None:
     """The first failure the escape cannot get past, not yet cured; the fusions that raised and ran in PyTorch are
     added to ``routable`` on the way (a reference that differs while some ran there: the route's proof judges it)."""
     out = None
@@ -81,7 +81,7 @@ def next_failure(seen: dict[str, Any], plan: dict[str, OptionSet], routable: dic
             continue
         elif out is None:
             out = failure
-    return None if stopped else out
+    return out
 
 
 def clean_run(observation: dict[str, Any], routes: set[str]) -> bool:

@@ -109,8 +109,7 @@ def runs_needed(p_low: float, level: float) -> int | None:
 
 
 def search(sets: Sequence[OptionSet], cures: Callable[[list[OptionSet]], list[tuple[bool, str]]], *,
-           jobs: int = 1, confirm: int = 1, budget_s: float = 600.0,
-           clock: Callable[[], float] = time.monotonic,
+           jobs: int, confirm: int, budget_s: float, clock: Callable[[], float] = time.monotonic,
            again: Callable[[list[OptionSet]], list[tuple[bool, str]]] | None = None,
            ) -> tuple[OptionSet | None, list[Attempt], bool]:
     """The first set of ``sets`` that cures and cures again ``confirm`` times; every attempt; whether the budget ran
@@ -120,11 +119,10 @@ def search(sets: Sequence[OptionSet], cures: Callable[[list[OptionSet]], list[tu
     start = clock()
     attempts: list[Attempt] = []
     queue = list(sets)
-    width = max(1, jobs)
     while queue:
         if clock() - start >= budget_s:
             return None, attempts, True
-        batch, queue = queue[:width], queue[width:]
+        batch, queue = queue[:jobs], queue[jobs:]
         began = clock()
         verdicts = cures(batch)
         each = (clock() - began) / len(batch)
@@ -137,7 +135,7 @@ def search(sets: Sequence[OptionSet], cures: Callable[[list[OptionSet]], list[tu
             while left and held:  # `jobs` at a time; one run that fails ends it
                 if clock() - start >= budget_s:
                     return None, attempts, True
-                repeated = (again or cures)([options] * min(width, left))
+                repeated = (again or cures)([options] * min(jobs, left))
                 left -= len(repeated)
                 held = all(ok_again for ok_again, _ in repeated)
                 attempts += [Attempt(options, ok_again, f"confirm: {detail}" if detail else "confirm")

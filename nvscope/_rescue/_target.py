@@ -18,7 +18,7 @@ from typing import Any, NoReturn
 from nvscope._core import OptionSet, cut, first_line
 from nvscope._measure import attribute, import_program_module, import_script, options_dict
 
-__all__ = ["ASYNC_STEP", "Plan", "check_target", "findable", "load", "missing_module", "named", "unusable"]
+__all__ = ["ASYNC_STEP", "Plan", "check_target", "load", "missing_module", "named", "unusable"]
 
 ASYNC_STEP = ("the step is an async function: rescue calls it with no arguments and no event loop; give a plain "
               "function (def step(): return asyncio.run(train_step()))")
@@ -90,8 +90,13 @@ def load(spec: dict[str, Any]) -> tuple[Callable[[], Any], Callable[[], Any] | N
     sys.argv = [where, *target["args"]]
     sys.path.insert(0, os.getcwd() if module else os.path.dirname(os.path.abspath(where)))
     if target["function"] is None:
-        if module:
-            findable(spec, where)
+        if module:  # a program run with -m: the module must be there
+            try:
+                found = importlib.util.find_spec(where)
+            except ImportError as error:
+                unusable(spec, missing_module(where, error.name or where))
+            if found is None:
+                unusable(spec, missing_module(where, where))
 
         def step() -> None:
             try:
@@ -118,16 +123,6 @@ def load(spec: dict[str, Any]) -> tuple[Callable[[], Any], Callable[[], Any] | N
         unusable(spec, error)
 
 
-def findable(spec: dict[str, Any], where: str) -> None:
-    """In a child: a usage error (`unusable`) unless the module ``where`` can be found (a program run with -m)."""
-    try:
-        found = importlib.util.find_spec(where)
-    except ImportError as error:
-        unusable(spec, missing_module(where, getattr(error, "name", None) or where))
-    if found is None:
-        unusable(spec, missing_module(where, where))
-
-
 @dataclass
 class Plan:
     """What one probe runs: per fusion id its options (the others keep their defaults); ``drop_env``: without
@@ -143,11 +138,8 @@ class Plan:
         self.options = dict(self.options)  # the cures as they are now: the rescue's own go on changing
 
     def spec(self) -> dict[str, Any]:
-        """The plan as `observe` reads it."""
-        return {"groups": [[options_dict(o), ids] for o, ids in self.groups()], "validate": self.validate}
-
-    def groups(self) -> list[tuple[OptionSet, list[str]]]:
+        """The plan as `observe` reads it: each distinct option set with the fusions under it."""
         grouped: dict[OptionSet, list[str]] = {}
         for fusion, options in self.options.items():
             grouped.setdefault(options, []).append(fusion)
-        return list(grouped.items())
+        return {"groups": [[options_dict(o), ids] for o, ids in grouped.items()], "validate": self.validate}

@@ -107,7 +107,7 @@ class Watch:
         self.wrong: list[dict[str, Any]] = []
         self.skipped: dict[str, str] = {}
         self.written: dict[str, str] = {}
-        self.frontends: list[tuple[type, Any]] | None = None  # (class, its own execute or None), once patched
+        self.frontends: list[tuple[Any, Any]] | None = None  # (class, its own execute or None), once patched
         self.found_validate = False
         self.checked: set[str] = set()  # the fusions validate compared
         self.unhook: Callable[[], None] | None = None
@@ -137,9 +137,7 @@ class Watch:
     def close(self) -> None:
         if self.unhook is not None:
             self.unhook()
-            self.unhook = None
-        for frontend, own in self.frontends or ():
-            cls: Any = frontend
+        for cls, own in self.frontends or ():
             if getattr(vars(cls).get("execute"), "_nvscope_rescue", False):
                 if own is None:
                     delattr(cls, "execute")
@@ -217,22 +215,18 @@ class Watch:
         return execute
 
     def _unvalidated(self, fd: Any, fusion: str, args: tuple[Any, ...], validate: Any) -> str | None:
-        """Why this execution is not validated, or None."""
+        """Why this execution is not validated, or None (a reason of the fusion's own is kept in ``skipped``)."""
         asked = self.validate is True or (not isinstance(self.validate, bool) and fusion in self.validate)
         if not asked or validate is None or args:
             return "not asked" if validate is not None else "no validate"
         ops = set(getattr(self.local, "ops", None) or ())
         if ops & _RANDOM:
             self.skipped[fusion] = f"random numbers ({', '.join(sorted(ops & _RANDOM))}): ATen draws others"
-            return self.skipped[fusion]
-        try:
-            aliased = bool(_ALIASED.search(repr(fd)))
-        except Exception:
-            aliased = False
-        if aliased:
-            self.skipped[fusion] = "it updates an input in place: ATen would see the updated input"
-            return self.skipped[fusion]
-        return None
+        else:
+            with suppress(Exception):  # a definition that cannot print itself: validated
+                if _ALIASED.search(repr(fd)):
+                    self.skipped[fusion] = "it updates an input in place: ATen would see the updated input"
+        return self.skipped.get(fusion)
 
 
 def failure_of(fusion: str | None, kind: str, line: str, detail: str = "") -> dict[str, Any]:

@@ -33,12 +33,11 @@ Judge = Callable[[dict[str, Any], int | None, str, str, Any], dict[str, Any]]
 def serve(observe: Callable[..., Any], step: Callable[[], Any], reference: Callable[[], Any] | None,
           spec: dict[str, Any]) -> None:
     """The worker's loop (module docstring): one probe per line of ``spec["requests"]``, until it ends."""
-    replies = spec["replies"]
     with os.fdopen(spec["requests"], encoding="utf-8") as requests:
         for line in requests:
             probe = json.loads(line)
             observe(step, reference, probe, probe.get("tolerance"))
-            os.write(replies, b"\n")
+            os.write(spec["replies"], b"\n")
 
 
 def kill(child: subprocess.Popen[str]) -> None:
