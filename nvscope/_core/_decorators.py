@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 
 from nvscope._core import _patches
-from nvscope._core._frames import ACTIVE, NOTHING, Frame, note_run
+from nvscope._core._frames import ACTIVE, NOTHING, Frame, enter_frame, note_run, reset
 from nvscope._core._validate import shown as _shown
 
 TYPE_CHECKING = False
@@ -79,6 +79,18 @@ def _wrap(func: Callable[..., Any], scope: ScopeDecorator | None, captured: Fram
             with context():
                 return await func(*args, **kwargs)
         return coroutine_wrapper
+
+    if scope is None:  # a bound call: the captured frame as it is (per call, a `_Steps` would cost twice as much)
+        @functools.wraps(func)
+        def bound(*args: Any, **kwargs: Any) -> Any:
+            token = enter_frame(captured)
+            try:
+                return func(*args, **kwargs)
+            finally:
+                if captured is not None:  # counts for every scope around it: they may have exited already
+                    note_run(captured, captured.ran, outward=True)
+                reset(token)
+        return bound
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
