@@ -166,10 +166,12 @@ def execute(adapter: Adapter[F], fusion: F, frame: Frame | None, args: tuple[Any
         if _SINKS:
             return _timed(adapter.default, _record(info, own_options, "default", adapter), fusion, args, kwargs)
         return adapter.default(fusion, args, kwargs)
-    call = FusionCall(adapter, table, fusion, frame, partition, own_options, args, kwargs)
+    # A FusionCall only where one is needed: one per call adds a quarter to a call that switches option set.
+    parts = (adapter, table, fusion, frame, partition, own_options, args, kwargs)
     if partition.error is not None and frame is not None and frame.on_error == "fallback":
-        return _fall_back(call)
+        return _fall_back(FusionCall(*parts))
     if table.routes and _policy.escapes(policy):
+        call = FusionCall(*parts)
         region = _escapes.route(call)
         if region is not None:
             return _run_region(region, call)
@@ -179,13 +181,13 @@ def execute(adapter: Adapter[F], fusion: F, frame: Frame | None, args: tuple[Any
             runner = partition.runner
             route: _events.Route = ("default" if runner is fusion else "torch" if runner is not None
                                     and runner is table.region else "new" if new else "reused")
-            record = _record(info, partition.options, route, adapter, shared_from=_shared_from(call, new))
+            record = _record(info, partition.options, route, adapter, shared_from=_shared_from(FusionCall(*parts), new))
             return _timed(partition.run, record, args, kwargs)
         return partition.run(args, kwargs)
     except NvscopeError:
         raise
     except Exception as error:
-        return failed(error, call)
+        return failed(error, FusionCall(*parts))
     finally:
         if new:  # where the partition's definition compiles
             _shared.SHARED.note_compile(time.perf_counter() - started)
