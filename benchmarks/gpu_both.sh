@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Usage (device machine, repo root, .gpu carried): bash benchmarks/gpu_both.sh   (TESTS_TIMEOUT per pytest, default
-# 480 s; PARTS="tests suite" and GROUPS="G1 G2 G3 G4" by default, fewer to run part of it in a call; .gpu/commit,
+# 480 s; PARTS="tests suite" and TEST_GROUPS="G1 G2 G3 G4" by default, fewer to run part of it in a call; .gpu/commit,
 # written here before the call with `git rev-parse --short HEAD > .gpu/commit`, names the code).
 # Both builds' full tests/gpu in one device call, each split in four processes on pinned cores, and Thunder's
 # test_nvfuser.py under NVSCOPE_SHARE=all (next), and plain and under --nv-on-error torch (both builds). Logs under /tmp/o; a summary and a tarball of the logs to $OUT.
@@ -18,7 +18,7 @@ cores=(0-1 2-3 4-5 6-7 8-9 10-11 12-13 14-15); i=0
 PARTS=${PARTS:-tests suite}
 for b in next 0.2.6; do
   [[ $PARTS == *tests* ]] || break
-  for g in ${GROUPS:-G1 G2 G3 G4}; do
+  for g in ${TEST_GROUPS:-G1 G2 G3 G4}; do
     NVSCOPE_RESULTS=$O/rescue-$b LOG_TAG=$g TESTS_PATHS="${!g}" taskset -c ${cores[$i]} bash benchmarks/gpu_run.sh $b tests > $O/run-$b-$g.out 2>&1 &
     i=$((i+1))
   done
