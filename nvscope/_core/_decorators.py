@@ -87,6 +87,10 @@ def _wrap(func: Callable[..., Any], scope: ScopeDecorator | None, captured: Fram
             try:
                 return func(*args, **kwargs)
             finally:
+                frame = ACTIVE.get()
+                while frame is not captured and frame is not None:  # scopes the call left open end with it
+                    note_run(captured, frame.ran)
+                    frame = frame.parent
                 if captured is not None:  # counts for every scope around it: they may have exited already
                     note_run(captured, captured.ran, outward=True)
                 reset(token)

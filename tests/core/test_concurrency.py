@@ -267,6 +267,21 @@ def test_fusions_of_bound_work_count_for_the_captured_scopes(
     ]
 
 
+def test_fusions_under_a_scope_the_bound_call_leaves_open_count_for_the_captured_one(
+    fusion: Callable[[], OptionSet]
+) -> None:
+    def work() -> OptionSet:
+        nv_options(enable=["kernel_profile"]).__enter__()  # left open: the bound call's end discards it
+        return fusion()
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with nv_options(enable=["fuse_matmul"]):
+            assert bind(work)() == OptionSet(enable=["fuse_matmul", "kernel_profile"])
+            assert current_options() == OptionSet(enable=["fuse_matmul"])
+    assert [str(w.message) for w in caught if "exited without" in str(w.message)] == []
+
+
 def test_nested_scopes_inside_a_bound_function(run_threads: RunThreads) -> None:
     def work() -> tuple[OptionSet, OptionSet]:
         with nv_options(enable=["kernel_profile"]) as inner:
