@@ -72,11 +72,10 @@ def _wrap(func: Callable[..., Any], scope: ScopeDecorator | None, captured: Fram
         return _wrap_async_generator(func, scope, captured)
     if inspect.isgeneratorfunction(func):
         return _wrap_generator(func, scope, captured)
-    context = (lambda: scope) if scope is not None else (lambda: _Steps(None, captured))
     if inspect.iscoroutinefunction(func):
         @functools.wraps(func)
         async def coroutine_wrapper(*args: Any, **kwargs: Any) -> Any:
-            with context():
+            with scope if scope is not None else _Steps(None, captured):
                 return await func(*args, **kwargs)
         return coroutine_wrapper
 
@@ -96,9 +95,11 @@ def _wrap(func: Callable[..., Any], scope: ScopeDecorator | None, captured: Fram
                 reset(token)
         return bound
 
+    entered = scope  # not None here
+
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        with context():
+        with entered:
             return func(*args, **kwargs)
     return wrapper
 
